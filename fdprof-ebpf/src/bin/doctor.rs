@@ -1,0 +1,58 @@
+//! Empty programs `fdprof doctor` loads and attaches to find out, for real, which attach modes
+//! this kernel accepts for each probe point. They do nothing and detach at once. A separate
+//! object from `fdprof` so that a trial creates no maps.
+#![no_std]
+#![no_main]
+
+use aya_ebpf::{
+    macros::{btf_tracepoint, fentry, fexit, kprobe, kretprobe, perf_event, tracepoint},
+    programs::{
+        BtfTracePointContext, FEntryContext, FExitContext, PerfEventContext, ProbeContext,
+        RetProbeContext, TracePointContext,
+    },
+};
+
+#[fentry]
+pub fn fdprof_try_fentry(_ctx: FEntryContext) -> u32 {
+    0
+}
+
+#[fexit]
+pub fn fdprof_try_fexit(_ctx: FExitContext) -> u32 {
+    0
+}
+
+#[kprobe]
+pub fn fdprof_try_kprobe(_ctx: ProbeContext) -> u32 {
+    0
+}
+
+#[kretprobe]
+pub fn fdprof_try_kretprobe(_ctx: RetProbeContext) -> u32 {
+    0
+}
+
+#[tracepoint]
+pub fn fdprof_try_tracepoint(_ctx: TracePointContext) -> u32 {
+    0
+}
+
+#[btf_tracepoint]
+pub fn fdprof_try_tp_btf(_ctx: BtfTracePointContext) -> i32 {
+    0
+}
+
+#[perf_event]
+pub fn fdprof_try_perf_event(_ctx: PerfEventContext) -> u32 {
+    0
+}
+
+#[cfg(not(test))]
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    loop {}
+}
+
+#[unsafe(link_section = "license")]
+#[unsafe(no_mangle)]
+static LICENSE: [u8; 4] = *b"GPL\0";

@@ -1,0 +1,43 @@
+//! Command-line front end: parses arguments and hands each subcommand to its module.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::error::Fatal;
+
+#[derive(Parser)]
+#[command(
+    name = "fdprof",
+    version,
+    about = "Profile the Linux fd table: alloc_fd, close and files->file_lock"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Show what this kernel offers and which probes `record` will use
+    Doctor(crate::probe::doctor::DoctorArgs),
+    /// Run a built-in fd-table load generator (the 2015 threads' benchmarks)
+    Workload(crate::workload::WorkloadArgs),
+}
+
+/// Runs the program; every error becomes one line on stderr and a non-zero exit code.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Doctor(args) => crate::probe::doctor::run(&args),
+        Command::Workload(args) => crate::workload::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("fdprof: error: {err:#}");
+            let code = err.downcast_ref::<Fatal>().map_or(1, |f| f.code);
+            ExitCode::from(code)
+        }
+    }
+}

@@ -1,0 +1,42 @@
+//! Errors that end the program with a specific exit code and one clear line.
+
+use std::fmt;
+
+/// Exit code for bad usage or missing privileges (like `perf`'s "permission" failures).
+pub const EXIT_USAGE: u8 = 2;
+
+/// An error that carries the exit code the process should end with.
+#[derive(Debug)]
+pub struct Fatal {
+    pub code: u8,
+    pub message: String,
+}
+
+impl fmt::Display for Fatal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Fatal {}
+
+/// Builds an [`anyhow::Error`] that makes `main` exit with `code`.
+pub fn fatal(code: u8, message: impl Into<String>) -> anyhow::Error {
+    Fatal {
+        code,
+        message: message.into(),
+    }
+    .into()
+}
+
+/// Fails with exit code 2 unless the process may load BPF programs.
+pub fn require_root(what: &str) -> anyhow::Result<()> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err(fatal(
+            EXIT_USAGE,
+            format!("{what} needs root (CAP_BPF and CAP_PERFMON): run it with sudo"),
+        ));
+    }
+    Ok(())
+}

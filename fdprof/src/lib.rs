@@ -1,0 +1,10 @@
+//! fdprof: a profiler for the Linux per-process fd table (`alloc_fd`, the close path and
+//! `files->file_lock`).
+//!
+//! Data flows one way: **probe → collect → model → render**. The binary is a thin `main` over
+//! [`cli`].
+
+pub mod cli;
+pub mod error;
+pub mod probe;
+pub mod workload;

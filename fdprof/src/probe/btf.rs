@@ -1,0 +1,225 @@
+//! A small reader for the kernel's BTF (`/sys/kernel/btf/vmlinux`): just enough to find struct
+//! member offsets and whether a function has a BTF entry (which fentry needs).
+//!
+//! The Rust eBPF programs carry no CO-RE relocations, so every field they read is located here at
+//! start-up and handed to them as a load-time global.
+
+use std::collections::HashMap;
+
+use anyhow::{Context, Result, bail};
+
+const MAGIC: u16 = 0xeb9f;
+
+const KIND_INT: u32 = 1;
+const KIND_ARRAY: u32 = 3;
+const KIND_STRUCT: u32 = 4;
+const KIND_UNION: u32 = 5;
+const KIND_ENUM: u32 = 6;
+const KIND_TYPEDEF: u32 = 8;
+const KIND_VOLATILE: u32 = 9;
+const KIND_CONST: u32 = 10;
+const KIND_RESTRICT: u32 = 11;
+const KIND_FUNC: u32 = 12;
+const KIND_FUNC_PROTO: u32 = 13;
+const KIND_VAR: u32 = 14;
+const KIND_DATASEC: u32 = 15;
+const KIND_DECL_TAG: u32 = 17;
+const KIND_TYPE_TAG: u32 = 18;
+const KIND_ENUM64: u32 = 19;
+
+#[derive(Debug, Clone, Copy)]
+struct Member {
+    name_off: u32,
+    type_id: u32,
+    /// Offset in bits from the start of the enclosing struct or union.
+    bit_offset: u32,
+}
+
+#[derive(Debug)]
+struct Type {
+    name_off: u32,
+    kind: u32,
+    /// `type` for modifiers, typedefs and pointers.
+    referenced: u32,
+    members: Vec<Member>,
+}
+
+/// Parsed type information of one BTF blob.
+pub struct Btf {
+    strings: Vec<u8>,
+    /// Index 0 is BTF's `void`.
+    types: Vec<Type>,
+    structs_by_name: HashMap<String, u32>,
+    funcs: HashMap<String, u32>,
+}
+
+fn u32_at(data: &[u8], at: usize) -> Result<u32> {
+    let bytes = data
+        .get(at..at + 4)
+        .context("BTF data ends in the middle of a record")?;
+    Ok(u32::from_le_bytes(bytes.try_into().unwrap()))
+}
+
+impl Btf {
+    /// Reads the running kernel's BTF.
+    pub fn from_sys_fs() -> Result<Self> {
+        let path = "/sys/kernel/btf/vmlinux";
+        let data = std::fs::read(path).with_context(|| {
+            format!("this kernel has no BTF ({path}); fdprof needs CONFIG_DEBUG_INFO_BTF=y")
+        })?;
+        Self::parse(&data).with_context(|| format!("cannot parse {path}"))
+    }
+
+    /// Parses a little-endian BTF blob.
+    pub fn parse(data: &[u8]) -> Result<Self> {
+        if data.len() < 24 || u16::from_le_bytes([data[0], data[1]]) != MAGIC {
+            bail!("not little-endian BTF (bad magic)");
+        }
+        let hdr_len = u32_at(data, 4)? as usize;
+        let type_off = u32_at(data, 8)? as usize;
+        let type_len = u32_at(data, 12)? as usize;
+        let str_off = u32_at(data, 16)? as usize;
+        let str_len = u32_at(data, 20)? as usize;
+        let types_data = data
+            .get(hdr_len + type_off..hdr_len + type_off + type_len)
+            .context("type section out of bounds")?;
+        let strings = data
+            .get(hdr_len + str_off..hdr_len + str_off + str_len)
+            .context("string section out of bounds")?
+            .to_vec();
+
+        let mut types = vec![Type {
+            name_off: 0,
+            kind: 0,
+            referenced: 0,
+            members: Vec::new(),
+        }];
+        let mut at = 0;
+        while at < types_data.len() {
+            let name_off = u32_at(types_data, at)?;
+            let info = u32_at(types_data, at + 4)?;
+            let size_or_type = u32_at(types_data, at + 8)?;
+            at += 12;
+            let vlen = (info & 0xffff) as usize;
+            let kind = (info >> 24) & 0x1f;
+            let bitfield_offsets = info >> 31 == 1;
+            let mut members = Vec::new();
+            match kind {
+                KIND_INT | KIND_VAR | KIND_DECL_TAG => at += 4,
+                KIND_ARRAY => at += 12,
+                KIND_STRUCT | KIND_UNION => {
+                    for i in 0..vlen {
+                        let m = at + i * 12;
+                        let raw_offset = u32_at(types_data, m + 8)?;
+                        members.push(Member {
+                            name_off: u32_at(types_data, m)?,
+                            type_id: u32_at(types_data, m + 4)?,
+                            bit_offset: if bitfield_offsets {
+                                raw_offset & 0xff_ffff
+                            } else {
+                                raw_offset
+                            },
+                        });
+                    }
+                    at += vlen * 12;
+                }
+                KIND_ENUM | KIND_FUNC_PROTO => at += vlen * 8,
+                KIND_DATASEC | KIND_ENUM64 => at += vlen * 12,
+                0 | 20.. => bail!("unknown BTF kind {kind} at type {}", types.len()),
+                _ => {}
+            }
+            types.push(Type {
+                name_off,
+                kind,
+                referenced: size_or_type,
+                members,
+            });
+        }
+
+        let mut btf = Btf {
+            strings,
+            types,
+            structs_by_name: HashMap::new(),
+            funcs: HashMap::new(),
+        };
+        for (id, t) in btf.types.iter().enumerate().skip(1) {
+            let name = btf.name(t.name_off);
+            if name.is_empty() {
+                continue;
+            }
+            match t.kind {
+                // Keep the first complete definition; forward declarations have their own kind.
+                KIND_STRUCT | KIND_UNION => {
+                    btf.structs_by_name
+                        .entry(name.to_string())
+                        .or_insert(id as u32);
+                }
+                KIND_FUNC => {
+                    btf.funcs.entry(name.to_string()).or_insert(id as u32);
+                }
+                _ => {}
+            }
+        }
+        Ok(btf)
+    }
+
+    fn name(&self, off: u32) -> &str {
+        let rest = self.strings.get(off as usize..).unwrap_or_default();
+        let end = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
+        std::str::from_utf8(&rest[..end]).unwrap_or("")
+    }
+
+    /// True when the kernel has a BTF `FUNC` record for `name` (a prerequisite for fentry).
+    pub fn has_func(&self, name: &str) -> bool {
+        self.funcs.contains_key(name)
+    }
+
+    /// Skips typedefs and qualifiers to the underlying type.
+    fn resolve(&self, mut id: u32) -> u32 {
+        while let Some(t) = self.types.get(id as usize) {
+            match t.kind {
+                KIND_TYPEDEF | KIND_VOLATILE | KIND_CONST | KIND_RESTRICT | KIND_TYPE_TAG => {
+                    id = t.referenced
+                }
+                _ => break,
+            }
+        }
+        id
+    }
+
+    /// Byte offset of `field` in `struct name`, looking through anonymous structs and unions.
+    pub fn member_offset(&self, name: &str, field: &str) -> Result<u32> {
+        let id = *self
+            .structs_by_name
+            .get(name)
+            .with_context(|| format!("struct {name} not found in BTF"))?;
+        let bits = self
+            .find_member(id, field)
+            .with_context(|| format!("struct {name} has no member {field} in BTF"))?;
+        if bits % 8 != 0 {
+            bail!("{name}.{field} is a bitfield");
+        }
+        Ok(bits / 8)
+    }
+
+    fn find_member(&self, struct_id: u32, field: &str) -> Option<u32> {
+        let t = self.types.get(struct_id as usize)?;
+        for m in &t.members {
+            if self.name(m.name_off) == field {
+                return Some(m.bit_offset);
+            }
+        }
+        // Anonymous members: search inside, adding their own offset.
+        for m in t.members.iter().filter(|m| m.name_off == 0) {
+            let inner = self.resolve(m.type_id);
+            if matches!(
+                self.types.get(inner as usize).map(|t| t.kind),
+                Some(KIND_STRUCT | KIND_UNION)
+            ) && let Some(bits) = self.find_member(inner, field)
+            {
+                return Some(m.bit_offset + bits);
+            }
+        }
+        None
+    }
+}

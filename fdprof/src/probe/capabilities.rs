@@ -1,0 +1,221 @@
+//! What this kernel offers fdprof, found by trial, and the mode chosen for each probe role.
+//! `doctor` prints it; `record` attaches by it.
+
+use std::collections::BTreeMap;
+
+use anyhow::Result;
+use serde::{Deserialize, Serialize};
+
+use super::{
+    btf::Btf,
+    kallsyms::Kallsyms,
+    offsets::KernelOffsets,
+    roles::{FUNCTION_ROLES, FoundFunction, LOCK_TRACEPOINTS, Mode, SYSCALL_TRACEPOINTS},
+    trial::{Outcome, Trials},
+};
+
+/// Direct-probe trials for one kernel function.
+#[derive(Debug, Clone, Serialize)]
+pub struct FunctionTrials {
+    #[serde(flatten)]
+    pub function: FoundFunction,
+    pub fentry: Outcome,
+    pub fexit: Outcome,
+    pub kprobe: Outcome,
+    pub kretprobe: Outcome,
+}
+
+/// One function role: the functions found and how each can be attached.
+#[derive(Debug, Clone, Serialize)]
+pub struct FunctionRoleReport {
+    pub role: &'static str,
+    pub candidates: &'static [&'static str],
+    pub functions: Vec<FunctionTrials>,
+    /// The mode `record` uses for this role.
+    pub chosen: Mode,
+}
+
+/// A tracepoint role: each tracepoint tried as classic tracepoint and, where it applies, tp_btf.
+#[derive(Debug, Clone, Serialize)]
+pub struct TracepointTrial {
+    pub name: String,
+    pub tracepoint: Outcome,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tp_btf: Option<Outcome>,
+}
+
+/// How the lock-contention tracepoints are attached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TracepointKind {
+    TpBtf,
+    Tracepoint,
+    Unavailable,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct Rlimit {
+    pub soft: u64,
+    pub hard: u64,
+}
+
+/// Everything `doctor` reports.
+#[derive(Debug, Clone, Serialize)]
+pub struct Capabilities {
+    pub kernel_release: String,
+    pub btf: bool,
+    pub rlimit_nofile: Rlimit,
+    pub functions: Vec<FunctionRoleReport>,
+    pub lock_tracepoints: Vec<TracepointTrial>,
+    pub lock_tracepoints_chosen: TracepointKind,
+    pub fd_syscall_tracepoints: Vec<TracepointTrial>,
+    pub cpu_sampling: Outcome,
+    /// The overall mode `record` runs in (the allocator role's mode).
+    pub mode: Mode,
+    /// Mode per role, including the tracepoint roles.
+    pub chosen: BTreeMap<String, String>,
+    pub offsets: KernelOffsets,
+    /// Things fdprof changed or could not change on the way (e.g. mounting tracefs).
+    pub notes: Vec<String>,
+}
+
+pub fn kernel_release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+pub fn rlimit_nofile() -> Rlimit {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a valid out-pointer.
+    unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) };
+    Rlimit {
+        soft: lim.rlim_cur,
+        hard: lim.rlim_max,
+    }
+}
+
+fn mode_for(functions: &[FunctionTrials]) -> Mode {
+    let all = |f: fn(&FunctionTrials) -> bool| !functions.is_empty() && functions.iter().all(f);
+    if all(|t| t.fentry.works() && t.fexit.works()) {
+        Mode::Fentry
+    } else if all(|t| t.kprobe.works() && t.kretprobe.works()) {
+        Mode::Kprobe
+    } else {
+        Mode::Tracepoint
+    }
+}
+
+impl Capabilities {
+    /// Tries every probe point for real. Needs root.
+    pub fn detect() -> Result<Self> {
+        let btf = Btf::from_sys_fs()?;
+        let kallsyms = Kallsyms::load()?;
+        let trials = Trials::new()?;
+        let offsets = KernelOffsets::from_btf(&btf)?;
+        let notes: Vec<String> = super::tracefs::ensure_mounted().into_iter().collect();
+
+        let functions: Vec<FunctionRoleReport> = FUNCTION_ROLES
+            .iter()
+            .map(|role| {
+                let functions: Vec<FunctionTrials> = role
+                    .resolve(&btf, &kallsyms)
+                    .into_iter()
+                    .map(|f| FunctionTrials {
+                        fentry: trials.fentry(&f.name),
+                        fexit: trials.fexit(&f.name),
+                        kprobe: trials.kprobe(&f.name, false),
+                        kretprobe: trials.kprobe(&f.name, true),
+                        function: f,
+                    })
+                    .collect();
+                FunctionRoleReport {
+                    role: role.role,
+                    candidates: role.candidates,
+                    chosen: mode_for(&functions),
+                    functions,
+                }
+            })
+            .collect();
+
+        let lock_tracepoints: Vec<TracepointTrial> = LOCK_TRACEPOINTS
+            .iter()
+            .map(|name| TracepointTrial {
+                name: format!("lock:{name}"),
+                tracepoint: trials.tracepoint("lock", name),
+                tp_btf: Some(trials.tp_btf(name)),
+            })
+            .collect();
+        let lock_tracepoints_chosen = if lock_tracepoints
+            .iter()
+            .all(|t| t.tp_btf.as_ref().is_some_and(Outcome::works))
+        {
+            TracepointKind::TpBtf
+        } else if lock_tracepoints.iter().all(|t| t.tracepoint.works()) {
+            TracepointKind::Tracepoint
+        } else {
+            TracepointKind::Unavailable
+        };
+        let fd_syscall_tracepoints: Vec<TracepointTrial> = SYSCALL_TRACEPOINTS
+            .iter()
+            .map(|name| TracepointTrial {
+                name: format!("syscalls:{name}"),
+                tracepoint: trials.tracepoint("syscalls", name),
+                tp_btf: None,
+            })
+            .collect();
+        let cpu_sampling = trials.cpu_clock();
+
+        let mode = functions
+            .iter()
+            .find(|r| r.role == "allocate")
+            .map_or(Mode::Tracepoint, |r| r.chosen);
+        let mut chosen: BTreeMap<String, String> = functions
+            .iter()
+            .map(|r| (r.role.to_string(), r.chosen.name().to_string()))
+            .collect();
+        let kind = match lock_tracepoints_chosen {
+            TracepointKind::TpBtf => "tp_btf",
+            TracepointKind::Tracepoint => "tracepoint",
+            TracepointKind::Unavailable => "unavailable",
+        };
+        chosen.insert("lock_tracepoints".into(), kind.into());
+        let syscalls_ok = fd_syscall_tracepoints.iter().all(|t| t.tracepoint.works());
+        chosen.insert(
+            "fd_syscalls".into(),
+            if syscalls_ok {
+                "tracepoint"
+            } else {
+                "unavailable"
+            }
+            .into(),
+        );
+        chosen.insert(
+            "cpu_sampling".into(),
+            if cpu_sampling.works() {
+                "perf_event cpu-clock"
+            } else {
+                "unavailable"
+            }
+            .into(),
+        );
+
+        Ok(Self {
+            kernel_release: kernel_release(),
+            btf: true,
+            rlimit_nofile: rlimit_nofile(),
+            functions,
+            lock_tracepoints,
+            lock_tracepoints_chosen,
+            fd_syscall_tracepoints,
+            cpu_sampling,
+            mode,
+            chosen,
+            offsets,
+            notes,
+        })
+    }
+}

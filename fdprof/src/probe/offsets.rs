@@ -1,0 +1,58 @@
+//! Struct field offsets the eBPF programs need, read from the running kernel's BTF.
+
+use anyhow::Result;
+use serde::{Deserialize, Serialize};
+
+use super::btf::Btf;
+
+/// Byte offsets of the fields fdprof's programs read. Handed to them as load-time globals.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KernelOffsets {
+    pub task_struct_files: u32,
+    pub files_struct_next_fd: u32,
+    pub files_struct_fdt: u32,
+    pub files_struct_file_lock: u32,
+    pub fdtable_max_fds: u32,
+    pub fdtable_open_fds: u32,
+    pub fdtable_full_fds_bits: u32,
+}
+
+impl KernelOffsets {
+    /// `(struct, field)` pairs in the order of [`KernelOffsets::values`].
+    pub const FIELDS: [(&'static str, &'static str); 7] = [
+        ("task_struct", "files"),
+        ("files_struct", "next_fd"),
+        ("files_struct", "fdt"),
+        ("files_struct", "file_lock"),
+        ("fdtable", "max_fds"),
+        ("fdtable", "open_fds"),
+        ("fdtable", "full_fds_bits"),
+    ];
+
+    pub fn from_btf(btf: &Btf) -> Result<Self> {
+        let off = |(s, f): (&str, &str)| btf.member_offset(s, f);
+        let [a, b, c, d, e, f, g] = Self::FIELDS;
+        Ok(Self {
+            task_struct_files: off(a)?,
+            files_struct_next_fd: off(b)?,
+            files_struct_fdt: off(c)?,
+            files_struct_file_lock: off(d)?,
+            fdtable_max_fds: off(e)?,
+            fdtable_open_fds: off(f)?,
+            fdtable_full_fds_bits: off(g)?,
+        })
+    }
+
+    /// The offsets in the order of [`KernelOffsets::FIELDS`].
+    pub fn values(&self) -> [u32; 7] {
+        [
+            self.task_struct_files,
+            self.files_struct_next_fd,
+            self.files_struct_fdt,
+            self.files_struct_file_lock,
+            self.fdtable_max_fds,
+            self.fdtable_open_fds,
+            self.fdtable_full_fds_bits,
+        ]
+    }
+}

@@ -1,0 +1,114 @@
+//! The probe points fdprof needs, the kernel functions that implement each across versions,
+//! and the attach mode chosen for each on this kernel.
+
+use serde::{Deserialize, Serialize};
+
+use super::{btf::Btf, kallsyms::Kallsyms};
+
+/// How a role is observed. Ordered from most to least direct.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// fentry/fexit on the function (BTF trampolines).
+    Fentry,
+    /// kprobe/kretprobe on the function.
+    Kprobe,
+    /// Tracepoints only: `lock:contention_*` and the fd syscalls' entry/exit.
+    Tracepoint,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Fentry => "fentry",
+            Mode::Kprobe => "kprobe",
+            Mode::Tracepoint => "tracepoint",
+        }
+    }
+}
+
+/// A kernel function role and the names it has had, in order of preference.
+#[derive(Debug, Clone, Copy)]
+pub struct FunctionRole {
+    pub role: &'static str,
+    pub candidates: &'static [&'static str],
+    /// Attach to every candidate found (the lock slow path exists in native and PV forms, and
+    /// which one runs is decided at boot), rather than only the first.
+    pub all_found: bool,
+}
+
+/// Function roles, probed directly in the fentry and kprobe modes.
+pub const FUNCTION_ROLES: &[FunctionRole] = &[
+    FunctionRole {
+        role: "allocate",
+        candidates: &["alloc_fd", "__alloc_fd"],
+        all_found: false,
+    },
+    // The first one present is the one close(2) calls: `close_fd` survives in ≥ 6.9 kernels
+    // but close(2) went over to `file_close_fd` there.
+    FunctionRole {
+        role: "close",
+        candidates: &["file_close_fd", "close_fd", "__close_fd"],
+        all_found: false,
+    },
+    FunctionRole {
+        role: "expand",
+        candidates: &["expand_files"],
+        all_found: false,
+    },
+    FunctionRole {
+        role: "dup2",
+        candidates: &["do_dup2"],
+        all_found: false,
+    },
+    FunctionRole {
+        role: "close_range",
+        // ≥ 6.16 folded `__close_range` into the syscall itself.
+        candidates: &["__close_range", "__do_sys_close_range"],
+        all_found: false,
+    },
+    FunctionRole {
+        role: "lock_slowpath",
+        candidates: &[
+            "native_queued_spin_lock_slowpath",
+            "__pv_queued_spin_lock_slowpath",
+        ],
+        all_found: true,
+    },
+];
+
+/// Where a function was found.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FoundFunction {
+    pub name: String,
+    pub btf: bool,
+    pub kallsyms: bool,
+}
+
+impl FunctionRole {
+    /// The candidates present in this kernel, and among them the ones to attach to.
+    pub fn resolve(&self, btf: &Btf, kallsyms: &Kallsyms) -> Vec<FoundFunction> {
+        let found = self
+            .candidates
+            .iter()
+            .map(|name| FoundFunction {
+                name: name.to_string(),
+                btf: btf.has_func(name),
+                kallsyms: kallsyms.has_function(name),
+            })
+            .filter(|f| f.btf || f.kallsyms);
+        if self.all_found {
+            found.collect()
+        } else {
+            found.take(1).collect()
+        }
+    }
+}
+
+/// Tracepoints of the lock-contention role.
+pub const LOCK_TRACEPOINTS: [&str; 2] = ["contention_begin", "contention_end"];
+
+/// A representative fd syscall tracepoint pair for the syscall role.
+pub const SYSCALL_TRACEPOINTS: [&str; 2] = ["sys_enter_close", "sys_exit_close"];
