@@ -1,0 +1,53 @@
+//! Helpers shared by the integration tests that touch the kernel for real.
+#![allow(dead_code)]
+
+use std::process::{Command, Output};
+use std::sync::{Mutex, MutexGuard};
+
+/// Serializes tests that load BPF programs, so leak checks see only their own programs.
+pub fn kernel_lock() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+pub fn fdprof() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_fdprof"))
+}
+
+pub fn is_root() -> bool {
+    // SAFETY: no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Panics with a clear message unless running as root (the tests attach for real).
+pub fn require_root() {
+    assert!(
+        is_root(),
+        "this test loads BPF programs into the running kernel: run the tests as root"
+    );
+}
+
+pub fn run(cmd: &mut Command) -> Output {
+    cmd.output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"))
+}
+
+/// Names of loaded BPF programs that belong to fdprof (`bpftool prog show`).
+pub fn loaded_fdprof_programs() -> Vec<String> {
+    let out = run(Command::new("bpftool").args(["prog", "show", "--json"]));
+    assert!(out.status.success(), "bpftool prog show failed");
+    let progs: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    progs
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .filter(|n| n.starts_with("fdprof"))
+        .map(str::to_string)
+        .collect()
+}
+
+pub fn assert_no_programs_left() {
+    let left = loaded_fdprof_programs();
+    assert!(left.is_empty(), "fdprof programs still loaded: {left:?}");
+}

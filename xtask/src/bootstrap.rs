@@ -1,0 +1,128 @@
+//! `cargo xtask bootstrap`: installs what fdprof needs, only what is missing, saying what it
+//! does and how long each step took. A second run on a ready machine takes seconds.
+//!
+//! Kernel side: a rustc with `rust-src` of the same release (a rustup toolchain that has it, else
+//! Debian's `rustc-web` + `rust-web-src`) and `bpf-linker` built against LLVM 22. Tests: `bpftool`.
+
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+
+// Shared with fdprof/build.rs, which uses the parts this file does not.
+#[allow(dead_code)]
+#[path = "../../fdprof/build/ebpf_toolchain.rs"]
+mod ebpf_toolchain;
+
+const TOOLCHAIN_PACKAGES: &[&str] = &["rustc-web", "cargo-web", "rust-web-src"];
+const LLVM_PACKAGE: &str = "llvm-22-dev";
+const LLVM_PREFIX: &str = "/usr/lib/llvm-22";
+const BPF_LINKER_VERSION: &str = "0.13.0";
+/// Used by the tests as an independent reader of the kernel's BTF.
+const TEST_PACKAGES: &[&str] = &["bpftool"];
+
+fn installed(package: &str) -> bool {
+    Command::new("dpkg-query")
+        .args(["-W", "-f=${Status}", package])
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("install ok installed"))
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+fn timed(what: &str, f: impl FnOnce() -> Result<()>) -> Result<()> {
+    eprintln!("[bootstrap] {what} ...");
+    let start = Instant::now();
+    f()?;
+    eprintln!("[bootstrap] {what}: done in {:.1}s", start.elapsed().as_secs_f64());
+    Ok(())
+}
+
+fn apt_install(packages: &[&str]) -> Result<()> {
+    if Command::new("apt-get").arg("--version").output().is_err() {
+        bail!(
+            "apt-get not found: install {} by other means (see TOOLCHAIN notes in README)",
+            packages.join(" ")
+        );
+    }
+    if !is_root() {
+        bail!(
+            "installing {} needs root: run `sudo cargo xtask bootstrap`, or install them yourself",
+            packages.join(" ")
+        );
+    }
+    let run = |args: &[&str]| -> Result<()> {
+        let status = Command::new("apt-get")
+            .args(args)
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .status()
+            .context("cannot run apt-get")?;
+        if !status.success() {
+            bail!("apt-get {} failed ({status})", args.join(" "));
+        }
+        Ok(())
+    };
+    run(&["update"])?;
+    let mut args = vec!["install", "-y", "--no-install-recommends"];
+    args.extend_from_slice(packages);
+    run(&args)
+}
+
+pub fn run() -> Result<()> {
+    let start = Instant::now();
+    let mut missing: Vec<&str> = Vec::new();
+    let rustc = ebpf_toolchain::find_rustc();
+    match &rustc {
+        Some(r) => eprintln!(
+            "[bootstrap] eBPF compiler: {} ({})",
+            r.rustc.display(),
+            r.origin
+        ),
+        None => missing.extend_from_slice(TOOLCHAIN_PACKAGES),
+    }
+    let linker = ebpf_toolchain::find_bpf_linker();
+    if linker.is_none() && !installed(LLVM_PACKAGE) {
+        missing.push(LLVM_PACKAGE);
+    }
+    missing.extend(TEST_PACKAGES.iter().filter(|p| !installed(p)));
+
+    if !missing.is_empty() {
+        timed(&format!("apt-get install {}", missing.join(" ")), || {
+            apt_install(&missing)
+        })?;
+        if ebpf_toolchain::find_rustc().is_none() {
+            bail!("still no rustc with rust-src after installing {TOOLCHAIN_PACKAGES:?}");
+        }
+    }
+
+    match linker {
+        Some(path) => eprintln!("[bootstrap] bpf-linker: {}", path.display()),
+        None => timed(
+            &format!("cargo install bpf-linker {BPF_LINKER_VERSION} against LLVM 22 (takes ~5 min)"),
+            || {
+                let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+                let status = Command::new(cargo)
+                    .args(["install", "bpf-linker", "--version", BPF_LINKER_VERSION])
+                    .args(["--no-default-features", "--features", "llvm-22"])
+                    .env("LLVM_PREFIX", LLVM_PREFIX)
+                    .env_remove("RUSTUP_TOOLCHAIN")
+                    .status()
+                    .context("cannot run cargo install")?;
+                if !status.success() {
+                    bail!("cargo install bpf-linker failed ({status})");
+                }
+                Ok(())
+            },
+        )?,
+    }
+    eprintln!(
+        "[bootstrap] ready in {:.1}s",
+        start.elapsed().as_secs_f64()
+    );
+    Ok(())
+}

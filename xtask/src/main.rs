@@ -1,0 +1,40 @@
+//! Developer tasks: `cargo xtask bootstrap | build | demo | test | bench`.
+
+mod bootstrap;
+mod run;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "cargo xtask", about = "fdprof's developer tasks")]
+struct Cli {
+    #[command(subcommand)]
+    command: Task,
+}
+
+#[derive(Subcommand)]
+enum Task {
+    /// Install what building the eBPF programs and running the tests needs (idempotent)
+    Bootstrap,
+    /// Bootstrap, then build fdprof (release) with its eBPF programs embedded
+    Build,
+    /// Bootstrap, build, then run the main job on the built-in default
+    Demo,
+    /// Bootstrap, then run formatting, lints and every test (needs root: tests attach for real)
+    Test,
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result: Result<()> = match cli.command {
+        Task::Bootstrap => bootstrap::run(),
+        Task::Build => bootstrap::run().and_then(|()| run::build_release()),
+        Task::Demo => bootstrap::run().and_then(|()| run::demo()),
+        Task::Test => bootstrap::run().and_then(|()| run::test()),
+    };
+    if let Err(err) = result {
+        eprintln!("xtask: error: {err:#}");
+        std::process::exit(1);
+    }
+}
