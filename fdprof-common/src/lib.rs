@@ -1,1 +1,17 @@
+//! Records, map keys and constants shared by fdprof's eBPF programs and its user space. Defined
+//! once here so both sides agree on every layout and index.
 #![no_std]
+
+pub mod contention;
+pub mod counters;
+pub mod syscalls;
+
+/// Number of log2 buckets in every histogram: slot `k` holds values with `k` significant bits
+/// (slot 0 holds 0, slot 1 holds 1, slot 2 holds 2..=3, …), as bcc's `funclatency` does.
+pub const HIST_SLOTS: u32 = 64;
+
+/// The log2 slot of `v`.
+#[inline(always)]
+pub fn log2_slot(v: u64) -> u32 {
+    64 - v.leading_zeros()
+}

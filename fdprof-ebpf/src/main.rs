@@ -1,7 +1,15 @@
 //! fdprof's kernel-side programs. Every program name starts with `fdprof_` so that leaked
 //! programs are easy to spot in `bpftool prog show` (names are cut at 15 characters).
+//!
+//! Everything is aggregated in the kernel, in per-CPU maps where the path is hot; user space
+//! reads the maps when the recording ends. Nothing is streamed per event.
 #![no_std]
 #![no_main]
+
+mod contention;
+mod kernel;
+mod maps;
+mod syscalls;
 
 #[cfg(not(test))]
 #[panic_handler]

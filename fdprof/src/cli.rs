@@ -23,6 +23,8 @@ enum Command {
     Doctor(crate::probe::doctor::DoctorArgs),
     /// Run a built-in fd-table load generator (the 2015 threads' benchmarks)
     Workload(crate::workload::WorkloadArgs),
+    /// Record fd-table activity and file_lock contention of a process, thread, command or system
+    Record(crate::record::RecordArgs),
 }
 
 /// Runs the program; every error becomes one line on stderr and a non-zero exit code.
@@ -31,6 +33,7 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Doctor(args) => crate::probe::doctor::run(&args),
         Command::Workload(args) => crate::workload::run(args),
+        Command::Record(args) => crate::record::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,60 @@
+//! Lock-contention aggregation keys and values.
+
+/// Lock identity, from the lock address and the tracepoint's flags.
+pub mod lock_class {
+    /// The target's own `files->file_lock`.
+    pub const FILE_LOCK: u32 = 0;
+    pub const SPINLOCK: u32 = 1;
+    pub const MUTEX: u32 = 2;
+    pub const RWSEM: u32 = 3;
+    pub const OTHER: u32 = 4;
+    pub const NAMES: [&str; 5] = ["file_lock", "spinlock", "mutex", "rwsem", "other"];
+}
+
+/// `contention_begin` flags (include/trace/events/lock.h).
+pub mod lcb {
+    pub const F_SPIN: u32 = 1 << 0;
+    pub const F_READ: u32 = 1 << 1;
+    pub const F_WRITE: u32 = 1 << 2;
+    pub const F_RT: u32 = 1 << 3;
+    pub const F_PERCPU: u32 = 1 << 4;
+    pub const F_MUTEX: u32 = 1 << 5;
+}
+
+/// One waiting site: which lock, from which stacks.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ContentionKey {
+    pub lock_class: u32,
+    /// Stack ids in the stack-trace map; negative when the stack could not be taken.
+    pub kernel_stack: i32,
+    pub user_stack: i32,
+    /// Log2 slot of the wait, so the key also is a histogram cell.
+    pub slot: u32,
+}
+
+/// Aggregate for one key (one cell of one histogram).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ContentionValue {
+    pub count: u64,
+    pub total_ns: u64,
+    pub max_ns: u64,
+}
+
+/// An open wait, kept from `contention_begin` to `contention_end`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct OpenWait {
+    pub lock: u64,
+    pub start_ns: u64,
+    pub flags: u32,
+    pub _pad: u32,
+}
+
+#[cfg(feature = "user")]
+mod pod {
+    // SAFETY: plain #[repr(C)] data without padding holes that matter to the kernel.
+    unsafe impl aya::Pod for super::ContentionKey {}
+    unsafe impl aya::Pod for super::ContentionValue {}
+}

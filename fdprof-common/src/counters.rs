@@ -1,0 +1,64 @@
+//! Indices into the per-CPU counter and histogram arrays of the syscall and contention programs.
+
+use crate::syscalls::N_SYSCALLS;
+
+/// Per-syscall counters: `SYSCALL_COUNTERS[index * PER_SYSCALL + counter]`.
+pub mod per_syscall {
+    pub const CALLS: u32 = 0;
+    pub const ERRORS: u32 = 1;
+    pub const FDS_CREATED: u32 = 2;
+    pub const FDS_CLOSED: u32 = 3;
+    /// Allocations that went through `alloc_fd` (not dup2/dup3).
+    pub const ALLOCS: u32 = 4;
+    pub const COUNT: u32 = 5;
+}
+
+/// Global counters: `GLOBAL_COUNTERS[counter]`.
+pub mod global {
+    /// Allocations whose fd equalled the scan origin (`next_fd` hit).
+    pub const NEXT_FD_HITS: u32 = 0;
+    /// Allocations below the origin read at entry (another thread moved `next_fd`).
+    pub const BELOW_ORIGIN: u32 = 1;
+    /// Syscalls during which `fdt->max_fds` grew.
+    pub const EXPANSIONS: u32 = 2;
+    /// Largest `max_fds` seen (stored with max, not add).
+    pub const MAX_FDS_SEEN: u32 = 3;
+    /// Smallest `max_fds` seen at a syscall entry (0 = none yet; stored with min).
+    pub const MAX_FDS_FIRST: u32 = 4;
+    /// Syscall exits whose entry was not seen (recording began mid-syscall).
+    pub const EXIT_WITHOUT_ENTRY: u32 = 5;
+    /// Largest scan distance in bits.
+    pub const SCAN_MAX: u32 = 6;
+    pub const COUNT: u32 = 8;
+}
+
+/// Histograms: `HISTS[hist * HIST_SLOTS + slot]`; the first `N_SYSCALLS` are syscall latencies.
+pub mod hist {
+    use super::N_SYSCALLS;
+    pub const SCAN_BITS: u32 = N_SYSCALLS;
+    pub const OPEN_FDS_WORDS: u32 = N_SYSCALLS + 1;
+    pub const FULL_FDS_WORDS: u32 = N_SYSCALLS + 2;
+    pub const COUNT: u32 = N_SYSCALLS + 3;
+}
+
+/// Probes that count drops, and why: `DROPS[probe * drop::COUNT + reason]`.
+pub mod drop {
+    pub const PROBE_CONTENTION: u32 = 0;
+    pub const PROBE_SYSCALLS: u32 = 1;
+    pub const PROBES: u32 = 2;
+
+    pub const MAP_FULL: u32 = 0;
+    pub const KERNEL_STACK: u32 = 1;
+    pub const USER_STACK: u32 = 2;
+    /// A value could not be read from the kernel or user memory.
+    pub const READ_FAILED: u32 = 3;
+    pub const COUNT: u32 = 4;
+
+    pub const PROBE_NAMES: [&str; PROBES as usize] = ["contention", "syscalls"];
+    pub const REASON_NAMES: [&str; COUNT as usize] =
+        ["map_full", "kernel_stack", "user_stack", "read_failed"];
+}
+
+pub const SYSCALL_COUNTER_ENTRIES: u32 = N_SYSCALLS * per_syscall::COUNT;
+pub const HIST_ENTRIES: u32 = hist::COUNT * crate::HIST_SLOTS;
+pub const DROP_ENTRIES: u32 = drop::PROBES * drop::COUNT;

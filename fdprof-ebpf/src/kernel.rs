@@ -1,0 +1,83 @@
+//! Reading the current task's fd table through offsets handed in as load-time globals (the Rust
+//! eBPF side has no CO-RE relocations), and the target filter.
+
+use aya_ebpf::helpers::{bpf_get_current_pid_tgid, bpf_get_current_task, bpf_probe_read_kernel};
+
+/// Set by user space before load (`EbpfLoader::set_global`).
+#[unsafe(no_mangle)]
+static TARGET_KIND: u32 = 0;
+#[unsafe(no_mangle)]
+static TARGET_ID: u32 = 0;
+#[unsafe(no_mangle)]
+static OFF_TASK_FILES: u32 = 0;
+#[unsafe(no_mangle)]
+static OFF_FILES_NEXT_FD: u32 = 0;
+#[unsafe(no_mangle)]
+static OFF_FILES_FDT: u32 = 0;
+#[unsafe(no_mangle)]
+static OFF_FILES_FILE_LOCK: u32 = 0;
+#[unsafe(no_mangle)]
+static OFF_FDT_MAX_FDS: u32 = 0;
+#[unsafe(no_mangle)]
+static OFF_FDT_OPEN_FDS: u32 = 0;
+
+/// `TARGET_KIND` values.
+const TARGET_ALL: u32 = 0;
+const TARGET_TGID: u32 = 1;
+
+#[inline(always)]
+fn global(v: &'static u32) -> u32 {
+    // SAFETY: a valid static; volatile so the loader's value is read, not the compile-time 0.
+    unsafe { core::ptr::read_volatile(v) }
+}
+
+/// True when the current task belongs to what is being profiled.
+#[inline(always)]
+pub fn is_target() -> bool {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    match global(&TARGET_KIND) {
+        TARGET_ALL => true,
+        TARGET_TGID => (pid_tgid >> 32) as u32 == global(&TARGET_ID),
+        _ => pid_tgid as u32 == global(&TARGET_ID),
+    }
+}
+
+#[inline(always)]
+fn read<T>(addr: u64) -> Option<T> {
+    // SAFETY: bpf_probe_read_kernel copes with any address.
+    unsafe { bpf_probe_read_kernel(addr as *const T).ok() }
+}
+
+/// `current->files`.
+#[inline(always)]
+pub fn current_files() -> Option<u64> {
+    let task = unsafe { bpf_get_current_task() };
+    read::<u64>(task + u64::from(global(&OFF_TASK_FILES))).filter(|&f| f != 0)
+}
+
+/// `&current->files->file_lock`.
+#[inline(always)]
+pub fn current_file_lock() -> Option<u64> {
+    current_files().map(|f| f + u64::from(global(&OFF_FILES_FILE_LOCK)))
+}
+
+/// `files->next_fd`, `files->fdt` and `fdt->max_fds`.
+#[inline(always)]
+pub fn table_state(files: u64) -> Option<(u32, u64, u32)> {
+    let next_fd = read::<u32>(files + u64::from(global(&OFF_FILES_NEXT_FD)))?;
+    let fdt = read::<u64>(files + u64::from(global(&OFF_FILES_FDT)))?;
+    let max_fds = read::<u32>(fdt + u64::from(global(&OFF_FDT_MAX_FDS)))?;
+    Some((next_fd, fdt, max_fds))
+}
+
+/// Whether `fd` is open in `fdt` (its bit in `open_fds`).
+#[inline(always)]
+pub fn fd_is_open(fdt: u64, max_fds: u32, fd: u32) -> bool {
+    if fd >= max_fds {
+        return false;
+    }
+    let Some(bitmap) = read::<u64>(fdt + u64::from(global(&OFF_FDT_OPEN_FDS))) else {
+        return false;
+    };
+    read::<u64>(bitmap + u64::from(fd / 64) * 8).is_some_and(|w| w & (1 << (fd % 64)) != 0)
+}

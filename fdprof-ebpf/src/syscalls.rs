@@ -1,0 +1,231 @@
+//! fd syscalls seen through `raw_syscalls:sys_enter/sys_exit` (tp_btf, or classic tracepoints):
+//! at entry `next_fd` and `max_fds`, at exit the fd(s), giving per-syscall counts and latency,
+//! scan lengths from the origin read at entry, and table growth.
+
+use aya_ebpf::{
+    helpers::{
+        bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_kernel, bpf_probe_read_user,
+    },
+    macros::{btf_tracepoint, map, tracepoint},
+    maps::HashMap,
+    programs::{BtfTracePointContext, TracePointContext},
+};
+use fdprof_common::{
+    counters::{drop, global, hist, per_syscall},
+    syscalls::{
+        Effect, F_DUPFD, F_DUPFD_CLOEXEC, FD_SYSCALLS, MAX_NR, NOT_TRACED, SYSCALL_INDEX,
+        SyscallEntry,
+    },
+};
+
+use crate::{kernel, maps};
+
+#[map]
+static IN_FLIGHT: HashMap<u32, SyscallEntry> = HashMap::with_max_entries(65536, 0);
+
+#[inline(always)]
+fn index_of(nr: u64) -> Option<u32> {
+    if nr >= u64::from(MAX_NR) {
+        return None;
+    }
+    let index = SYSCALL_INDEX[nr as usize];
+    (index != NOT_TRACED).then_some(u32::from(index))
+}
+
+#[inline(always)]
+fn effect_of(index: u32) -> Effect {
+    FD_SYSCALLS
+        .get(index as usize)
+        .map_or(Effect::Alloc, |s| s.effect)
+}
+
+#[inline(always)]
+fn count(index: u32, counter: u32, n: u64) {
+    maps::add(
+        &maps::SYSCALL_COUNTERS,
+        index * per_syscall::COUNT + counter,
+        n,
+    );
+}
+
+/// `args` are the first four syscall arguments.
+#[inline(always)]
+fn on_enter(nr: u64, args: [u64; 4]) {
+    let Some(index) = index_of(nr) else { return };
+    if !kernel::is_target() {
+        return;
+    }
+    let effect = effect_of(index);
+    let mut start = 0;
+    if effect == Effect::FcntlDup {
+        if args[1] != F_DUPFD && args[1] != F_DUPFD_CLOEXEC {
+            return;
+        }
+        start = args[2] as u32;
+    }
+    let Some(files) = kernel::current_files() else {
+        maps::dropped(drop::PROBE_SYSCALLS, drop::READ_FAILED);
+        return;
+    };
+    let Some((next_fd, fdt, max_fds)) = kernel::table_state(files) else {
+        maps::dropped(drop::PROBE_SYSCALLS, drop::READ_FAILED);
+        return;
+    };
+    maps::set_min_nonzero(&maps::GLOBALS, global::MAX_FDS_FIRST, u64::from(max_fds));
+    maps::set_max(&maps::GLOBALS, global::MAX_FDS_SEEN, u64::from(max_fds));
+    let closes_target = effect == Effect::Install
+        && args[0] != args[1]
+        && kernel::fd_is_open(fdt, max_fds, args[1] as u32);
+    let entry = SyscallEntry {
+        start_ns: unsafe { bpf_ktime_get_ns() },
+        fd_pair: args[fdprof_common::syscalls::fd_pair_arg(nr as u32) & 3],
+        next_fd,
+        max_fds,
+        start,
+        index: index as u8,
+        closes_target: closes_target as u8,
+        _pad: [0; 2],
+    };
+    let tid = bpf_get_current_pid_tgid() as u32;
+    if IN_FLIGHT.insert(tid, entry, 0).is_err() {
+        maps::dropped(drop::PROBE_SYSCALLS, drop::MAP_FULL);
+    }
+}
+
+/// One allocation of `fd` scanned from `origin`.
+#[inline(always)]
+fn allocated(index: u32, fd: u32, origin: u32) {
+    count(index, per_syscall::ALLOCS, 1);
+    if fd < origin {
+        maps::add(&maps::GLOBALS, global::BELOW_ORIGIN, 1);
+        return;
+    }
+    let bits = u64::from(fd - origin);
+    if bits == 0 {
+        maps::add(&maps::GLOBALS, global::NEXT_FD_HITS, 1);
+    }
+    maps::set_max(&maps::GLOBALS, global::SCAN_MAX, bits);
+    maps::hist(hist::SCAN_BITS, bits);
+    maps::hist(hist::OPEN_FDS_WORDS, u64::from(fd / 64 - origin / 64 + 1));
+    maps::hist(
+        hist::FULL_FDS_WORDS,
+        u64::from(fd / 4096 - origin / 4096 + 1),
+    );
+}
+
+#[inline(always)]
+fn on_exit(nr: u64, ret: i64) {
+    if index_of(nr).is_none() || !kernel::is_target() {
+        return;
+    }
+    let tid = bpf_get_current_pid_tgid() as u32;
+    let Some(entry) = IN_FLIGHT.get_ptr(tid).map(|p| unsafe { *p }) else {
+        maps::add(&maps::GLOBALS, global::EXIT_WITHOUT_ENTRY, 1);
+        return;
+    };
+    let _ = IN_FLIGHT.remove(tid);
+    let index = u32::from(entry.index);
+    let now = unsafe { bpf_ktime_get_ns() };
+    maps::hist(index, now.saturating_sub(entry.start_ns));
+    count(index, per_syscall::CALLS, 1);
+    if ret < 0 {
+        count(index, per_syscall::ERRORS, 1);
+        return;
+    }
+    let origin = if entry.start > entry.next_fd {
+        entry.start
+    } else {
+        entry.next_fd
+    };
+    match effect_of(index) {
+        Effect::Alloc | Effect::FcntlDup => {
+            count(index, per_syscall::FDS_CREATED, 1);
+            allocated(index, ret as u32, origin);
+        }
+        Effect::AllocPair => {
+            count(index, per_syscall::FDS_CREATED, 2);
+            match unsafe { bpf_probe_read_user(entry.fd_pair as *const [i32; 2]) } {
+                Ok([a, b]) => {
+                    allocated(index, a as u32, origin);
+                    // The second allocation starts where the first left next_fd.
+                    let second = (a as u32 + 1).max(origin);
+                    allocated(index, b as u32, second);
+                }
+                Err(_) => maps::dropped(drop::PROBE_SYSCALLS, drop::READ_FAILED),
+            }
+        }
+        Effect::Install => {
+            count(index, per_syscall::FDS_CREATED, 1);
+            count(
+                index,
+                per_syscall::FDS_CLOSED,
+                u64::from(entry.closes_target),
+            );
+        }
+        Effect::Close => count(index, per_syscall::FDS_CLOSED, 1),
+        Effect::CloseRange => {}
+    }
+    // Table growth: compare max_fds now with what it was at entry.
+    if let Some((_, _, max_fds)) = kernel::current_files().and_then(kernel::table_state) {
+        if max_fds > entry.max_fds {
+            maps::add(&maps::GLOBALS, global::EXPANSIONS, 1);
+        }
+        maps::set_max(&maps::GLOBALS, global::MAX_FDS_SEEN, u64::from(max_fds));
+    }
+}
+
+/// x86_64 `struct pt_regs` offsets of the syscall number and first four arguments.
+const PT_REGS_ORIG_AX: u64 = 120;
+const PT_REGS_ARGS: [u64; 4] = [112, 104, 96, 56]; // di, si, dx, r10
+
+#[inline(always)]
+fn reg(regs: u64, off: u64) -> u64 {
+    unsafe { bpf_probe_read_kernel((regs + off) as *const u64) }.unwrap_or(0)
+}
+
+#[btf_tracepoint(function = "sys_enter")]
+pub fn fdprof_sys_enter(ctx: BtfTracePointContext) -> i32 {
+    let nr: u64 = ctx.arg(1);
+    if index_of(nr).is_some() {
+        let regs: u64 = ctx.arg(0);
+        let args = [
+            reg(regs, PT_REGS_ARGS[0]),
+            reg(regs, PT_REGS_ARGS[1]),
+            reg(regs, PT_REGS_ARGS[2]),
+            reg(regs, PT_REGS_ARGS[3]),
+        ];
+        on_enter(nr, args);
+    }
+    0
+}
+
+#[btf_tracepoint(function = "sys_exit")]
+pub fn fdprof_sys_exit(ctx: BtfTracePointContext) -> i32 {
+    let regs: u64 = ctx.arg(0);
+    let nr = reg(regs, PT_REGS_ORIG_AX);
+    on_exit(nr, ctx.arg::<i64>(1));
+    0
+}
+
+/// Classic `raw_syscalls:sys_enter`: `id` at 8, `args[6]` at 16.
+#[tracepoint]
+pub fn fdprof_tp_sys_enter(ctx: TracePointContext) -> u32 {
+    let Ok(nr) = (unsafe { ctx.read_at::<u64>(8) }) else {
+        return 0;
+    };
+    if index_of(nr).is_some() {
+        if let Ok(args) = unsafe { ctx.read_at::<[u64; 4]>(16) } {
+            on_enter(nr, args);
+        }
+    }
+    0
+}
+
+/// Classic `raw_syscalls:sys_exit`: `id` at 8, `ret` at 16.
+#[tracepoint]
+pub fn fdprof_tp_sys_exit(ctx: TracePointContext) -> u32 {
+    if let (Ok(nr), Ok(ret)) = unsafe { (ctx.read_at::<u64>(8), ctx.read_at::<i64>(16)) } {
+        on_exit(nr, ret);
+    }
+    0
+}

@@ -1,0 +1,182 @@
+//! Loading fdprof's programs with this kernel's offsets and target, and attaching each family in
+//! the most direct mode the kernel accepts (tp_btf, else classic tracepoints). Dropping a
+//! [`Session`] detaches and unloads everything.
+
+use std::collections::BTreeMap;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+
+use anyhow::{Context, Result, anyhow};
+use aya::{
+    Btf, Ebpf, EbpfLoader,
+    programs::{BtfTracePoint, TracePoint},
+};
+
+use crate::model::recording::ProgramCost;
+use crate::probe::{object, offsets::KernelOffsets, tracefs};
+
+/// What is profiled, as the programs' filter sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Filter {
+    All,
+    Tgid(u32),
+    Tid(u32),
+}
+
+/// A program family and the ways to attach it, most direct first.
+struct Family {
+    role: &'static str,
+    /// (tp_btf program, tracepoint name) pairs.
+    tp_btf: &'static [(&'static str, &'static str)],
+    /// (classic program, category, name) triples.
+    classic: &'static [(&'static str, &'static str, &'static str)],
+}
+
+const FAMILIES: [Family; 2] = [
+    Family {
+        role: "lock_tracepoints",
+        tp_btf: &[
+            ("fdprof_lock_begin", "contention_begin"),
+            ("fdprof_lock_end", "contention_end"),
+        ],
+        classic: &[
+            ("fdprof_tp_lock_begin", "lock", "contention_begin"),
+            ("fdprof_tp_lock_end", "lock", "contention_end"),
+        ],
+    },
+    Family {
+        role: "fd_syscalls",
+        tp_btf: &[
+            ("fdprof_sys_enter", "sys_enter"),
+            ("fdprof_sys_exit", "sys_exit"),
+        ],
+        classic: &[
+            ("fdprof_tp_sys_enter", "raw_syscalls", "sys_enter"),
+            ("fdprof_tp_sys_exit", "raw_syscalls", "sys_exit"),
+        ],
+    },
+];
+
+/// Loaded and attached programs.
+pub struct Session {
+    pub ebpf: Ebpf,
+    /// How each role was attached, e.g. `lock_tracepoints` → `tp_btf`.
+    pub modes: BTreeMap<String, String>,
+    pub notes: Vec<String>,
+    /// Keeps `BPF_ENABLE_STATS` on while recording, for fdprof's own cost.
+    _stats: Option<OwnedFd>,
+}
+
+impl Session {
+    pub fn attach(filter: Filter, offsets: &KernelOffsets, btf: &Btf) -> Result<Self> {
+        let (kind, id) = match filter {
+            Filter::All => (0u32, 0u32),
+            Filter::Tgid(p) => (1, p),
+            Filter::Tid(t) => (2, t),
+        };
+        let o = *offsets;
+        let mut ebpf = EbpfLoader::new()
+            .btf(Some(btf))
+            .override_global("TARGET_KIND", &kind, true)
+            .override_global("TARGET_ID", &id, true)
+            .override_global("OFF_TASK_FILES", &o.task_struct_files, true)
+            .override_global("OFF_FILES_NEXT_FD", &o.files_struct_next_fd, true)
+            .override_global("OFF_FILES_FDT", &o.files_struct_fdt, true)
+            .override_global("OFF_FILES_FILE_LOCK", &o.files_struct_file_lock, true)
+            .override_global("OFF_FDT_MAX_FDS", &o.fdtable_max_fds, true)
+            .override_global("OFF_FDT_OPEN_FDS", &o.fdtable_open_fds, true)
+            .load(object::PROFILER)
+            .context("cannot load fdprof's eBPF object")?;
+        let stats = aya::sys::enable_stats(aya::sys::Stats::RunTime).ok();
+        let mut modes = BTreeMap::new();
+        let mut notes = Vec::new();
+        for family in &FAMILIES {
+            let mode = match attach_tp_btf(&mut ebpf, family, btf) {
+                Ok(()) => "tp_btf",
+                Err(btf_err) => {
+                    notes.extend(tracefs::ensure_mounted());
+                    attach_classic(&mut ebpf, family).map_err(|e| {
+                        anyhow!(
+                            "cannot attach the {} probes: tp_btf: {btf_err:#}; tracepoint: {e:#}",
+                            family.role
+                        )
+                    })?;
+                    notes.push(format!("{}: tp_btf refused ({btf_err:#})", family.role));
+                    "tracepoint"
+                }
+            };
+            modes.insert(family.role.to_string(), mode.to_string());
+        }
+        Ok(Self {
+            ebpf,
+            modes,
+            notes,
+            _stats: stats,
+        })
+    }
+
+    /// Run time, run count and recursion misses of every attached program.
+    pub fn program_costs(&self) -> Vec<ProgramCost> {
+        self.ebpf
+            .programs()
+            .filter_map(|(name, p)| {
+                let fd = p.fd().ok()?;
+                let info = raw_prog_info(fd.as_fd().as_raw_fd())?;
+                Some(ProgramCost {
+                    name: name.to_string(),
+                    run_time_ns: info.0,
+                    run_count: info.1,
+                    recursion_misses: info.2,
+                })
+            })
+            .collect()
+    }
+}
+
+fn attach_tp_btf(ebpf: &mut Ebpf, family: &Family, btf: &Btf) -> Result<()> {
+    for (program, tracepoint) in family.tp_btf {
+        let p: &mut BtfTracePoint = ebpf
+            .program_mut(program)
+            .with_context(|| format!("object lacks {program}"))?
+            .try_into()?;
+        p.load(tracepoint, btf)?;
+        p.attach()?;
+    }
+    Ok(())
+}
+
+fn attach_classic(ebpf: &mut Ebpf, family: &Family) -> Result<()> {
+    for (program, category, name) in family.classic {
+        let p: &mut TracePoint = ebpf
+            .program_mut(program)
+            .with_context(|| format!("object lacks {program}"))?
+            .try_into()?;
+        p.load()?;
+        p.attach(category, name)?;
+    }
+    Ok(())
+}
+
+/// `run_time_ns`, `run_cnt` and `recursion_misses` from `BPF_OBJ_GET_INFO_BY_FD` (aya does not
+/// expose recursion misses). Offsets from `struct bpf_prog_info` (stable uapi).
+fn raw_prog_info(fd: i32) -> Option<(u64, u64, u64)> {
+    const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
+    let mut info = [0u8; 256];
+    let mut attr = [0u8; 16];
+    attr[0..4].copy_from_slice(&(fd as u32).to_ne_bytes());
+    attr[4..8].copy_from_slice(&(info.len() as u32).to_ne_bytes());
+    attr[8..16].copy_from_slice(&(info.as_mut_ptr() as u64).to_ne_bytes());
+    // SAFETY: attr and info are valid for the sizes given.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_OBJ_GET_INFO_BY_FD,
+            attr.as_mut_ptr(),
+            attr.len(),
+        )
+    };
+    if rc != 0 {
+        return None;
+    }
+    let at = |o: usize| u64::from_ne_bytes(info[o..o + 8].try_into().unwrap());
+    Some((at(192), at(200), at(208)))
+}

@@ -1,0 +1,9 @@
+//! Aggregates: contention sites, log2 histograms, counters — the one model every front end reads.
+
+pub mod build;
+pub mod hist;
+pub mod operation;
+pub mod recording;
+
+pub use hist::Log2Hist;
+pub use recording::Recording;
