@@ -49,6 +49,10 @@ pub struct OpenWait {
     pub lock: u64,
     pub start_ns: u64,
     pub flags: u32,
+    /// Stacks are taken at `contention_begin`, while the task spins anyway, not at
+    /// `contention_end`, where the lock is already held and every ns would lengthen the hold.
+    pub kernel_stack: i32,
+    pub user_stack: i32,
     pub _pad: u32,
 }
 

@@ -37,7 +37,18 @@ pub static CONTENTION: PerCpuHashMap<ContentionKey, ContentionValue> =
 const BPF_NOEXIST: u64 = 1;
 
 #[inline(always)]
-fn begin(lock: u64, flags: u32) {
+fn stack_id<C: StackIdContext>(ctx: &C, flags: u64, reason: u32) -> i32 {
+    match ctx.get_stackid(&maps::STACKS, flags) {
+        Ok(id) => id as i32,
+        Err(_) => {
+            maps::dropped(drop::PROBE_CONTENTION, reason);
+            -1
+        }
+    }
+}
+
+#[inline(always)]
+fn begin<C: StackIdContext>(ctx: &C, lock: u64, flags: u32) {
     if !kernel::is_target() {
         return;
     }
@@ -45,6 +56,8 @@ fn begin(lock: u64, flags: u32) {
         lock,
         start_ns: unsafe { bpf_ktime_get_ns() },
         flags,
+        kernel_stack: stack_id(ctx, 0, drop::KERNEL_STACK),
+        user_stack: stack_id(ctx, u64::from(BPF_F_USER_STACK), drop::USER_STACK),
         _pad: 0,
     };
     if flags & lcb::F_SPIN != 0 {
@@ -107,7 +120,7 @@ fn classify(lock: u64, flags: u32) -> u32 {
 }
 
 #[inline(always)]
-fn end<C: StackIdContext>(ctx: &C, lock: u64) {
+fn end(lock: u64) {
     if !kernel::is_target() {
         return;
     }
@@ -115,24 +128,10 @@ fn end<C: StackIdContext>(ctx: &C, lock: u64) {
         return;
     };
     let ns = unsafe { bpf_ktime_get_ns() }.saturating_sub(wait.start_ns);
-    let kernel_stack = match ctx.get_stackid(&maps::STACKS, 0) {
-        Ok(id) => id as i32,
-        Err(_) => {
-            maps::dropped(drop::PROBE_CONTENTION, drop::KERNEL_STACK);
-            -1
-        }
-    };
-    let user_stack = match ctx.get_stackid(&maps::STACKS, u64::from(BPF_F_USER_STACK)) {
-        Ok(id) => id as i32,
-        Err(_) => {
-            maps::dropped(drop::PROBE_CONTENTION, drop::USER_STACK);
-            -1
-        }
-    };
     let key = ContentionKey {
         lock_class: classify(lock, wait.flags),
-        kernel_stack,
-        user_stack,
+        kernel_stack: wait.kernel_stack,
+        user_stack: wait.user_stack,
         slot: log2_slot(ns),
     };
     if let Some(v) = CONTENTION.get_ptr_mut(&key) {
@@ -158,13 +157,13 @@ fn end<C: StackIdContext>(ctx: &C, lock: u64) {
 
 #[btf_tracepoint(function = "contention_begin")]
 pub fn fdprof_lock_begin(ctx: BtfTracePointContext) -> i32 {
-    begin(ctx.arg::<u64>(0), ctx.arg::<u32>(1));
+    begin(&ctx, ctx.arg::<u64>(0), ctx.arg::<u32>(1));
     0
 }
 
 #[btf_tracepoint(function = "contention_end")]
 pub fn fdprof_lock_end(ctx: BtfTracePointContext) -> i32 {
-    end(&ctx, ctx.arg::<u64>(0));
+    end(ctx.arg::<u64>(0));
     0
 }
 
@@ -172,7 +171,7 @@ pub fn fdprof_lock_end(ctx: BtfTracePointContext) -> i32 {
 #[tracepoint]
 pub fn fdprof_tp_lock_begin(ctx: TracePointContext) -> u32 {
     if let (Ok(lock), Ok(flags)) = unsafe { (ctx.read_at::<u64>(8), ctx.read_at::<u32>(16)) } {
-        begin(lock, flags);
+        begin(&ctx, lock, flags);
     }
     0
 }
@@ -180,7 +179,7 @@ pub fn fdprof_tp_lock_begin(ctx: TracePointContext) -> u32 {
 #[tracepoint]
 pub fn fdprof_tp_lock_end(ctx: TracePointContext) -> u32 {
     if let Ok(lock) = unsafe { ctx.read_at::<u64>(8) } {
-        end(&ctx, lock);
+        end(lock);
     }
     0
 }

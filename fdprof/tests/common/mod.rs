@@ -47,7 +47,19 @@ pub fn loaded_fdprof_programs() -> Vec<String> {
         .collect()
 }
 
+/// The kernel frees a program shortly after its last fd closes (deferred to RCU), so a program
+/// of an fdprof that just exited may still be listed for a moment: allow a few seconds.
 pub fn assert_no_programs_left() {
-    let left = loaded_fdprof_programs();
-    assert!(left.is_empty(), "fdprof programs still loaded: {left:?}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let left = loaded_fdprof_programs();
+        if left.is_empty() {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "fdprof programs still loaded: {left:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
 }

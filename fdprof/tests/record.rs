@@ -1,0 +1,352 @@
+//! `fdprof record` on the real kernel, compared with the ground truth the workload generator
+//! prints (`expected`). Tracepoint mode on this machine.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::Value;
+
+fn tmp(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("fdprof-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+fn read_json(path: &std::path::Path) -> Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+/// A workload started with `--wait-signal`: its PID, and the child to collect output from.
+struct Waiting {
+    child: Child,
+    pid: u32,
+}
+
+fn start_workload(args: &[&str]) -> Waiting {
+    let mut child = fdprof()
+        .arg("workload")
+        .args(args)
+        .args(["--json", "--wait-signal"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let ready: Value = serde_json::from_str(&line).expect("ready line");
+    assert_eq!(ready["event"], "ready");
+    let pid = ready["pid"].as_u64().unwrap() as u32;
+    assert_eq!(pid, child.id());
+    Waiting { child, pid }
+}
+
+impl Waiting {
+    fn go(&self) {
+        // SAFETY: signalling the child this test started.
+        unsafe { libc::kill(self.pid as i32, libc::SIGUSR1) };
+    }
+
+    fn finish(mut self) -> Value {
+        let mut out = String::new();
+        self.child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut out)
+            .unwrap();
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "workload failed");
+        serde_json::from_str(out.trim()).expect("workload result JSON")
+    }
+}
+
+/// Starts `fdprof record` and waits until it reports that it is attached.
+fn start_record(args: &[&str]) -> Child {
+    let mut rec = fdprof()
+        .arg("record")
+        .args(args)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(rec.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    assert!(line.contains("recording"), "record did not start: {line}");
+    // Keep draining stderr so the recorder never blocks on a full pipe.
+    std::thread::spawn(move || {
+        let mut rest = String::new();
+        let _ = stderr.read_to_string(&mut rest);
+        eprint!("{rest}");
+    });
+    rec
+}
+
+/// Runs one deterministic scenario under `record -p` and returns (expected, recording).
+fn record_deterministic(scenario: &[&str], name: &str) -> (Value, Value) {
+    let out = tmp(name);
+    let w = start_workload(scenario);
+    let pid = w.pid.to_string();
+    let mut rec = start_record(&["-p", &pid, "-o", out.to_str().unwrap()]);
+    w.go();
+    let result = w.finish();
+    let status = rec.wait().unwrap();
+    assert!(status.success(), "record failed");
+    let recording = read_json(&out);
+    assert_eq!(recording["end_reason"], "target_exited");
+    (result["expected"].clone(), recording)
+}
+
+fn syscall<'a>(rec: &'a Value, name: &str) -> Option<&'a Value> {
+    rec["syscalls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == name)
+}
+
+fn check_counts(expected: &Value, rec: &Value) {
+    for (field, rec_field) in [
+        ("syscalls", "calls"),
+        ("fds_created", "fds_created"),
+        ("fds_closed", "fds_closed"),
+    ] {
+        for (name, n) in expected[field].as_object().unwrap() {
+            let got = syscall(rec, name).map_or(0, |s| s[rec_field].as_u64().unwrap());
+            assert_eq!(got, n.as_u64().unwrap(), "{field} of {name}");
+        }
+    }
+    // Nothing else was seen: the measured phase did only what the generator says.
+    let expected_calls: u64 = expected["syscalls"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    let calls: u64 = rec["syscalls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["calls"].as_u64().unwrap())
+        .sum();
+    assert_eq!(calls, expected_calls, "total traced fd syscalls");
+}
+
+#[test]
+fn one_thread_counts_are_exact() {
+    require_root();
+    let _guard = kernel_lock();
+    for scenario in [
+        "socket-close",
+        "open-close",
+        "dup-close",
+        "pipe",
+        "socketpair",
+    ] {
+        let (expected, rec) =
+            record_deterministic(&[scenario, "--ops", "3000"], &format!("{scenario}.data"));
+        check_counts(&expected, &rec);
+        // Scan: every allocation in these loops starts at next_fd and finds it free.
+        let allocs: u64 = expected["allocs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["count"].as_u64().unwrap())
+            .sum();
+        assert_eq!(
+            rec["scan"]["allocations"].as_u64().unwrap(),
+            allocs,
+            "{scenario}"
+        );
+        assert_eq!(
+            rec["table"]["max_fds_max"], expected["max_fds"],
+            "{scenario}"
+        );
+    }
+    assert_no_programs_left();
+}
+
+#[test]
+fn holes_scan_distance_is_exact() {
+    require_root();
+    let _guard = kernel_lock();
+    let (n, k) = (300u64, 3u64);
+    let (expected, rec) = record_deterministic(
+        &[
+            "holes",
+            "--ops",
+            "500",
+            "-n",
+            &n.to_string(),
+            "--hole",
+            &k.to_string(),
+        ],
+        "holes.data",
+    );
+    check_counts(&expected, &rec);
+    let far = n - k - 1;
+    let scan = &rec["scan"]["bits"];
+    assert_eq!(scan["max"].as_u64().unwrap(), far, "largest scan is N-k-1");
+    // The slot holding N-k-1 has exactly the allocations the generator says scanned that far.
+    let slot = 64 - far.leading_zeros() as usize;
+    let want: u64 = expected["allocs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["scan_bits"].as_u64() == Some(far))
+        .map(|a| a["count"].as_u64().unwrap())
+        .sum();
+    assert_eq!(want, 500);
+    assert_eq!(scan["slots"][slot].as_u64().unwrap(), want);
+    assert_eq!(
+        scan["slots"].as_array().unwrap().len(),
+        slot + 1,
+        "nothing beyond it"
+    );
+    assert_no_programs_left();
+}
+
+#[test]
+fn opensock_two_threads_contend_on_file_lock() {
+    require_root();
+    let _guard = kernel_lock();
+    let out = tmp("opensock.data");
+    let status = fdprof()
+        .args(["record", "-o", out.to_str().unwrap(), "--"])
+        .arg(env!("CARGO_BIN_EXE_fdprof"))
+        .args(["workload", "opensock", "-t", "2", "-n", "4000", "-d", "3s"])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let rec = read_json(&out);
+    let sites = rec["contention"].as_array().unwrap();
+    let file_lock: Vec<&Value> = sites.iter().filter(|s| s["lock"] == "file_lock").collect();
+    let total: u64 = file_lock
+        .iter()
+        .map(|s| s["total_wait_ns"].as_u64().unwrap())
+        .sum();
+    assert!(total > 0, "no file_lock contention found");
+    for (op, function) in [("alloc", "alloc_fd"), ("close", "file_close_fd")] {
+        let wait: u64 = file_lock
+            .iter()
+            .filter(|s| s["operation"] == op)
+            .map(|s| s["total_wait_ns"].as_u64().unwrap())
+            .sum();
+        let share = wait as f64 / total as f64;
+        assert!(
+            share >= 0.2,
+            "{op} has {:.0}% of file_lock wait",
+            share * 100.0
+        );
+        let named = file_lock.iter().any(|s| {
+            s["operation"] == op
+                && s["kernel_stack"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|f| f["function"] == function)
+        });
+        assert!(named, "no {op} stack names {function}");
+    }
+    // No raw kernel addresses leave the machine unless asked for.
+    assert!(
+        !std::fs::read_to_string(&out)
+            .unwrap()
+            .contains("\"address\"")
+    );
+    assert_no_programs_left();
+}
+
+#[test]
+fn command_mode_counts_threads_born_later() {
+    require_root();
+    let _guard = kernel_lock();
+    let out = tmp("cmd.data");
+    let status = fdprof()
+        .args(["record", "-o", out.to_str().unwrap(), "--"])
+        .arg(env!("CARGO_BIN_EXE_fdprof"))
+        .args(["workload", "socket-close", "-t", "2", "--ops", "700"])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let rec = read_json(&out);
+    assert_eq!(rec["end_reason"], "command_exited");
+    // Only the two worker threads, created after exec, call socket().
+    assert_eq!(syscall(&rec, "socket").unwrap()["calls"], 1400);
+    assert!(syscall(&rec, "close").unwrap()["calls"].as_u64().unwrap() >= 1400);
+    assert_no_programs_left();
+}
+
+#[test]
+fn interrupt_writes_a_complete_recording() {
+    require_root();
+    let _guard = kernel_lock();
+    let out = tmp("interrupted.data");
+    let w = start_workload(&["socket-close", "-d", "30s"]);
+    let pid = w.pid.to_string();
+    let mut rec = start_record(&["-p", &pid, "-o", out.to_str().unwrap()]);
+    w.go();
+    std::thread::sleep(Duration::from_millis(700));
+    // SAFETY: the recorder is our own child.
+    unsafe { libc::kill(rec.id() as i32, libc::SIGINT) };
+    let start = Instant::now();
+    assert!(rec.wait().unwrap().success());
+    assert!(start.elapsed() < Duration::from_secs(10));
+    let recording = read_json(&out);
+    assert_eq!(recording["end_reason"], "interrupted");
+    assert!(
+        syscall(&recording, "socket").unwrap()["calls"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+    assert_no_programs_left();
+    // SAFETY: ending the workload this test started.
+    unsafe { libc::kill(w.pid as i32, libc::SIGKILL) };
+    let mut child = w.child;
+    let _ = child.wait();
+}
+
+fn one_line_error(args: &[&str]) -> String {
+    let out = run(fdprof().args(args));
+    assert_eq!(out.status.code(), Some(2), "{args:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    stderr
+}
+
+#[test]
+fn bad_targets_fail_clearly() {
+    require_root();
+    let _guard = kernel_lock();
+    // A PID that does not exist: above pid_max.
+    let pid_max = std::fs::read_to_string("/proc/sys/kernel/pid_max").unwrap();
+    let missing = (pid_max.trim().parse::<u64>().unwrap() + 1).to_string();
+    assert!(one_line_error(&["record", "-p", &missing, "-d", "1s"]).contains("no process"));
+    // kthreadd is PID 2 on Linux.
+    assert!(one_line_error(&["record", "-p", "2", "-d", "1s"]).contains("kernel thread"));
+    assert!(
+        one_line_error(&["record", "-a", "-d", "1s", "-o", "/nonexistent-dir/x.data"])
+            .contains("cannot write")
+    );
+    assert_no_programs_left();
+}
+
+#[test]
+fn record_without_root_fails_clearly() {
+    require_root();
+    use std::os::unix::process::CommandExt;
+    let out = run(Command::new(env!("CARGO_BIN_EXE_fdprof"))
+        .args(["record", "-a", "-d", "1s", "-o", "/tmp/x.data"])
+        .uid(65534)
+        .gid(65534));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("root"));
+}
