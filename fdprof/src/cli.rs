@@ -25,6 +25,10 @@ enum Command {
     Workload(crate::workload::WorkloadArgs),
     /// Record fd-table activity and file_lock contention of a process, thread, command or system
     Record(crate::record::RecordArgs),
+    /// Print a recording's contention breakdown, top stacks, scan and syscall figures
+    Report(crate::report_cmd::ReportArgs),
+    /// Draw a recording's waiting stacks as a flamegraph weighted by wait time
+    Flamegraph(crate::report_cmd::FlamegraphArgs),
 }
 
 /// Runs the program; every error becomes one line on stderr and a non-zero exit code.
@@ -34,6 +38,8 @@ pub fn main() -> ExitCode {
         Command::Doctor(args) => crate::probe::doctor::run(&args),
         Command::Workload(args) => crate::workload::run(args),
         Command::Record(args) => crate::record::run(args),
+        Command::Report(args) => crate::report_cmd::report(&args),
+        Command::Flamegraph(args) => crate::report_cmd::flamegraph(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

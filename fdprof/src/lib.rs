@@ -5,6 +5,13 @@
 //! [`cli`].
 
 pub mod cli;
+pub mod collect;
 pub mod error;
+pub mod model;
+pub mod output;
 pub mod probe;
+pub mod record;
+pub mod render;
+pub mod report_cmd;
+pub mod symbolize;
 pub mod workload;

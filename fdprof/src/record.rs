@@ -365,14 +365,10 @@ pub fn run(args: RecordArgs) -> Result<()> {
         if args.duration.is_some_and(|d| started.elapsed() >= d) {
             break "duration";
         }
-        if let Some(l) = &launched {
-            if l.exited() {
-                break "command_exited";
-            }
-        } else if let Some(id) = args.pid.or(args.tid) {
-            if !alive(id) {
-                break "target_exited";
-            }
+        match (&launched, args.pid.or(args.tid)) {
+            (Some(l), _) if l.exited() => break "command_exited",
+            (None, Some(id)) if !alive(id) => break "target_exited",
+            _ => {}
         }
         if let Some(pid) = user_pid
             && last_maps.elapsed() >= Duration::from_secs(1)

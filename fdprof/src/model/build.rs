@@ -115,7 +115,7 @@ pub fn contention_sites(snap: &RawSnapshot, sym: &mut Symbolizers) -> Vec<Conten
         site.wait.max = site.wait.max.max(c.max_ns);
     }
     let mut sites: Vec<ContentionSite> = sites.into_values().collect();
-    sites.sort_by(|a, b| b.total_wait_ns.cmp(&a.total_wait_ns));
+    sites.sort_by_key(|s| std::cmp::Reverse(s.total_wait_ns));
     sites
 }
 

@@ -1,0 +1,196 @@
+//! A small hand-built recording for the renderers' unit tests.
+
+use std::collections::BTreeMap;
+
+use crate::model::hist::Log2Hist;
+use crate::model::recording::{
+    ContentionSite, DropCount, Frame, OwnCost, ProgramCost, Recording, ScanStats, SyscallStats,
+    TableStats, Target,
+};
+
+pub fn frame(function: &str, offset: u64, module: Option<&str>) -> Frame {
+    Frame {
+        function: function.into(),
+        offset,
+        module: module.map(Into::into),
+        address: None,
+    }
+}
+
+/// A histogram of `n` copies of each `(value, n)`.
+pub fn hist(values: &[(u64, u64)]) -> Log2Hist {
+    let mut h = Log2Hist::default();
+    for &(v, n) in values {
+        for _ in 0..n {
+            h.record(v);
+        }
+    }
+    h
+}
+
+pub fn site(
+    lock: &str,
+    operation: &str,
+    kernel_stack: Vec<Frame>,
+    user_stack: Vec<Frame>,
+    waits: &[(u64, u64)],
+) -> ContentionSite {
+    let wait = hist(waits);
+    ContentionSite {
+        lock: lock.into(),
+        operation: operation.into(),
+        kernel_stack,
+        user_stack,
+        count: wait.count,
+        total_wait_ns: wait.sum,
+        max_wait_ns: wait.max,
+        wait,
+    }
+}
+
+fn alloc_kernel(alloc_fd_offset: u64) -> Vec<Frame> {
+    vec![
+        frame("__pv_queued_spin_lock_slowpath", 0x1b4, None),
+        frame("_raw_spin_lock", 0x2e, None),
+        frame("alloc_fd", alloc_fd_offset, None),
+        frame("__sys_socket", 0x5a, None),
+        frame("do_syscall_64", 0x80, None),
+    ]
+}
+
+fn user(call: &str) -> Vec<Frame> {
+    vec![
+        frame(call, 0xb, Some("libc.so.6")),
+        frame("worker", 0x40, Some("opensock")),
+        frame("start_thread", 0x9c, Some("libc.so.6")),
+    ]
+}
+
+/// file_lock: alloc 6 ms over two sites differing only in the offset of `alloc_fd` (591 waits,
+/// max 100 µs), close 4 ms (400 waits of 10 µs); a spinlock in `other` 1 ms with no user stack.
+/// 3 drops.
+pub fn recording() -> Recording {
+    let close_kernel = vec![
+        frame("__pv_queued_spin_lock_slowpath", 0x1b4, None),
+        frame("_raw_spin_lock", 0x2e, None),
+        frame("file_close_fd", 0x1c, None),
+        frame("__x64_sys_close", 0xf, None),
+        frame("do_syscall_64", 0x80, None),
+    ];
+    let spin_kernel = vec![
+        frame("__pv_queued_spin_lock_slowpath", 0x1b4, None),
+        frame("_raw_spin_lock", 0x2e, None),
+        frame("tcp_v4_rcv", 0x99, None),
+    ];
+    let mut modes = BTreeMap::new();
+    modes.insert("contention".to_string(), "tracepoint".to_string());
+    modes.insert("syscalls".to_string(), "tracepoint".to_string());
+    Recording {
+        format: crate::model::recording::FORMAT.into(),
+        version: crate::model::recording::VERSION,
+        fdprof_version: "0.1.0".into(),
+        kernel_release: "6.18.0-test".into(),
+        target: Target {
+            kind: "pid".into(),
+            pid: Some(4242),
+            tid: None,
+            command: vec![],
+            comm: Some("opensock".into()),
+        },
+        started_unix_ms: 1_709_210_096_000,
+        duration_ns: 10_000_000_000,
+        end_reason: "duration".into(),
+        mode: "tracepoint".into(),
+        modes,
+        raw_addrs: false,
+        contention: vec![
+            site(
+                "file_lock",
+                "alloc",
+                alloc_kernel(0x3f),
+                user("__socket"),
+                &[(10_000, 300)],
+            ),
+            site(
+                "file_lock",
+                "close",
+                close_kernel,
+                user("__close"),
+                &[(10_000, 400)],
+            ),
+            site(
+                "file_lock",
+                "alloc",
+                alloc_kernel(0x52),
+                user("__socket"),
+                &[(10_000, 290), (100_000, 1)],
+            ),
+            site("spinlock", "other", spin_kernel, vec![], &[(100_000, 10)]),
+        ],
+        syscalls: vec![
+            SyscallStats {
+                name: "socket".into(),
+                calls: 591,
+                errors: 0,
+                fds_created: 591,
+                fds_closed: 0,
+                allocs: 591,
+                latency: hist(&[(3_000, 500), (40_000, 91)]),
+            },
+            SyscallStats {
+                name: "close".into(),
+                calls: 400,
+                errors: 2,
+                fds_created: 0,
+                fds_closed: 398,
+                allocs: 0,
+                latency: hist(&[(1_500, 400)]),
+            },
+            SyscallStats {
+                name: "dup2".into(),
+                ..Default::default()
+            },
+        ],
+        scan: ScanStats {
+            allocations: 591,
+            next_fd_hits: 590,
+            below_origin: 1,
+            origin: "read at syscall entry: exact for single-threaded tables".into(),
+            bits: hist(&[(0, 590), (4000, 1)]),
+            open_fds_words: hist(&[(1, 590), (63, 1)]),
+            full_fds_words: hist(&[(1, 591)]),
+        },
+        table: TableStats {
+            max_fds_first: 64,
+            max_fds_max: 1024,
+            expansions: 4,
+        },
+        drops: vec![
+            DropCount {
+                probe: "contention".into(),
+                reason: "ringbuf_full".into(),
+                count: 3,
+            },
+            DropCount {
+                probe: "contention".into(),
+                reason: "stack_id".into(),
+                count: 0,
+            },
+            DropCount {
+                probe: "fdops".into(),
+                reason: "map_full".into(),
+                count: 0,
+            },
+        ],
+        own_cost: OwnCost {
+            programs: vec![ProgramCost {
+                name: "contention_begin".into(),
+                run_time_ns: 2_000_000,
+                run_count: 10_000,
+                recursion_misses: 0,
+            }],
+            collector_cpu_ns: 30_000_000,
+        },
+        notes: vec!["tracepoint mode: waits are seen from lock:contention_begin".into()],
+    }
+}
