@@ -39,6 +39,15 @@ fn effect_of(index: u32) -> Effect {
         .map_or(Effect::Alloc, |s| s.effect)
 }
 
+/// Effects whose exit needs syscall arguments saved at entry.
+#[inline(always)]
+fn needs_args(effect: Effect) -> bool {
+    matches!(
+        effect,
+        Effect::AllocPair | Effect::FcntlDup | Effect::Install
+    )
+}
+
 #[inline(always)]
 fn count(index: u32, counter: u32, n: u64) {
     maps::add(
@@ -141,6 +150,7 @@ fn on_exit(nr: u64, ret: i64) {
         Effect::Alloc | Effect::FcntlDup => {
             count(index, per_syscall::FDS_CREATED, 1);
             allocated(index, ret as u32, origin);
+            check_growth(ret as u32, &entry);
         }
         Effect::AllocPair => {
             count(index, per_syscall::FDS_CREATED, 2);
@@ -150,6 +160,7 @@ fn on_exit(nr: u64, ret: i64) {
                     // The second allocation starts where the first left next_fd.
                     let second = (a as u32 + 1).max(origin);
                     allocated(index, b as u32, second);
+                    check_growth((a as u32).max(b as u32), &entry);
                 }
                 Err(_) => maps::dropped(drop::PROBE_SYSCALLS, drop::READ_FAILED),
             }
@@ -161,15 +172,22 @@ fn on_exit(nr: u64, ret: i64) {
                 per_syscall::FDS_CLOSED,
                 u64::from(entry.closes_target),
             );
+            check_growth(ret as u32, &entry);
         }
         Effect::Close => count(index, per_syscall::FDS_CLOSED, 1),
         Effect::CloseRange => {}
     }
-    // Table growth: compare max_fds now with what it was at entry.
+}
+
+/// The table grows exactly when the new fd does not fit the table seen at entry; only then is
+/// `max_fds` read again.
+#[inline(always)]
+fn check_growth(fd: u32, entry: &SyscallEntry) {
+    if fd < entry.max_fds {
+        return;
+    }
+    maps::add(&maps::GLOBALS, global::EXPANSIONS, 1);
     if let Some((_, _, max_fds)) = kernel::current_files().and_then(kernel::table_state) {
-        if max_fds > entry.max_fds {
-            maps::add(&maps::GLOBALS, global::EXPANSIONS, 1);
-        }
         maps::set_max(&maps::GLOBALS, global::MAX_FDS_SEEN, u64::from(max_fds));
     }
 }
@@ -186,14 +204,18 @@ fn reg(regs: u64, off: u64) -> u64 {
 #[btf_tracepoint(function = "sys_enter")]
 pub fn fdprof_sys_enter(ctx: BtfTracePointContext) -> i32 {
     let nr: u64 = ctx.arg(1);
-    if index_of(nr).is_some() {
-        let regs: u64 = ctx.arg(0);
-        let args = [
-            reg(regs, PT_REGS_ARGS[0]),
-            reg(regs, PT_REGS_ARGS[1]),
-            reg(regs, PT_REGS_ARGS[2]),
-            reg(regs, PT_REGS_ARGS[3]),
-        ];
+    if let Some(index) = index_of(nr) {
+        // Most fd syscalls need no argument: read registers only for those that do.
+        let mut args = [0u64; 4];
+        if needs_args(effect_of(index)) {
+            let regs: u64 = ctx.arg(0);
+            args = [
+                reg(regs, PT_REGS_ARGS[0]),
+                reg(regs, PT_REGS_ARGS[1]),
+                reg(regs, PT_REGS_ARGS[2]),
+                reg(regs, PT_REGS_ARGS[3]),
+            ];
+        }
         on_enter(nr, args);
     }
     0

@@ -261,6 +261,53 @@ fn opensock_two_threads_contend_on_file_lock() {
             .contains("\"address\"")
     );
     assert_no_programs_left();
+
+    // The report and the flamegraph read it end to end.
+    let report = run(fdprof().arg("report").arg(&out));
+    assert!(report.status.success());
+    let text = String::from_utf8_lossy(&report.stdout);
+    for needle in [
+        "file_lock",
+        "alloc_fd",
+        "file_close_fd",
+        "drops",
+        "tracepoint",
+    ] {
+        assert!(text.contains(needle), "report lacks {needle}");
+    }
+    let svg = tmp("opensock.svg");
+    let fg = run(fdprof().arg("flamegraph").arg(&out).arg("-o").arg(&svg));
+    assert!(fg.status.success());
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert!(svg.contains("alloc_fd") && svg.contains("file_close_fd"));
+}
+
+#[test]
+fn corrupt_recordings_are_refused_clearly() {
+    let bad = tmp("truncated.data");
+    std::fs::write(
+        &bad,
+        b"{\"format\": \"fdprof-recording\", \"version\": 1, \"kern",
+    )
+    .unwrap();
+    for (path, needle) in [
+        (bad.as_path(), "truncated or corrupt"),
+        (
+            std::path::Path::new("/nonexistent/fdprof.data"),
+            "cannot read",
+        ),
+    ] {
+        let out = run(fdprof().arg("report").arg(path));
+        assert!(!out.status.success());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+        assert!(stderr.contains(needle), "{stderr}");
+    }
+    let foreign = tmp("foreign.data");
+    std::fs::write(&foreign, b"{\"format\": \"something-else\"}").unwrap();
+    let out = run(fdprof().arg("report").arg(&foreign));
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not an fdprof recording"));
 }
 
 #[test]

@@ -1,5 +1,7 @@
 //! Developer tasks: `cargo xtask bootstrap | build | demo | test | bench`.
 
+mod bench_overhead;
+mod bench_workload;
 mod bootstrap;
 mod run;
 
@@ -23,6 +25,14 @@ enum Task {
     Demo,
     /// Bootstrap, then run formatting, lints and every test (needs root: tests attach for real)
     Test,
+    /// Benchmarks: `workload` (generator vs C) or `overhead` (cost of profiling)
+    Bench {
+        #[arg(value_parser = ["workload", "overhead"])]
+        what: String,
+        /// Passed to the benchmark (e.g. --rounds 7)
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 fn main() {
@@ -32,6 +42,10 @@ fn main() {
         Task::Build => bootstrap::run().and_then(|()| run::build_release()),
         Task::Demo => bootstrap::run().and_then(|()| run::demo()),
         Task::Test => bootstrap::run().and_then(|()| run::test()),
+        Task::Bench { what, args } => bootstrap::run().and_then(|()| match what.as_str() {
+            "workload" => bench_workload::run(&args),
+            _ => bench_overhead::run(&args),
+        }),
     };
     if let Err(err) = result {
         eprintln!("xtask: error: {err:#}");

@@ -48,19 +48,56 @@ pub fn build_release() -> Result<()> {
     )
 }
 
+/// The main job on the built-in default: profile the opensock workload (2 threads sharing one
+/// table of 4000 sockets), print the report and write the flamegraph.
 pub fn demo() -> Result<()> {
     build_release()?;
+    let fdprof = fdprof_release();
+    let out = root().join("target/demo");
+    std::fs::create_dir_all(&out)?;
+    let data = out.join("fdprof.data");
+    let svg = out.join("fdprof.svg");
+    step("fdprof doctor", Command::new(&fdprof).arg("doctor"))?;
     step(
-        "fdprof doctor",
-        Command::new(fdprof_release()).arg("doctor"),
-    )
+        "fdprof record -- fdprof workload opensock",
+        Command::new(&fdprof)
+            .args(["record", "-o"])
+            .arg(&data)
+            .arg("--")
+            .arg(&fdprof)
+            .args(["workload", "opensock", "-t", "2", "-n", "4000", "-d", "5s"]),
+    )?;
+    step(
+        "fdprof report",
+        Command::new(&fdprof).arg("report").arg(&data),
+    )?;
+    step(
+        "fdprof flamegraph",
+        Command::new(&fdprof)
+            .arg("flamegraph")
+            .arg(&data)
+            .arg("-o")
+            .arg(&svg),
+    )?;
+    eprintln!(
+        "==> recording: {}\n==> flamegraph: {}",
+        data.display(),
+        svg.display()
+    );
+    Ok(())
 }
 
 pub fn test() -> Result<()> {
-    step("format check", cargo().args(["fmt", "--all", "--", "--check"]))?;
+    step(
+        "format check",
+        cargo().args(["fmt", "--all", "--", "--check"]),
+    )?;
     step(
         "clippy (host crates)",
         cargo().args(["clippy", "--all-targets", "--", "-D", "warnings"]),
     )?;
-    step("tests (real kernel)", cargo().args(["test", "--no-fail-fast"]))
+    step(
+        "tests (real kernel)",
+        cargo().args(["test", "--no-fail-fast"]),
+    )
 }

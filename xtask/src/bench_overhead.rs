@@ -1,0 +1,194 @@
+//! `cargo xtask bench overhead`: what profiling costs the profiled program. The built-in
+//! opensock workload (2 threads × 4000 fds) runs bare, under `fdprof record`, under
+//! `perf lock record` and under a bpftrace contention-stacks one-liner, interleaved round by
+//! round; medians of ops/s and their ratio to the bare run of the same rounds are printed, with
+//! the recording size per second of profile.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{Context, Result, bail};
+
+use crate::run::{build_release, fdprof_release, root};
+
+const WORKLOAD: &[&str] = &[
+    "workload", "opensock", "-t", "2", "-n", "4000", "-d", "4s", "--json",
+];
+
+const BPFTRACE_SCRIPT: &str = "tracepoint:lock:contention_begin /pid == cpid/ { @start[tid] = nsecs; } \
+tracepoint:lock:contention_end /@start[tid]/ { @wait_ns[kstack] = sum(nsecs - @start[tid]); delete(@start[tid]); }";
+
+struct Variant {
+    name: &'static str,
+    /// Command prefix; the workload's argv follows. Empty for the bare run.
+    wrap: fn(&Path, &Path) -> Vec<String>,
+    /// Where the profiler writes its recording, for the size figure.
+    output: Option<&'static str>,
+}
+
+fn variants() -> Vec<Variant> {
+    vec![
+        Variant {
+            name: "baseline",
+            wrap: |_, _| vec![],
+            output: None,
+        },
+        Variant {
+            name: "fdprof record",
+            wrap: |fdprof, out| {
+                vec![
+                    fdprof.display().to_string(),
+                    "record".into(),
+                    "-o".into(),
+                    out.join("fdprof.data").display().to_string(),
+                    "--".into(),
+                ]
+            },
+            output: Some("fdprof.data"),
+        },
+        Variant {
+            name: "perf lock record",
+            wrap: |_, out| {
+                vec![
+                    "perf".into(),
+                    "lock".into(),
+                    "record".into(),
+                    "-o".into(),
+                    out.join("perf.data").display().to_string(),
+                    "--".into(),
+                ]
+            },
+            output: Some("perf.data"),
+        },
+        Variant {
+            name: "bpftrace one-liner",
+            wrap: |_, _| {
+                vec![
+                    "bpftrace".into(),
+                    "-q".into(),
+                    "-e".into(),
+                    BPFTRACE_SCRIPT.into(),
+                    "-c".into(),
+                ]
+            },
+            output: None,
+        },
+    ]
+}
+
+fn have(tool: &str) -> bool {
+    Command::new(tool)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok()
+}
+
+fn ensure_tools() -> Result<()> {
+    let missing: Vec<&str> = [("perf", "linux-perf"), ("bpftrace", "bpftrace")]
+        .iter()
+        .filter(|(tool, _)| !have(tool))
+        .map(|(_, pkg)| *pkg)
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    eprintln!("==> installing reference profilers: {}", missing.join(" "));
+    let status = Command::new("apt-get")
+        .args(["install", "-y", "--no-install-recommends"])
+        .args(&missing)
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .status()
+        .context("cannot run apt-get")?;
+    if !status.success() {
+        bail!("apt-get install {} failed", missing.join(" "));
+    }
+    Ok(())
+}
+
+/// Runs one variant once; returns (ops/s, recording bytes).
+fn run_once(v: &Variant, fdprof: &Path, out: &Path) -> Result<(f64, Option<u64>)> {
+    let mut argv = (v.wrap)(fdprof, out);
+    let workload: Vec<String> = std::iter::once(fdprof.display().to_string())
+        .chain(WORKLOAD.iter().map(|s| s.to_string()))
+        .collect();
+    if v.name == "bpftrace one-liner" {
+        argv.push(workload.join(" "));
+    } else {
+        argv.extend(workload);
+    }
+    let output = Command::new(&argv[0])
+        .args(&argv[1..])
+        .stderr(Stdio::null())
+        .output()
+        .with_context(|| format!("cannot run {}", argv[0]))?;
+    if !output.status.success() {
+        bail!("{} failed ({})", v.name, output.status);
+    }
+    let text = String::from_utf8_lossy(&output.stdout);
+    // The workload prints one JSON object; profilers may print around it.
+    let json = text
+        .lines()
+        .find(|l| l.contains("\"ops_per_sec\""))
+        .with_context(|| format!("{}: no workload result in its output", v.name))?;
+    let ops = json
+        .split("\"ops_per_sec\":")
+        .nth(1)
+        .and_then(|s| s.split([',', '}']).next())
+        .and_then(|s| s.trim().parse::<f64>().ok())
+        .context("cannot parse ops_per_sec")?;
+    let size = v
+        .output
+        .and_then(|f| std::fs::metadata(out.join(f)).ok())
+        .map(|m| m.len());
+    Ok((ops, size))
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+pub fn run(args: &[String]) -> Result<()> {
+    let rounds: usize = args
+        .iter()
+        .position(|a| a == "--rounds")
+        .and_then(|i| args.get(i + 1))
+        .map_or(Ok(5), |s| s.parse())
+        .context("--rounds takes a number")?;
+    ensure_tools()?;
+    build_release()?;
+    let fdprof = fdprof_release();
+    let out: PathBuf = root().join("target/bench/overhead");
+    std::fs::create_dir_all(&out)?;
+    let variants = variants();
+    let mut ops: Vec<Vec<f64>> = vec![Vec::new(); variants.len()];
+    let mut bytes_per_s: Vec<Vec<f64>> = vec![Vec::new(); variants.len()];
+    for round in 1..=rounds {
+        for (i, v) in variants.iter().enumerate() {
+            let (o, size) = run_once(v, &fdprof, &out)?;
+            eprintln!("round {round}/{rounds}  {:<20} {:>12.0} ops/s", v.name, o);
+            ops[i].push(o);
+            if let Some(size) = size {
+                bytes_per_s[i].push(size as f64 / 4.0);
+            }
+        }
+    }
+    let base = median(&mut ops[0].clone());
+    println!("\nopensock -t 2 -n 4000, 4 s per run, {rounds} interleaved rounds (medians)");
+    println!(
+        "{:<20} {:>12} {:>8} {:>16}",
+        "variant", "ops/s", "ratio", "recording/s"
+    );
+    for (i, v) in variants.iter().enumerate() {
+        let m = median(&mut ops[i]);
+        let size = if bytes_per_s[i].is_empty() {
+            "-".to_string()
+        } else {
+            format!("{:.1} kB/s", median(&mut bytes_per_s[i]) / 1e3)
+        };
+        println!("{:<20} {:>12.0} {:>8.3} {:>16}", v.name, m, m / base, size);
+    }
+    Ok(())
+}
