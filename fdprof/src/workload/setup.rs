@@ -1,0 +1,216 @@
+//! Setup of one fd table before the measured phase: pre-expansion, pre-filled fds, listeners,
+//! and the per-task states.
+
+use std::ffi::CString;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+
+use super::accept::{AcceptShared, Acceptor, Connector, listen_loopback};
+use super::scenarios::{
+    Dup2Worst, DupClose, Holes, OpenClose, Opensock, Pipe, Scenario, SocketClose, SocketPair,
+    XorShift, opensock_share,
+};
+use super::sys;
+use super::task::TaskOp;
+use crate::error::{EXIT_USAGE, fatal};
+
+/// A validated workload configuration (everything but the task count, which a sweep varies).
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub scenario: Scenario,
+    /// `-n`: fds held (opensock: in total over the tasks; others: per fd table).
+    pub fds: u32,
+    /// `--hole K` of holes and dup2-worst.
+    pub hole: u32,
+    /// `--path` opened by open-close and holes.
+    pub path: CString,
+    /// `--prealloc SIZE`: expand the table to cover fd SIZE-1 first.
+    pub prealloc: Option<u32>,
+    pub processes: bool,
+    pub pin: bool,
+}
+
+/// One fd table, ready for its measured phase.
+pub struct Prepared {
+    pub ops: Vec<TaskOp>,
+    /// Fds setup opened that no task owns (closed between the runs of a sweep).
+    pub held: Vec<i32>,
+    /// Fds the scenario holds open besides the per-op ones.
+    pub fds_held: u64,
+}
+
+/// Sets up the table of this process for tasks `first .. first + count` of `total`.
+pub fn prepare(cfg: &Config, first: u32, count: u32, total: u32) -> Result<Prepared> {
+    if let Some(size) = cfg.prealloc {
+        prealloc(size).with_context(|| format!("--prealloc {size}"))?;
+    }
+    if matches!(cfg.scenario, Scenario::OpenClose | Scenario::Holes) {
+        // Fail now, with the path named, rather than in the measured phase.
+        let fd = sys::openat(&cfg.path, libc::O_RDONLY).map_err(|e| {
+            fatal(
+                EXIT_USAGE,
+                format!("cannot open --path {:?}: {e}", cfg.path),
+            )
+        })?;
+        sys::close(fd)?;
+    }
+    let mut held = Vec::new();
+    let mut ops = Vec::with_capacity(count as usize * 2);
+    let fds_held;
+    match cfg.scenario {
+        Scenario::Opensock => {
+            let mut sum = 0u64;
+            for task in first..first + count {
+                let share = opensock_share(cfg.fds, total, task);
+                let slots = fill_sockets(share).context("pre-filling opensock's sockets")?;
+                sum += u64::from(share);
+                ops.push(TaskOp::Opensock(Opensock {
+                    slots,
+                    rng: XorShift::for_task(task),
+                }));
+            }
+            fds_held = sum;
+        }
+        Scenario::Holes | Scenario::Dup2Worst => {
+            fill_below(cfg.fds, &mut held).context("opening fds 0..N-1")?;
+            fds_held = u64::from(cfg.fds);
+            let hole = cfg.hole as i32;
+            ops.push(if cfg.scenario == Scenario::Holes {
+                TaskOp::Holes(Holes {
+                    hole,
+                    path: cfg.path.clone(),
+                })
+            } else {
+                TaskOp::Dup2Worst(Dup2Worst { hole })
+            });
+        }
+        Scenario::Accept => {
+            hold_extra(cfg.fds, &mut held)?;
+            let (listener, addr) = listen_loopback()?;
+            held.push(listener);
+            fds_held = u64::from(cfg.fds) + 1;
+            let shared = Arc::new(AcceptShared::new(count as usize, count as usize));
+            for index in 0..count as usize {
+                ops.push(TaskOp::Acceptor(Acceptor {
+                    listener,
+                    index,
+                    shared: shared.clone(),
+                }));
+            }
+            for index in 0..count as usize {
+                ops.push(TaskOp::Connector(Connector {
+                    addr,
+                    index,
+                    shared: shared.clone(),
+                }));
+            }
+        }
+        tight => {
+            let first_held = hold_extra(cfg.fds, &mut held)?;
+            let mut total_held = u64::from(cfg.fds);
+            let dup_src = match (tight, first_held) {
+                (Scenario::DupClose, Some(fd)) => fd,
+                (Scenario::DupClose, None) => {
+                    let fd = open_dev_null()?;
+                    held.push(fd);
+                    total_held += 1;
+                    fd
+                }
+                _ => -1,
+            };
+            fds_held = total_held;
+            for _ in 0..count {
+                ops.push(match tight {
+                    Scenario::SocketClose => TaskOp::SocketClose(SocketClose),
+                    Scenario::OpenClose => TaskOp::OpenClose(OpenClose {
+                        path: cfg.path.clone(),
+                    }),
+                    Scenario::DupClose => TaskOp::DupClose(DupClose { src: dup_src }),
+                    Scenario::Pipe => TaskOp::Pipe(Pipe),
+                    _ => TaskOp::SocketPair(SocketPair),
+                });
+            }
+        }
+    }
+    Ok(Prepared {
+        ops,
+        held,
+        fds_held,
+    })
+}
+
+/// Closes what [`prepare`] opened (between the runs of a sweep).
+pub fn teardown(prepared: &Prepared) -> Result<()> {
+    for op in &prepared.ops {
+        for &fd in op.held_fds() {
+            sys::close(fd)?;
+        }
+    }
+    for &fd in &prepared.held {
+        sys::close(fd)?;
+    }
+    Ok(())
+}
+
+fn open_dev_null() -> Result<i32> {
+    Ok(sys::openat(c"/dev/null", libc::O_RDONLY)?)
+}
+
+/// Expands the table to cover fd `size - 1` as the seed's expand_fd_array does: dup2 a socket
+/// onto that fd, then close both.
+fn prealloc(size: u32) -> Result<()> {
+    let target = size as i32 - 1;
+    if target < 0 || sys::is_open(target) {
+        // Fd 0 fits any table; an open fd is already covered.
+        return Ok(());
+    }
+    let fd = sys::tcp_socket()?;
+    if fd != target {
+        sys::dup2(fd, target)?;
+        sys::close(target)?;
+    }
+    sys::close(fd)?;
+    Ok(())
+}
+
+/// `count` sockets: one socket() and count-1 dup()s of it, as the seed fills its slots.
+fn fill_sockets(count: u32) -> Result<Vec<i32>> {
+    let mut slots = Vec::with_capacity(count as usize);
+    let first = sys::tcp_socket()?;
+    slots.push(first);
+    for _ in 1..count {
+        slots.push(sys::dup(first)?);
+    }
+    Ok(slots)
+}
+
+/// Makes fds 0..n-1 all open (dup2 of one /dev/null fd into every free one).
+fn fill_below(n: u32, held: &mut Vec<i32>) -> Result<()> {
+    let src = open_dev_null()?;
+    if src as u32 >= n {
+        sys::close(src)?;
+        return Ok(());
+    }
+    held.push(src);
+    for fd in 0..n as i32 {
+        if !sys::is_open(fd) {
+            sys::dup2(src, fd)?;
+            held.push(fd);
+        }
+    }
+    Ok(())
+}
+
+/// Holds `n` idle fds (/dev/null and its dups); returns the first.
+fn hold_extra(n: u32, held: &mut Vec<i32>) -> Result<Option<i32>> {
+    if n == 0 {
+        return Ok(None);
+    }
+    let first = open_dev_null()?;
+    held.push(first);
+    for _ in 1..n {
+        held.push(sys::dup(first)?);
+    }
+    Ok(Some(first))
+}
