@@ -156,11 +156,12 @@ fn raw_fentry(btf_id: u32) -> Result<(), i32> {
 
 /// A classic tracepoint by hand: perf_event_open + PERF_EVENT_IOC_SET_BPF.
 fn raw_tracepoint(category: &str, name: &str) -> Result<(), i32> {
-    let id: u64 = std::fs::read_to_string(format!("/sys/kernel/tracing/events/{category}/{name}/id"))
-        .map_err(|_| libc::ENOENT)?
-        .trim()
-        .parse()
-        .unwrap();
+    let id: u64 =
+        std::fs::read_to_string(format!("/sys/kernel/tracing/events/{category}/{name}/id"))
+            .map_err(|_| libc::ENOENT)?
+            .trim()
+            .parse()
+            .unwrap();
     let prog = prog_load(BPF_PROG_TYPE_TRACEPOINT, 0, 0)?;
     let mut attr = [0u8; 128];
     put32(&mut attr, 0, 2); // PERF_TYPE_TRACEPOINT
@@ -168,9 +169,8 @@ fn raw_tracepoint(category: &str, name: &str) -> Result<(), i32> {
     put64(&mut attr, 8, id);
     put64(&mut attr, 16, 1); // sample_period
     // SAFETY: attr is a valid perf_event_attr of the declared size.
-    let fd = unsafe {
-        libc::syscall(libc::SYS_perf_event_open, attr.as_ptr(), -1, 0, -1, 0u64)
-    } as i32;
+    let fd =
+        unsafe { libc::syscall(libc::SYS_perf_event_open, attr.as_ptr(), -1, 0, -1, 0u64) } as i32;
     if fd < 0 {
         close(prog);
         return Err(std::io::Error::last_os_error().raw_os_error().unwrap());
@@ -223,7 +223,10 @@ fn attach_claims_agree_with_raw_attempts() {
                 checked += 1;
             }
             if !kprobes {
-                assert_ne!(f["kprobe"]["result"], "works", "kprobe on {name} without kprobes");
+                assert_ne!(
+                    f["kprobe"]["result"], "works",
+                    "kprobe on {name} without kprobes"
+                );
             }
         }
     }
@@ -232,7 +235,11 @@ fn attach_claims_agree_with_raw_attempts() {
         ("contention_begin", "lock_tracepoints"),
         ("sys_enter_close", "fd_syscall_tracepoints"),
     ] {
-        let category = if key == "lock_tracepoints" { "lock" } else { "syscalls" };
+        let category = if key == "lock_tracepoints" {
+            "lock"
+        } else {
+            "syscalls"
+        };
         let claim = doctor[key]
             .as_array()
             .unwrap()
@@ -275,7 +282,11 @@ fn this_kernel_as_documented() {
     if btf.funcs.contains_key("file_close_fd") {
         assert_eq!(close_name, "file_close_fd");
     }
-    for key in ["task_struct_files", "files_struct_file_lock", "fdtable_max_fds"] {
+    for key in [
+        "task_struct_files",
+        "files_struct_file_lock",
+        "fdtable_max_fds",
+    ] {
         assert!(doctor["offsets"][key].is_u64());
     }
     assert_eq!(doctor["mode"], alloc["chosen"]);

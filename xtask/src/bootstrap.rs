@@ -39,7 +39,10 @@ fn timed(what: &str, f: impl FnOnce() -> Result<()>) -> Result<()> {
     eprintln!("[bootstrap] {what} ...");
     let start = Instant::now();
     f()?;
-    eprintln!("[bootstrap] {what}: done in {:.1}s", start.elapsed().as_secs_f64());
+    eprintln!(
+        "[bootstrap] {what}: done in {:.1}s",
+        start.elapsed().as_secs_f64()
+    );
     Ok(())
 }
 
@@ -103,7 +106,9 @@ pub fn run() -> Result<()> {
     match linker {
         Some(path) => eprintln!("[bootstrap] bpf-linker: {}", path.display()),
         None => timed(
-            &format!("cargo install bpf-linker {BPF_LINKER_VERSION} against LLVM 22 (takes ~5 min)"),
+            &format!(
+                "cargo install bpf-linker {BPF_LINKER_VERSION} against LLVM 22 (takes ~5 min)"
+            ),
             || {
                 let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
                 let status = Command::new(cargo)
@@ -120,9 +125,6 @@ pub fn run() -> Result<()> {
             },
         )?,
     }
-    eprintln!(
-        "[bootstrap] ready in {:.1}s",
-        start.elapsed().as_secs_f64()
-    );
+    eprintln!("[bootstrap] ready in {:.1}s", start.elapsed().as_secs_f64());
     Ok(())
 }
