@@ -1,0 +1,11 @@
+//! Stack symbolization: kernel addresses through `/proc/kallsyms`, user addresses through
+//! snapshots of `/proc/PID/maps` and the mapped files' ELF symbols (blazesym).
+//!
+//! Frames carry the raw address only when the caller asks for it (`--raw-addrs`): kernel
+//! addresses reveal the KASLR offset and must not leave the machine otherwise.
+
+pub mod kernel;
+pub mod user;
+
+pub use kernel::{KernelSymbols, UNKNOWN};
+pub use user::{ExecMapping, UserSymbolizer, parse_maps};
