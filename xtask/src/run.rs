@@ -96,8 +96,50 @@ pub fn test() -> Result<()> {
         "clippy (host crates)",
         cargo().args(["clippy", "--all-targets", "--", "-D", "warnings"]),
     )?;
-    step(
-        "tests (real kernel)",
-        cargo().args(["test", "--no-fail-fast"]),
-    )
+    let (passed, failed) = cargo_test()?;
+    // One closing line for the whole run (cargo prints one per test binary).
+    println!("tests: {passed} passed, {failed} failed");
+    if failed > 0 || passed == 0 {
+        bail!("tests failed");
+    }
+    Ok(())
+}
+
+/// Runs `cargo test`, echoing its output, and adds up the per-binary result lines.
+fn cargo_test() -> Result<(u64, u64)> {
+    use std::io::{BufRead, BufReader};
+    let mut cmd = cargo();
+    cmd.args(["test", "--no-fail-fast", "--all-targets"]);
+    eprintln!("==> tests (real kernel): {cmd:?}");
+    let start = Instant::now();
+    let mut child = cmd
+        .current_dir(root())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .context("cannot start cargo test")?;
+    let (mut passed, mut failed) = (0, 0);
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let line = line?;
+        println!("{line}");
+        if let Some(rest) = line.strip_prefix("test result: ") {
+            let count = |word: &str| {
+                rest.split(';')
+                    .find_map(|part| part.trim().strip_suffix(word))
+                    .and_then(|n| n.trim().rsplit(' ').next()?.parse::<u64>().ok())
+                    .unwrap_or(0)
+            };
+            passed += count(" passed");
+            failed += count(" failed");
+        }
+    }
+    let status = child.wait()?;
+    eprintln!(
+        "==> tests (real kernel): {} in {:.1}s",
+        if status.success() { "done" } else { "FAILED" },
+        start.elapsed().as_secs_f64()
+    );
+    if !status.success() && failed == 0 {
+        failed += 1; // a build failure or a crashed test binary
+    }
+    Ok((passed, failed))
 }
