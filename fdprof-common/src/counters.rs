@@ -25,8 +25,6 @@ pub mod global {
     pub const MAX_FDS_SEEN: u32 = 3;
     /// Smallest `max_fds` seen at a syscall entry (0 = none yet; stored with min).
     pub const MAX_FDS_FIRST: u32 = 4;
-    /// Syscall exits whose entry was not seen (recording began mid-syscall).
-    pub const EXIT_WITHOUT_ENTRY: u32 = 5;
     /// Largest scan distance in bits.
     pub const SCAN_MAX: u32 = 6;
     pub const COUNT: u32 = 8;
@@ -47,6 +45,7 @@ pub mod drop {
     pub const PROBE_SYSCALLS: u32 = 1;
     pub const PROBES: u32 = 2;
 
+    /// A map had no room (for syscalls: another thread's entry took the in-flight slot).
     pub const MAP_FULL: u32 = 0;
     pub const KERNEL_STACK: u32 = 1;
     pub const USER_STACK: u32 = 2;

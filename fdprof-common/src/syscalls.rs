@@ -107,10 +107,17 @@ pub const SYSCALL_INDEX: [u8; MAX_NR as usize] = {
     table
 };
 
+/// Slots of the in-flight table, indexed by `tid & (IN_FLIGHT_SLOTS - 1)`: an array lookup
+/// costs a fraction of a hash insert + delete on every syscall.
+pub const IN_FLIGHT_SLOTS: u32 = 1 << 16;
+
 /// Syscall state kept from entry to exit, per thread.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SyscallEntry {
+    /// The thread whose syscall this is; 0 when the slot is free.
+    pub tid: u32,
+    pub _pad0: u32,
     pub start_ns: u64,
     /// User pointer to the `int[2]` of pipe/pipe2/socketpair.
     pub fd_pair: u64,

@@ -7,21 +7,29 @@ use aya_ebpf::{
         bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_kernel, bpf_probe_read_user,
     },
     macros::{btf_tracepoint, map, tracepoint},
-    maps::HashMap,
+    maps::Array,
     programs::{BtfTracePointContext, TracePointContext},
 };
 use fdprof_common::{
     counters::{drop, global, hist, per_syscall},
     syscalls::{
-        Effect, F_DUPFD, F_DUPFD_CLOEXEC, FD_SYSCALLS, MAX_NR, NOT_TRACED, SYSCALL_INDEX,
-        SyscallEntry,
+        Effect, F_DUPFD, F_DUPFD_CLOEXEC, FD_SYSCALLS, IN_FLIGHT_SLOTS, MAX_NR, NOT_TRACED,
+        SYSCALL_INDEX, SyscallEntry,
     },
 };
 
 use crate::{kernel, maps};
 
+/// Syscalls between entry and exit. A thread never has two, so its slot is its own unless
+/// another thread with the same low tid bits is inside an fd syscall at the same moment: that
+/// collision is counted as a drop.
 #[map]
-static IN_FLIGHT: HashMap<u32, SyscallEntry> = HashMap::with_max_entries(65536, 0);
+static IN_FLIGHT: Array<SyscallEntry> = Array::with_max_entries(IN_FLIGHT_SLOTS, 0);
+
+#[inline(always)]
+fn slot(tid: u32) -> Option<*mut SyscallEntry> {
+    IN_FLIGHT.get_ptr_mut(tid & (IN_FLIGHT_SLOTS - 1))
+}
 
 #[inline(always)]
 fn index_of(nr: u64) -> Option<u32> {
@@ -85,7 +93,10 @@ fn on_enter(nr: u64, args: [u64; 4]) {
     let closes_target = effect == Effect::Install
         && args[0] != args[1]
         && kernel::fd_is_open(fdt, max_fds, args[1] as u32);
+    let tid = bpf_get_current_pid_tgid() as u32;
     let entry = SyscallEntry {
+        tid,
+        _pad0: 0,
         start_ns: unsafe { bpf_ktime_get_ns() },
         fd_pair: args[fdprof_common::syscalls::fd_pair_arg(nr as u32) & 3],
         next_fd,
@@ -95,9 +106,13 @@ fn on_enter(nr: u64, args: [u64; 4]) {
         closes_target: closes_target as u8,
         _pad: [0; 2],
     };
-    let tid = bpf_get_current_pid_tgid() as u32;
-    if IN_FLIGHT.insert(tid, entry, 0).is_err() {
-        maps::dropped(drop::PROBE_SYSCALLS, drop::MAP_FULL);
+    let Some(slot) = slot(tid) else { return };
+    // SAFETY: a valid map value; only this thread's syscalls use a slot holding its tid.
+    unsafe {
+        if (*slot).tid != 0 {
+            maps::dropped(drop::PROBE_SYSCALLS, drop::MAP_FULL);
+        }
+        *slot = entry;
     }
 }
 
@@ -122,17 +137,22 @@ fn allocated(index: u32, fd: u32, origin: u32) {
     );
 }
 
+/// Exit of any syscall of the current thread: ours when its slot holds an entry of this thread.
 #[inline(always)]
-fn on_exit(nr: u64, ret: i64) {
-    if index_of(nr).is_none() || !kernel::is_target() {
+fn on_exit(ret: i64) {
+    if !kernel::is_target() {
         return;
     }
     let tid = bpf_get_current_pid_tgid() as u32;
-    let Some(entry) = IN_FLIGHT.get_ptr(tid).map(|p| unsafe { *p }) else {
-        maps::add(&maps::GLOBALS, global::EXIT_WITHOUT_ENTRY, 1);
-        return;
+    let Some(slot) = slot(tid) else { return };
+    // SAFETY: a valid map value, owned by this thread while it holds its tid.
+    let entry = unsafe {
+        if (*slot).tid != tid {
+            return;
+        }
+        (*slot).tid = 0;
+        *slot
     };
-    let _ = IN_FLIGHT.remove(tid);
     let index = u32::from(entry.index);
     let now = unsafe { bpf_ktime_get_ns() };
     maps::hist(index, now.saturating_sub(entry.start_ns));
@@ -192,8 +212,7 @@ fn check_growth(fd: u32, entry: &SyscallEntry) {
     }
 }
 
-/// x86_64 `struct pt_regs` offsets of the syscall number and first four arguments.
-const PT_REGS_ORIG_AX: u64 = 120;
+/// x86_64 `struct pt_regs` offsets of the first four syscall arguments.
 const PT_REGS_ARGS: [u64; 4] = [112, 104, 96, 56]; // di, si, dx, r10
 
 #[inline(always)]
@@ -223,9 +242,7 @@ pub fn fdprof_sys_enter(ctx: BtfTracePointContext) -> i32 {
 
 #[btf_tracepoint(function = "sys_exit")]
 pub fn fdprof_sys_exit(ctx: BtfTracePointContext) -> i32 {
-    let regs: u64 = ctx.arg(0);
-    let nr = reg(regs, PT_REGS_ORIG_AX);
-    on_exit(nr, ctx.arg::<i64>(1));
+    on_exit(ctx.arg::<i64>(1));
     0
 }
 
@@ -246,8 +263,8 @@ pub fn fdprof_tp_sys_enter(ctx: TracePointContext) -> u32 {
 /// Classic `raw_syscalls:sys_exit`: `id` at 8, `ret` at 16.
 #[tracepoint]
 pub fn fdprof_tp_sys_exit(ctx: TracePointContext) -> u32 {
-    if let (Ok(nr), Ok(ret)) = unsafe { (ctx.read_at::<u64>(8), ctx.read_at::<i64>(16)) } {
-        on_exit(nr, ret);
+    if let Ok(ret) = unsafe { ctx.read_at::<i64>(16) } {
+        on_exit(ret);
     }
     0
 }

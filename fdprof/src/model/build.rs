@@ -181,11 +181,6 @@ pub fn drops(snap: &RawSnapshot, costs: &[ProgramCost]) -> Vec<DropCount> {
             });
         }
     }
-    out.push(DropCount {
-        probe: "syscalls".into(),
-        reason: "exit_without_entry".into(),
-        count: snap.globals[global::EXIT_WITHOUT_ENTRY as usize],
-    });
     for c in costs {
         out.push(DropCount {
             probe: c.name.clone(),
