@@ -70,6 +70,30 @@ pub fn table_state(files: u64) -> Option<(u32, u64, u32)> {
     Some((next_fd, fdt, max_fds))
 }
 
+/// [`table_state`] of the current task through BTF-checked direct loads, for tp_btf programs:
+/// the verifier turns them into plain loads with an exception fixup, much cheaper than
+/// `bpf_probe_read_kernel`. The offsets are constants to the verifier (frozen `.rodata`).
+#[inline(always)]
+pub fn current_table_state_btf() -> Option<(u32, u64, u32)> {
+    // SAFETY: a trusted BTF pointer to the current task; every load below is checked by the
+    // verifier against the kernel's BTF and fixed up on fault.
+    unsafe {
+        let task = aya_ebpf::helpers::bpf_get_current_task_btf() as *const u8;
+        let files =
+            *(task.add(global(&OFF_TASK_FILES) as usize) as *const *const u8);
+        if files.is_null() {
+            return None;
+        }
+        let next_fd = *(files.add(global(&OFF_FILES_NEXT_FD) as usize) as *const u32);
+        let fdt = *(files.add(global(&OFF_FILES_FDT) as usize) as *const *const u8);
+        if fdt.is_null() {
+            return None;
+        }
+        let max_fds = *(fdt.add(global(&OFF_FDT_MAX_FDS) as usize) as *const u32);
+        Some((next_fd, fdt as u64, max_fds))
+    }
+}
+
 /// Whether `fd` is open in `fdt` (its bit in `open_fds`).
 #[inline(always)]
 pub fn fd_is_open(fdt: u64, max_fds: u32, fd: u32) -> bool {

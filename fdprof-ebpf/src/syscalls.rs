@@ -65,9 +65,9 @@ fn count(index: u32, counter: u32, n: u64) {
     );
 }
 
-/// `args` are the first four syscall arguments.
+/// `args` are the first four syscall arguments; `btf` selects direct BTF loads (tp_btf only).
 #[inline(always)]
-fn on_enter(nr: u64, args: [u64; 4]) {
+fn on_enter(nr: u64, args: [u64; 4], btf: bool) {
     let Some(index) = index_of(nr) else { return };
     if !kernel::is_target() {
         return;
@@ -80,11 +80,12 @@ fn on_enter(nr: u64, args: [u64; 4]) {
         }
         start = args[2] as u32;
     }
-    let Some(files) = kernel::current_files() else {
-        maps::dropped(drop::PROBE_SYSCALLS, drop::READ_FAILED);
-        return;
+    let state = if btf {
+        kernel::current_table_state_btf()
+    } else {
+        kernel::current_files().and_then(kernel::table_state)
     };
-    let Some((next_fd, fdt, max_fds)) = kernel::table_state(files) else {
+    let Some((next_fd, fdt, max_fds)) = state else {
         maps::dropped(drop::PROBE_SYSCALLS, drop::READ_FAILED);
         return;
     };
@@ -235,7 +236,7 @@ pub fn fdprof_sys_enter(ctx: BtfTracePointContext) -> i32 {
                 reg(regs, PT_REGS_ARGS[3]),
             ];
         }
-        on_enter(nr, args);
+        on_enter(nr, args, true);
     }
     0
 }
@@ -254,7 +255,7 @@ pub fn fdprof_tp_sys_enter(ctx: TracePointContext) -> u32 {
     };
     if index_of(nr).is_some() {
         if let Ok(args) = unsafe { ctx.read_at::<[u64; 4]>(16) } {
-            on_enter(nr, args);
+            on_enter(nr, args, false);
         }
     }
     0
