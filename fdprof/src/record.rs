@@ -325,7 +325,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
         }
         None => filter,
     };
-    let session = match Session::attach(filter, &offsets, &aya_btf) {
+    let mut session = match Session::attach(filter, &offsets, &aya_btf) {
         Ok(s) => s,
         Err(e) => {
             if let Some(l) = &launched {
@@ -358,6 +358,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
 
     let mut last_maps = Instant::now();
     let end_reason = loop {
+        session.stats.tick(started.elapsed());
         std::thread::sleep(Duration::from_millis(20));
         if STOP.load(Ordering::Relaxed) {
             break "interrupted";
@@ -378,6 +379,8 @@ pub fn run(args: RecordArgs) -> Result<()> {
         }
     };
     let duration_ns = started.elapsed().as_nanos() as u64;
+    session.stats.stop();
+    let stats_window_ns = session.stats.sampled.as_nanos() as u64;
     if let Some(pid) = user_pid.filter(|&p| alive(p)) {
         user_syms.snapshot_maps(pid);
     }
@@ -387,6 +390,9 @@ pub fn run(args: RecordArgs) -> Result<()> {
     let modes = session.modes.clone();
     let mut notes = session.notes.clone();
     drop(session); // detach before the slow part
+    notes.push(
+        "aggregated in the kernel: no ring buffer, so nothing is lost to a full buffer".into(),
+    );
     if target.kind == "all" {
         notes.push("user stacks are not symbolized in system-wide mode".into());
     }
@@ -421,6 +427,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
         own_cost: OwnCost {
             programs: costs,
             collector_cpu_ns: cpu_time_ns().saturating_sub(cpu_start),
+            stats_window_ns,
         },
         notes,
     };

@@ -183,6 +183,7 @@ fn recording() -> Recording {
                 recursion_misses: 2,
             }],
             collector_cpu_ns: 5_000_000,
+            stats_window_ns: 0,
         },
         notes: vec![],
     }

@@ -107,7 +107,7 @@ pub fn run() -> Result<()> {
         Some(path) => eprintln!("[bootstrap] bpf-linker: {}", path.display()),
         None => timed(
             &format!(
-                "cargo install bpf-linker {BPF_LINKER_VERSION} against LLVM 22 (takes ~5 min)"
+                "cargo install bpf-linker {BPF_LINKER_VERSION} against LLVM 22 (takes a few minutes)"
             ),
             || {
                 let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());

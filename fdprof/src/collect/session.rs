@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow};
 use aya::{
@@ -62,8 +63,50 @@ pub struct Session {
     /// How each role was attached, e.g. `lock_tracepoints` → `tp_btf`.
     pub modes: BTreeMap<String, String>,
     pub notes: Vec<String>,
-    /// Keeps `BPF_ENABLE_STATS` on while recording, for fdprof's own cost.
-    _stats: Option<OwnedFd>,
+    pub stats: StatsSampler,
+}
+
+/// Kernel BPF run-time statistics (`BPF_ENABLE_STATS`) cost two clock reads per program run,
+/// several percent of a syscall-heavy target here. They are switched on for a tenth of every
+/// second only: ns/run comes out exact, totals are those of the sampled windows.
+pub struct StatsSampler {
+    on: Option<(OwnedFd, Instant)>,
+    window: Duration,
+    period: Duration,
+    /// Time the statistics were on so far.
+    pub sampled: Duration,
+}
+
+impl StatsSampler {
+    fn new() -> Self {
+        Self {
+            on: None,
+            window: Duration::from_millis(100),
+            period: Duration::from_secs(1),
+            sampled: Duration::ZERO,
+        }
+    }
+
+    /// Switches statistics on or off for the moment `elapsed` into the recording.
+    pub fn tick(&mut self, elapsed: Duration) {
+        let want = elapsed.as_nanos() % self.period.as_nanos() < self.window.as_nanos();
+        match (&self.on, want) {
+            (None, true) => {
+                self.on = aya::sys::enable_stats(aya::sys::Stats::RunTime)
+                    .ok()
+                    .map(|fd| (fd, Instant::now()));
+            }
+            (Some(_), false) => self.stop(),
+            _ => {}
+        }
+    }
+
+    /// Switches statistics off (closing the fd is what disables them).
+    pub fn stop(&mut self) {
+        if let Some((_, since)) = self.on.take() {
+            self.sampled += since.elapsed();
+        }
+    }
 }
 
 impl Session {
@@ -86,7 +129,6 @@ impl Session {
             .override_global("OFF_FDT_OPEN_FDS", &o.fdtable_open_fds, true)
             .load(object::PROFILER)
             .context("cannot load fdprof's eBPF object")?;
-        let stats = aya::sys::enable_stats(aya::sys::Stats::RunTime).ok();
         let mut modes = BTreeMap::new();
         let mut notes = Vec::new();
         for family in &FAMILIES {
@@ -110,7 +152,7 @@ impl Session {
             ebpf,
             modes,
             notes,
-            _stats: stats,
+            stats: StatsSampler::new(),
         })
     }
 

@@ -96,6 +96,10 @@ pub struct OwnCost {
     pub programs: Vec<ProgramCost>,
     /// CPU time (user + system) fdprof's collector spent while recording.
     pub collector_cpu_ns: u64,
+    /// How long the kernel's run-time statistics were on (sampled windows): the programs'
+    /// `run_time_ns` and `run_count` cover this much of the recording.
+    #[serde(default)]
+    pub stats_window_ns: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

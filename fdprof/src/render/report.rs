@@ -471,9 +471,12 @@ fn own_cost(out: &mut Vec<String>, rec: &Recording) {
             &body,
             2,
         ));
+        let window = stats_window(rec);
         out.push(format!(
-            "  programs: {} of one CPU over the recording",
-            percent(run_time, rec.duration_ns)
+            "  programs: {} of one CPU (measured over {} of the {} recording, in sampled windows)",
+            percent(run_time, window),
+            duration(window),
+            duration(rec.duration_ns)
         ));
         if runs == 0 {
             out.push(
@@ -487,6 +490,14 @@ fn own_cost(out: &mut Vec<String>, rec: &Recording) {
         duration(c.collector_cpu_ns),
         percent(c.collector_cpu_ns, rec.duration_ns)
     ));
+}
+
+/// The time the programs' run-time statistics cover (older recordings: all of it).
+fn stats_window(rec: &Recording) -> u64 {
+    match rec.own_cost.stats_window_ns {
+        0 => rec.duration_ns,
+        w => w,
+    }
 }
 
 fn per_run(run_time_ns: u64, runs: u64) -> String {
@@ -729,7 +740,8 @@ fn own_cost_json(rec: &Recording) -> Value {
         "run_time_ns": run_time,
         "run_count": c.programs.iter().map(|p| p.run_count).sum::<u64>(),
         "recursion_misses": c.programs.iter().map(|p| p.recursion_misses).sum::<u64>(),
-        "programs_cpu_share": share(run_time, rec.duration_ns),
+        "programs_cpu_share": share(run_time, stats_window(rec)),
+        "stats_window_ns": stats_window(rec),
         "collector_cpu_ns": c.collector_cpu_ns,
         "collector_cpu_share": share(c.collector_cpu_ns, rec.duration_ns),
     })

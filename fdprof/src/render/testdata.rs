@@ -190,6 +190,7 @@ pub fn recording() -> Recording {
                 recursion_misses: 0,
             }],
             collector_cpu_ns: 30_000_000,
+            stats_window_ns: 0,
         },
         notes: vec!["tracepoint mode: waits are seen from lock:contention_begin".into()],
     }
