@@ -4,6 +4,7 @@
 
 pub mod contention;
 pub mod counters;
+pub mod fnops;
 pub mod syscalls;
 
 /// Number of log2 buckets in every histogram: slot `k` holds values with `k` significant bits

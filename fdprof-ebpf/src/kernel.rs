@@ -1,7 +1,11 @@
 //! Reading the current task's fd table through offsets handed in as load-time globals (the Rust
 //! eBPF side has no CO-RE relocations), and the target filter.
 
-use aya_ebpf::helpers::{bpf_get_current_pid_tgid, bpf_get_current_task, bpf_probe_read_kernel};
+use aya_ebpf::{
+    helpers::{bpf_get_current_pid_tgid, bpf_get_current_task, bpf_probe_read_kernel},
+    macros::map,
+    maps::Array,
+};
 
 /// Set by user space before load (`EbpfLoader::set_global`).
 #[unsafe(no_mangle)]
@@ -20,6 +24,19 @@ static OFF_FILES_FILE_LOCK: u32 = 0;
 static OFF_FDT_MAX_FDS: u32 = 0;
 #[unsafe(no_mangle)]
 static OFF_FDT_OPEN_FDS: u32 = 0;
+
+/// Settings user space writes after attaching (a global is fixed before load, but which
+/// probes attach is only known after): `CONFIG[DIRECT_ALLOC]` = 1 once the allocator itself
+/// is probed, so scans are measured there and not from the syscall tracepoints.
+#[map]
+pub static CONFIG: Array<u32> = Array::with_max_entries(4, 0);
+
+#[inline(always)]
+pub fn scan_in_syscalls() -> bool {
+    CONFIG
+        .get(fdprof_common::fnops::CONFIG_DIRECT_ALLOC)
+        .is_none_or(|&v| v == 0)
+}
 
 /// `TARGET_KIND` values.
 const TARGET_ALL: u32 = 0;
@@ -79,8 +96,7 @@ pub fn current_table_state_btf() -> Option<(u32, u64, u32)> {
     // verifier against the kernel's BTF and fixed up on fault.
     unsafe {
         let task = aya_ebpf::helpers::bpf_get_current_task_btf() as *const u8;
-        let files =
-            *(task.add(global(&OFF_TASK_FILES) as usize) as *const *const u8);
+        let files = *(task.add(global(&OFF_TASK_FILES) as usize) as *const *const u8);
         if files.is_null() {
             return None;
         }

@@ -7,6 +7,7 @@
 #![no_main]
 
 mod contention;
+mod fdops;
 mod kernel;
 mod maps;
 mod syscalls;

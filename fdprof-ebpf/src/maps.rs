@@ -6,7 +6,7 @@ use aya_ebpf::{
 };
 use fdprof_common::{
     HIST_SLOTS,
-    counters::{DROP_ENTRIES, HIST_ENTRIES, SYSCALL_COUNTER_ENTRIES, drop, global},
+    counters::{DROP_ENTRIES, HIST_ENTRIES, SYSCALL_COUNTER_ENTRIES, drop, global, hist},
     log2_slot,
 };
 
@@ -68,4 +68,24 @@ pub fn hist(id: u32, value: u64) {
 #[inline(always)]
 pub fn dropped(probe: u32, reason: u32) {
     add(&DROPS, probe * drop::COUNT + reason, 1);
+}
+
+/// One allocation of `fd` whose bitmap search began at `origin` (DESIGN.md §4).
+#[inline(always)]
+pub fn record_scan(fd: u32, origin: u32) {
+    if fd < origin {
+        add(&GLOBALS, global::BELOW_ORIGIN, 1);
+        return;
+    }
+    let bits = u64::from(fd - origin);
+    if bits == 0 {
+        add(&GLOBALS, global::NEXT_FD_HITS, 1);
+    }
+    set_max(&GLOBALS, global::SCAN_MAX, bits);
+    hist(hist::SCAN_BITS, bits);
+    hist(hist::OPEN_FDS_WORDS, u64::from(fd / 64 - origin / 64 + 1));
+    hist(
+        hist::FULL_FDS_WORDS,
+        u64::from(fd / 4096 - origin / 4096 + 1),
+    );
 }

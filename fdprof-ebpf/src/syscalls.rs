@@ -121,21 +121,10 @@ fn on_enter(nr: u64, args: [u64; 4], btf: bool) {
 #[inline(always)]
 fn allocated(index: u32, fd: u32, origin: u32) {
     count(index, per_syscall::ALLOCS, 1);
-    if fd < origin {
-        maps::add(&maps::GLOBALS, global::BELOW_ORIGIN, 1);
-        return;
+    // With direct probes on the allocator the origin is read there, exactly.
+    if kernel::scan_in_syscalls() {
+        maps::record_scan(fd, origin);
     }
-    let bits = u64::from(fd - origin);
-    if bits == 0 {
-        maps::add(&maps::GLOBALS, global::NEXT_FD_HITS, 1);
-    }
-    maps::set_max(&maps::GLOBALS, global::SCAN_MAX, bits);
-    maps::hist(hist::SCAN_BITS, bits);
-    maps::hist(hist::OPEN_FDS_WORDS, u64::from(fd / 64 - origin / 64 + 1));
-    maps::hist(
-        hist::FULL_FDS_WORDS,
-        u64::from(fd / 4096 - origin / 4096 + 1),
-    );
 }
 
 /// Exit of any syscall of the current thread: ours when its slot holds an entry of this thread.

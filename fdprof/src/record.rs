@@ -8,7 +8,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail};
 
-use crate::collect::{session::Filter, session::Session, snapshot};
+use crate::collect::{
+    session::{Filter, KernelFunctions, Session},
+    snapshot,
+};
 use crate::error::{EXIT_USAGE, fatal, require_root};
 use crate::model::{
     build::{self, Symbolizers},
@@ -243,12 +246,6 @@ fn cpu_time_ns() -> u64 {
 pub fn run(args: RecordArgs) -> Result<()> {
     install_signal_handlers();
     require_root("fdprof record")?;
-    if matches!(args.mode, ModeArg::Fentry | ModeArg::Kprobe) {
-        return Err(fatal(
-            EXIT_USAGE,
-            "--mode fentry/kprobe is not implemented yet; this fdprof records in tracepoint mode",
-        ));
-    }
     check_output(&args.output)?;
 
     let (filter, mut target) = if let Some(pid) = args.pid {
@@ -325,7 +322,14 @@ pub fn run(args: RecordArgs) -> Result<()> {
         }
         None => filter,
     };
-    let mut session = match Session::attach(filter, &offsets, &aya_btf) {
+    let functions = KernelFunctions::resolve(&btf)?;
+    let forced = match args.mode {
+        ModeArg::Auto => None,
+        ModeArg::Fentry => Some(Mode::Fentry),
+        ModeArg::Kprobe => Some(Mode::Kprobe),
+        ModeArg::Tracepoint => Some(Mode::Tracepoint),
+    };
+    let mut session = match Session::attach(filter, &offsets, &aya_btf, &functions, forced) {
         Ok(s) => s,
         Err(e) => {
             if let Some(l) = &launched {
@@ -347,10 +351,17 @@ pub fn run(args: RecordArgs) -> Result<()> {
     if let Some(l) = &launched {
         l.go();
     }
+    // The allocator's mode names the recording's mode (the role the product is about).
+    let overall_mode = session
+        .modes
+        .get("allocate")
+        .and_then(|m| m.split_whitespace().next())
+        .unwrap_or("tracepoint")
+        .to_string();
     eprintln!(
         "fdprof: recording {} ({} mode{}); Ctrl-C to stop",
         target.describe(),
-        Mode::Tracepoint.name(),
+        overall_mode,
         args.duration
             .map(|d| format!(", for {d:?}"))
             .unwrap_or_default()
@@ -388,6 +399,10 @@ pub fn run(args: RecordArgs) -> Result<()> {
     let snap = snapshot::read(&session.ebpf)?;
     let costs = session.program_costs();
     let modes = session.modes.clone();
+    let direct = modes
+        .values()
+        .any(|m| m.starts_with("fentry") || m.starts_with("kprobe"));
+    let functions = build::functions(&snap, direct);
     let mut notes = session.notes.clone();
     drop(session); // detach before the slow part
     notes.push(
@@ -403,10 +418,6 @@ pub fn run(args: RecordArgs) -> Result<()> {
         user_pid: if target.kind == "all" { None } else { user_pid },
         raw_addrs: args.raw_addrs,
     };
-    let mut all_modes = modes;
-    for role in ["allocate", "close", "lock_slowpath"] {
-        all_modes.insert(role.into(), Mode::Tracepoint.name().into());
-    }
     let recording = Recording {
         format: recording::FORMAT.into(),
         version: recording::VERSION,
@@ -416,10 +427,11 @@ pub fn run(args: RecordArgs) -> Result<()> {
         started_unix_ms,
         duration_ns,
         end_reason: end_reason.into(),
-        mode: Mode::Tracepoint.name().into(),
-        modes: all_modes,
+        mode: overall_mode,
+        modes,
         raw_addrs: args.raw_addrs,
         contention: build::contention_sites(&snap, &mut sym),
+        functions,
         syscalls: build::syscalls(&snap),
         scan: build::scan(&snap),
         table: build::table(&snap),

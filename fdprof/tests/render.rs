@@ -105,6 +105,7 @@ fn recording() -> Recording {
         mode: "fentry".into(),
         modes: BTreeMap::from([("contention".to_string(), "fentry".to_string())]),
         raw_addrs: false,
+        functions: Vec::new(),
         contention: vec![
             site(
                 "file_lock",

@@ -12,8 +12,44 @@ use aya::{
     programs::{BtfTracePoint, TracePoint},
 };
 
+use aya::maps::Array;
+use fdprof_common::fnops;
+
+use super::direct;
 use crate::model::recording::ProgramCost;
-use crate::probe::{object, offsets::KernelOffsets, tracefs};
+use crate::probe::{
+    btf::Btf as KernelBtf,
+    kallsyms::Kallsyms,
+    object,
+    offsets::KernelOffsets,
+    roles::{FUNCTION_ROLES, FoundFunction, FunctionRole, Mode},
+    tracefs,
+};
+
+/// The kernel functions each direct-probe role resolves to on this kernel.
+pub struct KernelFunctions {
+    pub roles: Vec<(FunctionRole, Vec<FoundFunction>)>,
+}
+
+impl KernelFunctions {
+    pub fn resolve(btf: &KernelBtf) -> Result<Self> {
+        let kallsyms = Kallsyms::load()?;
+        Ok(Self {
+            roles: FUNCTION_ROLES
+                .iter()
+                .map(|r| (*r, r.resolve(btf, &kallsyms)))
+                .collect(),
+        })
+    }
+
+    /// `start` is the first argument of `alloc_fd`, the second of `__alloc_fd(files, …)`.
+    fn alloc_start_arg(&self) -> u32 {
+        let legacy = self.roles.iter().any(|(r, f)| {
+            r.role == "allocate" && f.first().is_some_and(|f| f.name == "__alloc_fd")
+        });
+        u32::from(legacy)
+    }
+}
 
 /// What is profiled, as the programs' filter sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,7 +146,15 @@ impl StatsSampler {
 }
 
 impl Session {
-    pub fn attach(filter: Filter, offsets: &KernelOffsets, btf: &Btf) -> Result<Self> {
+    /// Loads the programs and attaches them: the direct probes role by role (`forced` picks one
+    /// mode, `None` the most direct that works), then the tracepoint families.
+    pub fn attach(
+        filter: Filter,
+        offsets: &KernelOffsets,
+        btf: &Btf,
+        kernel: &KernelFunctions,
+        forced: Option<Mode>,
+    ) -> Result<Self> {
         let (kind, id) = match filter {
             Filter::All => (0u32, 0u32),
             Filter::Tgid(p) => (1, p),
@@ -127,10 +171,25 @@ impl Session {
             .override_global("OFF_FILES_FILE_LOCK", &o.files_struct_file_lock, true)
             .override_global("OFF_FDT_MAX_FDS", &o.fdtable_max_fds, true)
             .override_global("OFF_FDT_OPEN_FDS", &o.fdtable_open_fds, true)
+            .override_global("ALLOC_START_ARG", &kernel.alloc_start_arg(), true)
             .load(object::PROFILER)
             .context("cannot load fdprof's eBPF object")?;
         let mut modes = BTreeMap::new();
         let mut notes = Vec::new();
+        for (role, functions) in &kernel.roles {
+            let mode = direct::attach_role(&mut ebpf, btf, role, functions, forced, &mut notes)?;
+            if role.role == "allocate" && mode != Mode::Tracepoint {
+                let mut config: Array<_, u32> =
+                    Array::try_from(ebpf.map_mut("CONFIG").context("no map CONFIG")?)?;
+                config.set(fnops::CONFIG_DIRECT_ALLOC, 1, 0)?;
+            }
+            let names: Vec<&str> = functions.iter().map(|f| f.name.as_str()).collect();
+            let value = match mode {
+                Mode::Tracepoint => "tracepoint".to_string(),
+                m => format!("{} ({})", m.name(), names.join(", ")),
+            };
+            modes.insert(role.role.to_string(), value);
+        }
         for family in &FAMILIES {
             let mode = match attach_tp_btf(&mut ebpf, family, btf) {
                 Ok(()) => "tp_btf",

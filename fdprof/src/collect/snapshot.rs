@@ -11,6 +11,7 @@ use fdprof_common::{
     HIST_SLOTS,
     contention::{ContentionKey, ContentionValue},
     counters::{DROP_ENTRIES, HIST_ENTRIES, SYSCALL_COUNTER_ENTRIES, global},
+    fnops::{FN_COUNTER_ENTRIES, FN_HIST_ENTRIES, counter},
 };
 
 /// Aggregated contention for one key, summed over CPUs.
@@ -33,6 +34,9 @@ pub struct RawSnapshot {
     pub globals: Vec<u64>,
     pub hists: Vec<u64>,
     pub drops: Vec<u64>,
+    /// Direct-probe counters and histograms (`fnops` layout); max counters combined with max.
+    pub fn_counters: Vec<u64>,
+    pub fn_hists: Vec<u64>,
 }
 
 impl RawSnapshot {
@@ -70,6 +74,14 @@ pub fn read(ebpf: &Ebpf) -> Result<RawSnapshot> {
             global::MAX_FDS_FIRST => v.iter().copied().filter(|&x| x > 0).min().unwrap_or(0),
             _ => v.iter().sum(),
         })?,
+        fn_counters: per_cpu_array(ebpf, "FN_COUNTERS", FN_COUNTER_ENTRIES, |i, v| {
+            if i % counter::COUNT == counter::SLOWPATH_WAIT_MAX {
+                v.iter().copied().max().unwrap_or(0)
+            } else {
+                v.iter().sum()
+            }
+        })?,
+        fn_hists: per_cpu_array(ebpf, "FN_HISTS", FN_HIST_ENTRIES, sum)?,
         ..Default::default()
     };
 

@@ -3,8 +3,10 @@
 use std::collections::HashMap;
 
 use fdprof_common::{
+    HIST_SLOTS,
     contention::lock_class,
     counters::{drop, global, hist, per_syscall},
+    fnops::{counter, kind, op},
     syscalls::{FD_SYSCALLS, N_SYSCALLS},
 };
 
@@ -12,7 +14,8 @@ use super::{
     hist::Log2Hist,
     operation,
     recording::{
-        ContentionSite, DropCount, Frame, ProgramCost, ScanStats, SyscallStats, TableStats,
+        ContentionSite, DropCount, Frame, FunctionStats, ProgramCost, ScanStats, SyscallStats,
+        TableStats,
     },
 };
 use crate::collect::snapshot::RawSnapshot;
@@ -189,4 +192,35 @@ pub fn drops(snap: &RawSnapshot, costs: &[ProgramCost]) -> Vec<DropCount> {
         });
     }
     out
+}
+
+/// Direct-probe figures per operation, for the roles attached in fentry or kprobe mode.
+pub fn functions(snap: &RawSnapshot, direct: bool) -> Vec<FunctionStats> {
+    if !direct {
+        return Vec::new();
+    }
+    let slots = HIST_SLOTS as usize;
+    (0..=op::COUNT)
+        .map(|o| {
+            let c = |k: u32| snap.fn_counters[(o * counter::COUNT + k) as usize];
+            let h = |k: u32| {
+                let start = ((o * kind::COUNT + k) as usize) * slots;
+                let s = &snap.fn_hists[start..start + slots];
+                hist_from_slots(s, slots_max(s), 0)
+            };
+            let mut slowpath_wait = h(kind::SLOWPATH_WAIT);
+            slowpath_wait.sum = c(counter::SLOWPATH_WAIT_NS);
+            slowpath_wait.max = c(counter::SLOWPATH_WAIT_MAX);
+            FunctionStats {
+                operation: op::NAMES[o as usize].to_string(),
+                calls: c(counter::CALLS),
+                expanded: c(counter::EXPANDED),
+                duration: h(kind::DURATION),
+                hold: h(kind::HOLD),
+                slowpath_wait,
+                unpaired: c(counter::UNPAIRED),
+            }
+        })
+        .filter(|f| f.calls > 0 || f.slowpath_wait.count > 0 || f.unpaired > 0)
+        .collect()
 }

@@ -54,6 +54,25 @@ pub struct SyscallStats {
     pub latency: Log2Hist,
 }
 
+/// An fd-table operation seen by direct probes (fentry/kprobe modes) on its function and on
+/// the spinlock slow path. `operation` "other" holds slow-path waits outside any probed call.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct FunctionStats {
+    pub operation: String,
+    pub calls: u64,
+    /// `expand_files` calls that grew the table.
+    #[serde(default)]
+    pub expanded: u64,
+    /// Entry to exit of the function (ns).
+    pub duration: Log2Hist,
+    /// The locked section: duration minus the slow-path wait inside it (ns).
+    pub hold: Log2Hist,
+    /// Waits for the target's `file_lock` seen on the qspinlock slow path (ns).
+    pub slowpath_wait: Log2Hist,
+    /// Entries and exits that did not pair up.
+    pub unpaired: u64,
+}
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ScanStats {
     pub allocations: u64,
@@ -155,6 +174,9 @@ pub struct Recording {
     pub modes: BTreeMap<String, String>,
     pub raw_addrs: bool,
     pub contention: Vec<ContentionSite>,
+    /// Direct-probe figures per operation; empty in tracepoint mode.
+    #[serde(default)]
+    pub functions: Vec<FunctionStats>,
     pub syscalls: Vec<SyscallStats>,
     pub scan: ScanStats,
     pub table: TableStats,

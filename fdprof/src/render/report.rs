@@ -107,6 +107,7 @@ pub fn text(rec: &Recording, opts: &ReportOptions) -> String {
     let mut out = Vec::new();
     header(&mut out, rec);
     contention(&mut out, rec);
+    functions(&mut out, rec);
     stacks(&mut out, rec, opts);
     scan(&mut out, rec);
     syscalls(&mut out, rec);
@@ -218,6 +219,115 @@ fn contention(out: &mut Vec<String>, rec: &Recording) {
         ));
     }
     out.push(totals);
+}
+
+/// Direct-probe figures (fentry/kprobe modes): durations, hold times, slow-path waits, and the
+/// file_lock waits each source saw, side by side.
+fn functions(out: &mut Vec<String>, rec: &Recording) {
+    if rec.functions.is_empty() {
+        return;
+    }
+    section(out, "fd-table functions (direct probes)");
+    let q = |h: &Log2Hist| {
+        format!(
+            "{} / {} / {}",
+            human::opt(h.quantile(0.5), duration),
+            human::opt(h.quantile(0.99), duration),
+            if h.count == 0 {
+                "-".into()
+            } else {
+                duration(h.max)
+            }
+        )
+    };
+    let body: Vec<Vec<String>> = rec
+        .functions
+        .iter()
+        .map(|f| {
+            vec![
+                f.operation.clone(),
+                f.calls.to_string(),
+                q(&f.duration),
+                q(&f.hold),
+                f.slowpath_wait.count.to_string(),
+                duration(f.slowpath_wait.sum),
+                f.unpaired.to_string(),
+            ]
+        })
+        .collect();
+    out.extend(columns(
+        &[
+            "operation",
+            "calls",
+            "duration p50/p99/max",
+            "hold p50/p99/max",
+            "slow-path waits",
+            "wait",
+            "unpaired",
+        ],
+        1,
+        &body,
+        2,
+    ));
+    out.push(
+        "  (hold = duration − slow-path wait inside the call; p50/p99: log2 bucket bound)".into(),
+    );
+    if let Some(f) = rec.functions.iter().find(|f| f.expanded > 0) {
+        out.push(format!(
+            "  expand_files grew the table {} times",
+            f.expanded
+        ));
+    }
+    out.push(String::new());
+    out.push("  file_lock waits by source:".into());
+    let tracepoint = aggregate::by_lock_operation(rec);
+    let body: Vec<Vec<String>> = rec
+        .functions
+        .iter()
+        .map(|f| {
+            let tp = tracepoint
+                .iter()
+                .find(|r| r.lock == "file_lock" && r.operation == f.operation);
+            vec![
+                f.operation.clone(),
+                tp.map_or(0, |r| r.count).to_string(),
+                duration(tp.map_or(0, |r| r.total_wait_ns)),
+                f.slowpath_wait.count.to_string(),
+                duration(f.slowpath_wait.sum),
+            ]
+        })
+        .collect();
+    out.extend(columns(
+        &[
+            "operation",
+            "tracepoint waits",
+            "wait",
+            "slow-path waits",
+            "wait",
+        ],
+        1,
+        &body,
+        2,
+    ));
+}
+
+fn functions_json(rec: &Recording) -> Value {
+    Value::Array(
+        rec.functions
+            .iter()
+            .map(|f| {
+                json!({
+                    "operation": f.operation,
+                    "calls": f.calls,
+                    "expanded": f.expanded,
+                    "duration": hist_json(&f.duration, "ns"),
+                    "hold": hist_json(&f.hold, "ns"),
+                    "slowpath_wait": hist_json(&f.slowpath_wait, "ns"),
+                    "unpaired": f.unpaired,
+                })
+            })
+            .collect(),
+    )
 }
 
 fn lock_operation_cells(r: &LockOperation) -> Vec<String> {
@@ -572,6 +682,7 @@ pub fn json(rec: &Recording, opts: &ReportOptions) -> Value {
         "notes": rec.notes,
         "options": {"top": opts.top, "sort": opts.sort.as_str(), "offsets": opts.offsets},
         "contention": contention_json(rec),
+        "functions": functions_json(rec),
         "top_stacks": top_stacks_json(rec, opts),
         "scan": scan_json(rec),
         "syscalls": syscalls_json(rec),

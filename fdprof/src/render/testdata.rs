@@ -103,6 +103,7 @@ pub fn recording() -> Recording {
         mode: "tracepoint".into(),
         modes,
         raw_addrs: false,
+        functions: Vec::new(),
         contention: vec![
             site(
                 "file_lock",

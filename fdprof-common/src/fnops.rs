@@ -1,0 +1,64 @@
+//! Direct probes on the fd-table functions (fentry/fexit or kprobe/kretprobe) and on the
+//! qspinlock slow path: per-operation counts and histograms, in per-CPU arrays.
+
+use crate::HIST_SLOTS;
+
+/// fd-table operations probed directly. The index is the op id in the maps below.
+pub mod op {
+    pub const ALLOC: u32 = 0;
+    pub const CLOSE: u32 = 1;
+    pub const EXPAND: u32 = 2;
+    pub const DUP2: u32 = 3;
+    pub const CLOSE_RANGE: u32 = 4;
+    pub const COUNT: u32 = 5;
+    /// Slow-path waits outside any probed operation.
+    pub const NONE: u32 = COUNT;
+    pub const NAMES: [&str; COUNT as usize + 1] =
+        ["alloc", "close", "expand", "dup2", "close_range", "other"];
+}
+
+/// Per-op counters: `FN_COUNTERS[op * counter::COUNT + counter]` (ops include `op::NONE`).
+pub mod counter {
+    pub const CALLS: u32 = 0;
+    /// `expand_files` calls that grew the table (returned 1).
+    pub const EXPANDED: u32 = 1;
+    /// Waits for the target's `file_lock` seen on the spinlock slow path.
+    pub const SLOWPATH_WAITS: u32 = 2;
+    pub const SLOWPATH_WAIT_NS: u32 = 3;
+    pub const SLOWPATH_WAIT_MAX: u32 = 4;
+    /// Calls whose entry and exit did not pair up (nested or lost state).
+    pub const UNPAIRED: u32 = 5;
+    pub const COUNT: u32 = 6;
+}
+
+/// Per-op histograms: `FN_HISTS[(op * kind::COUNT + kind) * HIST_SLOTS + slot]`.
+pub mod kind {
+    /// Entry to exit of the function.
+    pub const DURATION: u32 = 0;
+    /// Locked section: duration minus the slow-path wait inside it.
+    pub const HOLD: u32 = 1;
+    /// Slow-path waits for the target's file_lock inside this op.
+    pub const SLOWPATH_WAIT: u32 = 2;
+    pub const COUNT: u32 = 3;
+    pub const NAMES: [&str; COUNT as usize] = ["duration", "hold", "slowpath_wait"];
+}
+
+/// Index in the `CONFIG` array: 1 when the allocator is probed directly.
+pub const CONFIG_DIRECT_ALLOC: u32 = 0;
+
+pub const FN_COUNTER_ENTRIES: u32 = (op::COUNT + 1) * counter::COUNT;
+pub const FN_HIST_ENTRIES: u32 = (op::COUNT + 1) * kind::COUNT * HIST_SLOTS;
+
+/// An fd-table function in progress on one thread (tid-indexed slots, like syscalls).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct OpState {
+    pub tid: u32,
+    pub op: u32,
+    pub start_ns: u64,
+    /// Slow-path wait accumulated inside this call.
+    pub wait_ns: u64,
+    /// Scan origin read at allocator entry: `max(start, files->next_fd)`.
+    pub origin: u32,
+    pub _pad: u32,
+}

@@ -1,0 +1,369 @@
+//! Direct probes (fentry/fexit, else kprobe/kretprobe) on the fd-table functions and on the
+//! qspinlock slow path: exact allocation durations, scan origins read at allocator entry,
+//! `file_lock` waits seen on the slow path (pending-bit spinners included), and hold times.
+//!
+//! The slow-path programs run while the task spins on a lock: they keep per-CPU state only and
+//! aggregate into per-CPU arrays, never into maps with bucket locks.
+
+use aya_ebpf::{
+    EbpfContext,
+    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
+    macros::{fentry, fexit, kprobe, kretprobe, map},
+    maps::{Array, PerCpuArray},
+    programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext},
+};
+use fdprof_common::{
+    HIST_SLOTS,
+    fnops::{FN_COUNTER_ENTRIES, FN_HIST_ENTRIES, OpState, counter, kind, op},
+    log2_slot,
+};
+
+use crate::{kernel, maps};
+
+/// Which argument of the allocator is `start`: 0 for `alloc_fd(start, end, flags)`, 1 for
+/// `__alloc_fd(files, start, end, flags)` (≤ 5.10). Set at load.
+#[unsafe(no_mangle)]
+static ALLOC_START_ARG: u32 = 0;
+
+/// Threads are spread over this many slots per op (tid & (SLOTS - 1)).
+const TID_SLOTS: u32 = 1 << 14;
+/// Ops per thread slot, a power of two ≥ op::COUNT.
+const OP_STRIDE: u32 = 8;
+
+#[map]
+static OPS: Array<OpState> = Array::with_max_entries(TID_SLOTS * OP_STRIDE, 0);
+
+#[map]
+pub static FN_COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(FN_COUNTER_ENTRIES, 0);
+
+#[map]
+pub static FN_HISTS: PerCpuArray<u64> = PerCpuArray::with_max_entries(FN_HIST_ENTRIES, 0);
+
+/// Slow-path waits in progress on this CPU (interrupts can nest a few deep).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct SpinStack {
+    depth: u32,
+    _pad: u32,
+    start_ns: [u64; 4],
+    /// 1 when the lock waited for is the target's `file_lock`.
+    ours: [u8; 4],
+    _pad2: u32,
+}
+
+#[map]
+static SPIN_STACK: PerCpuArray<SpinStack> = PerCpuArray::with_max_entries(1, 0);
+
+#[inline(always)]
+fn bump(o: u32, c: u32, n: u64) {
+    maps::add(&FN_COUNTERS, o * counter::COUNT + c, n);
+}
+
+#[inline(always)]
+fn fn_hist(o: u32, k: u32, v: u64) {
+    let slot = log2_slot(v).min(HIST_SLOTS - 1);
+    maps::add(&FN_HISTS, (o * kind::COUNT + k) * HIST_SLOTS + slot, 1);
+}
+
+#[inline(always)]
+fn op_slot(tid: u32, o: u32) -> Option<*mut OpState> {
+    OPS.get_ptr_mut((tid & (TID_SLOTS - 1)) * OP_STRIDE + o)
+}
+
+/// Entry of op `o`; `origin` is the allocator's scan origin (0 for other ops).
+#[inline(always)]
+fn op_enter(o: u32, origin: u32) {
+    if !kernel::is_target() {
+        return;
+    }
+    let tid = bpf_get_current_pid_tgid() as u32;
+    let Some(slot) = op_slot(tid, o) else { return };
+    // SAFETY: a valid map value; this thread owns the slot while its tid is in it.
+    unsafe {
+        if (*slot).tid != 0 {
+            bump(o, counter::UNPAIRED, 1);
+        }
+        *slot = OpState {
+            tid,
+            op: o,
+            start_ns: bpf_ktime_get_ns(),
+            wait_ns: 0,
+            origin,
+            _pad: 0,
+        };
+    }
+}
+
+/// Exit of op `o`: duration, hold (= duration − slow-path wait inside) and the call itself.
+#[inline(always)]
+fn op_exit(o: u32) -> Option<OpState> {
+    if !kernel::is_target() {
+        return None;
+    }
+    let tid = bpf_get_current_pid_tgid() as u32;
+    let slot = op_slot(tid, o)?;
+    // SAFETY: as in op_enter.
+    let state = unsafe {
+        if (*slot).tid != tid {
+            return None;
+        }
+        (*slot).tid = 0;
+        *slot
+    };
+    let duration = unsafe { bpf_ktime_get_ns() }.saturating_sub(state.start_ns);
+    bump(o, counter::CALLS, 1);
+    fn_hist(o, kind::DURATION, duration);
+    fn_hist(o, kind::HOLD, duration.saturating_sub(state.wait_ns));
+    Some(state)
+}
+
+/// The scan origin at allocator entry: `max(start, files->next_fd)`.
+#[inline(always)]
+fn alloc_origin(start: u32) -> u32 {
+    let next_fd = kernel::current_files()
+        .and_then(kernel::table_state)
+        .map_or(0, |(next_fd, _, _)| next_fd);
+    if start > next_fd { start } else { next_fd }
+}
+
+#[inline(always)]
+fn alloc_exit(ret: i64) {
+    if let Some(state) = op_exit(op::ALLOC)
+        && ret >= 0
+    {
+        maps::record_scan(ret as u32, state.origin);
+    }
+}
+
+#[inline(always)]
+fn expand_exit(ret: i64) {
+    if op_exit(op::EXPAND).is_some() && ret == 1 {
+        bump(op::EXPAND, counter::EXPANDED, 1);
+    }
+}
+
+/// The innermost op this thread is in (expand runs inside alloc and dup2).
+#[inline(always)]
+fn current_op(tid: u32) -> u32 {
+    for o in [op::EXPAND, op::DUP2, op::ALLOC, op::CLOSE, op::CLOSE_RANGE] {
+        if let Some(slot) = op_slot(tid, o)
+            && unsafe { (*slot).tid } == tid
+        {
+            return o;
+        }
+    }
+    op::NONE
+}
+
+#[inline(always)]
+fn spin_enter(lock: u64) {
+    if !kernel::is_target() {
+        return;
+    }
+    let Some(stack) = SPIN_STACK.get_ptr_mut(0) else {
+        return;
+    };
+    let ours = kernel::current_file_lock() == Some(lock);
+    // SAFETY: per-CPU value, this CPU only.
+    unsafe {
+        let d = (*stack).depth as usize;
+        if d < 4 {
+            (*stack).start_ns[d] = bpf_ktime_get_ns();
+            (*stack).ours[d] = ours as u8;
+        }
+        (*stack).depth += 1;
+    }
+}
+
+#[inline(always)]
+fn spin_exit() {
+    if !kernel::is_target() {
+        return;
+    }
+    let Some(stack) = SPIN_STACK.get_ptr_mut(0) else {
+        return;
+    };
+    // SAFETY: per-CPU value, this CPU only.
+    let (start, ours) = unsafe {
+        if (*stack).depth == 0 {
+            bump(op::NONE, counter::UNPAIRED, 1);
+            return;
+        }
+        (*stack).depth -= 1;
+        let d = (*stack).depth as usize;
+        if d >= 4 {
+            return;
+        }
+        ((*stack).start_ns[d], (*stack).ours[d] != 0)
+    };
+    if !ours {
+        return;
+    }
+    let wait = unsafe { bpf_ktime_get_ns() }.saturating_sub(start);
+    let tid = bpf_get_current_pid_tgid() as u32;
+    let o = current_op(tid);
+    bump(o, counter::SLOWPATH_WAITS, 1);
+    bump(o, counter::SLOWPATH_WAIT_NS, wait);
+    maps::set_max(
+        &FN_COUNTERS,
+        o * counter::COUNT + counter::SLOWPATH_WAIT_MAX,
+        wait,
+    );
+    fn_hist(o, kind::SLOWPATH_WAIT, wait);
+    if o != op::NONE
+        && let Some(slot) = op_slot(tid, o)
+    {
+        // SAFETY: this thread's own slot.
+        unsafe { (*slot).wait_ns += wait };
+    }
+}
+
+/// The allocator's `start` from the context's argument words: two fixed-offset volatile loads
+/// and a select of the values (the verifier refuses a ctx access at a computed offset).
+#[inline(always)]
+fn alloc_start(first: *const u64, second: *const u64) -> u32 {
+    // SAFETY: a valid static; volatile so the loader's value is read.
+    let index = unsafe { core::ptr::read_volatile(&ALLOC_START_ARG) };
+    // SAFETY: both point into the program's context at fixed offsets.
+    let (a, b) = unsafe {
+        (
+            core::ptr::read_volatile(first),
+            core::ptr::read_volatile(second),
+        )
+    };
+    (if index == 1 { b } else { a }) as u32
+}
+
+/// x86_64 `struct pt_regs` word indices of the first two arguments (di, si).
+const PT_REGS_DI: usize = 14;
+const PT_REGS_SI: usize = 13;
+
+// --- fentry / fexit ---
+
+#[fentry]
+pub fn fdprof_fe_alloc(ctx: FEntryContext) -> i32 {
+    let args = ctx.as_ptr() as *const u64;
+    // SAFETY: fentry contexts are arrays of u64 arguments.
+    let start = unsafe { alloc_start(args, args.add(1)) };
+    op_enter(op::ALLOC, alloc_origin(start));
+    0
+}
+
+#[fexit]
+pub fn fdprof_fx_alloc(ctx: FExitContext) -> i32 {
+    alloc_exit(ctx.ret::<i64>().unwrap_or(-1) as i32 as i64);
+    0
+}
+
+macro_rules! fentry_pair {
+    ($enter:ident, $exit:ident, $op:expr) => {
+        #[fentry]
+        pub fn $enter(_ctx: FEntryContext) -> i32 {
+            op_enter($op, 0);
+            0
+        }
+
+        #[fexit]
+        pub fn $exit(_ctx: FExitContext) -> i32 {
+            op_exit($op);
+            0
+        }
+    };
+}
+
+fentry_pair!(fdprof_fe_close, fdprof_fx_close, op::CLOSE);
+fentry_pair!(fdprof_fe_dup2, fdprof_fx_dup2, op::DUP2);
+fentry_pair!(fdprof_fe_crange, fdprof_fx_crange, op::CLOSE_RANGE);
+
+#[fentry]
+pub fn fdprof_fe_expand(_ctx: FEntryContext) -> i32 {
+    op_enter(op::EXPAND, 0);
+    0
+}
+
+#[fexit]
+pub fn fdprof_fx_expand(ctx: FExitContext) -> i32 {
+    expand_exit(ctx.ret::<i64>().unwrap_or(0) as i32 as i64);
+    0
+}
+
+/// The slow path exists as native and PV functions; both are attached, so two program pairs.
+macro_rules! fentry_spin {
+    ($enter:ident, $exit:ident) => {
+        #[fentry]
+        pub fn $enter(ctx: FEntryContext) -> i32 {
+            spin_enter(ctx.arg::<u64>(0));
+            0
+        }
+
+        #[fexit]
+        pub fn $exit(_ctx: FExitContext) -> i32 {
+            spin_exit();
+            0
+        }
+    };
+}
+
+fentry_spin!(fdprof_fe_spin, fdprof_fx_spin);
+fentry_spin!(fdprof_fe_spin2, fdprof_fx_spin2);
+
+// --- kprobe / kretprobe (one program can attach to several functions) ---
+
+#[kprobe]
+pub fn fdprof_kp_alloc(ctx: ProbeContext) -> u32 {
+    let regs = ctx.as_ptr() as *const u64;
+    // SAFETY: a kprobe context is the task's pt_regs.
+    let start = unsafe { alloc_start(regs.add(PT_REGS_DI), regs.add(PT_REGS_SI)) };
+    op_enter(op::ALLOC, alloc_origin(start));
+    0
+}
+
+#[kretprobe]
+pub fn fdprof_kr_alloc(ctx: RetProbeContext) -> u32 {
+    alloc_exit(ctx.ret::<i64>() as i32 as i64);
+    0
+}
+
+macro_rules! kprobe_pair {
+    ($enter:ident, $exit:ident, $op:expr) => {
+        #[kprobe]
+        pub fn $enter(_ctx: ProbeContext) -> u32 {
+            op_enter($op, 0);
+            0
+        }
+
+        #[kretprobe]
+        pub fn $exit(_ctx: RetProbeContext) -> u32 {
+            op_exit($op);
+            0
+        }
+    };
+}
+
+kprobe_pair!(fdprof_kp_close, fdprof_kr_close, op::CLOSE);
+kprobe_pair!(fdprof_kp_dup2, fdprof_kr_dup2, op::DUP2);
+kprobe_pair!(fdprof_kp_crange, fdprof_kr_crange, op::CLOSE_RANGE);
+
+#[kprobe]
+pub fn fdprof_kp_expand(_ctx: ProbeContext) -> u32 {
+    op_enter(op::EXPAND, 0);
+    0
+}
+
+#[kretprobe]
+pub fn fdprof_kr_expand(ctx: RetProbeContext) -> u32 {
+    expand_exit(ctx.ret::<i64>() as i32 as i64);
+    0
+}
+
+#[kprobe]
+pub fn fdprof_kp_spin(ctx: ProbeContext) -> u32 {
+    spin_enter(ctx.arg::<u64>(0).unwrap_or(0));
+    0
+}
+
+#[kretprobe]
+pub fn fdprof_kr_spin(_ctx: RetProbeContext) -> u32 {
+    spin_exit();
+    0
+}

@@ -1,0 +1,181 @@
+//! Attaching the direct probes (fentry/fexit, else kprobe/kretprobe) on the fd-table functions
+//! and the spinlock slow path, role by role, falling back to tracepoint mode where the kernel
+//! refuses both.
+
+use anyhow::{Context, Result, anyhow, bail};
+use aya::{
+    Btf, Ebpf,
+    programs::{FEntry, FExit, KProbe, Program},
+};
+
+use crate::probe::roles::{FoundFunction, FunctionRole, Mode};
+
+/// fentry/fexit program pairs per role; the slow path has one pair per function it may have.
+fn fentry_programs(role: &str) -> &'static [(&'static str, &'static str)] {
+    match role {
+        "allocate" => &[("fdprof_fe_alloc", "fdprof_fx_alloc")],
+        "close" => &[("fdprof_fe_close", "fdprof_fx_close")],
+        "expand" => &[("fdprof_fe_expand", "fdprof_fx_expand")],
+        "dup2" => &[("fdprof_fe_dup2", "fdprof_fx_dup2")],
+        "close_range" => &[("fdprof_fe_crange", "fdprof_fx_crange")],
+        "lock_slowpath" => &[
+            ("fdprof_fe_spin", "fdprof_fx_spin"),
+            ("fdprof_fe_spin2", "fdprof_fx_spin2"),
+        ],
+        _ => &[],
+    }
+}
+
+fn kprobe_programs(role: &str) -> Option<(&'static str, &'static str)> {
+    Some(match role {
+        "allocate" => ("fdprof_kp_alloc", "fdprof_kr_alloc"),
+        "close" => ("fdprof_kp_close", "fdprof_kr_close"),
+        "expand" => ("fdprof_kp_expand", "fdprof_kr_expand"),
+        "dup2" => ("fdprof_kp_dup2", "fdprof_kr_dup2"),
+        "close_range" => ("fdprof_kp_crange", "fdprof_kr_crange"),
+        "lock_slowpath" => ("fdprof_kp_spin", "fdprof_kr_spin"),
+        _ => return None,
+    })
+}
+
+fn program<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut Program> {
+    ebpf.program_mut(name)
+        .with_context(|| format!("eBPF object lacks {name}"))
+}
+
+/// Unloads programs of a role whose attachment failed half-way.
+fn unload(ebpf: &mut Ebpf, names: &[&str]) {
+    for name in names {
+        if let Some(p) = ebpf.program_mut(name) {
+            let _ = match p {
+                Program::FEntry(p) => p.unload(),
+                Program::FExit(p) => p.unload(),
+                Program::KProbe(p) => p.unload(),
+                _ => Ok(()),
+            };
+        }
+    }
+}
+
+fn attach_fentry(
+    ebpf: &mut Ebpf,
+    btf: &Btf,
+    role: &str,
+    functions: &[FoundFunction],
+) -> Result<()> {
+    let pairs = fentry_programs(role);
+    let mut used = Vec::new();
+    let result = (|| -> Result<()> {
+        for (f, (entry, exit)) in functions.iter().zip(pairs) {
+            used.extend([*entry, *exit]);
+            let p: &mut FEntry = program(ebpf, entry)?.try_into()?;
+            p.load(&f.name, btf)
+                .with_context(|| format!("fentry {}", f.name))?;
+            p.attach()?;
+            let p: &mut FExit = program(ebpf, exit)?.try_into()?;
+            p.load(&f.name, btf)
+                .with_context(|| format!("fexit {}", f.name))?;
+            p.attach()?;
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        unload(ebpf, &used);
+    }
+    result
+}
+
+fn attach_kprobe(ebpf: &mut Ebpf, role: &str, functions: &[FoundFunction]) -> Result<()> {
+    let (entry, exit) = kprobe_programs(role).context("no kprobe programs for role")?;
+    let result = (|| -> Result<()> {
+        for name in [entry, exit] {
+            let p: &mut KProbe = program(ebpf, name)?.try_into()?;
+            if let Err(e) = p.load() {
+                if std::env::var_os("FDPROF_VERIFIER_LOG").is_some() {
+                    eprintln!("{name}: {e}");
+                }
+                return Err(e.into());
+            }
+            for f in functions {
+                p.attach(&f.name, 0)
+                    .with_context(|| format!("{name} on {}", f.name))?;
+            }
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        unload(ebpf, &[entry, exit]);
+    }
+    result
+}
+
+/// Attaches one role in the requested mode (`None` = most direct that works). Returns the mode
+/// used; `Mode::Tracepoint` means the role is left to the tracepoint programs.
+pub fn attach_role(
+    ebpf: &mut Ebpf,
+    btf: &Btf,
+    role: &FunctionRole,
+    functions: &[FoundFunction],
+    forced: Option<Mode>,
+    notes: &mut Vec<String>,
+) -> Result<Mode> {
+    if functions.is_empty() {
+        if matches!(forced, Some(Mode::Fentry | Mode::Kprobe)) && role.role == "allocate" {
+            bail!(
+                "none of {} exists in this kernel",
+                role.candidates.join(", ")
+            );
+        }
+        return Ok(Mode::Tracepoint);
+    }
+    let names: Vec<&str> = functions.iter().map(|f| f.name.as_str()).collect();
+    let tries: &[Mode] = match forced {
+        None => &[Mode::Fentry, Mode::Kprobe],
+        Some(Mode::Fentry) => &[Mode::Fentry],
+        Some(Mode::Kprobe) => &[Mode::Kprobe],
+        Some(Mode::Tracepoint) => &[],
+    };
+    let mut errors = Vec::new();
+    for &mode in tries {
+        let result = match mode {
+            Mode::Fentry => attach_fentry(ebpf, btf, role.role, functions),
+            _ => attach_kprobe(ebpf, role.role, functions),
+        };
+        match result {
+            Ok(()) => return Ok(mode),
+            Err(e) => errors.push(format!("{}: {}", mode.name(), short(&e))),
+        }
+    }
+    if let Some(mode @ (Mode::Fentry | Mode::Kprobe)) = forced {
+        return Err(anyhow!(
+            "cannot attach {} ({}) in {} mode: {}",
+            role.role,
+            names.join(", "),
+            mode.name(),
+            errors.join("; ")
+        ));
+    }
+    if !errors.is_empty() {
+        notes.push(format!(
+            "{} ({}): direct probes refused, tracepoint mode ({})",
+            role.role,
+            names.join(", "),
+            errors.join("; ")
+        ));
+    }
+    Ok(Mode::Tracepoint)
+}
+
+/// The kernel's answer in a few words: the errno of the failing call, else the first line.
+fn short(e: &anyhow::Error) -> String {
+    for cause in e.chain() {
+        if let Some(io) = cause.downcast_ref::<std::io::Error>()
+            && let Some(errno) = io.raw_os_error()
+        {
+            return crate::probe::trial::errno_name(errno);
+        }
+    }
+    let text = format!("{e:#}");
+    let line = text.lines().next().unwrap_or_default();
+    line.chars().take(120).collect()
+}
