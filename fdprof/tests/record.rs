@@ -397,3 +397,69 @@ fn record_without_root_fails_clearly() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("root"));
 }
+
+#[test]
+fn forced_modes_follow_what_the_kernel_allows() {
+    require_root();
+    let _guard = kernel_lock();
+    let doctor: Value = serde_json::from_slice(&run(fdprof().args(["doctor", "--json"])).stdout)
+        .expect("doctor --json");
+    let alloc = doctor["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["role"] == "allocate")
+        .unwrap()["functions"][0]
+        .clone();
+    for (mode, entry, exit) in [
+        ("fentry", "fentry", "fexit"),
+        ("kprobe", "kprobe", "kretprobe"),
+    ] {
+        let allowed = alloc[entry]["result"] == "works" && alloc[exit]["result"] == "works";
+        let out_path = tmp(&format!("forced-{mode}.data"));
+        let out = run(fdprof()
+            .args([
+                "record",
+                "--mode",
+                mode,
+                "-o",
+                out_path.to_str().unwrap(),
+                "--",
+            ])
+            .arg(env!("CARGO_BIN_EXE_fdprof"))
+            .args(["workload", "socket-close", "--ops", "500"])
+            .stdout(Stdio::null()));
+        if allowed {
+            assert!(out.status.success(), "{mode} is allowed but record failed");
+            let rec = read_json(&out_path);
+            assert_eq!(rec["mode"], mode);
+        } else {
+            assert!(
+                !out.status.success(),
+                "{mode} is refused but record succeeded"
+            );
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(stderr.contains(&format!("in {mode} mode")), "{stderr}");
+            assert!(!out_path.exists(), "no recording on failure");
+        }
+    }
+    // Tracepoint mode works wherever the tracepoints do, and says so.
+    let out_path = tmp("forced-tracepoint.data");
+    let out = run(fdprof()
+        .args([
+            "record",
+            "--mode",
+            "tracepoint",
+            "-o",
+            out_path.to_str().unwrap(),
+            "--",
+        ])
+        .arg(env!("CARGO_BIN_EXE_fdprof"))
+        .args(["workload", "socket-close", "--ops", "500"])
+        .stdout(Stdio::null()));
+    assert!(out.status.success());
+    let rec = read_json(&out_path);
+    assert_eq!(rec["mode"], "tracepoint");
+    assert_eq!(syscall(&rec, "socket").unwrap()["calls"], 500);
+    assert_no_programs_left();
+}
