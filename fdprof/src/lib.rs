@@ -6,6 +6,7 @@
 
 pub mod cli;
 pub mod collect;
+pub mod duration;
 pub mod error;
 pub mod model;
 pub mod output;

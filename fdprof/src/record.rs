@@ -33,7 +33,7 @@ pub struct RecordArgs {
     #[arg(short, long)]
     pub all: bool,
     /// Stop after this long (e.g. 10s, 500ms, 2m); otherwise at Ctrl-C or when the target exits
-    #[arg(short, long, value_parser = parse_duration)]
+    #[arg(short, long, value_parser = crate::duration::parse_duration)]
     pub duration: Option<Duration>,
     /// Where to write the recording
     #[arg(short, long, default_value = "fdprof.data")]
@@ -55,30 +55,6 @@ pub enum ModeArg {
     Fentry,
     Kprobe,
     Tracepoint,
-}
-
-/// Parses `10s`, `500ms`, `2m`, `1h` or a bare number of seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not a duration (e.g. 10s, 500ms)"))?;
-    let secs = match unit {
-        "" | "s" => n,
-        "ms" => n / 1e3,
-        "us" => n / 1e6,
-        "m" => n * 60.0,
-        "h" => n * 3600.0,
-        _ => return Err(format!("`{s}`: unknown unit `{unit}` (use ms, s, m or h)")),
-    };
-    if !secs.is_finite() || secs < 0.0 {
-        return Err(format!("`{s}` is not a duration"));
-    }
-    Ok(Duration::from_secs_f64(secs))
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);

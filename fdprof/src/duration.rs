@@ -1,4 +1,4 @@
-//! `-d/--duration` values: `5s`, `500ms`, `1m`, `1.5s`, `2h`; a bare number is seconds.
+//! Duration arguments (`-d`): `5s`, `500ms`, `1m`, `1.5s`, `2h`; a bare number is seconds.
 
 use std::time::Duration;
 
