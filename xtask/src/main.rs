@@ -1,9 +1,10 @@
-//! Developer tasks: `cargo xtask bootstrap | build | demo | test | bench`.
+//! Developer tasks: `cargo xtask bootstrap | build | demo | test | bench | vm-test`.
 
 mod bench_overhead;
 mod bench_workload;
 mod bootstrap;
 mod run;
+mod vm_test;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -33,6 +34,21 @@ enum Task {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Boot Debian's 6.1 and 6.12 kernels under qemu TCG and run the ground-truth scenarios there
+    VmTest {
+        /// Kernel series to boot
+        #[arg(long, default_value = "all", value_parser = vm_test::kernel_choices())]
+        kernel: String,
+        /// Probe mode to record in (all: one boot runs every mode)
+        #[arg(long, default_value = "all", value_parser = vm_test::mode_choices())]
+        mode: String,
+        /// Kill a guest that has not powered off after this many seconds
+        #[arg(long, default_value_t = 240)]
+        timeout: u64,
+        /// One host thread per vCPU (real parallelism; guests may crash patching kernel text)
+        #[arg(long)]
+        mttcg: bool,
+    },
 }
 
 fn main() {
@@ -45,6 +61,18 @@ fn main() {
         Task::Bench { what, args } => bootstrap::run().and_then(|()| match what.as_str() {
             "workload" => bench_workload::run(&args),
             _ => bench_overhead::run(&args),
+        }),
+        Task::VmTest {
+            kernel,
+            mode,
+            timeout,
+            mttcg,
+        } => bootstrap::run().and_then(|()| {
+            let opts = vm_test::Options {
+                timeout: std::time::Duration::from_secs(timeout),
+                mttcg,
+            };
+            vm_test::run(&kernel, &mode, &opts)
         }),
     };
     if let Err(err) = result {

@@ -1,0 +1,423 @@
+//! Host-side judgement of a guest's results: recorded counts against the generator's
+//! `expected` object, the doctor's findings, and the kernel × mode table.
+
+use std::fmt::Write as _;
+
+use serde_json::Value;
+
+use super::guest::{self, GuestOutput, Scenario, StepResult};
+
+/// One line of the result table.
+#[derive(Debug, Clone)]
+pub struct Row {
+    pub kernel: String,
+    pub mode: String,
+    pub scenario: String,
+    pub pass: bool,
+    pub figures: String,
+}
+
+/// The last JSON object a step printed on stdout.
+fn json_of(step: &StepResult) -> Option<Value> {
+    serde_json::from_str(step.stdout.trim())
+        .ok()
+        .or_else(|| {
+            step.stdout
+                .lines()
+                .rev()
+                .find(|l| l.trim_start().starts_with('{'))
+                .and_then(|l| serde_json::from_str(l).ok())
+        })
+        .filter(Value::is_object)
+}
+
+/// What a failed step said: its `error:` line, else its last line.
+fn failure(what: &str, step: &StepResult) -> String {
+    let lines = step.stderr.lines().chain(step.stdout.lines());
+    let said = lines
+        .clone()
+        .rev()
+        .find(|l| l.contains("error"))
+        .or_else(|| lines.rev().find(|l| !l.trim().is_empty()))
+        .unwrap_or("(no output)");
+    format!("{what} exit {}: {}", step.rc, said.trim())
+}
+
+fn calls(report: &Value, syscall: &str) -> u64 {
+    report["syscalls"]
+        .as_array()
+        .and_then(|a| a.iter().find(|s| s["name"] == syscall))
+        .and_then(|s| s["calls"].as_u64())
+        .unwrap_or(0)
+}
+
+fn modes_summary(modes: &Value) -> String {
+    modes
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("?")))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_default()
+}
+
+/// Compares one scenario's recording with the generator's ground truth.
+fn judge(scenario: &Scenario, mode: &str, workload: &Value, report: &Value) -> (bool, String) {
+    let mut ok = true;
+    let mut figures = Vec::new();
+    let expected = &workload["expected"];
+    match expected["syscalls"].as_object() {
+        Some(syscalls) if !syscalls.is_empty() => {
+            // The exact ones first, as the table's headline figure.
+            let mut names: Vec<&String> = syscalls.keys().collect();
+            names.sort_by_key(|n| !scenario.exact.contains(&n.as_str()));
+            for name in names {
+                let want = syscalls[name].as_u64().unwrap_or(0);
+                let got = calls(report, name);
+                if scenario.exact.contains(&name.as_str()) {
+                    ok &= got == want;
+                    figures.push(format!("{name} {got}/{want}"));
+                } else {
+                    ok &= got >= want;
+                    figures.push(format!("{name} {got}/>={want}"));
+                }
+            }
+        }
+        _ => {
+            ok = false;
+            figures.push("workload printed no expected.syscalls".into());
+        }
+    }
+    if let Some(want) = scenario.scan_max {
+        let got = report["scan"]["bits"]["max"].as_u64();
+        // The generator's own figure must agree with the scenario's arithmetic.
+        let generator = expected["allocs"]
+            .as_array()
+            .and_then(|a| a.iter().filter_map(|x| x["scan_bits"].as_u64()).max());
+        ok &= got == Some(want) && generator == Some(want);
+        let show = |v: Option<u64>| v.map_or("-".to_string(), |v| v.to_string());
+        let mut s = format!("scan max {}/{want}", show(got));
+        if generator != Some(want) {
+            let _ = write!(s, " (generator expects {})", show(generator));
+        }
+        figures.push(s);
+    }
+    let recorded_mode = report["mode"].as_str().unwrap_or("?");
+    if recorded_mode != mode {
+        ok = false;
+        figures.push(format!("recorded in {recorded_mode} mode"));
+    }
+    let drops: u64 = report["drops"]
+        .as_array()
+        .map(|d| d.iter().filter_map(|x| x["count"].as_u64()).sum())
+        .unwrap_or(0);
+    figures.push(format!("drops {drops}"));
+    figures.push(format!("[{}]", modes_summary(&report["modes"])));
+    (ok, figures.join(", "))
+}
+
+fn scenario_row(out: &GuestOutput, kernel: &str, mode: &str, scenario: &Scenario) -> Row {
+    let mut row = Row {
+        kernel: kernel.to_string(),
+        mode: mode.to_string(),
+        scenario: scenario.name.to_string(),
+        pass: false,
+        figures: String::new(),
+    };
+    let record = out.steps.get(&guest::record_step(mode, scenario.name));
+    let report = out.steps.get(&guest::report_step(mode, scenario.name));
+    row.figures = match (record, report) {
+        (None, _) => "no result from the guest (it stopped early?)".into(),
+        (Some(rec), _) if rec.rc != 0 => failure("record", rec),
+        (Some(_), None) => "no report from the guest".into(),
+        (Some(_), Some(rep)) if rep.rc != 0 => failure("report", rep),
+        (Some(rec), Some(rep)) => match (json_of(rec), json_of(rep)) {
+            (None, _) => "the workload printed no JSON".into(),
+            (_, None) => "report --json printed no JSON".into(),
+            (Some(workload), Some(report)) => {
+                let (ok, figures) = judge(scenario, mode, &workload, &report);
+                row.pass = ok;
+                format!("{figures} ({:.1}s)", rec.secs)
+            }
+        },
+    };
+    row
+}
+
+/// How one probe trial went, in a few words.
+fn trial(v: &Value) -> String {
+    let result = v["result"].as_str().unwrap_or("?");
+    let mut s = result.to_string();
+    let detail: Vec<&str> = [&v["stage"], &v["errno"]]
+        .iter()
+        .filter_map(|x| x.as_str())
+        .collect();
+    if !detail.is_empty() {
+        let _ = write!(s, " at {}", detail.join(", "));
+    } else if result != "works"
+        && let Some(m) = v["message"].as_str()
+    {
+        let _ = write!(s, " ({m})");
+    }
+    s
+}
+
+/// The doctor's choice per role, for the table.
+fn doctor_figures(doc: &Value) -> String {
+    let chosen = &doc["chosen"];
+    let mut s = format!("auto mode {}", doc["mode"].as_str().unwrap_or("?"));
+    for role in ["allocate", "close", "lock_slowpath"] {
+        let _ = write!(s, ", {role}={}", chosen[role].as_str().unwrap_or("?"));
+    }
+    // Whether any function of the role took fentry / kprobe.
+    let works = |kind: &str| {
+        doc["functions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|r| r["functions"].as_array().into_iter().flatten())
+            .filter(|f| f[kind]["result"] == "works")
+            .count()
+    };
+    let total: usize = doc["functions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| r["functions"].as_array().map_or(0, Vec::len))
+        .sum();
+    let _ = write!(
+        s,
+        "; fentry works on {}/{total} functions, kprobe on {}/{total}",
+        works("fentry"),
+        works("kprobe")
+    );
+    s
+}
+
+/// The doctor's findings in full: per role, the functions found and each trial's outcome.
+pub fn doctor_details(doc: &Value) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "  kernel {} (BTF {}), record would use {} mode",
+        doc["kernel_release"].as_str().unwrap_or("?"),
+        if doc["btf"] == true { "yes" } else { "no" },
+        doc["mode"].as_str().unwrap_or("?")
+    );
+    for role in doc["functions"].as_array().into_iter().flatten() {
+        let _ = writeln!(
+            out,
+            "  {:<14} chosen {}",
+            role["role"].as_str().unwrap_or("?"),
+            role["chosen"].as_str().unwrap_or("?")
+        );
+        let functions = role["functions"].as_array().cloned().unwrap_or_default();
+        if functions.is_empty() {
+            let _ = writeln!(out, "    none of {} found", role["candidates"]);
+        }
+        for f in functions {
+            let seen: Vec<&str> = [("BTF", &f["btf"]), ("kallsyms", &f["kallsyms"])]
+                .into_iter()
+                .filter(|(_, v)| **v == true)
+                .map(|(n, _)| n)
+                .collect();
+            let _ = writeln!(
+                out,
+                "    {} (in {}): fentry {}; fexit {}; kprobe {}; kretprobe {}",
+                f["name"].as_str().unwrap_or("?"),
+                seen.join(", "),
+                trial(&f["fentry"]),
+                trial(&f["fexit"]),
+                trial(&f["kprobe"]),
+                trial(&f["kretprobe"])
+            );
+        }
+    }
+    let tps: Vec<String> = doc["lock_tracepoints"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .chain(
+            doc["fd_syscall_tracepoints"]
+                .as_array()
+                .into_iter()
+                .flatten(),
+        )
+        .map(|t| {
+            let mut s = format!(
+                "{}: {}",
+                t["name"].as_str().unwrap_or("?"),
+                trial(&t["tracepoint"])
+            );
+            if t["tp_btf"].is_object() {
+                let _ = write!(s, " (tp_btf {})", trial(&t["tp_btf"]));
+            }
+            s
+        })
+        .collect();
+    let _ = writeln!(out, "  tracepoints: {}", tps.join("; "));
+    let _ = writeln!(out, "  chosen: {}", modes_summary(&doc["chosen"]));
+    if let Some(notes) = doc["notes"].as_array().filter(|n| !n.is_empty()) {
+        for n in notes {
+            let _ = writeln!(out, "  note: {}", n.as_str().unwrap_or("?"));
+        }
+    }
+    out
+}
+
+/// The doctor row and one row per mode × scenario.
+pub fn rows(out: &GuestOutput, kernel: &str, modes: &[&str]) -> (Vec<Row>, Option<Value>) {
+    let mut rows = Vec::new();
+    let doctor = out.steps.get(guest::DOCTOR_STEP);
+    let doc = doctor.and_then(json_of);
+    let figures = match (doctor, &doc) {
+        (None, _) => "no result from the guest".into(),
+        (Some(d), _) if d.rc != 0 => failure("doctor", d),
+        (Some(_), None) => "doctor --json printed no JSON".into(),
+        (Some(d), Some(doc)) => format!("{} ({:.1}s)", doctor_figures(doc), d.secs),
+    };
+    rows.push(Row {
+        kernel: kernel.to_string(),
+        mode: "-".into(),
+        scenario: "doctor".into(),
+        pass: doc.is_some() && doctor.is_some_and(|d| d.rc == 0),
+        figures,
+    });
+    for mode in modes {
+        for s in guest::SCENARIOS {
+            rows.push(scenario_row(out, kernel, mode, s));
+        }
+    }
+    (rows, doc)
+}
+
+pub fn table(rows: &[Row]) -> String {
+    let w = |f: fn(&Row) -> &str, title: &str| {
+        rows.iter()
+            .map(|r| f(r).len())
+            .chain([title.len()])
+            .max()
+            .unwrap_or(0)
+    };
+    let (wk, wm, ws) = (
+        w(|r| &r.kernel, "kernel"),
+        w(|r| &r.mode, "mode"),
+        w(|r| &r.scenario, "scenario"),
+    );
+    let mut out = format!(
+        "{:<wk$}  {:<wm$}  {:<ws$}  result  figures\n",
+        "kernel", "mode", "scenario"
+    );
+    for r in rows {
+        let _ = writeln!(
+            out,
+            "{:<wk$}  {:<wm$}  {:<ws$}  {:<6}  {}",
+            r.kernel,
+            r.mode,
+            r.scenario,
+            if r.pass { "PASS" } else { "FAIL" },
+            r.figures
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn step(stdout: &str, stderr: &str, rc: i32) -> StepResult {
+        StepResult {
+            stdout: stdout.into(),
+            stderr: stderr.into(),
+            rc,
+            secs: 1.0,
+        }
+    }
+
+    fn report(socket: u64, close: u64, scan_max: u64) -> String {
+        json!({
+            "mode": "tracepoint",
+            "modes": {"allocate": "tracepoint"},
+            "syscalls": [
+                {"name": "socket", "calls": socket},
+                {"name": "close", "calls": close},
+                {"name": "openat", "calls": 401},
+            ],
+            "scan": {"bits": {"max": scan_max}},
+            "drops": [{"count": 0}],
+        })
+        .to_string()
+    }
+
+    fn output(workload: &str, report: &str) -> GuestOutput {
+        let mut out = GuestOutput::default();
+        for s in guest::SCENARIOS {
+            out.steps.insert(
+                guest::record_step("tracepoint", s.name),
+                step(workload, "fdprof: wrote /tmp/x", 0),
+            );
+            out.steps.insert(
+                guest::report_step("tracepoint", s.name),
+                step(report, "", 0),
+            );
+        }
+        out.steps.insert(
+            guest::record_step("fentry", "socket-close"),
+            step(
+                "",
+                "fdprof: error: --mode fentry/kprobe is not implemented yet",
+                2,
+            ),
+        );
+        out
+    }
+
+    #[test]
+    fn exact_and_at_least() {
+        let workload = json!({"expected": {"syscalls": {"socket": 2000, "close": 2000}}});
+        let out = output(&workload.to_string(), &report(2000, 2003, 0));
+        let row = scenario_row(&out, "6.1", "tracepoint", &guest::SCENARIOS[0]);
+        assert!(row.pass, "{}", row.figures);
+        assert!(
+            row.figures
+                .starts_with("socket 2000/2000, close 2003/>=2000")
+        );
+
+        let out = output(&workload.to_string(), &report(1999, 2003, 0));
+        assert!(!scenario_row(&out, "6.1", "tracepoint", &guest::SCENARIOS[0]).pass);
+        let out = output(&workload.to_string(), &report(2000, 1999, 0));
+        assert!(!scenario_row(&out, "6.1", "tracepoint", &guest::SCENARIOS[0]).pass);
+    }
+
+    #[test]
+    fn holes_scan_max() {
+        let workload = json!({"expected": {
+            "syscalls": {"openat": 400, "close": 400},
+            "allocs": [{"scan_bits": 0}, {"scan_bits": 296}],
+        }});
+        let holes = &guest::SCENARIOS[1];
+        let out = output(&workload.to_string(), &report(0, 400, 296));
+        let row = scenario_row(&out, "6.12", "tracepoint", holes);
+        assert!(row.pass, "{}", row.figures);
+        let out = output(&workload.to_string(), &report(0, 400, 295));
+        assert!(!scenario_row(&out, "6.12", "tracepoint", holes).pass);
+    }
+
+    #[test]
+    fn failed_record_says_why() {
+        let out = output("{}", "{}");
+        let row = scenario_row(&out, "6.1", "fentry", &guest::SCENARIOS[0]);
+        assert!(!row.pass);
+        assert_eq!(
+            row.figures,
+            "record exit 2: fdprof: error: --mode fentry/kprobe is not implemented yet"
+        );
+        let row = scenario_row(&out, "6.1", "kprobe", &guest::SCENARIOS[0]);
+        assert!(!row.pass);
+        assert!(row.figures.starts_with("no result"));
+    }
+}
