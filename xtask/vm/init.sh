@@ -40,13 +40,53 @@ step() {
     return $rc
 }
 
+# recorded MODE DATA WORKLOAD-ARGS...: starts the workload held before its measured phase
+# (--wait-signal), attaches `fdprof record -p` to it, then lets it go, so the recording covers
+# exactly what the workload's `expected` describes. Prints the workload's result JSON.
+recorded() {
+    mode=$1
+    data=$2
+    shift 2
+    fdprof workload "$@" --wait-signal >/tmp/w.out 2>/tmp/w.err &
+    wpid=$!
+    n=0
+    until grep -q '"ready"' /tmp/w.out 2>/dev/null; do
+        n=$((n + 1))
+        if [ $n -gt 600 ] || ! kill -0 $wpid 2>/dev/null; then
+            echo "workload never became ready" >&2
+            cat /tmp/w.err >&2
+            kill $wpid 2>/dev/null
+            return 1
+        fi
+        sleep 0.1
+    done
+    fdprof record --mode "$mode" -p $wpid -o "$data" 2>/tmp/r.err &
+    rpid=$!
+    until grep -q 'recording' /tmp/r.err 2>/dev/null; do
+        if ! kill -0 $rpid 2>/dev/null; then
+            cat /tmp/r.err >&2
+            kill $wpid 2>/dev/null
+            return 1
+        fi
+        sleep 0.1
+    done
+    kill -USR1 $wpid
+    wait $wpid
+    wrc=$?
+    wait $rpid
+    rrc=$?
+    tail -n 1 /tmp/w.out
+    cat /tmp/w.err /tmp/r.err >&2
+    [ $wrc -eq 0 ] && [ $rrc -eq 0 ]
+}
+
 # scenario MODE NAME WORKLOAD-ARGS...: records the workload in MODE, then reports the recording.
 scenario() {
     mode=$1
     name=$2
     shift 2
     data=/tmp/$mode-$name.data
-    if step "record:$mode:$name" fdprof record --mode "$mode" -o "$data" -- fdprof workload "$@"; then
+    if step "record:$mode:$name" recorded "$mode" "$data" "$@"; then
         step "report:$mode:$name" fdprof report --json "$data"
     fi
 }

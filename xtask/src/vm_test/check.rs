@@ -104,6 +104,11 @@ fn judge(scenario: &Scenario, mode: &str, workload: &Value, report: &Value) -> (
         }
         figures.push(s);
     }
+    if mode != "tracepoint" {
+        let (good, text) = direct_figures(expected, report);
+        ok &= good;
+        figures.push(text);
+    }
     let recorded_mode = report["mode"].as_str().unwrap_or("?");
     if recorded_mode != mode {
         ok = false;
@@ -116,6 +121,31 @@ fn judge(scenario: &Scenario, mode: &str, workload: &Value, report: &Value) -> (
     figures.push(format!("drops {drops}"));
     figures.push(format!("[{}]", modes_summary(&report["modes"])));
     (ok, figures.join(", "))
+}
+
+/// Direct-probe figures against the generator: `alloc_fd` calls and calls of the close function
+/// close(2) uses equal the allocations and closes of the measured phase exactly.
+fn direct_figures(expected: &Value, report: &Value) -> (bool, String) {
+    let op_calls = |op: &str| {
+        report["functions"]
+            .as_array()
+            .and_then(|f| f.iter().find(|x| x["operation"] == op))
+            .and_then(|x| x["calls"].as_u64())
+            .unwrap_or(0)
+    };
+    let want_allocs: u64 = expected["allocs"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|x| x["count"].as_u64()).sum())
+        .unwrap_or(0);
+    let want_closes = expected["fds_closed"]["close"].as_u64().unwrap_or(0);
+    let (allocs, closes) = (op_calls("alloc"), op_calls("close"));
+    let close_fn = report["modes"]["close"].as_str().unwrap_or("?");
+    (
+        allocs == want_allocs && closes == want_closes,
+        format!(
+            "alloc calls {allocs}/{want_allocs}, close calls {closes}/{want_closes} via {close_fn}"
+        ),
+    )
 }
 
 fn scenario_row(out: &GuestOutput, kernel: &str, mode: &str, scenario: &Scenario) -> Row {
@@ -345,7 +375,7 @@ mod tests {
             "syscalls": [
                 {"name": "socket", "calls": socket},
                 {"name": "close", "calls": close},
-                {"name": "openat", "calls": 401},
+                {"name": "openat", "calls": 400},
             ],
             "scan": {"bits": {"max": scan_max}},
             "drops": [{"count": 0}],
@@ -379,13 +409,16 @@ mod tests {
     #[test]
     fn exact_and_at_least() {
         let workload = json!({"expected": {"syscalls": {"socket": 2000, "close": 2000}}});
-        let out = output(&workload.to_string(), &report(2000, 2003, 0));
+        let out = output(&workload.to_string(), &report(2000, 2000, 0));
         let row = scenario_row(&out, "6.1", "tracepoint", &guest::SCENARIOS[0]);
         assert!(row.pass, "{}", row.figures);
         assert!(
+            row.figures.starts_with("close 2000/2000, socket 2000/2000"),
+            "{}",
             row.figures
-                .starts_with("socket 2000/2000, close 2003/>=2000")
         );
+        let out = output(&workload.to_string(), &report(2000, 2003, 0));
+        assert!(!scenario_row(&out, "6.1", "tracepoint", &guest::SCENARIOS[0]).pass);
 
         let out = output(&workload.to_string(), &report(1999, 2003, 0));
         assert!(!scenario_row(&out, "6.1", "tracepoint", &guest::SCENARIOS[0]).pass);
