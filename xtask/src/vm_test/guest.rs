@@ -18,6 +18,8 @@ pub struct Scenario {
     pub exact: &'static [&'static str],
     /// The largest scan a correct profiler reports (`scan.bits.max`), when the scenario fixes it.
     pub scan_max: Option<u64>,
+    /// Threads contending on one table: judged on waits and hold times, not on counts.
+    pub contention: bool,
 }
 
 /// `holes`: fill N fds, then each op closes K and opens twice: the second open scans from K+1
@@ -31,12 +33,21 @@ pub const SCENARIOS: &[Scenario] = &[
         workload: &["socket-close", "--ops", "2000"],
         exact: &["socket", "close"],
         scan_max: None,
+        contention: false,
     },
     Scenario {
         name: "holes",
         workload: &["holes", "--ops", "200", "-n", "300"],
         exact: &["openat", "close"],
         scan_max: Some(HOLES_N - HOLES_K - 1),
+        contention: false,
+    },
+    Scenario {
+        name: "opensock",
+        workload: &["opensock", "-t", "2", "-n", "1000", "-d", "4s"],
+        exact: &[],
+        scan_max: None,
+        contention: true,
     },
 ];
 
