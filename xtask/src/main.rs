@@ -72,7 +72,11 @@ fn main() {
                 timeout: std::time::Duration::from_secs(timeout),
                 mttcg,
             };
-            vm_test::run(&kernel, &mode, &opts)
+            let (_, failed) = vm_test::run(&kernel, &mode, &opts)?;
+            if failed > 0 {
+                anyhow::bail!("{failed} vm-test check(s) failed");
+            }
+            Ok(())
         }),
     };
     if let Err(err) = result {

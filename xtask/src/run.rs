@@ -97,6 +97,11 @@ pub fn test() -> Result<()> {
         cargo().args(["clippy", "--all-targets", "--", "-D", "warnings"]),
     )?;
     let (passed, failed) = cargo_test()?;
+    // The same ground truth on other kernels, in every probe mode (qemu TCG guests).
+    eprintln!("==> vm-test: Debian 6.1 and 6.12 guests, every probe mode");
+    let (vm_passed, vm_failed) =
+        crate::vm_test::run("all", "all", &crate::vm_test::Options::default())?;
+    let (passed, failed) = (passed + vm_passed as u64, failed + vm_failed as u64);
     // One closing line for the whole run (cargo prints one per test binary).
     println!("tests: {passed} passed, {failed} failed");
     if failed > 0 || passed == 0 {
