@@ -26,9 +26,10 @@ enum Task {
     Demo,
     /// Bootstrap, then run formatting, lints and every test (needs root: tests attach for real)
     Test,
-    /// Benchmarks: `workload` (generator vs C) or `overhead` (cost of profiling)
+    /// Benchmarks: `workload` (generator vs C), `overhead` (cost of profiling here) or
+    /// `vm-overhead` (cost of each probe mode inside the qemu guests)
     Bench {
-        #[arg(value_parser = ["workload", "overhead"])]
+        #[arg(value_parser = ["workload", "overhead", "vm-overhead"])]
         what: String,
         /// Passed to the benchmark (e.g. --rounds 7)
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -60,6 +61,7 @@ fn main() {
         Task::Test => bootstrap::run().and_then(|()| run::test()),
         Task::Bench { what, args } => bootstrap::run().and_then(|()| match what.as_str() {
             "workload" => bench_workload::run(&args),
+            "vm-overhead" => vm_test::bench::run(&args),
             _ => bench_overhead::run(&args),
         }),
         Task::VmTest {

@@ -8,6 +8,7 @@
 //! `vm-test.json` (the table and each guest's doctor findings). One boot per kernel runs every
 //! requested mode. Exits non-zero when any check fails.
 
+pub mod bench;
 mod check;
 mod guest;
 mod initramfs;

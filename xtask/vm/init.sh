@@ -47,6 +47,8 @@ recorded() {
     mode=$1
     data=$2
     shift 2
+    # A previous scenario's files would answer the readiness checks below too early.
+    rm -f /tmp/w.out /tmp/w.err /tmp/r.err
     fdprof workload "$@" --wait-signal >/tmp/w.out 2>/tmp/w.err &
     wpid=$!
     n=0

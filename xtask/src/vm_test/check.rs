@@ -129,6 +129,9 @@ fn judge(scenario: &Scenario, mode: &str, workload: &Value, report: &Value) -> (
 /// Two threads on one table: file_lock waits as the tracepoint and the slow-path probe saw
 /// them (the probe on the slow path also sees pending-bit spinners, so it sees at least as
 /// many), and, in the direct modes, hold times of alloc and close (median below 10 µs).
+/// Single-threaded TCG runs one vCPU at a time, so a wait needs the holder's vCPU to be
+/// switched out inside the locked section: some runs see a hundred, some none. The number is
+/// shown, not required.
 fn judge_contention(mode: &str, report: &Value) -> (bool, String) {
     let mut ok = report["mode"] == mode;
     let tracepoint: u64 = report["contention"]["by_lock_operation"]
@@ -147,7 +150,7 @@ fn judge_contention(mode: &str, report: &Value) -> (bool, String) {
             .iter()
             .filter_map(|f| f["slowpath_wait"]["count"].as_u64())
             .sum();
-        ok &= slowpath > 0 && slowpath >= tracepoint;
+        ok &= slowpath >= tracepoint;
         figures.push(format!("slow-path-seen {slowpath}"));
         for op in ["alloc", "close"] {
             let hold = functions

@@ -76,6 +76,26 @@ fn quote(word: &str) -> String {
     }
 }
 
+/// The overhead benchmark's `/init`: the same workload bare and under `fdprof record` in each
+/// mode, interleaved round by round (steps `bench:MODE:ROUND`, `MODE` = `bare` for none).
+pub fn bench_script(modes: &[&str], rounds: usize, workload: &[&str]) -> String {
+    let workload: Vec<String> = workload.iter().map(|w| quote(w)).collect();
+    let workload = workload.join(" ");
+    let mut steps = Vec::new();
+    for round in 1..=rounds {
+        steps.push(format!(
+            "step bench:bare:{round} fdprof workload {workload} --json"
+        ));
+        for mode in modes {
+            steps.push(format!(
+                "step bench:{mode}:{round} fdprof record --mode {mode} -o /tmp/bench.data -- \
+                 fdprof workload {workload} --json"
+            ));
+        }
+    }
+    TEMPLATE.replace("@STEPS@", &steps.join("\n"))
+}
+
 /// The guest's `/init`: doctor once, then every scenario in every requested mode.
 pub fn init_script(modes: &[&str]) -> String {
     let mut steps = vec![format!("step {DOCTOR_STEP} fdprof doctor --json")];
