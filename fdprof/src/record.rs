@@ -9,7 +9,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result, bail};
 
 use crate::collect::{
-    session::{Filter, KernelFunctions, Session},
+    session::{AttachOptions, Filter, KernelFunctions, Session},
     snapshot,
 };
 use crate::error::{EXIT_USAGE, fatal, require_root};
@@ -41,6 +41,10 @@ pub struct RecordArgs {
     /// Probe mode: auto picks the most direct one this kernel allows
     #[arg(long, value_enum, default_value = "auto")]
     pub mode: ModeArg,
+    /// Record lock contention only: no fd syscall or fd function probes, so no scan, syscall or
+    /// table figures, at the lowest cost to the target
+    #[arg(long)]
+    pub lock_only: bool,
     /// Keep raw kernel and user addresses in the recording (they reveal the KASLR layout)
     #[arg(long)]
     pub raw_addrs: bool,
@@ -305,7 +309,11 @@ pub fn run(args: RecordArgs) -> Result<()> {
         ModeArg::Kprobe => Some(Mode::Kprobe),
         ModeArg::Tracepoint => Some(Mode::Tracepoint),
     };
-    let mut session = match Session::attach(filter, &offsets, &aya_btf, &functions, forced) {
+    let attach = AttachOptions {
+        forced,
+        lock_only: args.lock_only,
+    };
+    let mut session = match Session::attach(filter, &offsets, &aya_btf, &functions, attach) {
         Ok(s) => s,
         Err(e) => {
             if let Some(l) = &launched {
@@ -327,10 +335,16 @@ pub fn run(args: RecordArgs) -> Result<()> {
     if let Some(l) = &launched {
         l.go();
     }
-    // The allocator's mode names the recording's mode (the role the product is about).
+    // The allocator's mode names the recording's mode (the role the product is about); with
+    // --lock-only, the slow path's.
+    let lead_role = if args.lock_only {
+        "lock_slowpath"
+    } else {
+        "allocate"
+    };
     let overall_mode = session
         .modes
-        .get("allocate")
+        .get(lead_role)
         .and_then(|m| m.split_whitespace().next())
         .unwrap_or("tracepoint")
         .to_string();

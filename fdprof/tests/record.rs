@@ -463,3 +463,32 @@ fn forced_modes_follow_what_the_kernel_allows() {
     assert_eq!(syscall(&rec, "socket").unwrap()["calls"], 500);
     assert_no_programs_left();
 }
+
+#[test]
+fn lock_only_records_contention_and_nothing_else() {
+    require_root();
+    let _guard = kernel_lock();
+    let out = tmp("lock-only.data");
+    let status = fdprof()
+        .args(["record", "--lock-only", "-o", out.to_str().unwrap(), "--"])
+        .arg(env!("CARGO_BIN_EXE_fdprof"))
+        .args(["workload", "opensock", "-t", "2", "-n", "2000", "-d", "2s"])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let rec = read_json(&out);
+    assert_eq!(rec["modes"]["fd_syscalls"], "off (--lock-only)");
+    assert!(rec["syscalls"].as_array().unwrap().is_empty());
+    let file_lock_waits: u64 = rec["contention"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["lock"] == "file_lock")
+        .map(|s| s["count"].as_u64().unwrap())
+        .sum();
+    assert!(file_lock_waits > 0, "no file_lock contention found");
+    let report = run(fdprof().arg("report").arg(&out));
+    assert!(String::from_utf8_lossy(&report.stdout).contains("not recorded (--lock-only)"));
+    assert_no_programs_left();
+}

@@ -47,6 +47,20 @@ fn variants() -> Vec<Variant> {
             output: Some("fdprof.data"),
         },
         Variant {
+            name: "fdprof --lock-only",
+            wrap: |fdprof, out| {
+                vec![
+                    fdprof.display().to_string(),
+                    "record".into(),
+                    "--lock-only".into(),
+                    "-o".into(),
+                    out.join("fdprof-lock-only.data").display().to_string(),
+                    "--".into(),
+                ]
+            },
+            output: Some("fdprof-lock-only.data"),
+        },
+        Variant {
             name: "perf lock record",
             wrap: |_, out| {
                 vec![

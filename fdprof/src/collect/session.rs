@@ -93,6 +93,18 @@ const FAMILIES: [Family; 2] = [
     },
 ];
 
+/// What `record` asked for.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AttachOptions {
+    /// One mode for every direct-probe role; `None` = the most direct that works.
+    pub forced: Option<Mode>,
+    /// Lock contention only: no fd syscall or fd function probes (the cheapest recording).
+    pub lock_only: bool,
+}
+
+/// The mode recorded for roles left out by `--lock-only`.
+pub const LOCK_ONLY: &str = "off (--lock-only)";
+
 /// Loaded and attached programs.
 pub struct Session {
     pub ebpf: Ebpf,
@@ -155,8 +167,9 @@ impl Session {
         offsets: &KernelOffsets,
         btf: &Btf,
         kernel: &KernelFunctions,
-        forced: Option<Mode>,
+        opts: AttachOptions,
     ) -> Result<Self> {
+        let forced = opts.forced;
         let (kind, id) = match filter {
             Filter::All => (0u32, 0u32),
             Filter::Tgid(p) => (1, p),
@@ -179,6 +192,10 @@ impl Session {
         let mut modes = BTreeMap::new();
         let mut notes = Vec::new();
         for (role, functions) in &kernel.roles {
+            if opts.lock_only && role.role != "lock_slowpath" {
+                modes.insert(role.role.to_string(), LOCK_ONLY.to_string());
+                continue;
+            }
             let mode = direct::attach_role(&mut ebpf, btf, role, functions, forced, &mut notes)?;
             if role.role == "allocate" && mode != Mode::Tracepoint {
                 let mut config: Array<_, u32> =
@@ -193,6 +210,10 @@ impl Session {
             modes.insert(role.role.to_string(), value);
         }
         for family in &FAMILIES {
+            if opts.lock_only && family.role == "fd_syscalls" {
+                modes.insert(family.role.to_string(), LOCK_ONLY.to_string());
+                continue;
+            }
             let mode = match attach_tp_btf(&mut ebpf, family, btf) {
                 Ok(()) => "tp_btf",
                 Err(btf_err) => {

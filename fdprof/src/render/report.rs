@@ -95,6 +95,13 @@ fn latency_level(rec: &Recording) -> &'static str {
     }
 }
 
+/// False for `record --lock-only` recordings, which have no fd syscall probes.
+fn fd_activity_recorded(rec: &Recording) -> bool {
+    rec.modes
+        .get("fd_syscalls")
+        .is_none_or(|m| !m.starts_with("off"))
+}
+
 fn syscalls_shown(rec: &Recording) -> Vec<&SyscallStats> {
     rec.syscalls.iter().filter(|s| s.calls > 0).collect()
 }
@@ -109,9 +116,14 @@ pub fn text(rec: &Recording, opts: &ReportOptions) -> String {
     contention(&mut out, rec);
     functions(&mut out, rec);
     stacks(&mut out, rec, opts);
-    scan(&mut out, rec);
-    syscalls(&mut out, rec);
-    table(&mut out, rec);
+    if fd_activity_recorded(rec) {
+        scan(&mut out, rec);
+        syscalls(&mut out, rec);
+        table(&mut out, rec);
+    } else {
+        section(&mut out, "fd-table activity");
+        out.push("  not recorded (--lock-only): no scan, syscall or table figures".into());
+    }
     drops(&mut out, rec);
     own_cost(&mut out, rec);
     let mut s = out.join("\n");
