@@ -87,6 +87,24 @@ fn start_record(args: &[&str]) -> Child {
     rec
 }
 
+/// `fdprof record OPTIONS -o OUT -- fdprof workload WORKLOAD...`, the workload's stdout dropped.
+fn record_workload(
+    options: &[&str],
+    out: &std::path::Path,
+    workload: &[&str],
+) -> std::process::Output {
+    run(fdprof()
+        .arg("record")
+        .args(options)
+        .arg("-o")
+        .arg(out)
+        .arg("--")
+        .arg(env!("CARGO_BIN_EXE_fdprof"))
+        .arg("workload")
+        .args(workload)
+        .stdout(Stdio::null()))
+}
+
 /// Runs one deterministic scenario under `record -p` and returns (expected, recording).
 fn record_deterministic(scenario: &[&str], name: &str) -> (Value, Value) {
     let out = tmp(name);
@@ -216,14 +234,12 @@ fn opensock_two_threads_contend_on_file_lock() {
     require_root();
     let _guard = kernel_lock();
     let out = tmp("opensock.data");
-    let status = fdprof()
-        .args(["record", "-o", out.to_str().unwrap(), "--"])
-        .arg(env!("CARGO_BIN_EXE_fdprof"))
-        .args(["workload", "opensock", "-t", "2", "-n", "4000", "-d", "3s"])
-        .stdout(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success());
+    let status = record_workload(
+        &[],
+        &out,
+        &["opensock", "-t", "2", "-n", "4000", "-d", "3s"],
+    );
+    assert!(status.status.success());
     let rec = read_json(&out);
     let sites = rec["contention"].as_array().unwrap();
     let file_lock: Vec<&Value> = sites.iter().filter(|s| s["lock"] == "file_lock").collect();
@@ -315,14 +331,8 @@ fn command_mode_counts_threads_born_later() {
     require_root();
     let _guard = kernel_lock();
     let out = tmp("cmd.data");
-    let status = fdprof()
-        .args(["record", "-o", out.to_str().unwrap(), "--"])
-        .arg(env!("CARGO_BIN_EXE_fdprof"))
-        .args(["workload", "socket-close", "-t", "2", "--ops", "700"])
-        .stdout(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success());
+    let status = record_workload(&[], &out, &["socket-close", "-t", "2", "--ops", "700"]);
+    assert!(status.status.success());
     let rec = read_json(&out);
     assert_eq!(rec["end_reason"], "command_exited");
     // Only the two worker threads, created after exec, call socket().
@@ -417,18 +427,11 @@ fn forced_modes_follow_what_the_kernel_allows() {
     ] {
         let allowed = alloc[entry]["result"] == "works" && alloc[exit]["result"] == "works";
         let out_path = tmp(&format!("forced-{mode}.data"));
-        let out = run(fdprof()
-            .args([
-                "record",
-                "--mode",
-                mode,
-                "-o",
-                out_path.to_str().unwrap(),
-                "--",
-            ])
-            .arg(env!("CARGO_BIN_EXE_fdprof"))
-            .args(["workload", "socket-close", "--ops", "500"])
-            .stdout(Stdio::null()));
+        let out = record_workload(
+            &["--mode", mode],
+            &out_path,
+            &["socket-close", "--ops", "500"],
+        );
         if allowed {
             assert!(out.status.success(), "{mode} is allowed but record failed");
             let rec = read_json(&out_path);
@@ -445,18 +448,11 @@ fn forced_modes_follow_what_the_kernel_allows() {
     }
     // Tracepoint mode works wherever the tracepoints do, and says so.
     let out_path = tmp("forced-tracepoint.data");
-    let out = run(fdprof()
-        .args([
-            "record",
-            "--mode",
-            "tracepoint",
-            "-o",
-            out_path.to_str().unwrap(),
-            "--",
-        ])
-        .arg(env!("CARGO_BIN_EXE_fdprof"))
-        .args(["workload", "socket-close", "--ops", "500"])
-        .stdout(Stdio::null()));
+    let out = record_workload(
+        &["--mode", "tracepoint"],
+        &out_path,
+        &["socket-close", "--ops", "500"],
+    );
     assert!(out.status.success());
     let rec = read_json(&out_path);
     assert_eq!(rec["mode"], "tracepoint");
@@ -469,14 +465,12 @@ fn lock_only_records_contention_and_nothing_else() {
     require_root();
     let _guard = kernel_lock();
     let out = tmp("lock-only.data");
-    let status = fdprof()
-        .args(["record", "--lock-only", "-o", out.to_str().unwrap(), "--"])
-        .arg(env!("CARGO_BIN_EXE_fdprof"))
-        .args(["workload", "opensock", "-t", "2", "-n", "2000", "-d", "2s"])
-        .stdout(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success());
+    let status = record_workload(
+        &["--lock-only"],
+        &out,
+        &["opensock", "-t", "2", "-n", "2000", "-d", "2s"],
+    );
+    assert!(status.status.success());
     let rec = read_json(&out);
     assert_eq!(rec["modes"]["fd_syscalls"], "off (--lock-only)");
     assert!(rec["syscalls"].as_array().unwrap().is_empty());

@@ -165,12 +165,7 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 pub fn run(args: &[String]) -> Result<()> {
-    let rounds: usize = args
-        .iter()
-        .position(|a| a == "--rounds")
-        .and_then(|i| args.get(i + 1))
-        .map_or(Ok(5), |s| s.parse())
-        .context("--rounds takes a number")?;
+    let rounds = crate::run::rounds_arg(args, 5)?;
     ensure_tools()?;
     build_release()?;
     let fdprof = fdprof_release();

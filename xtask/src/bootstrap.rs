@@ -46,6 +46,19 @@ fn timed(what: &str, f: impl FnOnce() -> Result<()>) -> Result<()> {
     Ok(())
 }
 
+/// Runs apt-get non-interactively, showing its progress.
+pub fn apt_get(args: &[&str]) -> Result<()> {
+    let status = Command::new("apt-get")
+        .args(args)
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .status()
+        .context("cannot run apt-get")?;
+    if !status.success() {
+        bail!("apt-get {} failed ({status})", args.join(" "));
+    }
+    Ok(())
+}
+
 fn apt_install(packages: &[&str]) -> Result<()> {
     if Command::new("apt-get").arg("--version").output().is_err() {
         bail!(
@@ -59,21 +72,10 @@ fn apt_install(packages: &[&str]) -> Result<()> {
             packages.join(" ")
         );
     }
-    let run = |args: &[&str]| -> Result<()> {
-        let status = Command::new("apt-get")
-            .args(args)
-            .env("DEBIAN_FRONTEND", "noninteractive")
-            .status()
-            .context("cannot run apt-get")?;
-        if !status.success() {
-            bail!("apt-get {} failed ({status})", args.join(" "));
-        }
-        Ok(())
-    };
-    run(&["update"])?;
+    apt_get(&["update"])?;
     let mut args = vec!["install", "-y", "--no-install-recommends"];
     args.extend_from_slice(packages);
-    run(&args)
+    apt_get(&args)
 }
 
 pub fn run() -> Result<()> {

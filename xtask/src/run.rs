@@ -148,3 +148,12 @@ fn cargo_test() -> Result<(u64, u64)> {
     }
     Ok((passed, failed))
 }
+
+/// `--rounds N` among a benchmark's arguments, else `default`.
+pub fn rounds_arg(args: &[String], default: usize) -> Result<usize> {
+    args.iter()
+        .position(|a| a == "--rounds")
+        .and_then(|i| args.get(i + 1))
+        .map_or(Ok(default), |s| s.parse())
+        .context("--rounds takes a number")
+}

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 use super::{
     guest, initramfs, qemu,
@@ -29,12 +29,7 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
 }
 
 pub fn run(args: &[String]) -> Result<()> {
-    let rounds: usize = args
-        .iter()
-        .position(|a| a == "--rounds")
-        .and_then(|i| args.get(i + 1))
-        .map_or(Ok(5), |s| s.parse())
-        .context("--rounds takes a number")?;
+    let rounds = crate::run::rounds_arg(args, 5)?;
     setup::host_packages()?;
     let fdprof = setup::static_fdprof()?;
     let modes = guest::MODES;

@@ -56,17 +56,7 @@ fn installed_like(pattern: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn apt_get(args: &[&str]) -> Result<()> {
-    let status = Command::new("apt-get")
-        .args(args)
-        .env("DEBIAN_FRONTEND", "noninteractive")
-        .status()
-        .context("cannot run apt-get")?;
-    if !status.success() {
-        bail!("apt-get {} failed ({status})", args.join(" "));
-    }
-    Ok(())
-}
+use crate::bootstrap::apt_get;
 
 fn output(cmd: &mut Command) -> Result<String> {
     let out = cmd
