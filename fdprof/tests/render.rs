@@ -230,7 +230,7 @@ fn report_breaks_contention_down_by_lock_and_operation() {
     assert_eq!(mutex[mutex.len() - 2..], ["100.0%", "50.0%"]);
     // file_lock first even though the mutex has the most wait.
     assert!(t.find("file_lock  alloc").unwrap() < t.find("mutex      other").unwrap());
-    assert!(t.starts_with("fdprof report: `./server -t 2` (pid 77)\n"));
+    assert!(t.starts_with("fdprof report: `server -t 2` (pid 77)\n"));
     assert!(line_with(&t, "recorded").contains("for 2.50 s (ended: command exited)"));
 }
 
@@ -399,7 +399,7 @@ fn svg_has_title_and_fails_clearly_when_empty() {
         "{}",
         &svg[..80]
     );
-    let title = "fdprof: file_lock wait — `./server -t 2` (pid 77) — 2.50 s — fentry mode";
+    let title = "fdprof: file_lock wait — `server -t 2` (pid 77) — 2.50 s — fentry mode";
     assert_eq!(flamegraph::title(&rec, &opts), title);
     assert!(svg.contains(title));
     assert!(svg.contains("file_close_fd"));

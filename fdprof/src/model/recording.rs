@@ -140,11 +140,16 @@ impl Target {
         match self.kind.as_str() {
             "all" => "all processes".into(),
             "tid" => format!("thread {}", self.tid.unwrap_or(0)),
-            "command" => format!(
-                "`{}` (pid {})",
-                self.command.join(" "),
-                self.pid.unwrap_or(0)
-            ),
+            "command" => {
+                // The program's file name, not its path: titles and headers stay readable.
+                let mut words = self.command.iter().map(String::as_str);
+                let program = words
+                    .next()
+                    .map(|p| p.rsplit('/').next().unwrap_or(p))
+                    .unwrap_or_default();
+                let line: Vec<&str> = std::iter::once(program).chain(words).collect();
+                format!("`{}` (pid {})", line.join(" "), self.pid.unwrap_or(0))
+            }
             _ => format!(
                 "pid {}{}",
                 self.pid.unwrap_or(0),

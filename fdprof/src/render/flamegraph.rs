@@ -17,9 +17,15 @@ pub fn title(rec: &Recording, opts: &FlamegraphOptions) -> String {
         OpFilter::All => String::new(),
         op => format!(" in {op}"),
     };
+    // The title is one centred line: keep long command lines from running off the picture.
+    let target = rec.target.describe();
+    let target = if target.chars().count() > 60 {
+        format!("{}…", target.chars().take(59).collect::<String>())
+    } else {
+        target
+    };
     format!(
-        "fdprof: {what}{ops} — {} — {} — {} mode",
-        rec.target.describe(),
+        "fdprof: {what}{ops} — {target} — {} — {} mode",
         duration(rec.duration_ns),
         rec.mode
     )
