@@ -486,3 +486,38 @@ fn lock_only_records_contention_and_nothing_else() {
     assert!(String::from_utf8_lossy(&report.stdout).contains("not recorded (--lock-only)"));
     assert_no_programs_left();
 }
+
+#[test]
+fn attaching_mid_run_loses_nothing() {
+    // The exit probes go in before the entry probes: a target already in its loop must not
+    // leave entries without exits (each would count as a drop).
+    require_root();
+    let _guard = kernel_lock();
+    let out = tmp("mid-run.data");
+    let w = start_workload(&["socket-close", "-d", "3s"]);
+    w.go();
+    std::thread::sleep(Duration::from_millis(300));
+    let pid = w.pid.to_string();
+    let status = run(fdprof().args([
+        "record",
+        "-p",
+        &pid,
+        "-d",
+        "1s",
+        "-o",
+        out.to_str().unwrap(),
+    ]));
+    let _ = w.finish();
+    assert!(status.status.success());
+    let rec = read_json(&out);
+    let syscall_drops: u64 = rec["drops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["probe"] == "syscalls")
+        .map(|d| d["count"].as_u64().unwrap())
+        .sum();
+    assert_eq!(syscall_drops, 0);
+    assert!(syscall(&rec, "socket").unwrap()["calls"].as_u64().unwrap() > 1000);
+    assert_no_programs_left();
+}

@@ -66,15 +66,17 @@ fn attach_fentry(
     let pairs = fentry_programs(role);
     let mut used = Vec::new();
     let result = (|| -> Result<()> {
+        // Exit before entry, as for the tracepoint families (see session.rs).
         for (f, (entry, exit)) in functions.iter().zip(pairs) {
             used.extend([*entry, *exit]);
             let p: &mut FEntry = program(ebpf, entry)?.try_into()?;
             p.load(&f.name, btf)
                 .with_context(|| format!("fentry {}", f.name))?;
-            p.attach()?;
             let p: &mut FExit = program(ebpf, exit)?.try_into()?;
             p.load(&f.name, btf)
                 .with_context(|| format!("fexit {}", f.name))?;
+            p.attach()?;
+            let p: &mut FEntry = program(ebpf, entry)?.try_into()?;
             p.attach()?;
         }
         Ok(())
@@ -90,12 +92,11 @@ fn attach_kprobe(ebpf: &mut Ebpf, role: &str, functions: &[FoundFunction]) -> Re
     let result = (|| -> Result<()> {
         for name in [entry, exit] {
             let p: &mut KProbe = program(ebpf, name)?.try_into()?;
-            if let Err(e) = p.load() {
-                if std::env::var_os("FDPROF_VERIFIER_LOG").is_some() {
-                    eprintln!("{name}: {e}");
-                }
-                return Err(e.into());
-            }
+            p.load()?;
+        }
+        // The return probe first, as for the tracepoint families (see session.rs).
+        for name in [exit, entry] {
+            let p: &mut KProbe = program(ebpf, name)?.try_into()?;
             for f in functions {
                 p.attach(&f.name, 0)
                     .with_context(|| format!("{name} on {}", f.name))?;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow};
 use aya::{
     Btf, Ebpf, EbpfLoader,
-    programs::{BtfTracePoint, TracePoint},
+    programs::{BtfTracePoint, Program, TracePoint},
 };
 
 use aya::maps::Array;
@@ -256,28 +256,57 @@ impl Session {
     }
 }
 
+// Each family is loaded whole, then attached last to first: the closing probe (exit, end) goes
+// in before the opening one, so no entry is recorded whose exit could be missed (a stale entry
+// would count as a drop or pair with a later exit). On failure nothing of the family stays.
+
 fn attach_tp_btf(ebpf: &mut Ebpf, family: &Family, btf: &Btf) -> Result<()> {
-    for (program, tracepoint) in family.tp_btf {
-        let p: &mut BtfTracePoint = ebpf
-            .program_mut(program)
-            .with_context(|| format!("object lacks {program}"))?
-            .try_into()?;
-        p.load(tracepoint, btf)?;
-        p.attach()?;
+    let result = (|| -> Result<()> {
+        for (program, tracepoint) in family.tp_btf {
+            let p: &mut BtfTracePoint = program_of(ebpf, program)?.try_into()?;
+            p.load(tracepoint, btf)?;
+        }
+        for (program, _) in family.tp_btf.iter().rev() {
+            let p: &mut BtfTracePoint = program_of(ebpf, program)?.try_into()?;
+            p.attach()?;
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        for (program, _) in family.tp_btf {
+            if let Some(Program::BtfTracePoint(p)) = ebpf.program_mut(program) {
+                let _ = p.unload();
+            }
+        }
     }
-    Ok(())
+    result
 }
 
 fn attach_classic(ebpf: &mut Ebpf, family: &Family) -> Result<()> {
-    for (program, category, name) in family.classic {
-        let p: &mut TracePoint = ebpf
-            .program_mut(program)
-            .with_context(|| format!("object lacks {program}"))?
-            .try_into()?;
-        p.load()?;
-        p.attach(category, name)?;
+    let result = (|| -> Result<()> {
+        for (program, _, _) in family.classic {
+            let p: &mut TracePoint = program_of(ebpf, program)?.try_into()?;
+            p.load()?;
+        }
+        for (program, category, name) in family.classic.iter().rev() {
+            let p: &mut TracePoint = program_of(ebpf, program)?.try_into()?;
+            p.attach(category, name)?;
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        for (program, _, _) in family.classic {
+            if let Some(Program::TracePoint(p)) = ebpf.program_mut(program) {
+                let _ = p.unload();
+            }
+        }
     }
-    Ok(())
+    result
+}
+
+fn program_of<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut Program> {
+    ebpf.program_mut(name)
+        .with_context(|| format!("object lacks {name}"))
 }
 
 /// `run_time_ns`, `run_cnt` and `recursion_misses` from `BPF_OBJ_GET_INFO_BY_FD` (aya does not
