@@ -17,7 +17,9 @@ use crate::model::{
     build::{self, Symbolizers},
     recording::{self, OwnCost, Recording, Target},
 };
-use crate::probe::{btf::Btf, capabilities::kernel_release, offsets::KernelOffsets, roles::Mode};
+use crate::probe::{
+    btf::Btf, capabilities::kernel_release, kallsyms::Kallsyms, offsets::KernelOffsets, roles::Mode,
+};
 use crate::symbolize::{KernelSymbols, UserSymbolizer};
 
 #[derive(clap::Args, Debug)]
@@ -287,7 +289,10 @@ pub fn run(args: RecordArgs) -> Result<()> {
     let btf = Btf::from_sys_fs()?;
     let offsets = KernelOffsets::from_btf(&btf)?;
     let aya_btf = aya::Btf::from_sys_fs().context("cannot read the kernel's BTF")?;
-    let kernel_syms = KernelSymbols::load()?;
+    // Read once: it is several MB, and both the stack symbolizer and the probe roles need it.
+    let kallsyms =
+        std::fs::read_to_string("/proc/kallsyms").context("cannot read /proc/kallsyms")?;
+    let kernel_syms = KernelSymbols::from_kallsyms(&kallsyms)?;
     let mut user_syms = UserSymbolizer::new();
 
     let launched = if target.kind == "command" {
@@ -302,7 +307,8 @@ pub fn run(args: RecordArgs) -> Result<()> {
         }
         None => filter,
     };
-    let functions = KernelFunctions::resolve(&btf)?;
+    let functions = KernelFunctions::resolve(&btf, &Kallsyms::parse(&kallsyms));
+    drop(kallsyms);
     let forced = match args.mode {
         ModeArg::Auto => None,
         ModeArg::Fentry => Some(Mode::Fentry),

@@ -32,14 +32,13 @@ pub struct KernelFunctions {
 }
 
 impl KernelFunctions {
-    pub fn resolve(btf: &KernelBtf) -> Result<Self> {
-        let kallsyms = Kallsyms::load()?;
-        Ok(Self {
+    pub fn resolve(btf: &KernelBtf, kallsyms: &Kallsyms) -> Self {
+        Self {
             roles: FUNCTION_ROLES
                 .iter()
-                .map(|r| (*r, r.resolve(btf, &kallsyms)))
+                .map(|r| (*r, r.resolve(btf, kallsyms)))
                 .collect(),
-        })
+        }
     }
 
     /// `start` is the first argument of `alloc_fd`, the second of `__alloc_fd(files, …)`.

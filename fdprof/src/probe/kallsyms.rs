@@ -13,6 +13,11 @@ impl Kallsyms {
     pub fn load() -> Result<Self> {
         let text =
             std::fs::read_to_string("/proc/kallsyms").context("cannot read /proc/kallsyms")?;
+        Ok(Self::parse(&text))
+    }
+
+    /// From `/proc/kallsyms` text already read.
+    pub fn parse(text: &str) -> Self {
         let functions = text
             .lines()
             .filter_map(|line| {
@@ -21,7 +26,7 @@ impl Kallsyms {
                 matches!(kind, "t" | "T").then(|| name.to_string())
             })
             .collect();
-        Ok(Self { functions })
+        Self { functions }
     }
 
     pub fn has_function(&self, name: &str) -> bool {

@@ -51,10 +51,15 @@ impl KernelSymbols {
     /// Reads and indexes `/proc/kallsyms`. Fails with a clear message when the kernel hides the
     /// addresses (every address 0: not root, or `kernel.kptr_restrict` = 2).
     pub fn load() -> Result<Self> {
-        let started = Instant::now();
         let text =
             std::fs::read_to_string("/proc/kallsyms").context("cannot read /proc/kallsyms")?;
-        let mut symbols = Self::parse(&text).map_err(|e| {
+        Self::from_kallsyms(&text)
+    }
+
+    /// [`KernelSymbols::load`] from `/proc/kallsyms` text already read (it is large: read once).
+    pub fn from_kallsyms(text: &str) -> Result<Self> {
+        let started = Instant::now();
+        let mut symbols = Self::parse(text).map_err(|e| {
             let restrict = std::fs::read_to_string("/proc/sys/kernel/kptr_restrict")
                 .map(|s| s.trim().to_string())
                 .unwrap_or_else(|_| "?".into());
