@@ -2,13 +2,15 @@
 //! opensock workload (2 threads × 4000 fds) runs bare, under `fdprof record`, under
 //! `perf lock record` and under a bpftrace contention-stacks one-liner, interleaved round by
 //! round; medians of ops/s and their ratio to the bare run of the same rounds are printed, with
-//! the recording size per second of profile.
+//! the recording size per second of profile. A floor row runs the workload bare under empty
+//! programs on the same tracepoints: the most any tracepoint-mode profiler could reach.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use anyhow::{Context, Result, bail};
 
+use crate::bench_floor::{EmptyPrograms, LOCK_HOOKS, RECORD_HOOKS};
 use crate::run::{build_release, fdprof_release, root};
 
 const WORKLOAD: &[&str] = &[
@@ -24,6 +26,8 @@ struct Variant {
     wrap: fn(&Path, &Path) -> Vec<String>,
     /// Where the profiler writes its recording, for the size figure.
     output: Option<&'static str>,
+    /// Empty programs to hold attached around the run.
+    empty_hooks: &'static [&'static str],
 }
 
 fn variants() -> Vec<Variant> {
@@ -32,6 +36,19 @@ fn variants() -> Vec<Variant> {
             name: "baseline",
             wrap: |_, _| vec![],
             output: None,
+            empty_hooks: &[],
+        },
+        Variant {
+            name: "floor: record hooks",
+            wrap: |_, _| vec![],
+            output: None,
+            empty_hooks: RECORD_HOOKS,
+        },
+        Variant {
+            name: "floor: lock hooks",
+            wrap: |_, _| vec![],
+            output: None,
+            empty_hooks: LOCK_HOOKS,
         },
         Variant {
             name: "fdprof record",
@@ -45,6 +62,7 @@ fn variants() -> Vec<Variant> {
                 ]
             },
             output: Some("fdprof.data"),
+            empty_hooks: &[],
         },
         Variant {
             name: "fdprof --lock-only",
@@ -59,6 +77,7 @@ fn variants() -> Vec<Variant> {
                 ]
             },
             output: Some("fdprof-lock-only.data"),
+            empty_hooks: &[],
         },
         Variant {
             name: "perf lock record",
@@ -73,6 +92,7 @@ fn variants() -> Vec<Variant> {
                 ]
             },
             output: Some("perf.data"),
+            empty_hooks: &[],
         },
         Variant {
             name: "bpftrace one-liner",
@@ -86,6 +106,7 @@ fn variants() -> Vec<Variant> {
                 ]
             },
             output: None,
+            empty_hooks: &[],
         },
     ]
 }
@@ -132,6 +153,7 @@ fn run_once(v: &Variant, fdprof: &Path, out: &Path) -> Result<(f64, Option<u64>)
     } else {
         argv.extend(workload);
     }
+    let _floor = EmptyPrograms::attach(v.empty_hooks)?;
     let output = Command::new(&argv[0])
         .args(&argv[1..])
         .stderr(Stdio::null())

@@ -1,5 +1,6 @@
 //! Developer tasks: `cargo xtask bootstrap | build | demo | test | bench | vm-test`.
 
+mod bench_floor;
 mod bench_overhead;
 mod bench_workload;
 mod bootstrap;
