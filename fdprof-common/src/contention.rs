@@ -21,6 +21,10 @@ pub mod lcb {
     pub const F_MUTEX: u32 = 1 << 5;
 }
 
+/// A contention site's stacks are walked at its first contention and again at every this
+/// many; in between they are reused (walking costs more than most file_lock waits).
+pub const STACK_REFRESH: u32 = 16;
+
 /// One waiting site: which lock, from which stacks.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -25,8 +25,11 @@ pub mod global {
     pub const MAX_FDS_SEEN: u32 = 3;
     /// Smallest `max_fds` seen at a syscall entry (0 = none yet; stored with min).
     pub const MAX_FDS_FIRST: u32 = 4;
+    /// Contentions whose stacks were walked, and those that reused the stacks of their site.
+    pub const STACK_WALKS: u32 = 5;
     /// Largest scan distance in bits.
     pub const SCAN_MAX: u32 = 6;
+    pub const STACK_REUSES: u32 = 7;
     pub const COUNT: u32 = 8;
 }
 

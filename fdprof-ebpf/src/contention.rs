@@ -4,18 +4,27 @@
 //! Spinning waiters cannot migrate or sleep, so their open wait is kept per CPU (a few nesting
 //! levels for interrupts); sleeping locks may emit several begins per end, so theirs is kept per
 //! task and only the first begin counts.
+//!
+//! Walking both stacks costs ~4 µs here, far longer than a typical file_lock wait. Walked at
+//! every contention, that cost both slows the target and lands inside the wait it measures. So
+//! the stacks walked at a site (thread, syscall, user return point, lock) are reused for the
+//! next contentions there and walked again every [`STACK_REFRESH`]th; a wait is timed from
+//! after the walk.
 
 use aya_ebpf::{
     bindings::BPF_F_USER_STACK,
-    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
+    helpers::{
+        bpf_get_current_pid_tgid, bpf_get_current_task_btf, bpf_ktime_get_ns,
+        bpf_probe_read_kernel, bpf_task_pt_regs,
+    },
     macros::{btf_tracepoint, map, tracepoint},
-    maps::{HashMap, PerCpuArray, PerCpuHashMap},
+    maps::{HashMap, LruHashMap, PerCpuArray, PerCpuHashMap},
     programs::tracing::StackIdContext,
     programs::{BtfTracePointContext, TracePointContext},
 };
 use fdprof_common::{
-    contention::{ContentionKey, ContentionValue, OpenWait, lcb, lock_class},
-    counters::drop,
+    contention::{ContentionKey, ContentionValue, OpenWait, STACK_REFRESH, lcb, lock_class},
+    counters::{drop, global},
     log2_slot,
 };
 
@@ -36,6 +45,52 @@ pub static CONTENTION: PerCpuHashMap<ContentionKey, ContentionValue> =
 
 const BPF_NOEXIST: u64 = 1;
 
+/// Where a contention happens, as far as can be told without walking a stack.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct StackSite {
+    lock: u64,
+    /// From the task's user registers: syscall number (`orig_ax`), return point and stack.
+    syscall: u64,
+    user_ip: u64,
+    user_sp: u64,
+    tid: u32,
+    flags: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct SiteStacks {
+    kernel: i32,
+    user: i32,
+    uses: u32,
+    _pad: u32,
+}
+
+#[map]
+static STACK_SITES: LruHashMap<StackSite, SiteStacks> = LruHashMap::with_max_entries(16384, 0);
+
+/// x86_64 `struct pt_regs` offset of `orig_ax`, followed by ip, cs, flags and sp.
+const PT_REGS_ORIG_AX: u64 = 120;
+
+#[inline(always)]
+fn site(lock: u64, flags: u32) -> StackSite {
+    // SAFETY: the helper returns the current task's saved user registers; the read copes with
+    // any address.
+    let regs: [u64; 5] = unsafe {
+        let regs = bpf_task_pt_regs(bpf_get_current_task_btf()) as u64;
+        bpf_probe_read_kernel((regs + PT_REGS_ORIG_AX) as *const [u64; 5]).unwrap_or([0; 5])
+    };
+    StackSite {
+        lock,
+        syscall: regs[0],
+        user_ip: regs[1],
+        user_sp: regs[4],
+        tid: bpf_get_current_pid_tgid() as u32,
+        flags,
+    }
+}
+
 #[inline(always)]
 fn stack_id<C: StackIdContext>(ctx: &C, flags: u64, reason: u32) -> i32 {
     match ctx.get_stackid(&maps::STACKS, flags) {
@@ -47,17 +102,61 @@ fn stack_id<C: StackIdContext>(ctx: &C, flags: u64, reason: u32) -> i32 {
     }
 }
 
+/// The stacks of a contention at `site`: those last walked there, or walked now.
+#[inline(always)]
+fn stacks<C: StackIdContext>(ctx: &C, site: &StackSite) -> (i32, i32) {
+    // A kernel thread has no user registers to tell its sites apart: always walk.
+    let cached = if site.user_ip != 0 {
+        STACK_SITES.get_ptr_mut(site)
+    } else {
+        None
+    };
+    if let Some(c) = cached {
+        // SAFETY: a map value; its key holds this thread's tid, so only this thread uses it.
+        unsafe {
+            (*c).uses += 1;
+            if (*c).uses % STACK_REFRESH != 0 && (*c).kernel >= 0 {
+                maps::add(&maps::GLOBALS, global::STACK_REUSES, 1);
+                return ((*c).kernel, (*c).user);
+            }
+        }
+    }
+    let kernel = stack_id(ctx, 0, drop::KERNEL_STACK);
+    let user = stack_id(ctx, u64::from(BPF_F_USER_STACK), drop::USER_STACK);
+    maps::add(&maps::GLOBALS, global::STACK_WALKS, 1);
+    match cached {
+        // SAFETY: as above.
+        Some(c) => unsafe {
+            (*c).kernel = kernel;
+            (*c).user = user;
+        },
+        None if site.user_ip != 0 => {
+            let fresh = SiteStacks {
+                kernel,
+                user,
+                uses: 0,
+                _pad: 0,
+            };
+            let _ = STACK_SITES.insert(site, &fresh, 0);
+        }
+        None => {}
+    }
+    (kernel, user)
+}
+
 #[inline(always)]
 fn begin<C: StackIdContext>(ctx: &C, lock: u64, flags: u32) {
     if !kernel::is_target() {
         return;
     }
+    let (kernel_stack, user_stack) = stacks(ctx, &site(lock, flags));
+    // Timed from here, so that a walk does not count as waiting.
     let wait = OpenWait {
         lock,
         start_ns: unsafe { bpf_ktime_get_ns() },
         flags,
-        kernel_stack: stack_id(ctx, 0, drop::KERNEL_STACK),
-        user_stack: stack_id(ctx, u64::from(BPF_F_USER_STACK), drop::USER_STACK),
+        kernel_stack,
+        user_stack,
         _pad: 0,
     };
     if flags & lcb::F_SPIN != 0 {

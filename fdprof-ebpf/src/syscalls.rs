@@ -11,7 +11,7 @@ use aya_ebpf::{
     programs::{BtfTracePointContext, TracePointContext},
 };
 use fdprof_common::{
-    counters::{drop, global, hist, per_syscall},
+    counters::{drop, global, per_syscall},
     syscalls::{
         Effect, F_DUPFD, F_DUPFD_CLOEXEC, FD_SYSCALLS, IN_FLIGHT_SLOTS, MAX_NR, NOT_TRACED,
         SYSCALL_INDEX, SyscallEntry,

@@ -427,6 +427,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
         modes,
         raw_addrs: args.raw_addrs,
         contention: build::contention_sites(&snap, &mut sym),
+        stack_walks: build::stack_walks(&snap),
         functions,
         syscalls: build::syscalls(&snap),
         scan: build::scan(&snap),

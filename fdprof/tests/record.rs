@@ -270,6 +270,19 @@ fn opensock_two_threads_contend_on_file_lock() {
         });
         assert!(named, "no {op} stack names {function}");
     }
+    // Every wait began with its stacks walked or reused from its site, and reuse did happen:
+    // one thread in one syscall contends from one site over and over.
+    let waits: u64 = sites.iter().map(|s| s["count"].as_u64().unwrap()).sum();
+    let walks = &rec["stack_walks"];
+    let (walked, reused) = (
+        walks["walked"].as_u64().unwrap(),
+        walks["reused"].as_u64().unwrap(),
+    );
+    assert!(walked + reused >= waits, "{walked} + {reused} < {waits}");
+    assert!(
+        reused > walked,
+        "stacks reused {reused} times, walked {walked}"
+    );
     // No raw kernel addresses leave the machine unless asked for.
     assert!(
         !std::fs::read_to_string(&out)

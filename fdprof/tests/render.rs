@@ -106,6 +106,7 @@ fn recording() -> Recording {
         modes: BTreeMap::from([("contention".to_string(), "fentry".to_string())]),
         raw_addrs: false,
         functions: Vec::new(),
+        stack_walks: Default::default(),
         contention: vec![
             site(
                 "file_lock",

@@ -14,8 +14,8 @@ use super::{
     hist::Log2Hist,
     operation,
     recording::{
-        ContentionSite, DropCount, Frame, FunctionStats, ProgramCost, ScanStats, SyscallStats,
-        TableStats,
+        ContentionSite, DropCount, Frame, FunctionStats, ProgramCost, ScanStats, StackWalks,
+        SyscallStats, TableStats,
     },
 };
 use crate::collect::snapshot::RawSnapshot;
@@ -160,6 +160,14 @@ pub fn scan(snap: &RawSnapshot) -> ScanStats {
         bits,
         open_fds_words: words(hist::OPEN_FDS_WORDS),
         full_fds_words: words(hist::FULL_FDS_WORDS),
+    }
+}
+
+pub fn stack_walks(snap: &RawSnapshot) -> StackWalks {
+    StackWalks {
+        walked: snap.globals[global::STACK_WALKS as usize],
+        reused: snap.globals[global::STACK_REUSES as usize],
+        refresh_every: fdprof_common::contention::STACK_REFRESH,
     }
 }
 

@@ -162,6 +162,17 @@ impl Target {
     }
 }
 
+/// How the contention stacks were obtained: walked, or reused from the same site (thread,
+/// syscall, user return point, lock) walked before. Absent in recordings made before fdprof
+/// reused stacks: then every one was walked.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct StackWalks {
+    pub walked: u64,
+    pub reused: u64,
+    /// A site's stacks are walked again at every this many contentions there.
+    pub refresh_every: u32,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Recording {
     pub format: String,
@@ -179,6 +190,8 @@ pub struct Recording {
     pub modes: BTreeMap<String, String>,
     pub raw_addrs: bool,
     pub contention: Vec<ContentionSite>,
+    #[serde(default)]
+    pub stack_walks: StackWalks,
     /// Direct-probe figures per operation; empty in tracepoint mode.
     #[serde(default)]
     pub functions: Vec<FunctionStats>,

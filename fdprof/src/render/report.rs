@@ -231,6 +231,21 @@ fn contention(out: &mut Vec<String>, rec: &Recording) {
         ));
     }
     out.push(totals);
+    if let Some(line) = stack_walks_line(rec) {
+        out.push(line);
+    }
+}
+
+/// How the stacks were taken, when some were reused (recordings before reuse have no figure).
+fn stack_walks_line(rec: &Recording) -> Option<String> {
+    let w = &rec.stack_walks;
+    (w.walked + w.reused > 0).then(|| {
+        format!(
+            "  stacks: walked at {} contentions, reused from the same site (thread, syscall, \
+             user return point, lock) at {}, re-walked every {}th; waits are timed after the walk",
+            w.walked, w.reused, w.refresh_every
+        )
+    })
 }
 
 /// Direct-probe figures (fentry/kprobe modes): durations, hold times, slow-path waits, and the
@@ -694,6 +709,7 @@ pub fn json(rec: &Recording, opts: &ReportOptions) -> Value {
         "notes": rec.notes,
         "options": {"top": opts.top, "sort": opts.sort.as_str(), "offsets": opts.offsets},
         "contention": contention_json(rec),
+        "stack_walks": rec.stack_walks,
         "functions": functions_json(rec),
         "top_stacks": top_stacks_json(rec, opts),
         "scan": scan_json(rec),

@@ -104,6 +104,7 @@ pub fn recording() -> Recording {
         modes,
         raw_addrs: false,
         functions: Vec::new(),
+        stack_walks: Default::default(),
         contention: vec![
             site(
                 "file_lock",
