@@ -3,7 +3,8 @@
 //! `perf lock record` and under a bpftrace contention-stacks one-liner, interleaved round by
 //! round; medians of ops/s and their ratio to the bare run of the same rounds are printed, with
 //! the recording size per second of profile. A floor row runs the workload bare under empty
-//! programs on the same tracepoints: the most any tracepoint-mode profiler could reach.
+//! programs on the same tracepoints: the most any tracepoint-mode profiler could reach. Then
+//! the cost of one syscall, bare, under the floor and under `fdprof record`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -221,5 +222,5 @@ pub fn run(args: &[String]) -> Result<()> {
         };
         println!("{:<20} {:>12.0} {:>8.3} {:>16}", v.name, m, m / base, size);
     }
-    Ok(())
+    crate::bench_syscost::run(&fdprof, &out, rounds)
 }

@@ -2,6 +2,7 @@
 
 mod bench_floor;
 mod bench_overhead;
+mod bench_syscost;
 mod bench_workload;
 mod bootstrap;
 mod run;

@@ -1,0 +1,105 @@
+//! What tracing adds to one syscall, in ns: a C loop of getppid (not an fd syscall) and of
+//! dup+close (fd syscalls) runs bare, under empty programs on `sys_enter`/`sys_exit` (the
+//! kernel's dispatch floor) and under `fdprof record`. Stable to a few ns where the
+//! throughput ratios of the overhead bench move by percents, so it shows where the cost is.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use anyhow::{Context, Result, bail};
+
+use crate::bench_floor::EmptyPrograms;
+use crate::run::{root, step};
+
+const SYSCALL_HOOKS: &[&str] = &["sys_enter", "sys_exit"];
+
+/// ns per getppid, ns per fd syscall.
+fn run_once(argv: &[String]) -> Result<(f64, f64)> {
+    let output = Command::new(&argv[0])
+        .args(&argv[1..])
+        .stderr(Stdio::null())
+        .output()
+        .with_context(|| format!("cannot run {}", argv[0]))?;
+    if !output.status.success() {
+        bail!("{} failed ({})", argv.join(" "), output.status);
+    }
+    let text = String::from_utf8_lossy(&output.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.contains("getppid_ns"))
+        .context("syscost printed no result")?;
+    let v: serde_json::Value = serde_json::from_str(line)?;
+    let get = |k: &str| {
+        v[k].as_f64()
+            .with_context(|| format!("syscost result without {k}"))
+    };
+    Ok((get("getppid_ns")?, get("fd_syscall_ns")?))
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+pub fn run(fdprof: &Path, out: &Path, rounds: usize) -> Result<()> {
+    let bin = out.join("syscost");
+    step(
+        "compile the syscall-cost loop",
+        Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+            .args(["-O2", "-o"])
+            .arg(&bin)
+            .arg(root().join("xtask/bench/syscost.c")),
+    )?;
+    let bare = vec![bin.display().to_string()];
+    let mut record: Vec<String> = [fdprof.display().to_string(), "record".into()]
+        .into_iter()
+        .chain(["-o".into(), out.join("syscost.data").display().to_string()])
+        .chain(["--".into()])
+        .collect();
+    record.extend(bare.clone());
+
+    // (name, argv, empty hooks held around the run)
+    let variants: [(&str, &Vec<String>, &[&str]); 3] = [
+        ("bare", &bare, &[]),
+        ("floor: empty progs", &bare, SYSCALL_HOOKS),
+        ("fdprof record", &record, &[]),
+    ];
+    let mut got: Vec<(Vec<f64>, Vec<f64>)> = vec![(Vec::new(), Vec::new()); variants.len()];
+    for round in 1..=rounds {
+        for (i, (name, argv, hooks)) in variants.iter().enumerate() {
+            let _floor = EmptyPrograms::attach(hooks)?;
+            let (getppid, fd) = run_once(argv)?;
+            eprintln!(
+                "round {round}/{rounds}  {name:<20} getppid {getppid:.0} ns  fd syscall {fd:.0} ns"
+            );
+            got[i].0.push(getppid);
+            got[i].1.push(fd);
+        }
+    }
+    let medians: Vec<(f64, f64)> = got
+        .into_iter()
+        .map(|(g, f)| (median(g), median(f)))
+        .collect();
+    let (base_g, base_f) = medians[0];
+    println!("\ncost of one syscall, {rounds} interleaved rounds (medians; + is added to bare)");
+    println!(
+        "{:<20} {:>16} {:>22}",
+        "variant", "getppid (no fd)", "dup or close (fd)"
+    );
+    for ((name, _, _), (g, f)) in variants.iter().zip(&medians) {
+        let add = |v: f64, b: f64| {
+            if *name == "bare" {
+                format!("{v:.0} ns")
+            } else {
+                format!("+{:.0} ns", v - b)
+            }
+        };
+        println!(
+            "{:<20} {:>16} {:>22}",
+            name,
+            add(*g, base_g),
+            add(*f, base_f)
+        );
+    }
+    Ok(())
+}
