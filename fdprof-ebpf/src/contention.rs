@@ -14,8 +14,7 @@
 use aya_ebpf::{
     bindings::BPF_F_USER_STACK,
     helpers::{
-        bpf_get_current_pid_tgid, bpf_get_current_task_btf, bpf_ktime_get_ns,
-        bpf_probe_read_kernel, bpf_task_pt_regs,
+        bpf_get_current_task_btf, bpf_ktime_get_ns, bpf_probe_read_kernel, bpf_task_pt_regs,
     },
     macros::{btf_tracepoint, map, tracepoint},
     maps::{HashMap, LruHashMap, PerCpuArray, PerCpuHashMap},
@@ -74,7 +73,7 @@ static STACK_SITES: LruHashMap<StackSite, SiteStacks> = LruHashMap::with_max_ent
 const PT_REGS_ORIG_AX: u64 = 120;
 
 #[inline(always)]
-fn site(lock: u64, flags: u32) -> StackSite {
+fn site(tid: u32, lock: u64, flags: u32) -> StackSite {
     // SAFETY: the helper returns the current task's saved user registers; the read copes with
     // any address.
     let regs: [u64; 5] = unsafe {
@@ -86,7 +85,7 @@ fn site(lock: u64, flags: u32) -> StackSite {
         syscall: regs[0],
         user_ip: regs[1],
         user_sp: regs[4],
-        tid: bpf_get_current_pid_tgid() as u32,
+        tid,
         flags,
     }
 }
@@ -146,10 +145,10 @@ fn stacks<C: StackIdContext>(ctx: &C, site: &StackSite) -> (i32, i32) {
 
 #[inline(always)]
 fn begin<C: StackIdContext>(ctx: &C, lock: u64, flags: u32) {
-    if !kernel::is_target() {
+    let Some(tid) = kernel::target_tid() else {
         return;
-    }
-    let (kernel_stack, user_stack) = stacks(ctx, &site(lock, flags));
+    };
+    let (kernel_stack, user_stack) = stacks(ctx, &site(tid, lock, flags));
     // Timed from here, so that a walk does not count as waiting.
     let wait = OpenWait {
         lock,
@@ -173,7 +172,6 @@ fn begin<C: StackIdContext>(ctx: &C, lock: u64, flags: u32) {
         }
         maps::dropped(drop::PROBE_CONTENTION, drop::MAP_FULL);
     } else {
-        let tid = bpf_get_current_pid_tgid() as u32;
         // Only the first begin of a sleeping wait counts.
         if SLEEP_WAITS.insert(tid, wait, BPF_NOEXIST).is_err() && SLEEP_WAITS.get_ptr(tid).is_none()
         {
@@ -184,7 +182,7 @@ fn begin<C: StackIdContext>(ctx: &C, lock: u64, flags: u32) {
 
 /// Takes the open wait for `lock`, spin or sleeping.
 #[inline(always)]
-fn take_open_wait(lock: u64) -> Option<OpenWait> {
+fn take_open_wait(tid: u32, lock: u64) -> Option<OpenWait> {
     for level in 0..SPIN_LEVELS {
         if let Some(slot) = SPIN_WAITS.get_ptr_mut(level) {
             // SAFETY: per-CPU slot, this CPU only.
@@ -197,7 +195,6 @@ fn take_open_wait(lock: u64) -> Option<OpenWait> {
             }
         }
     }
-    let tid = bpf_get_current_pid_tgid() as u32;
     let wait = SLEEP_WAITS.get_ptr(tid).map(|p| unsafe { *p })?;
     let _ = SLEEP_WAITS.remove(tid);
     Some(wait)
@@ -220,10 +217,10 @@ fn classify(lock: u64, flags: u32) -> u32 {
 
 #[inline(always)]
 fn end(lock: u64) {
-    if !kernel::is_target() {
+    let Some(tid) = kernel::target_tid() else {
         return;
-    }
-    let Some(wait) = take_open_wait(lock) else {
+    };
+    let Some(wait) = take_open_wait(tid, lock) else {
         return;
     };
     let ns = unsafe { bpf_ktime_get_ns() }.saturating_sub(wait.start_ns);

@@ -7,7 +7,7 @@
 
 use aya_ebpf::{
     EbpfContext,
-    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
+    helpers::bpf_ktime_get_ns,
     macros::{fentry, fexit, kprobe, kretprobe, map},
     maps::{Array, PerCpuArray},
     programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext},
@@ -73,10 +73,9 @@ fn op_slot(tid: u32, o: u32) -> Option<*mut OpState> {
 /// Entry of op `o`; `origin` is the allocator's scan origin (0 for other ops).
 #[inline(always)]
 fn op_enter(o: u32, origin: u32) {
-    if !kernel::is_target() {
+    let Some(tid) = kernel::target_tid() else {
         return;
-    }
-    let tid = bpf_get_current_pid_tgid() as u32;
+    };
     let Some(slot) = op_slot(tid, o) else { return };
     // SAFETY: a valid map value; this thread owns the slot while its tid is in it.
     unsafe {
@@ -97,10 +96,7 @@ fn op_enter(o: u32, origin: u32) {
 /// Exit of op `o`: duration, hold (= duration − slow-path wait inside) and the call itself.
 #[inline(always)]
 fn op_exit(o: u32) -> Option<OpState> {
-    if !kernel::is_target() {
-        return None;
-    }
-    let tid = bpf_get_current_pid_tgid() as u32;
+    let tid = kernel::target_tid()?;
     let slot = op_slot(tid, o)?;
     // SAFETY: as in op_enter.
     let state = unsafe {
@@ -157,7 +153,7 @@ fn current_op(tid: u32) -> u32 {
 
 #[inline(always)]
 fn spin_enter(lock: u64) {
-    if !kernel::is_target() {
+    if kernel::target_tid().is_none() {
         return;
     }
     let Some(stack) = SPIN_STACK.get_ptr_mut(0) else {
@@ -177,9 +173,9 @@ fn spin_enter(lock: u64) {
 
 #[inline(always)]
 fn spin_exit() {
-    if !kernel::is_target() {
+    let Some(tid) = kernel::target_tid() else {
         return;
-    }
+    };
     let Some(stack) = SPIN_STACK.get_ptr_mut(0) else {
         return;
     };
@@ -200,7 +196,6 @@ fn spin_exit() {
         return;
     }
     let wait = unsafe { bpf_ktime_get_ns() }.saturating_sub(start);
-    let tid = bpf_get_current_pid_tgid() as u32;
     let o = current_op(tid);
     bump(o, counter::SLOWPATH_WAITS, 1);
     bump(o, counter::SLOWPATH_WAIT_NS, wait);

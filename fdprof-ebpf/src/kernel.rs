@@ -48,15 +48,18 @@ fn global(v: &'static u32) -> u32 {
     unsafe { core::ptr::read_volatile(v) }
 }
 
-/// True when the current task belongs to what is being profiled.
+/// The current thread's tid when it belongs to what is being profiled. Programs take the tid
+/// from here rather than asking again: a helper call costs ~15 ns here.
 #[inline(always)]
-pub fn is_target() -> bool {
+pub fn target_tid() -> Option<u32> {
     let pid_tgid = bpf_get_current_pid_tgid();
-    match global(&TARGET_KIND) {
+    let tid = pid_tgid as u32;
+    let ours = match global(&TARGET_KIND) {
         TARGET_ALL => true,
         TARGET_TGID => (pid_tgid >> 32) as u32 == global(&TARGET_ID),
-        _ => pid_tgid as u32 == global(&TARGET_ID),
-    }
+        _ => tid == global(&TARGET_ID),
+    };
+    ours.then_some(tid)
 }
 
 #[inline(always)]

@@ -3,9 +3,7 @@
 //! scan lengths from the origin read at entry, and table growth.
 
 use aya_ebpf::{
-    helpers::{
-        bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_kernel, bpf_probe_read_user,
-    },
+    helpers::{bpf_ktime_get_ns, bpf_probe_read_kernel, bpf_probe_read_user},
     macros::{btf_tracepoint, map, tracepoint},
     maps::Array,
     programs::{BtfTracePointContext, TracePointContext},
@@ -69,9 +67,9 @@ fn count(index: u32, counter: u32, n: u64) {
 #[inline(always)]
 fn on_enter(nr: u64, args: [u64; 4], btf: bool) {
     let Some(index) = index_of(nr) else { return };
-    if !kernel::is_target() {
+    let Some(tid) = kernel::target_tid() else {
         return;
-    }
+    };
     let effect = effect_of(index);
     let mut start = 0;
     if effect == Effect::FcntlDup {
@@ -94,7 +92,6 @@ fn on_enter(nr: u64, args: [u64; 4], btf: bool) {
     let closes_target = effect == Effect::Install
         && args[0] != args[1]
         && kernel::fd_is_open(fdt, max_fds, args[1] as u32);
-    let tid = bpf_get_current_pid_tgid() as u32;
     let entry = SyscallEntry {
         tid,
         _pad0: 0,
@@ -130,10 +127,9 @@ fn allocated(index: u32, fd: u32, origin: u32) {
 /// Exit of any syscall of the current thread: ours when its slot holds an entry of this thread.
 #[inline(always)]
 fn on_exit(ret: i64) {
-    if !kernel::is_target() {
+    let Some(tid) = kernel::target_tid() else {
         return;
-    }
-    let tid = bpf_get_current_pid_tgid() as u32;
+    };
     let Some(slot) = slot(tid) else { return };
     // SAFETY: a valid map value, owned by this thread while it holds its tid.
     let entry = unsafe {
