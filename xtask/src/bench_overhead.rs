@@ -1,7 +1,7 @@
 //! `cargo xtask bench overhead`: what profiling costs the profiled program. The built-in
 //! opensock workload (2 threads × 4000 fds) runs bare, under `fdprof record`, under
-//! `perf lock record` and under a bpftrace contention-stacks one-liner, interleaved round by
-//! round; medians of ops/s and their ratio to the bare run of the same rounds are printed, with
+//! `perf lock record` and under a bpftrace contention-stacks one-liner, each run between two bare
+//! runs; medians of ops/s and of the ratios to the mean of the bare runs around are printed, with
 //! the recording size per second of profile. A floor row runs the workload bare under empty
 //! programs on the same tracepoints: the most any tracepoint-mode profiler could reach. Then
 //! the cost of one syscall, bare, under the floor and under `fdprof record`.
@@ -195,32 +195,62 @@ pub fn run(args: &[String]) -> Result<()> {
     let out: PathBuf = root().join("target/bench/overhead");
     std::fs::create_dir_all(&out)?;
     let variants = variants();
+    // Each variant runs between two baseline runs and is compared with their mean: this VM's
+    // speed drifts by ±10% within a minute, which medians of separate columns do not cancel.
     let mut ops: Vec<Vec<f64>> = vec![Vec::new(); variants.len()];
+    let mut ratios: Vec<Vec<f64>> = vec![Vec::new(); variants.len()];
     let mut bytes_per_s: Vec<Vec<f64>> = vec![Vec::new(); variants.len()];
+    let (base, others) = variants.split_first().expect("a baseline variant");
     for round in 1..=rounds {
-        for (i, v) in variants.iter().enumerate() {
+        let mut before = run_once(base, &fdprof, &out)?.0;
+        eprintln!(
+            "round {round}/{rounds}  {:<20} {:>12.0} ops/s",
+            base.name, before
+        );
+        ops[0].push(before);
+        for (i, v) in others.iter().enumerate().map(|(i, v)| (i + 1, v)) {
             let (o, size) = run_once(v, &fdprof, &out)?;
-            eprintln!("round {round}/{rounds}  {:<20} {:>12.0} ops/s", v.name, o);
+            let after = run_once(base, &fdprof, &out)?.0;
+            let ratio = o / ((before + after) / 2.0);
+            eprintln!(
+                "round {round}/{rounds}  {:<20} {:>12.0} ops/s  ratio {ratio:.3}  (baseline {after:.0})",
+                v.name, o
+            );
             ops[i].push(o);
+            ops[0].push(after);
+            ratios[i].push(ratio);
             if let Some(size) = size {
                 bytes_per_s[i].push(size as f64 / 4.0);
             }
+            before = after;
         }
     }
-    let base = median(&mut ops[0].clone());
-    println!("\nopensock -t 2 -n 4000, 4 s per run, {rounds} interleaved rounds (medians)");
+    ratios[0] = vec![1.0];
     println!(
-        "{:<20} {:>12} {:>8} {:>16}",
-        "variant", "ops/s", "ratio", "recording/s"
+        "\nopensock -t 2 -n 4000, 4 s per run, {rounds} rounds; each variant between two baseline \
+         runs (medians)"
+    );
+    println!(
+        "{:<20} {:>12} {:>8} {:>16} {:>16}",
+        "variant", "ops/s", "ratio", "ratio range", "recording/s"
     );
     for (i, v) in variants.iter().enumerate() {
         let m = median(&mut ops[i]);
+        let lo = ratios[i].iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = ratios[i].iter().copied().fold(0.0, f64::max);
         let size = if bytes_per_s[i].is_empty() {
             "-".to_string()
         } else {
             format!("{:.1} kB/s", median(&mut bytes_per_s[i]) / 1e3)
         };
-        println!("{:<20} {:>12.0} {:>8.3} {:>16}", v.name, m, m / base, size);
+        println!(
+            "{:<20} {:>12.0} {:>8.3} {:>16} {:>16}",
+            v.name,
+            m,
+            median(&mut ratios[i]),
+            format!("{lo:.3}–{hi:.3}"),
+            size
+        );
     }
     crate::bench_syscost::run(&fdprof, &out, rounds)
 }
