@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, Result, bail};
 
 use crate::bench_floor::{EmptyPrograms, LOCK_HOOKS, RECORD_HOOKS};
-use crate::run::{build_release, fdprof_release, root};
+use crate::run::{build_release, fdprof_release, result_line, root};
 
 const WORKLOAD: &[&str] = &[
     "workload", "opensock", "-t", "2", "-n", "4000", "-d", "4s", "--json",
@@ -155,25 +155,9 @@ fn run_once(v: &Variant, fdprof: &Path, out: &Path) -> Result<(f64, Option<u64>)
         argv.extend(workload);
     }
     let _floor = EmptyPrograms::attach(v.empty_hooks)?;
-    let output = Command::new(&argv[0])
-        .args(&argv[1..])
-        .stderr(Stdio::null())
-        .output()
-        .with_context(|| format!("cannot run {}", argv[0]))?;
-    if !output.status.success() {
-        bail!("{} failed ({})", v.name, output.status);
-    }
-    let text = String::from_utf8_lossy(&output.stdout);
-    // The workload prints one JSON object; profilers may print around it.
-    let json = text
-        .lines()
-        .find(|l| l.contains("\"ops_per_sec\""))
-        .with_context(|| format!("{}: no workload result in its output", v.name))?;
-    let ops = json
-        .split("\"ops_per_sec\":")
-        .nth(1)
-        .and_then(|s| s.split([',', '}']).next())
-        .and_then(|s| s.trim().parse::<f64>().ok())
+    let line = result_line(&argv, "\"ops_per_sec\"").with_context(|| v.name)?;
+    let ops = serde_json::from_str::<serde_json::Value>(&line)?["ops_per_sec"]
+        .as_f64()
         .context("cannot parse ops_per_sec")?;
     let size = v
         .output

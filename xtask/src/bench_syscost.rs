@@ -4,31 +4,19 @@
 //! throughput ratios of the overhead bench move by percents, so it shows where the cost is.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 
 use crate::bench_floor::EmptyPrograms;
-use crate::run::{root, step};
+use crate::run::{result_line, root, step};
 
 const SYSCALL_HOOKS: &[&str] = &["sys_enter", "sys_exit"];
 
 /// ns per getppid, ns per fd syscall.
 fn run_once(argv: &[String]) -> Result<(f64, f64)> {
-    let output = Command::new(&argv[0])
-        .args(&argv[1..])
-        .stderr(Stdio::null())
-        .output()
-        .with_context(|| format!("cannot run {}", argv[0]))?;
-    if !output.status.success() {
-        bail!("{} failed ({})", argv.join(" "), output.status);
-    }
-    let text = String::from_utf8_lossy(&output.stdout);
-    let line = text
-        .lines()
-        .find(|l| l.contains("getppid_ns"))
-        .context("syscost printed no result")?;
-    let v: serde_json::Value = serde_json::from_str(line)?;
+    let line = result_line(argv, "getppid_ns")?;
+    let v: serde_json::Value = serde_json::from_str(&line)?;
     let get = |k: &str| {
         v[k].as_f64()
             .with_context(|| format!("syscost result without {k}"))

@@ -1,7 +1,7 @@
 //! Build, demo and test: thin sequences of cargo and fdprof commands, each step announced.
 
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
@@ -150,6 +150,24 @@ fn cargo_test() -> Result<(u64, u64)> {
 }
 
 /// `--rounds N` among a benchmark's arguments, else `default`.
+/// Runs `argv` with stderr dropped and returns the first line of its stdout that contains
+/// `marker`: a bench program's one-line JSON result, whatever a profiler around it prints.
+pub fn result_line(argv: &[String], marker: &str) -> Result<String> {
+    let output = Command::new(&argv[0])
+        .args(&argv[1..])
+        .stderr(Stdio::null())
+        .output()
+        .with_context(|| format!("cannot run {}", argv[0]))?;
+    if !output.status.success() {
+        bail!("{} failed ({})", argv.join(" "), output.status);
+    }
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .find(|l| l.contains(marker))
+        .map(str::to_string)
+        .with_context(|| format!("{} printed no {marker}", argv.join(" ")))
+}
+
 pub fn rounds_arg(args: &[String], default: usize) -> Result<usize> {
     args.iter()
         .position(|a| a == "--rounds")
