@@ -84,6 +84,9 @@ pub const NOT_TRACED: u8 = u8::MAX;
 pub const F_DUPFD: u64 = 0;
 pub const F_DUPFD_CLOEXEC: u64 = 1030;
 
+/// `close_range` flag: mark the range close-on-exec instead of closing it.
+pub const CLOSE_RANGE_CLOEXEC: u64 = 1 << 2;
+
 /// Index of the `int[2]` argument of the pair-creating syscalls (`socketpair`'s is the fourth).
 pub const fn fd_pair_arg(nr: u32) -> usize {
     if nr == 53 { 3 } else { 0 }
@@ -117,7 +120,8 @@ pub const IN_FLIGHT_SLOTS: u32 = 1 << 16;
 pub struct SyscallEntry {
     /// The thread whose syscall this is; 0 when the slot is free.
     pub tid: u32,
-    pub _pad0: u32,
+    /// close_range: the open fds in its range at entry (what it will close).
+    pub in_range: u32,
     pub start_ns: u64,
     /// User pointer to the `int[2]` of pipe/pipe2/socketpair.
     pub fd_pair: u64,

@@ -11,8 +11,8 @@ use aya_ebpf::{
 use fdprof_common::{
     counters::{drop, global, per_syscall},
     syscalls::{
-        Effect, F_DUPFD, F_DUPFD_CLOEXEC, FD_SYSCALLS, IN_FLIGHT_SLOTS, MAX_NR, NOT_TRACED,
-        SYSCALL_INDEX, SyscallEntry,
+        CLOSE_RANGE_CLOEXEC, Effect, F_DUPFD, F_DUPFD_CLOEXEC, FD_SYSCALLS, IN_FLIGHT_SLOTS,
+        MAX_NR, NOT_TRACED, SYSCALL_INDEX, SyscallEntry,
     },
 };
 
@@ -50,7 +50,7 @@ fn effect_of(index: u32) -> Effect {
 fn needs_args(effect: Effect) -> bool {
     matches!(
         effect,
-        Effect::AllocPair | Effect::FcntlDup | Effect::Install
+        Effect::AllocPair | Effect::FcntlDup | Effect::Install | Effect::CloseRange
     )
 }
 
@@ -92,9 +92,18 @@ fn on_enter(nr: u64, args: [u64; 4], btf: bool) {
     let closes_target = effect == Effect::Install
         && args[0] != args[1]
         && kernel::fd_is_open(fdt, max_fds, args[1] as u32);
+    // close_range closes what is open in its range, unless it only marks it close-on-exec.
+    let mut in_range = 0;
+    if effect == Effect::CloseRange && args[2] & CLOSE_RANGE_CLOEXEC == 0 {
+        let (open, whole) = kernel::open_in_range(fdt, max_fds, args[0] as u32, args[1] as u32);
+        if !whole {
+            maps::dropped(drop::PROBE_SYSCALLS, drop::READ_FAILED);
+        }
+        in_range = open;
+    }
     let entry = SyscallEntry {
         tid,
-        _pad0: 0,
+        in_range,
         start_ns: unsafe { bpf_ktime_get_ns() },
         fd_pair: args[fdprof_common::syscalls::fd_pair_arg(nr as u32) & 3],
         next_fd,
@@ -181,7 +190,7 @@ fn on_exit(ret: i64) {
             check_growth(ret as u32, &entry);
         }
         Effect::Close => count(index, per_syscall::FDS_CLOSED, 1),
-        Effect::CloseRange => {}
+        Effect::CloseRange => count(index, per_syscall::FDS_CLOSED, u64::from(entry.in_range)),
     }
 }
 

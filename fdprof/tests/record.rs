@@ -354,6 +354,41 @@ fn command_mode_counts_threads_born_later() {
     assert_no_programs_left();
 }
 
+/// close_range closes what is open in its range, counted from the bitmap at entry; with
+/// CLOSE_RANGE_CLOEXEC it closes nothing (`tests/programs/close_range.c` says what it does).
+#[test]
+fn close_range_counts_the_fds_it_closes() {
+    require_root();
+    let _guard = kernel_lock();
+    let program = tmp("close_range");
+    let built = run(Command::new("cc")
+        .args(["-O2", "-o"])
+        .arg(&program)
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/programs/close_range.c"
+        )));
+    assert!(built.status.success(), "cc failed");
+    let out = tmp("close_range.data");
+    let status = run(fdprof()
+        .arg("record")
+        .arg("-o")
+        .arg(&out)
+        .arg("--")
+        .arg(&program)
+        .stdin(Stdio::null()));
+    assert!(status.status.success());
+    let rec = read_json(&out);
+    let close_range = syscall(&rec, "close_range").unwrap();
+    assert_eq!(close_range["calls"], 200);
+    assert_eq!(close_range["fds_closed"], 1000);
+    let dup2 = syscall(&rec, "dup2").unwrap();
+    assert_eq!(dup2["calls"], 1000);
+    // Each dup2 lands on a closed fd: it closes nothing.
+    assert_eq!(dup2["fds_closed"], 0);
+    assert_no_programs_left();
+}
+
 #[test]
 fn interrupt_writes_a_complete_recording() {
     require_root();
