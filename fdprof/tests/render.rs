@@ -3,84 +3,37 @@
 
 use std::collections::BTreeMap;
 
-use fdprof::model::Log2Hist;
 use fdprof::model::recording::{
-    ContentionSite, DropCount, Frame, OwnCost, ProgramCost, Recording, ScanStats, SyscallStats,
-    TableStats, Target,
+    DropCount, Frame, OwnCost, ProgramCost, Recording, ScanStats, SyscallStats, TableStats, Target,
 };
+use fdprof::render::testdata::{cells, frame, hist, line_with, site};
 use fdprof::render::{
     self, FlamegraphOptions, LockFilter, OpFilter, ReportOptions, SortKey, flamegraph,
 };
 
-fn kframe(function: &str, offset: u64) -> Frame {
-    Frame {
-        function: function.into(),
-        offset,
-        module: None,
-        address: None,
-    }
-}
-
-fn uframe(function: &str, offset: u64, module: &str) -> Frame {
-    Frame {
-        module: Some(module.into()),
-        ..kframe(function, offset)
-    }
-}
-
-fn waits(values: &[(u64, u64)]) -> Log2Hist {
-    let mut h = Log2Hist::default();
-    for &(v, n) in values {
-        for _ in 0..n {
-            h.record(v);
-        }
-    }
-    h
-}
-
-fn site(
-    lock: &str,
-    op: &str,
-    kernel: Vec<Frame>,
-    user: Vec<Frame>,
-    w: &[(u64, u64)],
-) -> ContentionSite {
-    let wait = waits(w);
-    ContentionSite {
-        lock: lock.into(),
-        operation: op.into(),
-        kernel_stack: kernel,
-        user_stack: user,
-        count: wait.count,
-        total_wait_ns: wait.sum,
-        max_wait_ns: wait.max,
-        wait,
-    }
-}
-
 /// Innermost first, as recorded.
 fn alloc_stack(alloc_fd_offset: u64) -> Vec<Frame> {
     vec![
-        kframe("native_queued_spin_lock_slowpath", 0x20),
-        kframe("_raw_spin_lock", 0x30),
-        kframe("alloc_fd", alloc_fd_offset),
-        kframe("__sys_socket", 0x5a),
+        frame("native_queued_spin_lock_slowpath", 0x20, None),
+        frame("_raw_spin_lock", 0x30, None),
+        frame("alloc_fd", alloc_fd_offset, None),
+        frame("__sys_socket", 0x5a, None),
     ]
 }
 
 fn close_stack() -> Vec<Frame> {
     vec![
-        kframe("native_queued_spin_lock_slowpath", 0x20),
-        kframe("_raw_spin_lock", 0x30),
-        kframe("file_close_fd", 0x1c),
-        kframe("__x64_sys_close", 0xf),
+        frame("native_queued_spin_lock_slowpath", 0x20, None),
+        frame("_raw_spin_lock", 0x30, None),
+        frame("file_close_fd", 0x1c, None),
+        frame("__x64_sys_close", 0xf, None),
     ]
 }
 
 fn user_stack(call: &str) -> Vec<Frame> {
     vec![
-        uframe(call, 0x7, "libc.so.6"),
-        uframe("main", 0x99, "server"),
+        frame(call, 0x7, Some("libc.so.6")),
+        frame("main", 0x99, Some("server")),
     ]
 }
 
@@ -132,7 +85,10 @@ fn recording() -> Recording {
             site(
                 "mutex",
                 "other",
-                vec![kframe("__mutex_lock", 0x11), kframe("do_epoll_ctl", 0x40)],
+                vec![
+                    frame("__mutex_lock", 0x11, None),
+                    frame("do_epoll_ctl", 0x40, None),
+                ],
                 vec![],
                 &[(50_000, 100)],
             ),
@@ -143,7 +99,7 @@ fn recording() -> Recording {
                 calls: 191,
                 fds_created: 191,
                 allocs: 191,
-                latency: waits(&[(5_000, 191)]),
+                latency: hist(&[(5_000, 191)]),
                 ..Default::default()
             },
             SyscallStats {
@@ -156,9 +112,9 @@ fn recording() -> Recording {
             next_fd_hits: 191,
             below_origin: 0,
             origin: "read at alloc_fd entry (exact)".into(),
-            bits: waits(&[(0, 191)]),
-            open_fds_words: waits(&[(1, 191)]),
-            full_fds_words: waits(&[(1, 191)]),
+            bits: hist(&[(0, 191)]),
+            open_fds_words: hist(&[(1, 191)]),
+            full_fds_words: hist(&[(1, 191)]),
         },
         table: TableStats {
             max_fds_first: 256,
@@ -189,19 +145,6 @@ fn recording() -> Recording {
         },
         notes: vec![],
     }
-}
-
-fn line_with<'a>(text: &'a str, needle: &str) -> &'a str {
-    text.lines()
-        .find(|l| l.contains(needle))
-        .unwrap_or_else(|| panic!("no line with {needle:?} in:\n{text}"))
-}
-
-fn cells(line: &str) -> Vec<&str> {
-    line.split("  ")
-        .map(str::trim)
-        .filter(|c| !c.is_empty())
-        .collect()
 }
 
 #[test]

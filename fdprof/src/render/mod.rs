@@ -12,5 +12,5 @@ pub use flamegraph::svg;
 pub use folded::{FlamegraphOptions, LockFilter, OpFilter, folded};
 pub use report::{ReportOptions, SortKey, json, text};
 
-#[cfg(test)]
-mod testdata;
+#[doc(hidden)]
+pub mod testdata;

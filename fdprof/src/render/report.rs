@@ -914,20 +914,7 @@ fn hist_json(h: &Log2Hist, unit: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::render::testdata;
-
-    fn line_with<'a>(text: &'a str, needle: &str) -> &'a str {
-        text.lines()
-            .find(|l| l.contains(needle))
-            .unwrap_or_else(|| panic!("no line with {needle:?} in:\n{text}"))
-    }
-
-    fn cells(line: &str) -> Vec<&str> {
-        line.split("  ")
-            .map(str::trim)
-            .filter(|c| !c.is_empty())
-            .collect()
-    }
+    use crate::render::testdata::{self, cells, line_with};
 
     #[test]
     fn contention_rows_have_shares_and_quantiles() {

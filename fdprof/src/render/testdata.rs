@@ -1,4 +1,5 @@
-//! A small hand-built recording for the renderers' unit tests.
+//! Hand-built recordings and text helpers for the renderers' tests, unit and integration
+//! (not part of the API).
 
 use std::collections::BTreeMap;
 
@@ -196,4 +197,19 @@ pub fn recording() -> Recording {
         },
         notes: vec!["tracepoint mode: waits are seen from lock:contention_begin".into()],
     }
+}
+
+/// The first line of `text` containing `needle`.
+pub fn line_with<'a>(text: &'a str, needle: &str) -> &'a str {
+    text.lines()
+        .find(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("no line with {needle:?} in:\n{text}"))
+}
+
+/// A table row split into its cells (columns are two or more spaces apart).
+pub fn cells(line: &str) -> Vec<&str> {
+    line.split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect()
 }
