@@ -39,12 +39,14 @@ pub fn run(fdprof: &Path, out: &Path, rounds: usize) -> Result<()> {
             .arg(root().join("xtask/bench/syscost.c")),
     )?;
     let bare = vec![bin.display().to_string()];
-    let mut record: Vec<String> = [fdprof.display().to_string(), "record".into()]
-        .into_iter()
-        .chain(["-o".into(), out.join("syscost.data").display().to_string()])
-        .chain(["--".into()])
-        .collect();
-    record.extend(bare.clone());
+    let record = vec![
+        fdprof.display().to_string(),
+        "record".into(),
+        "-o".into(),
+        out.join("syscost.data").display().to_string(),
+        "--".into(),
+        bin.display().to_string(),
+    ];
 
     // (name, argv, empty hooks held around the run)
     let variants: [(&str, &Vec<String>, &[&str]); 3] = [
