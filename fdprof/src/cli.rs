@@ -44,7 +44,11 @@ pub fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("fdprof: error: {err:#}");
+            // Errors quote paths, names and file contents: escape them like any name.
+            eprintln!(
+                "fdprof: error: {}",
+                crate::escape::name(&format!("{err:#}"))
+            );
             let code = err.downcast_ref::<Fatal>().map_or(1, |f| f.code);
             ExitCode::from(code)
         }

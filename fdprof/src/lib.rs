@@ -8,6 +8,7 @@ pub mod cli;
 pub mod collect;
 pub mod duration;
 pub mod error;
+pub mod escape;
 pub mod model;
 pub mod output;
 pub mod probe;

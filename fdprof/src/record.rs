@@ -35,7 +35,7 @@ pub struct RecordArgs {
     #[arg(short, long)]
     pub all: bool,
     /// Stop after this long (e.g. 10s, 500ms, 2m); otherwise at Ctrl-C or when the target exits
-    #[arg(short, long, value_parser = crate::duration::parse_duration)]
+    #[arg(short, long, value_parser = crate::duration::parse_run_length)]
     pub duration: Option<Duration>,
     /// Where to write the recording
     #[arg(short, long, default_value = "fdprof.data")]

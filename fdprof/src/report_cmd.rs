@@ -40,7 +40,7 @@ pub fn report(args: &ReportArgs) -> Result<()> {
             serde_json::to_string_pretty(&render::json(&rec, &opts))?
         );
     } else {
-        print!("{}", render::text(&rec, &opts));
+        print!("{}", crate::escape::text(&render::text(&rec, &opts)));
     }
     Ok(())
 }

@@ -301,3 +301,45 @@ fn not_root_is_one_line_and_exit_2() {
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
     assert!(stderr.contains("root"), "{stderr}");
 }
+
+/// A kernel whose BTF is missing or broken still gets a JSON answer: the error, and what works
+/// without BTF (classic tracepoints, the syscall role), with the BTF-typed mechanisms marked
+/// unavailable rather than guessed.
+#[test]
+fn missing_or_broken_btf_still_answers_in_json() {
+    require_root();
+    let _guard = kernel_lock();
+    let dir = std::env::temp_dir().join(format!("fdprof-doctor-btf-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let broken = dir.join("broken.btf");
+    std::fs::write(&broken, b"\x9f\xeb\x01\x00 this is not BTF at all").unwrap();
+    let missing = dir.join("missing.btf");
+    for (path, says) in [(&missing, "No such file"), (&broken, "cannot parse")] {
+        let out = run(fdprof().args(["doctor", "--json", "--btf"]).arg(path));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{}: {stderr}", path.display());
+        let doctor: Value = serde_json::from_slice(&out.stdout).expect("JSON even without BTF");
+        assert_eq!(doctor["btf"], false);
+        let error = doctor["btf_error"].as_str().unwrap();
+        assert!(error.contains(says), "{error}");
+        assert!(doctor["offsets"].is_null());
+        let lock = &doctor["lock_tracepoints"][0];
+        assert_eq!(lock["tracepoint"]["result"], "works", "{lock}");
+        assert_eq!(lock["tp_btf"]["result"], "unavailable", "{lock}");
+        for role in doctor["functions"].as_array().unwrap() {
+            for f in role["functions"].as_array().unwrap() {
+                assert_eq!(f["fentry"]["result"], "unavailable", "{f}");
+                assert_eq!(f["btf"], false, "{f}");
+            }
+            assert_ne!(role["chosen"], "fentry");
+        }
+        assert_eq!(doctor["chosen"]["fd_syscalls"], "tracepoint");
+        // The text form says the same in one line, and prints the rest.
+        let text = run(fdprof().args(["doctor", "--btf"]).arg(path));
+        let text = String::from_utf8_lossy(&text.stdout);
+        assert!(text.contains("BTF             unusable:"), "{text}");
+        assert!(text.contains("unknown without BTF"), "{text}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_no_programs_left();
+}

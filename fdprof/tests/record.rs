@@ -309,6 +309,7 @@ fn opensock_two_threads_contend_on_file_lock() {
     assert!(fg.status.success());
     let svg = std::fs::read_to_string(&svg).unwrap();
     assert!(svg.contains("alloc_fd") && svg.contains("file_close_fd"));
+    parse_svg(&svg);
 }
 
 #[test]
@@ -568,4 +569,14 @@ fn attaching_mid_run_loses_nothing() {
     assert_eq!(syscall_drops, 0);
     assert!(syscall(&rec, "socket").unwrap()["calls"].as_u64().unwrap() > 1000);
     assert_no_programs_left();
+}
+
+/// Parses an SVG as XML (inferno writes the SVG 1.1 doctype, so DTDs are allowed), failing the
+/// test when it is not well-formed.
+fn parse_svg(svg: &str) -> roxmltree::Document<'_> {
+    let opts = roxmltree::ParsingOptions {
+        allow_dtd: true,
+        ..Default::default()
+    };
+    roxmltree::Document::parse_with_options(svg, opts).expect("the SVG is well-formed XML")
 }

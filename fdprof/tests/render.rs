@@ -349,6 +349,7 @@ fn svg_has_title_and_fails_clearly_when_empty() {
     assert!(svg.contains("file_close_fd"));
     assert!(svg.contains("op=all, lock=file_lock"));
     assert!(svg.trim_end().ends_with("</svg>"));
+    parse_svg(&svg);
 
     let mut quiet = rec.clone();
     quiet.contention.retain(|c| c.operation != "alloc");
@@ -376,4 +377,63 @@ fn a_written_recording_renders_the_same() {
     assert_eq!(render::json(&back, &opts), render::json(&rec, &opts));
     let f = FlamegraphOptions::default();
     assert_eq!(render::folded(&back, &f), render::folded(&rec, &f));
+}
+
+/// Names a target chose (comm, command line) and symbols from a recording never reach a
+/// terminal raw, and never make the SVG ill-formed: `--` of a command line lands in the SVG's
+/// notes comment, control characters are not allowed in XML at all.
+#[test]
+fn hostile_names_are_escaped_everywhere() {
+    let hostile = "\x1b]0;pwn\x07\x1b[2J";
+    let mut rec = recording();
+    rec.target.comm = Some(hostile.into());
+    rec.target.command = vec![
+        "./srv".into(),
+        "--flag".into(),
+        "--".into(),
+        format!("{hostile}-"),
+        "a&b<c>\"d\"".into(),
+    ];
+    rec.kernel_release = format!("6.18{hostile}");
+    rec.notes.push(format!("note {hostile}"));
+    rec.contention[0].kernel_stack[2].function = format!("alloc_fd{hostile}\u{202e}");
+    rec.contention[0].user_stack[0].module = Some(format!("/tmp/{hostile}.so"));
+    let raw_control = |s: &str| s.chars().any(|c| c.is_control() && c != '\n');
+
+    let text = fdprof::escape::text(&render::text(&rec, &ReportOptions::default())).into_owned();
+    assert!(!raw_control(&text) && !text.contains('\u{202e}'), "{text}");
+    assert!(
+        text.contains("alloc_fd\\x1b]0;pwn\\x07\\x1b[2J\\u{202e}"),
+        "{text}"
+    );
+    let json = serde_json::to_string(&render::json(&rec, &ReportOptions::default())).unwrap();
+    assert!(!raw_control(&json));
+
+    for lock in [LockFilter::FileLock, LockFilter::All] {
+        let opts = FlamegraphOptions {
+            lock,
+            ..Default::default()
+        };
+        let folded = render::folded(&rec, &opts);
+        assert!(!raw_control(&folded), "{folded}");
+        let svg = String::from_utf8(render::svg(&rec, &opts).unwrap()).unwrap();
+        assert!(!raw_control(&svg));
+        let doc = parse_svg(&svg);
+        let title = doc
+            .descendants()
+            .find(|n| n.attribute("id") == Some("title"))
+            .and_then(|n| n.text())
+            .unwrap();
+        assert!(title.contains("\\x1b]0;pwn"), "{title}");
+    }
+}
+
+/// Parses an SVG as XML (inferno writes the SVG 1.1 doctype, so DTDs are allowed), failing the
+/// test when it is not well-formed.
+fn parse_svg(svg: &str) -> roxmltree::Document<'_> {
+    let opts = roxmltree::ParsingOptions {
+        allow_dtd: true,
+        ..Default::default()
+    };
+    roxmltree::Document::parse_with_options(svg, opts).expect("the SVG is well-formed XML")
 }

@@ -36,7 +36,7 @@ impl KernelFunctions {
         Self {
             roles: FUNCTION_ROLES
                 .iter()
-                .map(|r| (*r, r.resolve(btf, kallsyms)))
+                .map(|r| (*r, r.resolve(Some(btf), kallsyms)))
                 .collect(),
         }
     }

@@ -136,8 +136,9 @@ pub struct Target {
 }
 
 impl Target {
+    /// One line naming the target, its comm and command line escaped ([`crate::escape`]).
     pub fn describe(&self) -> String {
-        match self.kind.as_str() {
+        let line = match self.kind.as_str() {
             "all" => "all processes".into(),
             "tid" => format!("thread {}", self.tid.unwrap_or(0)),
             "command" => {
@@ -158,7 +159,8 @@ impl Target {
                     .map(|c| format!(" ({c})"))
                     .unwrap_or_default()
             ),
-        }
+        };
+        crate::escape::name(&line).into_owned()
     }
 }
 

@@ -10,6 +10,9 @@ use anyhow::{Context, Result, bail};
 
 const MAGIC: u16 = 0xeb9f;
 
+/// Where the running kernel exposes its BTF.
+pub const SYS_FS: &str = "/sys/kernel/btf/vmlinux";
+
 const KIND_INT: u32 = 1;
 const KIND_ARRAY: u32 = 3;
 const KIND_STRUCT: u32 = 4;
@@ -63,11 +66,18 @@ fn u32_at(data: &[u8], at: usize) -> Result<u32> {
 impl Btf {
     /// Reads the running kernel's BTF.
     pub fn from_sys_fs() -> Result<Self> {
-        let path = "/sys/kernel/btf/vmlinux";
+        Self::from_file(std::path::Path::new(SYS_FS))
+    }
+
+    /// Reads the kernel's BTF from `path` (the running kernel's is [`SYS_FS`]).
+    pub fn from_file(path: &std::path::Path) -> Result<Self> {
         let data = std::fs::read(path).with_context(|| {
-            format!("this kernel has no BTF ({path}); fdprof needs CONFIG_DEBUG_INFO_BTF=y")
+            format!(
+                "this kernel has no BTF ({}); fdprof needs CONFIG_DEBUG_INFO_BTF=y",
+                path.display()
+            )
         })?;
-        Self::parse(&data).with_context(|| format!("cannot parse {path}"))
+        Self::parse(&data).with_context(|| format!("cannot parse {}", path.display()))
     }
 
     /// Parses a little-endian BTF blob.

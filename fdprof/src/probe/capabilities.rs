@@ -2,6 +2,7 @@
 //! `doctor` prints it; `record` attaches by it.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
@@ -63,7 +64,11 @@ pub struct Rlimit {
 #[derive(Debug, Clone, Serialize)]
 pub struct Capabilities {
     pub kernel_release: String,
+    /// Whether the kernel's BTF could be read and parsed, from where, and why not.
     pub btf: bool,
+    pub btf_path: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub btf_error: Option<String>,
     pub rlimit_nofile: Rlimit,
     pub functions: Vec<FunctionRoleReport>,
     pub lock_tracepoints: Vec<TracepointTrial>,
@@ -74,7 +79,8 @@ pub struct Capabilities {
     pub mode: Mode,
     /// Mode per role, including the tracepoint roles.
     pub chosen: BTreeMap<String, String>,
-    pub offsets: KernelOffsets,
+    /// Struct offsets from BTF; absent without BTF (then `record` cannot run).
+    pub offsets: Option<KernelOffsets>,
     /// Things fdprof changed or could not change on the way (e.g. mounting tracefs).
     pub notes: Vec<String>,
 }
@@ -110,19 +116,31 @@ fn mode_for(functions: &[FunctionTrials]) -> Mode {
 }
 
 impl Capabilities {
-    /// Tries every probe point for real. Needs root.
-    pub fn detect() -> Result<Self> {
-        let btf = Btf::from_sys_fs()?;
+    /// Tries every probe point for real, with the kernel BTF read from `btf_path`. Needs root.
+    /// Without usable BTF it still tries what needs none and says what is missing.
+    pub fn detect(btf_path: &Path) -> Result<Self> {
         let kallsyms = Kallsyms::load()?;
-        let trials = Trials::new()?;
-        let offsets = KernelOffsets::from_btf(&btf)?;
-        let notes: Vec<String> = super::tracefs::ensure_mounted().into_iter().collect();
+        let trials = Trials::new(btf_path);
+        let mut notes: Vec<String> = super::tracefs::ensure_mounted().into_iter().collect();
+        let (btf, offsets, btf_error) = match Btf::from_file(btf_path)
+            .and_then(|btf| KernelOffsets::from_btf(&btf).map(|o| (btf, o)))
+        {
+            Ok((btf, offsets)) => (Some(btf), Some(offsets), None),
+            Err(e) => {
+                notes.push(
+                    "without BTF, fentry, fexit and tp_btf are unavailable and record cannot \
+                     locate the fd-table fields: it will refuse to run"
+                        .into(),
+                );
+                (None, None, Some(format!("{e:#}")))
+            }
+        };
 
         let functions: Vec<FunctionRoleReport> = FUNCTION_ROLES
             .iter()
             .map(|role| {
                 let functions: Vec<FunctionTrials> = role
-                    .resolve(&btf, &kallsyms)
+                    .resolve(btf.as_ref(), &kallsyms)
                     .into_iter()
                     .map(|f| FunctionTrials {
                         fentry: trials.fentry(&f.name),
@@ -205,7 +223,9 @@ impl Capabilities {
 
         Ok(Self {
             kernel_release: kernel_release(),
-            btf: true,
+            btf: btf.is_some(),
+            btf_path: btf_path.display().to_string(),
+            btf_error,
             rlimit_nofile: rlimit_nofile(),
             functions,
             lock_tracepoints,

@@ -15,15 +15,18 @@ pub struct DoctorArgs {
     /// Print the findings as JSON
     #[arg(long)]
     pub json: bool,
+    /// Read the kernel's BTF from this file instead of the running kernel's
+    #[arg(long, value_name = "FILE", default_value = super::btf::SYS_FS)]
+    pub btf: std::path::PathBuf,
 }
 
 pub fn run(args: &DoctorArgs) -> Result<()> {
     require_root("fdprof doctor")?;
-    let caps = Capabilities::detect()?;
+    let caps = Capabilities::detect(&args.btf)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&caps)?);
     } else {
-        print!("{}", render(&caps));
+        print!("{}", crate::escape::text(&render(&caps)));
     }
     Ok(())
 }
@@ -47,15 +50,14 @@ fn tracepoint_lines(out: &mut String, trials: &[TracepointTrial]) {
 pub fn render(caps: &Capabilities) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "kernel          {}", caps.kernel_release);
-    let _ = writeln!(
-        out,
-        "BTF             {}",
-        if caps.btf {
-            "/sys/kernel/btf/vmlinux"
-        } else {
-            "missing"
+    match &caps.btf_error {
+        None => {
+            let _ = writeln!(out, "BTF             {}", caps.btf_path);
         }
-    );
+        Some(e) => {
+            let _ = writeln!(out, "BTF             unusable: {e}");
+        }
+    }
     let _ = writeln!(
         out,
         "RLIMIT_NOFILE   soft {}, hard {}",
@@ -113,8 +115,15 @@ pub fn render(caps: &Capabilities) -> String {
         let _ = writeln!(out, "  {role:<18} {mode}");
     }
     let _ = writeln!(out, "\nstruct offsets (bytes, from BTF):");
-    for ((s, f), v) in KernelOffsets::FIELDS.iter().zip(caps.offsets.values()) {
-        let _ = writeln!(out, "  {:<28} {v}", format!("{s}.{f}"));
+    match &caps.offsets {
+        Some(offsets) => {
+            for ((s, f), v) in KernelOffsets::FIELDS.iter().zip(offsets.values()) {
+                let _ = writeln!(out, "  {:<28} {v}", format!("{s}.{f}"));
+            }
+        }
+        None => {
+            let _ = writeln!(out, "  unknown without BTF");
+        }
     }
     out
 }

@@ -88,14 +88,15 @@ pub struct FoundFunction {
 }
 
 impl FunctionRole {
-    /// The candidates present in this kernel, and among them the ones to attach to.
-    pub fn resolve(&self, btf: &Btf, kallsyms: &Kallsyms) -> Vec<FoundFunction> {
+    /// The candidates present in this kernel (in its BTF, where there is one, or kallsyms), and
+    /// among them the ones to attach to.
+    pub fn resolve(&self, btf: Option<&Btf>, kallsyms: &Kallsyms) -> Vec<FoundFunction> {
         let found = self
             .candidates
             .iter()
             .map(|name| FoundFunction {
                 name: name.to_string(),
-                btf: btf.has_func(name),
+                btf: btf.is_some_and(|b| b.has_func(name)),
                 kallsyms: kallsyms.has_function(name),
             })
             .filter(|f| f.btf || f.kallsyms);

@@ -109,20 +109,37 @@ fn failed(stage: &'static str, err: ProgramError) -> Outcome {
     }
 }
 
-/// Runs trials against one kernel BTF, loading the doctor object afresh for each.
+/// Runs trials against one kernel BTF, loading the doctor object afresh for each. Without
+/// usable BTF, the BTF-typed mechanisms (fentry, fexit, tp_btf) are unavailable and the others
+/// are still tried.
 pub struct Trials {
-    btf: Btf,
+    btf: Result<Btf, String>,
 }
 
 impl Trials {
-    pub fn new() -> anyhow::Result<Self> {
-        let btf = Btf::from_sys_fs()
-            .map_err(|e| anyhow::anyhow!("this kernel has no usable BTF: {e}"))?;
-        Ok(Self { btf })
+    pub fn new(btf_path: &std::path::Path) -> Self {
+        let btf = Btf::parse_file(btf_path, aya::Endianness::default())
+            .map_err(|e| format!("no usable kernel BTF ({}: {e})", btf_path.display()));
+        Self { btf }
     }
 
-    fn with_program(&self, name: &str, f: impl FnOnce(&mut Program, &Btf) -> Outcome) -> Outcome {
-        let mut ebpf: Ebpf = match EbpfLoader::new().btf(Some(&self.btf)).load(object::DOCTOR) {
+    /// Runs `f` on the doctor object's program `name`, BTF-typed: without the kernel's BTF the
+    /// mechanism is unavailable.
+    fn with_typed(&self, name: &str, f: impl FnOnce(&mut Program, &Btf) -> Outcome) -> Outcome {
+        match &self.btf {
+            Ok(btf) => self.with_program(name, Some(btf), |p| f(p, btf)),
+            Err(e) => Outcome::Unavailable { message: e.clone() },
+        }
+    }
+
+    /// Runs `f` on the doctor object's program `name`, loaded with `btf` where there is one.
+    fn with_program(
+        &self,
+        name: &str,
+        btf: Option<&Btf>,
+        f: impl FnOnce(&mut Program) -> Outcome,
+    ) -> Outcome {
+        let mut ebpf: Ebpf = match EbpfLoader::new().btf(btf).load(object::DOCTOR) {
             Ok(e) => e,
             Err(e) => {
                 return Outcome::Refused {
@@ -136,11 +153,11 @@ impl Trials {
             .program_mut(name)
             .unwrap_or_else(|| panic!("doctor object lacks {name}"));
         // Dropping `ebpf` detaches and unloads everything the trial created.
-        f(program, &self.btf)
+        f(program)
     }
 
     pub fn fentry(&self, function: &str) -> Outcome {
-        self.with_program("fdprof_try_fentry", |p, btf| {
+        self.with_typed("fdprof_try_fentry", |p, btf| {
             let p: &mut FEntry = p.try_into().expect("fentry program");
             if let Err(e) = p.load(function, btf) {
                 return failed("load", e);
@@ -151,7 +168,7 @@ impl Trials {
     }
 
     pub fn fexit(&self, function: &str) -> Outcome {
-        self.with_program("fdprof_try_fexit", |p, btf| {
+        self.with_typed("fdprof_try_fexit", |p, btf| {
             let p: &mut FExit = p.try_into().expect("fexit program");
             if let Err(e) = p.load(function, btf) {
                 return failed("load", e);
@@ -167,7 +184,7 @@ impl Trials {
         } else {
             "fdprof_try_kprobe"
         };
-        self.with_program(name, |p, _| {
+        self.with_program(name, self.btf.as_ref().ok(), |p| {
             let p: &mut KProbe = p.try_into().expect("kprobe program");
             if let Err(e) = p.load() {
                 return failed("load", e);
@@ -178,7 +195,7 @@ impl Trials {
     }
 
     pub fn tracepoint(&self, category: &str, name: &str) -> Outcome {
-        self.with_program("fdprof_try_tracepoint", |p, _| {
+        self.with_program("fdprof_try_tracepoint", self.btf.as_ref().ok(), |p| {
             let p: &mut TracePoint = p.try_into().expect("tracepoint program");
             if let Err(e) = p.load() {
                 return failed("load", e);
@@ -189,7 +206,7 @@ impl Trials {
     }
 
     pub fn tp_btf(&self, name: &str) -> Outcome {
-        self.with_program("fdprof_try_tp_btf", |p, btf| {
+        self.with_typed("fdprof_try_tp_btf", |p, btf| {
             let p: &mut BtfTracePoint = p.try_into().expect("tp_btf program");
             if let Err(e) = p.load(name, btf) {
                 return failed("load", e);
@@ -200,7 +217,7 @@ impl Trials {
     }
 
     pub fn cpu_clock(&self) -> Outcome {
-        self.with_program("fdprof_try_perf_event", |p, _| {
+        self.with_program("fdprof_try_perf_event", self.btf.as_ref().ok(), |p| {
             let p: &mut PerfEvent = p.try_into().expect("perf_event program");
             if let Err(e) = p.load() {
                 return failed("load", e);

@@ -215,11 +215,15 @@ fn frame_keys(stack: &[Frame], offsets: bool) -> Vec<FrameKey<'_>> {
 /// `offsets`.
 pub fn frame_label(frame: &Frame, offsets: bool) -> String {
     let name = frame.function.trim();
-    let name = if name.is_empty() { "[unknown]" } else { name };
+    let name = if name.is_empty() {
+        "[unknown]".into()
+    } else {
+        crate::escape::name(name)
+    };
     if offsets {
         format!("{name}+{:#x}", frame.offset)
     } else {
-        name.to_string()
+        name.into_owned()
     }
 }
 

@@ -27,7 +27,7 @@ pub fn title(rec: &Recording, opts: &FlamegraphOptions) -> String {
     format!(
         "fdprof: {what}{ops} — {target} — {} — {} mode",
         duration(rec.duration_ns),
-        rec.mode
+        crate::escape::name(&rec.mode)
     )
 }
 
@@ -43,6 +43,19 @@ fn subtitle(rec: &Recording, opts: &FlamegraphOptions, total_ns: u64) -> String 
         opts.describe_filter(),
         duration(total_ns)
     )
+}
+
+/// Text that can stand inside an XML comment, which inferno writes the notes into: XML forbids
+/// `--` there and a `-` just before the closing `-->`, and a command line (`record -- cmd`) has
+/// both. Such hyphens become U+2010 (‐).
+fn comment_safe(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        let risky = c == '-' && matches!(chars.peek(), Some('-') | None);
+        out.push(if risky { '\u{2010}' } else { c });
+    }
+    out
 }
 
 /// The flamegraph as SVG bytes. Fails with one line naming the filter when no wait matches it.
@@ -72,12 +85,12 @@ pub fn svg(rec: &Recording, opts: &FlamegraphOptions) -> Result<Vec<u8>> {
     options.deterministic = true;
     // Lines come sorted from the BTreeMap.
     options.no_sort = true;
-    options.notes = format!(
+    options.notes = comment_safe(&format!(
         "fdprof {} flamegraph of {}; kernel {}",
-        rec.fdprof_version,
+        crate::escape::name(&rec.fdprof_version),
         rec.target.describe(),
-        rec.kernel_release
-    );
+        crate::escape::name(&rec.kernel_release)
+    ));
 
     let mut svg = Vec::new();
     flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), &mut svg)
@@ -112,6 +125,15 @@ mod tests {
             "filter op=alloc, lock=all · width = wait time, 6.00 ms in total · drops: 3 events \
              lost (see fdprof report)"
         );
+    }
+
+    #[test]
+    fn notes_never_break_the_comment() {
+        assert_eq!(
+            comment_safe("record -- ./a --x -"),
+            "record \u{2010}- ./a \u{2010}-x \u{2010}"
+        );
+        assert_eq!(comment_safe("a-b"), "a-b");
     }
 
     #[test]

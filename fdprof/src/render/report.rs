@@ -425,7 +425,7 @@ fn stacks(out: &mut Vec<String>, rec: &Recording, opts: &ReportOptions) {
 fn frame_text(f: &Frame, offsets: bool) -> String {
     let label = aggregate::frame_label(f, offsets);
     match &f.module {
-        Some(m) if !m.is_empty() => format!("{label} ({m})"),
+        Some(m) if !m.is_empty() => format!("{label} ({})", crate::escape::name(m)),
         _ => label,
     }
 }
