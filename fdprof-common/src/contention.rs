@@ -1,14 +1,62 @@
 //! Lock-contention aggregation keys and values.
 
-/// Lock identity, from the lock address and the tracepoint's flags.
-pub mod lock_class {
+/// Lock identity, from the lock address and the tracepoint's flags. The discriminant is the
+/// `lock_class` of a [`ContentionKey`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(
+    feature = "user",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(rename_all = "snake_case")
+)]
+#[repr(u32)]
+pub enum LockKind {
     /// The target's own `files->file_lock`.
-    pub const FILE_LOCK: u32 = 0;
-    pub const SPINLOCK: u32 = 1;
-    pub const MUTEX: u32 = 2;
-    pub const RWSEM: u32 = 3;
-    pub const OTHER: u32 = 4;
-    pub const NAMES: [&str; 5] = ["file_lock", "spinlock", "mutex", "rwsem", "other"];
+    FileLock = 0,
+    Spinlock = 1,
+    Mutex = 2,
+    Rwsem = 3,
+    Other = 4,
+}
+
+impl LockKind {
+    pub const ALL: [LockKind; 5] = [
+        LockKind::FileLock,
+        LockKind::Spinlock,
+        LockKind::Mutex,
+        LockKind::Rwsem,
+        LockKind::Other,
+    ];
+
+    pub const fn name(self) -> &'static str {
+        match self {
+            LockKind::FileLock => "file_lock",
+            LockKind::Spinlock => "spinlock",
+            LockKind::Mutex => "mutex",
+            LockKind::Rwsem => "rwsem",
+            LockKind::Other => "other",
+        }
+    }
+
+    /// The kind of a key's `lock_class`; unknown classes are `Other`.
+    pub const fn from_class(class: u32) -> Self {
+        match class {
+            0 => LockKind::FileLock,
+            1 => LockKind::Spinlock,
+            2 => LockKind::Mutex,
+            3 => LockKind::Rwsem,
+            _ => LockKind::Other,
+        }
+    }
+}
+
+/// `lock_class` values of a [`ContentionKey`], as the programs store them.
+pub mod lock_class {
+    use super::LockKind;
+    pub const FILE_LOCK: u32 = LockKind::FileLock as u32;
+    pub const SPINLOCK: u32 = LockKind::Spinlock as u32;
+    pub const MUTEX: u32 = LockKind::Mutex as u32;
+    pub const RWSEM: u32 = LockKind::Rwsem as u32;
+    pub const OTHER: u32 = LockKind::Other as u32;
 }
 
 /// `contention_begin` flags (include/trace/events/lock.h).

@@ -3,8 +3,57 @@
 
 use crate::HIST_SLOTS;
 
-/// fd-table operations probed directly. The index is the op id in the maps below.
+/// An fd-table operation: what a waiter was doing, and what a direct probe measured. In report
+/// order (`Ord`), `Other` last.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(
+    feature = "user",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(rename_all = "snake_case")
+)]
+pub enum Operation {
+    Alloc,
+    Close,
+    Expand,
+    Dup2,
+    CloseRange,
+    /// Closing the close-on-exec fds at exec.
+    Exec,
+    /// Copying the table at fork.
+    Fork,
+    /// Outside any fd-table operation.
+    Other,
+}
+
+impl Operation {
+    pub const ALL: [Operation; 8] = [
+        Operation::Alloc,
+        Operation::Close,
+        Operation::Expand,
+        Operation::Dup2,
+        Operation::CloseRange,
+        Operation::Exec,
+        Operation::Fork,
+        Operation::Other,
+    ];
+
+    pub const fn name(self) -> &'static str {
+        match self {
+            Operation::Alloc => "alloc",
+            Operation::Close => "close",
+            Operation::Expand => "expand",
+            Operation::Dup2 => "dup2",
+            Operation::CloseRange => "close_range",
+            Operation::Exec => "exec",
+            Operation::Fork => "fork",
+            Operation::Other => "other",
+        }
+    }
+}
+
+/// Op ids of the operations probed directly: the index in the maps below.
 pub mod op {
+    use super::Operation;
     pub const ALLOC: u32 = 0;
     pub const CLOSE: u32 = 1;
     pub const EXPAND: u32 = 2;
@@ -13,8 +62,15 @@ pub mod op {
     pub const COUNT: u32 = 5;
     /// Slow-path waits outside any probed operation.
     pub const NONE: u32 = COUNT;
-    pub const NAMES: [&str; COUNT as usize + 1] =
-        ["alloc", "close", "expand", "dup2", "close_range", "other"];
+    /// The operation of each op id, `NONE` included.
+    pub const OPERATIONS: [Operation; COUNT as usize + 1] = [
+        Operation::Alloc,
+        Operation::Close,
+        Operation::Expand,
+        Operation::Dup2,
+        Operation::CloseRange,
+        Operation::Other,
+    ];
 }
 
 /// Per-op counters: `FN_COUNTERS[op * counter::COUNT + counter]` (ops include `op::NONE`).
@@ -40,7 +96,6 @@ pub mod kind {
     /// Slow-path waits for the target's file_lock inside this op.
     pub const SLOWPATH_WAIT: u32 = 2;
     pub const COUNT: u32 = 3;
-    pub const NAMES: [&str; COUNT as usize] = ["duration", "hold", "slowpath_wait"];
 }
 
 /// Index in the `CONFIG` array: 1 when the allocator is probed directly.

@@ -5,6 +5,8 @@
 pub mod contention;
 pub mod counters;
 pub mod fnops;
+pub mod probes;
+pub mod session;
 pub mod syscalls;
 
 /// Number of log2 buckets in every histogram: slot `k` holds values with `k` significant bits

@@ -6,8 +6,10 @@ use aya_ebpf::{
     macros::map,
     maps::Array,
 };
+use fdprof_common::probes::target_kind;
 
-/// Set by user space before load (`EbpfLoader::set_global`).
+// Set by user space before load (`EbpfLoader::override_global`), under the names of
+// `fdprof_common::probes::setting`.
 #[unsafe(no_mangle)]
 static TARGET_KIND: u32 = 0;
 #[unsafe(no_mangle)]
@@ -38,10 +40,6 @@ pub fn scan_in_syscalls() -> bool {
         .is_none_or(|&v| v == 0)
 }
 
-/// `TARGET_KIND` values.
-const TARGET_ALL: u32 = 0;
-const TARGET_TGID: u32 = 1;
-
 #[inline(always)]
 fn global(v: &'static u32) -> u32 {
     // SAFETY: a valid static; volatile so the loader's value is read, not the compile-time 0.
@@ -55,8 +53,8 @@ pub fn target_tid() -> Option<u32> {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tid = pid_tgid as u32;
     let ours = match global(&TARGET_KIND) {
-        TARGET_ALL => true,
-        TARGET_TGID => (pid_tgid >> 32) as u32 == global(&TARGET_ID),
+        target_kind::ALL => true,
+        target_kind::TGID => (pid_tgid >> 32) as u32 == global(&TARGET_ID),
         _ => tid == global(&TARGET_ID),
     };
     ours.then_some(tid)

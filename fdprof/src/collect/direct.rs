@@ -8,35 +8,7 @@ use aya::{
     programs::{FEntry, FExit, KProbe, Program},
 };
 
-use crate::probe::roles::{FoundFunction, FunctionRole, Mode};
-
-/// fentry/fexit program pairs per role; the slow path has one pair per function it may have.
-fn fentry_programs(role: &str) -> &'static [(&'static str, &'static str)] {
-    match role {
-        "allocate" => &[("fdprof_fe_alloc", "fdprof_fx_alloc")],
-        "close" => &[("fdprof_fe_close", "fdprof_fx_close")],
-        "expand" => &[("fdprof_fe_expand", "fdprof_fx_expand")],
-        "dup2" => &[("fdprof_fe_dup2", "fdprof_fx_dup2")],
-        "close_range" => &[("fdprof_fe_crange", "fdprof_fx_crange")],
-        "lock_slowpath" => &[
-            ("fdprof_fe_spin", "fdprof_fx_spin"),
-            ("fdprof_fe_spin2", "fdprof_fx_spin2"),
-        ],
-        _ => &[],
-    }
-}
-
-fn kprobe_programs(role: &str) -> Option<(&'static str, &'static str)> {
-    Some(match role {
-        "allocate" => ("fdprof_kp_alloc", "fdprof_kr_alloc"),
-        "close" => ("fdprof_kp_close", "fdprof_kr_close"),
-        "expand" => ("fdprof_kp_expand", "fdprof_kr_expand"),
-        "dup2" => ("fdprof_kp_dup2", "fdprof_kr_dup2"),
-        "close_range" => ("fdprof_kp_crange", "fdprof_kr_crange"),
-        "lock_slowpath" => ("fdprof_kp_spin", "fdprof_kr_spin"),
-        _ => return None,
-    })
-}
+use crate::probe::roles::{FoundFunction, FunctionRole, Mode, Role};
 
 fn program<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut Program> {
     ebpf.program_mut(name)
@@ -60,10 +32,10 @@ fn unload(ebpf: &mut Ebpf, names: &[&str]) {
 fn attach_fentry(
     ebpf: &mut Ebpf,
     btf: &Btf,
-    role: &str,
+    role: Role,
     functions: &[FoundFunction],
 ) -> Result<()> {
-    let pairs = fentry_programs(role);
+    let pairs = role.fentry_programs();
     let mut used = Vec::new();
     let result = (|| -> Result<()> {
         // Exit before entry, as for the tracepoint families (see session.rs).
@@ -87,8 +59,10 @@ fn attach_fentry(
     result
 }
 
-fn attach_kprobe(ebpf: &mut Ebpf, role: &str, functions: &[FoundFunction]) -> Result<()> {
-    let (entry, exit) = kprobe_programs(role).context("no kprobe programs for role")?;
+fn attach_kprobe(ebpf: &mut Ebpf, role: Role, functions: &[FoundFunction]) -> Result<()> {
+    let (entry, exit) = role
+        .kprobe_programs()
+        .context("no kprobe programs for role")?;
     let result = (|| -> Result<()> {
         for name in [entry, exit] {
             let p: &mut KProbe = program(ebpf, name)?.try_into()?;
@@ -121,7 +95,7 @@ pub fn attach_role(
     notes: &mut Vec<String>,
 ) -> Result<Mode> {
     if functions.is_empty() {
-        if matches!(forced, Some(Mode::Fentry | Mode::Kprobe)) && role.role == "allocate" {
+        if matches!(forced, Some(Mode::Fentry | Mode::Kprobe)) && role.role == Role::Allocate {
             bail!(
                 "none of {} exists in this kernel",
                 role.candidates.join(", ")
@@ -150,7 +124,7 @@ pub fn attach_role(
     if let Some(mode @ (Mode::Fentry | Mode::Kprobe)) = forced {
         return Err(anyhow!(
             "cannot attach {} ({}) in {} mode: {}",
-            role.role,
+            role.role.name(),
             names.join(", "),
             mode.name(),
             errors.join("; ")
@@ -159,7 +133,7 @@ pub fn attach_role(
     if !errors.is_empty() {
         notes.push(format!(
             "{} ({}): direct probes refused, tracepoint mode ({})",
-            role.role,
+            role.role.name(),
             names.join(", "),
             errors.join("; ")
         ));

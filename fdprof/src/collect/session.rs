@@ -13,7 +13,10 @@ use aya::{
 };
 
 use aya::maps::Array;
-use fdprof_common::fnops;
+use fdprof_common::{
+    fnops,
+    probes::{map, setting, target_kind},
+};
 
 use super::direct;
 use crate::model::recording::ProgramCost;
@@ -22,7 +25,7 @@ use crate::probe::{
     kallsyms::Kallsyms,
     object,
     offsets::KernelOffsets,
-    roles::{FUNCTION_ROLES, FoundFunction, FunctionRole, Mode},
+    roles::{FUNCTION_ROLES, FoundFunction, FunctionRole, Mode, Role},
     tracefs,
 };
 
@@ -44,7 +47,7 @@ impl KernelFunctions {
     /// `start` is the first argument of `alloc_fd`, the second of `__alloc_fd(files, …)`.
     fn alloc_start_arg(&self) -> u32 {
         let legacy = self.roles.iter().any(|(r, f)| {
-            r.role == "allocate" && f.first().is_some_and(|f| f.name == "__alloc_fd")
+            r.role == Role::Allocate && f.first().is_some_and(|f| f.name == "__alloc_fd")
         });
         u32::from(legacy)
     }
@@ -58,39 +61,8 @@ pub enum Filter {
     Tid(u32),
 }
 
-/// A program family and the ways to attach it, most direct first.
-struct Family {
-    role: &'static str,
-    /// (tp_btf program, tracepoint name) pairs.
-    tp_btf: &'static [(&'static str, &'static str)],
-    /// (classic program, category, name) triples.
-    classic: &'static [(&'static str, &'static str, &'static str)],
-}
-
-const FAMILIES: [Family; 2] = [
-    Family {
-        role: "lock_tracepoints",
-        tp_btf: &[
-            ("fdprof_lock_begin", "contention_begin"),
-            ("fdprof_lock_end", "contention_end"),
-        ],
-        classic: &[
-            ("fdprof_tp_lock_begin", "lock", "contention_begin"),
-            ("fdprof_tp_lock_end", "lock", "contention_end"),
-        ],
-    },
-    Family {
-        role: "fd_syscalls",
-        tp_btf: &[
-            ("fdprof_sys_enter", "sys_enter"),
-            ("fdprof_sys_exit", "sys_exit"),
-        ],
-        classic: &[
-            ("fdprof_tp_sys_enter", "raw_syscalls", "sys_enter"),
-            ("fdprof_tp_sys_exit", "raw_syscalls", "sys_exit"),
-        ],
-    },
-];
+/// The tracepoint families, attached after the function roles.
+const FAMILIES: [Role; 2] = [Role::LockTracepoints, Role::FdSyscalls];
 
 /// What `record` asked for.
 #[derive(Debug, Clone, Copy, Default)]
@@ -170,35 +142,39 @@ impl Session {
     ) -> Result<Self> {
         let forced = opts.forced;
         let (kind, id) = match filter {
-            Filter::All => (0u32, 0u32),
-            Filter::Tgid(p) => (1, p),
-            Filter::Tid(t) => (2, t),
+            Filter::All => (target_kind::ALL, 0u32),
+            Filter::Tgid(p) => (target_kind::TGID, p),
+            Filter::Tid(t) => (target_kind::TID, t),
         };
         let o = *offsets;
         let mut ebpf = EbpfLoader::new()
             .btf(Some(btf))
-            .override_global("TARGET_KIND", &kind, true)
-            .override_global("TARGET_ID", &id, true)
-            .override_global("OFF_TASK_FILES", &o.task_struct_files, true)
-            .override_global("OFF_FILES_NEXT_FD", &o.files_struct_next_fd, true)
-            .override_global("OFF_FILES_FDT", &o.files_struct_fdt, true)
-            .override_global("OFF_FILES_FILE_LOCK", &o.files_struct_file_lock, true)
-            .override_global("OFF_FDT_MAX_FDS", &o.fdtable_max_fds, true)
-            .override_global("OFF_FDT_OPEN_FDS", &o.fdtable_open_fds, true)
-            .override_global("ALLOC_START_ARG", &kernel.alloc_start_arg(), true)
+            .override_global(setting::TARGET_KIND, &kind, true)
+            .override_global(setting::TARGET_ID, &id, true)
+            .override_global(setting::OFF_TASK_FILES, &o.task_struct_files, true)
+            .override_global(setting::OFF_FILES_NEXT_FD, &o.files_struct_next_fd, true)
+            .override_global(setting::OFF_FILES_FDT, &o.files_struct_fdt, true)
+            .override_global(
+                setting::OFF_FILES_FILE_LOCK,
+                &o.files_struct_file_lock,
+                true,
+            )
+            .override_global(setting::OFF_FDT_MAX_FDS, &o.fdtable_max_fds, true)
+            .override_global(setting::OFF_FDT_OPEN_FDS, &o.fdtable_open_fds, true)
+            .override_global(setting::ALLOC_START_ARG, &kernel.alloc_start_arg(), true)
             .load(object::PROFILER)
             .context("cannot load fdprof's eBPF object")?;
         let mut modes = BTreeMap::new();
         let mut notes = Vec::new();
         for (role, functions) in &kernel.roles {
-            if opts.lock_only && role.role != "lock_slowpath" {
-                modes.insert(role.role.to_string(), LOCK_ONLY.to_string());
+            if opts.lock_only && role.role != Role::LockSlowpath {
+                modes.insert(role.role.name().to_string(), LOCK_ONLY.to_string());
                 continue;
             }
             let mode = direct::attach_role(&mut ebpf, btf, role, functions, forced, &mut notes)?;
-            if role.role == "allocate" && mode != Mode::Tracepoint {
+            if role.role == Role::Allocate && mode != Mode::Tracepoint {
                 let mut config: Array<_, u32> =
-                    Array::try_from(ebpf.map_mut("CONFIG").context("no map CONFIG")?)?;
+                    Array::try_from(ebpf.map_mut(map::CONFIG).context("no map CONFIG")?)?;
                 config.set(fnops::CONFIG_DIRECT_ALLOC, 1, 0)?;
             }
             let names: Vec<&str> = functions.iter().map(|f| f.name.as_str()).collect();
@@ -206,11 +182,11 @@ impl Session {
                 Mode::Tracepoint => "tracepoint".to_string(),
                 m => format!("{} ({})", m.name(), names.join(", ")),
             };
-            modes.insert(role.role.to_string(), value);
+            modes.insert(role.role.name().to_string(), value);
         }
-        for family in &FAMILIES {
-            if opts.lock_only && family.role == "fd_syscalls" {
-                modes.insert(family.role.to_string(), LOCK_ONLY.to_string());
+        for family in FAMILIES {
+            if opts.lock_only && family == Role::FdSyscalls {
+                modes.insert(family.name().to_string(), LOCK_ONLY.to_string());
                 continue;
             }
             let mode = match attach_tp_btf(&mut ebpf, family, btf) {
@@ -220,14 +196,14 @@ impl Session {
                     attach_classic(&mut ebpf, family).map_err(|e| {
                         anyhow!(
                             "cannot attach the {} probes: tp_btf: {btf_err:#}; tracepoint: {e:#}",
-                            family.role
+                            family.name()
                         )
                     })?;
-                    notes.push(format!("{}: tp_btf refused ({btf_err:#})", family.role));
+                    notes.push(format!("{}: tp_btf refused ({btf_err:#})", family.name()));
                     "tracepoint"
                 }
             };
-            modes.insert(family.role.to_string(), mode.to_string());
+            modes.insert(family.name().to_string(), mode.to_string());
         }
         Ok(Self {
             ebpf,
@@ -259,20 +235,21 @@ impl Session {
 // in before the opening one, so no entry is recorded whose exit could be missed (a stale entry
 // would count as a drop or pair with a later exit). On failure nothing of the family stays.
 
-fn attach_tp_btf(ebpf: &mut Ebpf, family: &Family, btf: &Btf) -> Result<()> {
+fn attach_tp_btf(ebpf: &mut Ebpf, family: Role, btf: &Btf) -> Result<()> {
+    let programs = family.tp_btf_programs();
     let result = (|| -> Result<()> {
-        for (program, tracepoint) in family.tp_btf {
+        for (program, tracepoint) in programs {
             let p: &mut BtfTracePoint = program_of(ebpf, program)?.try_into()?;
             p.load(tracepoint, btf)?;
         }
-        for (program, _) in family.tp_btf.iter().rev() {
+        for (program, _) in programs.iter().rev() {
             let p: &mut BtfTracePoint = program_of(ebpf, program)?.try_into()?;
             p.attach()?;
         }
         Ok(())
     })();
     if result.is_err() {
-        for (program, _) in family.tp_btf {
+        for (program, _) in programs {
             if let Some(Program::BtfTracePoint(p)) = ebpf.program_mut(program) {
                 let _ = p.unload();
             }
@@ -281,20 +258,21 @@ fn attach_tp_btf(ebpf: &mut Ebpf, family: &Family, btf: &Btf) -> Result<()> {
     result
 }
 
-fn attach_classic(ebpf: &mut Ebpf, family: &Family) -> Result<()> {
+fn attach_classic(ebpf: &mut Ebpf, family: Role) -> Result<()> {
+    let programs = family.tracepoint_programs();
     let result = (|| -> Result<()> {
-        for (program, _, _) in family.classic {
+        for (program, _, _) in programs {
             let p: &mut TracePoint = program_of(ebpf, program)?.try_into()?;
             p.load()?;
         }
-        for (program, category, name) in family.classic.iter().rev() {
+        for (program, category, name) in programs.iter().rev() {
             let p: &mut TracePoint = program_of(ebpf, program)?.try_into()?;
             p.attach(category, name)?;
         }
         Ok(())
     })();
     if result.is_err() {
-        for (program, _, _) in family.classic {
+        for (program, _, _) in programs {
             if let Some(Program::TracePoint(p)) = ebpf.program_mut(program) {
                 let _ = p.unload();
             }

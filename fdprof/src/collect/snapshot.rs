@@ -12,6 +12,7 @@ use fdprof_common::{
     contention::{ContentionKey, ContentionValue},
     counters::{DROP_ENTRIES, HIST_ENTRIES, SYSCALL_COUNTER_ENTRIES, global},
     fnops::{FN_COUNTER_ENTRIES, FN_HIST_ENTRIES, counter},
+    probes::map,
 };
 
 /// Aggregated contention for one key, summed over CPUs.
@@ -66,27 +67,27 @@ fn per_cpu_array(
 pub fn read(ebpf: &Ebpf) -> Result<RawSnapshot> {
     let sum = |_: u32, v: &[u64]| v.iter().sum();
     let mut snap = RawSnapshot {
-        syscall_counters: per_cpu_array(ebpf, "SYSCALL_COUNTERS", SYSCALL_COUNTER_ENTRIES, sum)?,
-        hists: per_cpu_array(ebpf, "HISTS", HIST_ENTRIES, sum)?,
-        drops: per_cpu_array(ebpf, "DROPS", DROP_ENTRIES, sum)?,
-        globals: per_cpu_array(ebpf, "GLOBALS", global::COUNT, |i, v| match i {
+        syscall_counters: per_cpu_array(ebpf, map::SYSCALL_COUNTERS, SYSCALL_COUNTER_ENTRIES, sum)?,
+        hists: per_cpu_array(ebpf, map::HISTS, HIST_ENTRIES, sum)?,
+        drops: per_cpu_array(ebpf, map::DROPS, DROP_ENTRIES, sum)?,
+        globals: per_cpu_array(ebpf, map::GLOBALS, global::COUNT, |i, v| match i {
             global::MAX_FDS_SEEN | global::SCAN_MAX => v.iter().copied().max().unwrap_or(0),
             global::MAX_FDS_FIRST => v.iter().copied().filter(|&x| x > 0).min().unwrap_or(0),
             _ => v.iter().sum(),
         })?,
-        fn_counters: per_cpu_array(ebpf, "FN_COUNTERS", FN_COUNTER_ENTRIES, |i, v| {
+        fn_counters: per_cpu_array(ebpf, map::FN_COUNTERS, FN_COUNTER_ENTRIES, |i, v| {
             if i % counter::COUNT == counter::SLOWPATH_WAIT_MAX {
                 v.iter().copied().max().unwrap_or(0)
             } else {
                 v.iter().sum()
             }
         })?,
-        fn_hists: per_cpu_array(ebpf, "FN_HISTS", FN_HIST_ENTRIES, sum)?,
+        fn_hists: per_cpu_array(ebpf, map::FN_HISTS, FN_HIST_ENTRIES, sum)?,
         ..Default::default()
     };
 
     let contention: PerCpuHashMap<_, ContentionKey, ContentionValue> =
-        PerCpuHashMap::try_from(ebpf.map("CONTENTION").context("no map CONTENTION")?)?;
+        PerCpuHashMap::try_from(ebpf.map(map::CONTENTION).context("no map CONTENTION")?)?;
     for entry in contention.iter() {
         let (key, values) = entry?;
         let mut c = Contention::default();
@@ -101,7 +102,7 @@ pub fn read(ebpf: &Ebpf) -> Result<RawSnapshot> {
     }
 
     let stacks: StackTraceMap<_> =
-        StackTraceMap::try_from(ebpf.map("STACKS").context("no map STACKS")?)?;
+        StackTraceMap::try_from(ebpf.map(map::STACKS).context("no map STACKS")?)?;
     for (key, _) in &snap.contention {
         for id in [key.kernel_stack, key.user_stack] {
             if id >= 0 && !snap.stacks.contains_key(&id) {

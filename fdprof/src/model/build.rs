@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use fdprof_common::{
     HIST_SLOTS,
-    contention::lock_class,
+    contention::LockKind,
     counters::{drop, global, hist, per_syscall},
     fnops::{counter, kind, op},
     syscalls::{FD_SYSCALLS, N_SYSCALLS},
@@ -97,11 +97,9 @@ pub fn contention_sites(snap: &RawSnapshot, sym: &mut Symbolizers) -> Vec<Conten
         let site = sites
             .entry((key.lock_class, key.kernel_stack, key.user_stack))
             .or_insert_with(|| ContentionSite {
-                lock: lock_class::NAMES
-                    .get(key.lock_class as usize)
-                    .unwrap_or(&"other")
-                    .to_string(),
+                lock: LockKind::from_class(key.lock_class).name().to_string(),
                 operation: operation::of_stack(kstack.iter().map(|f| f.function.as_str()))
+                    .name()
                     .to_string(),
                 kernel_stack: kstack,
                 user_stack: ustack,
@@ -220,7 +218,7 @@ pub fn functions(snap: &RawSnapshot, direct: bool) -> Vec<FunctionStats> {
             slowpath_wait.sum = c(counter::SLOWPATH_WAIT_NS);
             slowpath_wait.max = c(counter::SLOWPATH_WAIT_MAX);
             FunctionStats {
-                operation: op::NAMES[o as usize].to_string(),
+                operation: op::OPERATIONS[o as usize].name().to_string(),
                 calls: c(counter::CALLS),
                 expanded: c(counter::EXPANDED),
                 duration: h(kind::DURATION),

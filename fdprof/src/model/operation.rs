@@ -1,10 +1,12 @@
 //! Which fd-table operation a wait belongs to: the first frame below the lock functions that is
-//! an fd-table function (DESIGN.md §4).
+//! an fd-table function.
+
+use fdprof_common::fnops::Operation;
 
 /// fd-table functions, by operation. Checked from the innermost frame outwards.
-const OPERATIONS: &[(&str, &[&str])] = &[
+const OPERATIONS: &[(Operation, &[&str])] = &[
     (
-        "alloc",
+        Operation::Alloc,
         &[
             "alloc_fd",
             "__alloc_fd",
@@ -13,7 +15,7 @@ const OPERATIONS: &[(&str, &[&str])] = &[
         ],
     ),
     (
-        "close",
+        Operation::Close,
         &[
             "file_close_fd",
             "close_fd",
@@ -21,42 +23,32 @@ const OPERATIONS: &[(&str, &[&str])] = &[
             "file_close_fd_locked",
         ],
     ),
-    ("expand", &["expand_files", "expand_fdtable"]),
-    ("dup2", &["do_dup2", "replace_fd", "ksys_dup3"]),
+    (Operation::Expand, &["expand_files", "expand_fdtable"]),
+    (Operation::Dup2, &["do_dup2", "replace_fd", "ksys_dup3"]),
     (
-        "close_range",
+        Operation::CloseRange,
         &["__close_range", "__do_sys_close_range", "__range_close"],
     ),
-    ("exec", &["do_close_on_exec"]),
-    ("fork", &["dup_fd", "copy_files"]),
-];
-
-/// Operation names in report order, `other` last.
-pub const NAMES: [&str; 8] = [
-    "alloc",
-    "close",
-    "expand",
-    "dup2",
-    "close_range",
-    "exec",
-    "fork",
-    "other",
+    (Operation::Exec, &["do_close_on_exec"]),
+    (Operation::Fork, &["dup_fd", "copy_files"]),
 ];
 
 /// The operation of a kernel stack given innermost frame first.
-pub fn of_stack<'a>(functions: impl IntoIterator<Item = &'a str>) -> &'static str {
+pub fn of_stack<'a>(functions: impl IntoIterator<Item = &'a str>) -> Operation {
     for f in functions {
         // Compiler clones (`foo.isra.0`, `foo.constprop.0`) count as `foo`.
         let base = f.split('.').next().unwrap_or(f);
         if let Some((op, _)) = OPERATIONS.iter().find(|(_, fns)| fns.contains(&base)) {
-            return op;
+            return *op;
         }
     }
-    "other"
+    Operation::Other
 }
 
 #[cfg(test)]
 mod tests {
+    use super::Operation;
+
     #[test]
     fn first_fd_function_wins() {
         let stack = [
@@ -65,11 +57,14 @@ mod tests {
             "file_close_fd",
             "__x64_sys_close",
         ];
-        assert_eq!(super::of_stack(stack), "close");
+        assert_eq!(super::of_stack(stack), Operation::Close);
         assert_eq!(
             super::of_stack(["_raw_spin_lock", "alloc_fd.isra.0"]),
-            "alloc"
+            Operation::Alloc
         );
-        assert_eq!(super::of_stack(["_raw_spin_lock", "tcp_v4_rcv"]), "other");
+        assert_eq!(
+            super::of_stack(["_raw_spin_lock", "tcp_v4_rcv"]),
+            Operation::Other
+        );
     }
 }

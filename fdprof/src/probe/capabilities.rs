@@ -11,7 +11,7 @@ use super::{
     btf::Btf,
     kallsyms::Kallsyms,
     offsets::KernelOffsets,
-    roles::{FUNCTION_ROLES, FoundFunction, LOCK_TRACEPOINTS, Mode, SYSCALL_TRACEPOINTS},
+    roles::{FUNCTION_ROLES, FoundFunction, LOCK_TRACEPOINTS, Mode, Role, SYSCALL_TRACEPOINTS},
     trial::{Outcome, Trials},
 };
 
@@ -29,7 +29,7 @@ pub struct FunctionTrials {
 /// One function role: the functions found and how each can be attached.
 #[derive(Debug, Clone, Serialize)]
 pub struct FunctionRoleReport {
-    pub role: &'static str,
+    pub role: Role,
     pub candidates: &'static [&'static str],
     pub functions: Vec<FunctionTrials>,
     /// The mode `record` uses for this role.
@@ -189,11 +189,11 @@ impl Capabilities {
 
         let mode = functions
             .iter()
-            .find(|r| r.role == "allocate")
+            .find(|r| r.role == Role::Allocate)
             .map_or(Mode::Tracepoint, |r| r.chosen);
         let mut chosen: BTreeMap<String, String> = functions
             .iter()
-            .map(|r| (r.role.to_string(), r.chosen.name().to_string()))
+            .map(|r| (r.role.name().to_string(), r.chosen.name().to_string()))
             .collect();
         let kind = match lock_tracepoints_chosen {
             TracepointKind::TpBtf => "tp_btf",

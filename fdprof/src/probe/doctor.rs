@@ -71,7 +71,7 @@ pub fn render(caps: &Capabilities) -> String {
         "\nfunction probes (load + attach + detach tried for each):"
     );
     for role in &caps.functions {
-        let _ = writeln!(out, "  {} -> {}", role.role, role.chosen.name());
+        let _ = writeln!(out, "  {} -> {}", role.role.name(), role.chosen.name());
         if role.functions.is_empty() {
             let _ = writeln!(
                 out,

@@ -7,3 +7,37 @@ pub static PROFILER: &[u8] = include_bytes_aligned!(concat!(env!("OUT_DIR"), "/f
 
 /// Empty programs that `doctor` attaches to find out what the kernel allows.
 pub static DOCTOR: &[u8] = include_bytes_aligned!(concat!(env!("OUT_DIR"), "/fdprof-doctor.bpf.o"));
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use fdprof_common::probes::{map, program, setting};
+    use object::{Object, ObjectSymbol};
+
+    /// The eBPF side names its maps, programs and settings by hand; each must be what
+    /// `fdprof_common::probes` says, or attaching would fail at run time.
+    #[test]
+    fn object_matches_the_contract() {
+        let elf = object::File::parse(super::PROFILER).expect("the embedded object is ELF");
+        let symbols: HashSet<&str> = elf.symbols().filter_map(|s| s.name().ok()).collect();
+        let missing: Vec<&str> = map::ALL
+            .iter()
+            .chain(&program::ALL)
+            .chain(&setting::ALL)
+            .filter(|name| !symbols.contains(*name))
+            .copied()
+            .collect();
+        assert!(missing.is_empty(), "not in the eBPF object: {missing:?}");
+        // And nothing of the object's is left out of the contract.
+        let ours: HashSet<&str> = program::ALL.iter().copied().collect();
+        let stray: Vec<&&str> = symbols
+            .iter()
+            .filter(|s| s.starts_with("fdprof_") && !ours.contains(**s))
+            .collect();
+        assert!(
+            stray.is_empty(),
+            "programs missing from the contract: {stray:?}"
+        );
+    }
+}

@@ -5,34 +5,12 @@ use serde::{Deserialize, Serialize};
 
 use super::{btf::Btf, kallsyms::Kallsyms};
 
-/// How a role is observed. Ordered from most to least direct.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, clap::ValueEnum,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum Mode {
-    /// fentry/fexit on the function (BTF trampolines).
-    Fentry,
-    /// kprobe/kretprobe on the function.
-    Kprobe,
-    /// Tracepoints only: `lock:contention_*` and the fd syscalls' entry/exit.
-    Tracepoint,
-}
-
-impl Mode {
-    pub fn name(self) -> &'static str {
-        match self {
-            Mode::Fentry => "fentry",
-            Mode::Kprobe => "kprobe",
-            Mode::Tracepoint => "tracepoint",
-        }
-    }
-}
+pub use fdprof_common::probes::{Mode, Role};
 
 /// A kernel function role and the names it has had, in order of preference.
 #[derive(Debug, Clone, Copy)]
 pub struct FunctionRole {
-    pub role: &'static str,
+    pub role: Role,
     pub candidates: &'static [&'static str],
     /// Attach to every candidate found (the lock slow path exists in native and PV forms, and
     /// which one runs is decided at boot), rather than only the first.
@@ -42,35 +20,35 @@ pub struct FunctionRole {
 /// Function roles, probed directly in the fentry and kprobe modes.
 pub const FUNCTION_ROLES: &[FunctionRole] = &[
     FunctionRole {
-        role: "allocate",
+        role: Role::Allocate,
         candidates: &["alloc_fd", "__alloc_fd"],
         all_found: false,
     },
     // The first one present is the one close(2) calls: `close_fd` survives in ≥ 6.9 kernels
     // but close(2) went over to `file_close_fd` there.
     FunctionRole {
-        role: "close",
+        role: Role::Close,
         candidates: &["file_close_fd", "close_fd", "__close_fd"],
         all_found: false,
     },
     FunctionRole {
-        role: "expand",
+        role: Role::Expand,
         candidates: &["expand_files"],
         all_found: false,
     },
     FunctionRole {
-        role: "dup2",
+        role: Role::Dup2,
         candidates: &["do_dup2"],
         all_found: false,
     },
     FunctionRole {
-        role: "close_range",
+        role: Role::CloseRange,
         // ≥ 6.16 folded `__close_range` into the syscall itself.
         candidates: &["__close_range", "__do_sys_close_range"],
         all_found: false,
     },
     FunctionRole {
-        role: "lock_slowpath",
+        role: Role::LockSlowpath,
         candidates: &[
             "native_queued_spin_lock_slowpath",
             "__pv_queued_spin_lock_slowpath",

@@ -5,8 +5,8 @@
 use std::collections::HashMap;
 
 use crate::model::hist::Log2Hist;
-use crate::model::operation;
 use crate::model::recording::{ContentionSite, Frame, Recording};
+use fdprof_common::fnops::Operation;
 
 /// The lock class that is the target's own `files->file_lock`.
 pub const FILE_LOCK: &str = "file_lock";
@@ -46,7 +46,7 @@ pub struct LockTotal {
 }
 
 /// Rows per (lock, operation): `file_lock` first, then other locks by total wait; within a lock,
-/// operations by total wait (ties in the order of [`operation::NAMES`]).
+/// operations by total wait (ties in the order of [`Operation::ALL`]).
 pub fn by_lock_operation(rec: &Recording) -> Vec<LockOperation> {
     let all_wait_ns: u64 = rec.contention.iter().map(|s| s.total_wait_ns).sum();
     let locks = by_lock(rec);
@@ -127,10 +127,10 @@ pub fn by_lock(rec: &Recording) -> Vec<LockTotal> {
 }
 
 fn op_rank(op: &str) -> usize {
-    operation::NAMES
+    Operation::ALL
         .iter()
-        .position(|n| *n == op)
-        .unwrap_or(operation::NAMES.len())
+        .position(|o| o.name() == op)
+        .unwrap_or(Operation::ALL.len())
 }
 
 /// Contention sites of one lock and operation whose stacks are the same sequence of functions

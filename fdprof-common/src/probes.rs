@@ -1,0 +1,267 @@
+//! The attach contract: the names of the object's maps, programs and load-time settings, the
+//! probe roles and the modes they attach in. User space attaches by these names; the eBPF side
+//! declares its items under exactly these identifiers, and a test of `fdprof`
+//! (`object_matches_the_contract`) checks the built object against every one of them.
+
+/// Maps of the profiler object.
+pub mod map {
+    pub const STACKS: &str = "STACKS";
+    pub const CONTENTION: &str = "CONTENTION";
+    pub const SYSCALL_COUNTERS: &str = "SYSCALL_COUNTERS";
+    pub const GLOBALS: &str = "GLOBALS";
+    pub const HISTS: &str = "HISTS";
+    pub const DROPS: &str = "DROPS";
+    pub const FN_COUNTERS: &str = "FN_COUNTERS";
+    pub const FN_HISTS: &str = "FN_HISTS";
+    pub const CONFIG: &str = "CONFIG";
+    pub const ALL: [&str; 9] = [
+        STACKS,
+        CONTENTION,
+        SYSCALL_COUNTERS,
+        GLOBALS,
+        HISTS,
+        DROPS,
+        FN_COUNTERS,
+        FN_HISTS,
+        CONFIG,
+    ];
+}
+
+/// Read-only globals the loader writes before load: the target filter and the struct offsets
+/// found in the kernel's BTF (the programs carry no CO-RE relocations).
+pub mod setting {
+    pub const TARGET_KIND: &str = "TARGET_KIND";
+    pub const TARGET_ID: &str = "TARGET_ID";
+    pub const OFF_TASK_FILES: &str = "OFF_TASK_FILES";
+    pub const OFF_FILES_NEXT_FD: &str = "OFF_FILES_NEXT_FD";
+    pub const OFF_FILES_FDT: &str = "OFF_FILES_FDT";
+    pub const OFF_FILES_FILE_LOCK: &str = "OFF_FILES_FILE_LOCK";
+    pub const OFF_FDT_MAX_FDS: &str = "OFF_FDT_MAX_FDS";
+    pub const OFF_FDT_OPEN_FDS: &str = "OFF_FDT_OPEN_FDS";
+    /// Which argument of the allocator is `start`: 0 for `alloc_fd`, 1 for `__alloc_fd`.
+    pub const ALLOC_START_ARG: &str = "ALLOC_START_ARG";
+    pub const ALL: [&str; 9] = [
+        TARGET_KIND,
+        TARGET_ID,
+        OFF_TASK_FILES,
+        OFF_FILES_NEXT_FD,
+        OFF_FILES_FDT,
+        OFF_FILES_FILE_LOCK,
+        OFF_FDT_MAX_FDS,
+        OFF_FDT_OPEN_FDS,
+        ALLOC_START_ARG,
+    ];
+}
+
+/// `TARGET_KIND` values: what the programs' filter lets through.
+pub mod target_kind {
+    pub const ALL: u32 = 0;
+    /// Every thread of the process `TARGET_ID`.
+    pub const TGID: u32 = 1;
+    /// The thread `TARGET_ID` only.
+    pub const TID: u32 = 2;
+}
+
+/// What a probe role observes. The first six are kernel functions, probed directly (fentry or
+/// kprobe) where the kernel allows; the last two are tracepoint families.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(
+    feature = "user",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(rename_all = "snake_case")
+)]
+pub enum Role {
+    Allocate,
+    Close,
+    Expand,
+    Dup2,
+    CloseRange,
+    LockSlowpath,
+    LockTracepoints,
+    FdSyscalls,
+}
+
+impl Role {
+    pub const FUNCTIONS: [Role; 6] = [
+        Role::Allocate,
+        Role::Close,
+        Role::Expand,
+        Role::Dup2,
+        Role::CloseRange,
+        Role::LockSlowpath,
+    ];
+
+    pub const fn name(self) -> &'static str {
+        match self {
+            Role::Allocate => "allocate",
+            Role::Close => "close",
+            Role::Expand => "expand",
+            Role::Dup2 => "dup2",
+            Role::CloseRange => "close_range",
+            Role::LockSlowpath => "lock_slowpath",
+            Role::LockTracepoints => "lock_tracepoints",
+            Role::FdSyscalls => "fd_syscalls",
+        }
+    }
+
+    /// fentry/fexit program pairs; the slow path has one pair per function it may have.
+    pub const fn fentry_programs(self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            Role::Allocate => &[(program::FE_ALLOC, program::FX_ALLOC)],
+            Role::Close => &[(program::FE_CLOSE, program::FX_CLOSE)],
+            Role::Expand => &[(program::FE_EXPAND, program::FX_EXPAND)],
+            Role::Dup2 => &[(program::FE_DUP2, program::FX_DUP2)],
+            Role::CloseRange => &[(program::FE_CRANGE, program::FX_CRANGE)],
+            Role::LockSlowpath => &[
+                (program::FE_SPIN, program::FX_SPIN),
+                (program::FE_SPIN2, program::FX_SPIN2),
+            ],
+            Role::LockTracepoints | Role::FdSyscalls => &[],
+        }
+    }
+
+    /// The kprobe/kretprobe pair (each attached to every function of the role).
+    pub const fn kprobe_programs(self) -> Option<(&'static str, &'static str)> {
+        Some(match self {
+            Role::Allocate => (program::KP_ALLOC, program::KR_ALLOC),
+            Role::Close => (program::KP_CLOSE, program::KR_CLOSE),
+            Role::Expand => (program::KP_EXPAND, program::KR_EXPAND),
+            Role::Dup2 => (program::KP_DUP2, program::KR_DUP2),
+            Role::CloseRange => (program::KP_CRANGE, program::KR_CRANGE),
+            Role::LockSlowpath => (program::KP_SPIN, program::KR_SPIN),
+            Role::LockTracepoints | Role::FdSyscalls => return None,
+        })
+    }
+
+    /// A tracepoint family's (tp_btf program, tracepoint) pairs, opening probe first.
+    pub const fn tp_btf_programs(self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            Role::LockTracepoints => &[
+                (program::LOCK_BEGIN, "contention_begin"),
+                (program::LOCK_END, "contention_end"),
+            ],
+            Role::FdSyscalls => &[
+                (program::SYS_ENTER, "sys_enter"),
+                (program::SYS_EXIT, "sys_exit"),
+            ],
+            _ => &[],
+        }
+    }
+
+    /// A tracepoint family's (classic program, category, tracepoint) triples, opening first.
+    pub const fn tracepoint_programs(
+        self,
+    ) -> &'static [(&'static str, &'static str, &'static str)] {
+        match self {
+            Role::LockTracepoints => &[
+                (program::TP_LOCK_BEGIN, "lock", "contention_begin"),
+                (program::TP_LOCK_END, "lock", "contention_end"),
+            ],
+            Role::FdSyscalls => &[
+                (program::TP_SYS_ENTER, "raw_syscalls", "sys_enter"),
+                (program::TP_SYS_EXIT, "raw_syscalls", "sys_exit"),
+            ],
+            _ => &[],
+        }
+    }
+}
+
+/// How a function role is observed, from most to least direct.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(
+    feature = "user",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(rename_all = "snake_case")
+)]
+pub enum Mode {
+    /// fentry/fexit on the function (BTF trampolines).
+    Fentry,
+    /// kprobe/kretprobe on the function.
+    Kprobe,
+    /// Tracepoints only: `lock:contention_*` and the fd syscalls' entry/exit.
+    Tracepoint,
+}
+
+impl Mode {
+    pub const fn name(self) -> &'static str {
+        match self {
+            Mode::Fentry => "fentry",
+            Mode::Kprobe => "kprobe",
+            Mode::Tracepoint => "tracepoint",
+        }
+    }
+}
+
+/// Program names (the eBPF functions' identifiers).
+pub mod program {
+    pub const LOCK_BEGIN: &str = "fdprof_lock_begin";
+    pub const LOCK_END: &str = "fdprof_lock_end";
+    pub const TP_LOCK_BEGIN: &str = "fdprof_tp_lock_begin";
+    pub const TP_LOCK_END: &str = "fdprof_tp_lock_end";
+    pub const SYS_ENTER: &str = "fdprof_sys_enter";
+    pub const SYS_EXIT: &str = "fdprof_sys_exit";
+    pub const TP_SYS_ENTER: &str = "fdprof_tp_sys_enter";
+    pub const TP_SYS_EXIT: &str = "fdprof_tp_sys_exit";
+    pub const FE_ALLOC: &str = "fdprof_fe_alloc";
+    pub const FX_ALLOC: &str = "fdprof_fx_alloc";
+    pub const FE_CLOSE: &str = "fdprof_fe_close";
+    pub const FX_CLOSE: &str = "fdprof_fx_close";
+    pub const FE_EXPAND: &str = "fdprof_fe_expand";
+    pub const FX_EXPAND: &str = "fdprof_fx_expand";
+    pub const FE_DUP2: &str = "fdprof_fe_dup2";
+    pub const FX_DUP2: &str = "fdprof_fx_dup2";
+    pub const FE_CRANGE: &str = "fdprof_fe_crange";
+    pub const FX_CRANGE: &str = "fdprof_fx_crange";
+    pub const FE_SPIN: &str = "fdprof_fe_spin";
+    pub const FX_SPIN: &str = "fdprof_fx_spin";
+    pub const FE_SPIN2: &str = "fdprof_fe_spin2";
+    pub const FX_SPIN2: &str = "fdprof_fx_spin2";
+    pub const KP_ALLOC: &str = "fdprof_kp_alloc";
+    pub const KR_ALLOC: &str = "fdprof_kr_alloc";
+    pub const KP_CLOSE: &str = "fdprof_kp_close";
+    pub const KR_CLOSE: &str = "fdprof_kr_close";
+    pub const KP_EXPAND: &str = "fdprof_kp_expand";
+    pub const KR_EXPAND: &str = "fdprof_kr_expand";
+    pub const KP_DUP2: &str = "fdprof_kp_dup2";
+    pub const KR_DUP2: &str = "fdprof_kr_dup2";
+    pub const KP_CRANGE: &str = "fdprof_kp_crange";
+    pub const KR_CRANGE: &str = "fdprof_kr_crange";
+    pub const KP_SPIN: &str = "fdprof_kp_spin";
+    pub const KR_SPIN: &str = "fdprof_kr_spin";
+    pub const ALL: [&str; 34] = [
+        LOCK_BEGIN,
+        LOCK_END,
+        TP_LOCK_BEGIN,
+        TP_LOCK_END,
+        SYS_ENTER,
+        SYS_EXIT,
+        TP_SYS_ENTER,
+        TP_SYS_EXIT,
+        FE_ALLOC,
+        FX_ALLOC,
+        FE_CLOSE,
+        FX_CLOSE,
+        FE_EXPAND,
+        FX_EXPAND,
+        FE_DUP2,
+        FX_DUP2,
+        FE_CRANGE,
+        FX_CRANGE,
+        FE_SPIN,
+        FX_SPIN,
+        FE_SPIN2,
+        FX_SPIN2,
+        KP_ALLOC,
+        KR_ALLOC,
+        KP_CLOSE,
+        KR_CLOSE,
+        KP_EXPAND,
+        KR_EXPAND,
+        KP_DUP2,
+        KR_DUP2,
+        KP_CRANGE,
+        KR_CRANGE,
+        KP_SPIN,
+        KR_SPIN,
+    ];
+}
