@@ -2,7 +2,6 @@
 //! `-d`, Ctrl-C or the target's exit; write one recording atomically.
 
 use std::ffi::CString;
-use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -17,6 +16,7 @@ use crate::model::{
     build::{self, Symbolizers},
     recording::{self, OwnCost, Recording, Target},
 };
+use crate::output::Output;
 use crate::probe::{
     btf::Btf, capabilities::kernel_release, kallsyms::Kallsyms, offsets::KernelOffsets, roles::Mode,
 };
@@ -37,9 +37,9 @@ pub struct RecordArgs {
     /// Stop after this long (e.g. 10s, 500ms, 2m); otherwise at Ctrl-C or when the target exits
     #[arg(short, long, value_parser = crate::duration::parse_run_length)]
     pub duration: Option<Duration>,
-    /// Where to write the recording
+    /// Where to write the recording (mode 0600); - for standard output
     #[arg(short, long, default_value = "fdprof.data")]
-    pub output: PathBuf,
+    pub output: Output,
     /// Probe mode: auto picks the most direct one this kernel allows
     #[arg(long, value_enum, default_value = "auto")]
     pub mode: ModeArg,
@@ -115,32 +115,6 @@ fn check_task(id: u32, what: &str) -> Result<u32> {
         ));
     }
     tgid_of(id).with_context(|| format!("cannot read /proc/{id}/status"))
-}
-
-fn check_output(path: &Path) -> Result<()> {
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let c = CString::new(dir.as_os_str().as_encoded_bytes()).context("bad output path")?;
-    // SAFETY: valid C string.
-    if !dir.is_dir() || unsafe { libc::access(c.as_ptr(), libc::W_OK) } != 0 {
-        return Err(fatal(
-            EXIT_USAGE,
-            format!(
-                "cannot write {}: {} is not a writable directory",
-                path.display(),
-                dir.display()
-            ),
-        ));
-    }
-    if path.is_dir() {
-        return Err(fatal(
-            EXIT_USAGE,
-            format!("cannot write {}: it is a directory", path.display()),
-        ));
-    }
-    Ok(())
 }
 
 /// A command forked and held before `exec` until the probes are attached.
@@ -228,7 +202,7 @@ fn cpu_time_ns() -> u64 {
 pub fn run(args: RecordArgs) -> Result<()> {
     install_signal_handlers();
     require_root("fdprof record")?;
-    check_output(&args.output)?;
+    args.output.check()?;
 
     let (filter, mut target) = if let Some(pid) = args.pid {
         let tgid = check_task(pid, "process")?;
@@ -445,7 +419,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
     let calls: u64 = recording.syscalls.iter().map(|s| s.calls).sum();
     eprintln!(
         "fdprof: wrote {} ({:.2}s, {end_reason}): {calls} fd syscalls, {waits} lock waits, {} dropped",
-        args.output.display(),
+        args.output,
         duration_ns as f64 / 1e9,
         recording.total_drops()
     );

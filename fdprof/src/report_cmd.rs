@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 
 use crate::model::Recording;
-use crate::output::write_atomically;
+use crate::output::Output;
 use crate::render::{self, FlamegraphOptions, LockFilter, OpFilter, ReportOptions, SortKey};
 
 #[derive(clap::Args, Debug)]
@@ -50,9 +50,10 @@ pub struct FlamegraphArgs {
     /// The recording to read
     #[arg(default_value = "fdprof.data")]
     pub input: PathBuf,
-    /// Where to write the SVG (or the folded stacks with --folded)
+    /// Where to write the SVG (or the folded stacks with --folded), mode 0600; - for standard
+    /// output
     #[arg(short, long, default_value = "fdprof.svg")]
-    pub output: PathBuf,
+    pub output: Output,
     /// Write folded stacks (`frame;frame;... wait_ns`) instead of an SVG
     #[arg(long)]
     pub folded: bool,
@@ -68,6 +69,7 @@ pub struct FlamegraphArgs {
 }
 
 pub fn flamegraph(args: &FlamegraphArgs) -> Result<()> {
+    args.output.check()?;
     let rec = Recording::read(&args.input)?;
     let opts = FlamegraphOptions {
         op: args.op,
@@ -79,7 +81,7 @@ pub fn flamegraph(args: &FlamegraphArgs) -> Result<()> {
     } else {
         render::svg(&rec, &opts)?
     };
-    write_atomically(&args.output, &data)?;
-    eprintln!("fdprof: wrote {}", args.output.display());
+    args.output.write(&data)?;
+    eprintln!("fdprof: wrote {}", args.output);
     Ok(())
 }

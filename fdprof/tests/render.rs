@@ -369,7 +369,8 @@ fn a_written_recording_renders_the_same() {
     let dir = std::env::temp_dir().join(format!("fdprof-render-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("rec.json");
-    rec.write(&path).unwrap();
+    rec.write(&fdprof::output::Output::File(path.clone()))
+        .unwrap();
     let back = Recording::read(&path).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
     let opts = ReportOptions::default();

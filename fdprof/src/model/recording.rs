@@ -232,10 +232,10 @@ impl Recording {
             .map_err(|e| anyhow::anyhow!("{} is a corrupt fdprof recording: {e}", path.display()))
     }
 
-    /// Writes atomically: a temporary file in the same directory, fsynced, then renamed.
-    pub fn write(&self, path: &Path) -> Result<()> {
+    /// Writes to standard output or atomically to a file (see [`crate::output`]).
+    pub fn write(&self, out: &crate::output::Output) -> Result<()> {
         let json = serde_json::to_vec_pretty(self)?;
-        crate::output::write_atomically(path, &json)
+        out.write(&json)
     }
 
     /// Total wait on the target's `file_lock`.
