@@ -570,13 +570,3 @@ fn attaching_mid_run_loses_nothing() {
     assert!(syscall(&rec, "socket").unwrap()["calls"].as_u64().unwrap() > 1000);
     assert_no_programs_left();
 }
-
-/// Parses an SVG as XML (inferno writes the SVG 1.1 doctype, so DTDs are allowed), failing the
-/// test when it is not well-formed.
-fn parse_svg(svg: &str) -> roxmltree::Document<'_> {
-    let opts = roxmltree::ParsingOptions {
-        allow_dtd: true,
-        ..Default::default()
-    };
-    roxmltree::Document::parse_with_options(svg, opts).expect("the SVG is well-formed XML")
-}

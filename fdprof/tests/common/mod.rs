@@ -63,3 +63,16 @@ pub fn assert_no_programs_left() {
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
 }
+
+/// Parses an SVG as XML and checks its root is `<svg>`: inferno writes the SVG 1.1 doctype, so
+/// DTDs are allowed; anything not well-formed fails the test.
+pub fn parse_svg(text: &str) -> roxmltree::Document<'_> {
+    let opts = roxmltree::ParsingOptions {
+        allow_dtd: true,
+        ..Default::default()
+    };
+    let doc = roxmltree::Document::parse_with_options(text, opts)
+        .unwrap_or_else(|e| panic!("the SVG is not well-formed XML: {e}"));
+    assert_eq!(doc.root_element().tag_name().name(), "svg");
+    doc
+}
