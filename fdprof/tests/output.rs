@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{fdprof, kernel_lock, require_root};
+use common::{fdprof, kernel_lock, parse_svg, require_root};
 
 /// A fresh directory for one test, removed when dropped.
 struct TempDir(PathBuf);
