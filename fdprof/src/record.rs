@@ -1,25 +1,21 @@
 //! `fdprof record`: attach to a process, a thread, a command or the whole system; stop on
 //! `-d`, Ctrl-C or the target's exit; write one recording atomically.
 
+use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail};
 
-use crate::collect::{
-    session::{AttachOptions, Filter, KernelFunctions, Session},
-    snapshot,
-};
+use crate::collect::{Filter, Kernel, Profiler, ProfilerOptions};
 use crate::error::{EXIT_USAGE, fatal, require_root};
 use crate::model::{
     build::{self, Symbolizers},
     recording::{self, OwnCost, Recording, Target},
 };
 use crate::output::Output;
-use crate::probe::{
-    btf::Btf, capabilities::kernel_release, kallsyms::Kallsyms, offsets::KernelOffsets, roles::Mode,
-};
+use crate::probe::{capabilities::kernel_release, kallsyms::Kallsyms, roles::Mode};
 use crate::symbolize::{KernelSymbols, UserSymbolizer};
 
 #[derive(clap::Args, Debug)]
@@ -260,9 +256,6 @@ pub fn run(args: RecordArgs) -> Result<()> {
         )
     };
 
-    let btf = Btf::from_sys_fs()?;
-    let offsets = KernelOffsets::from_btf(&btf)?;
-    let aya_btf = aya::Btf::from_sys_fs().context("cannot read the kernel's BTF")?;
     // Read once: it is several MB, and both the stack symbolizer and the probe roles need it.
     let kallsyms =
         std::fs::read_to_string("/proc/kallsyms").context("cannot read /proc/kallsyms")?;
@@ -281,7 +274,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
         }
         None => filter,
     };
-    let functions = KernelFunctions::resolve(&btf, &Kallsyms::parse(&kallsyms));
+    let kernel = Kernel::discover(&Kallsyms::parse(&kallsyms))?;
     drop(kallsyms);
     let forced = match args.mode {
         ModeArg::Auto => None,
@@ -289,11 +282,12 @@ pub fn run(args: RecordArgs) -> Result<()> {
         ModeArg::Kprobe => Some(Mode::Kprobe),
         ModeArg::Tracepoint => Some(Mode::Tracepoint),
     };
-    let attach = AttachOptions {
+    let options = ProfilerOptions {
+        filter,
         forced,
         lock_only: args.lock_only,
     };
-    let mut session = match Session::attach(filter, &offsets, &aya_btf, &functions, attach) {
+    let mut profiler = match Profiler::attach(&kernel, options) {
         Ok(s) => s,
         Err(e) => {
             if let Some(l) = &launched {
@@ -315,19 +309,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
     if let Some(l) = &launched {
         l.go();
     }
-    // The allocator's mode names the recording's mode (the role the product is about); with
-    // --lock-only, the slow path's.
-    let lead_role = if args.lock_only {
-        "lock_slowpath"
-    } else {
-        "allocate"
-    };
-    let overall_mode = session
-        .modes
-        .get(lead_role)
-        .and_then(|m| m.split_whitespace().next())
-        .unwrap_or("tracepoint")
-        .to_string();
+    let overall_mode = profiler.mode().name().to_string();
     eprintln!(
         "fdprof: recording {} ({} mode{}); Ctrl-C to stop",
         target.describe(),
@@ -339,7 +321,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
 
     let mut last_maps = Instant::now();
     let end_reason = loop {
-        session.stats.tick(started.elapsed());
+        profiler.tick();
         std::thread::sleep(Duration::from_millis(20));
         if STOP.load(Ordering::Relaxed) {
             break "interrupted";
@@ -360,21 +342,19 @@ pub fn run(args: RecordArgs) -> Result<()> {
         }
     };
     let duration_ns = started.elapsed().as_nanos() as u64;
-    session.stats.stop();
-    let stats_window_ns = session.stats.sampled.as_nanos() as u64;
+    let modes: BTreeMap<String, String> = profiler
+        .attachments()
+        .iter()
+        .map(|(role, how)| (role.name().to_string(), how.to_string()))
+        .collect();
+    let direct = profiler.attachments().values().any(|a| a.is_direct());
+    let mut notes = profiler.notes().to_vec();
+    let snap = profiler.finish()?; // detach before the slow part
+    let stats_window_ns = snap.stats_window.as_nanos() as u64;
     if let Some(pid) = user_pid.filter(|&p| alive(p)) {
         user_syms.snapshot_maps(pid);
     }
-
-    let snap = snapshot::read(&session.ebpf)?;
-    let costs = session.program_costs();
-    let modes = session.modes.clone();
-    let direct = modes
-        .values()
-        .any(|m| m.starts_with("fentry") || m.starts_with("kprobe"));
     let functions = build::functions(&snap, direct);
-    let mut notes = session.notes.clone();
-    drop(session); // detach before the slow part
     notes.push(
         "aggregated in the kernel: no ring buffer, so nothing is lost to a full buffer".into(),
     );
@@ -406,9 +386,9 @@ pub fn run(args: RecordArgs) -> Result<()> {
         syscalls: build::syscalls(&snap),
         scan: build::scan(&snap),
         table: build::table(&snap),
-        drops: build::drops(&snap, &costs),
+        drops: build::drops(&snap),
         own_cost: OwnCost {
-            programs: costs,
+            programs: snap.programs.clone(),
             collector_cpu_ns: cpu_time_ns().saturating_sub(cpu_start),
             stats_window_ns,
         },

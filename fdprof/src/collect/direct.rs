@@ -5,29 +5,11 @@
 use anyhow::{Context, Result, anyhow, bail};
 use aya::{
     Btf, Ebpf,
-    programs::{FEntry, FExit, KProbe, Program},
+    programs::{FEntry, FExit, KProbe},
 };
 
+use super::attach::{Attachment, program_of, with_rollback};
 use crate::probe::roles::{FoundFunction, FunctionRole, Mode, Role};
-
-fn program<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut Program> {
-    ebpf.program_mut(name)
-        .with_context(|| format!("eBPF object lacks {name}"))
-}
-
-/// Unloads programs of a role whose attachment failed half-way.
-fn unload(ebpf: &mut Ebpf, names: &[&str]) {
-    for name in names {
-        if let Some(p) = ebpf.program_mut(name) {
-            let _ = match p {
-                Program::FEntry(p) => p.unload(),
-                Program::FExit(p) => p.unload(),
-                Program::KProbe(p) => p.unload(),
-                _ => Ok(()),
-            };
-        }
-    }
-}
 
 fn attach_fentry(
     ebpf: &mut Ebpf,
@@ -36,56 +18,51 @@ fn attach_fentry(
     functions: &[FoundFunction],
 ) -> Result<()> {
     let pairs = role.fentry_programs();
-    let mut used = Vec::new();
-    let result = (|| -> Result<()> {
-        // Exit before entry, as for the tracepoint families (see session.rs).
+    let used: Vec<&str> = pairs
+        .iter()
+        .take(functions.len())
+        .flat_map(|(entry, exit)| [*entry, *exit])
+        .collect();
+    with_rollback(ebpf, &used, |ebpf| {
+        // Exit before entry, as for the tracepoint families (see attach.rs).
         for (f, (entry, exit)) in functions.iter().zip(pairs) {
-            used.extend([*entry, *exit]);
-            let p: &mut FEntry = program(ebpf, entry)?.try_into()?;
+            let p: &mut FEntry = program_of(ebpf, entry)?.try_into()?;
             p.load(&f.name, btf)
                 .with_context(|| format!("fentry {}", f.name))?;
-            let p: &mut FExit = program(ebpf, exit)?.try_into()?;
+            let p: &mut FExit = program_of(ebpf, exit)?.try_into()?;
             p.load(&f.name, btf)
                 .with_context(|| format!("fexit {}", f.name))?;
             p.attach()?;
-            let p: &mut FEntry = program(ebpf, entry)?.try_into()?;
+            let p: &mut FEntry = program_of(ebpf, entry)?.try_into()?;
             p.attach()?;
         }
         Ok(())
-    })();
-    if result.is_err() {
-        unload(ebpf, &used);
-    }
-    result
+    })
 }
 
 fn attach_kprobe(ebpf: &mut Ebpf, role: Role, functions: &[FoundFunction]) -> Result<()> {
     let (entry, exit) = role
         .kprobe_programs()
         .context("no kprobe programs for role")?;
-    let result = (|| -> Result<()> {
+    with_rollback(ebpf, &[entry, exit], |ebpf| {
         for name in [entry, exit] {
-            let p: &mut KProbe = program(ebpf, name)?.try_into()?;
+            let p: &mut KProbe = program_of(ebpf, name)?.try_into()?;
             p.load()?;
         }
-        // The return probe first, as for the tracepoint families (see session.rs).
+        // The return probe first, as for the tracepoint families (see attach.rs).
         for name in [exit, entry] {
-            let p: &mut KProbe = program(ebpf, name)?.try_into()?;
+            let p: &mut KProbe = program_of(ebpf, name)?.try_into()?;
             for f in functions {
                 p.attach(&f.name, 0)
                     .with_context(|| format!("{name} on {}", f.name))?;
             }
         }
         Ok(())
-    })();
-    if result.is_err() {
-        unload(ebpf, &[entry, exit]);
-    }
-    result
+    })
 }
 
-/// Attaches one role in the requested mode (`None` = most direct that works). Returns the mode
-/// used; `Mode::Tracepoint` means the role is left to the tracepoint programs.
+/// Attaches one role in the requested mode (`None` = most direct that works), and says how:
+/// [`Attachment::Tracepoint`] leaves the role to the tracepoint programs.
 pub fn attach_role(
     ebpf: &mut Ebpf,
     btf: &Btf,
@@ -93,7 +70,7 @@ pub fn attach_role(
     functions: &[FoundFunction],
     forced: Option<Mode>,
     notes: &mut Vec<String>,
-) -> Result<Mode> {
+) -> Result<Attachment> {
     if functions.is_empty() {
         if matches!(forced, Some(Mode::Fentry | Mode::Kprobe)) && role.role == Role::Allocate {
             bail!(
@@ -101,7 +78,7 @@ pub fn attach_role(
                 role.candidates.join(", ")
             );
         }
-        return Ok(Mode::Tracepoint);
+        return Ok(Attachment::Tracepoint);
     }
     let names: Vec<&str> = functions.iter().map(|f| f.name.as_str()).collect();
     let tries: &[Mode] = match forced {
@@ -117,7 +94,12 @@ pub fn attach_role(
             _ => attach_kprobe(ebpf, role.role, functions),
         };
         match result {
-            Ok(()) => return Ok(mode),
+            Ok(()) => {
+                return Ok(Attachment::Direct {
+                    mode,
+                    functions: names.iter().map(|n| n.to_string()).collect(),
+                });
+            }
             Err(e) => errors.push(format!("{}: {}", mode.name(), short(&e))),
         }
     }
@@ -138,7 +120,7 @@ pub fn attach_role(
             errors.join("; ")
         ));
     }
-    Ok(Mode::Tracepoint)
+    Ok(Attachment::Tracepoint)
 }
 
 /// The kernel's answer in a few words: the errno of the failing call, else the first line.

@@ -1,5 +1,13 @@
-//! Attaching the programs and draining what they aggregated.
+//! The profiler: attaching the programs, and reading what they aggregated as snapshots.
 
+pub mod attach;
 pub mod direct;
-pub mod session;
+pub mod kernel;
+pub mod profiler;
 pub mod snapshot;
+pub mod stats;
+
+pub use attach::Attachment;
+pub use kernel::Kernel;
+pub use profiler::{Filter, Profiler, ProfilerOptions};
+pub use snapshot::Snapshot;

@@ -1,7 +1,10 @@
-//! Reads the programs' maps into plain sums (per-CPU values added up), once, at the end.
+//! Reads the programs' maps into plain sums (per-CPU values added up): a snapshot of everything
+//! aggregated since attach, and the difference of two snapshots (an interval).
 
 use std::collections::HashMap;
+use std::time::Duration;
 
+use super::stats::ProgramCost;
 use anyhow::{Context, Result};
 use aya::{
     Ebpf,
@@ -23,9 +26,14 @@ pub struct Contention {
     pub max_ns: u64,
 }
 
-/// Everything the kernel side aggregated.
-#[derive(Debug, Default)]
-pub struct RawSnapshot {
+/// Everything the kernel side aggregated, summed over CPUs.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    /// Time since attach.
+    pub elapsed: Duration,
+    /// How long the kernel's run-time statistics were on (the programs' costs cover this).
+    pub stats_window: Duration,
+    pub programs: Vec<ProgramCost>,
     pub contention: Vec<(ContentionKey, Contention)>,
     /// Stack id → instruction pointers, innermost first.
     pub stacks: HashMap<i32, Vec<u64>>,
@@ -40,12 +48,32 @@ pub struct RawSnapshot {
     pub fn_hists: Vec<u64>,
 }
 
-impl RawSnapshot {
+impl Snapshot {
     /// `hist` `id` as 64 slot counts.
     pub fn hist_slots(&self, id: u32) -> &[u64] {
         let start = (id * HIST_SLOTS) as usize;
         &self.hists[start..start + HIST_SLOTS as usize]
     }
+}
+
+/// Globals combined over CPUs by max or min rather than summed: they are not counts.
+fn global_is_extreme(i: u32) -> bool {
+    matches!(
+        i,
+        global::MAX_FDS_SEEN | global::SCAN_MAX | global::MAX_FDS_FIRST
+    )
+}
+
+fn extreme(i: u32, v: &[u64]) -> u64 {
+    if i == global::MAX_FDS_FIRST {
+        v.iter().copied().filter(|&x| x > 0).min().unwrap_or(0)
+    } else {
+        v.iter().copied().max().unwrap_or(0)
+    }
+}
+
+fn fn_counter_is_max(i: u32) -> bool {
+    i % counter::COUNT == counter::SLOWPATH_WAIT_MAX
 }
 
 fn per_cpu_array(
@@ -64,19 +92,19 @@ fn per_cpu_array(
         .collect()
 }
 
-pub fn read(ebpf: &Ebpf) -> Result<RawSnapshot> {
+/// The maps' contents now (costs, times and window are the profiler's to fill in).
+pub fn read(ebpf: &Ebpf) -> Result<Snapshot> {
     let sum = |_: u32, v: &[u64]| v.iter().sum();
-    let mut snap = RawSnapshot {
+    let mut snap = Snapshot {
         syscall_counters: per_cpu_array(ebpf, map::SYSCALL_COUNTERS, SYSCALL_COUNTER_ENTRIES, sum)?,
         hists: per_cpu_array(ebpf, map::HISTS, HIST_ENTRIES, sum)?,
         drops: per_cpu_array(ebpf, map::DROPS, DROP_ENTRIES, sum)?,
         globals: per_cpu_array(ebpf, map::GLOBALS, global::COUNT, |i, v| match i {
-            global::MAX_FDS_SEEN | global::SCAN_MAX => v.iter().copied().max().unwrap_or(0),
-            global::MAX_FDS_FIRST => v.iter().copied().filter(|&x| x > 0).min().unwrap_or(0),
+            i if global_is_extreme(i) => extreme(i, v),
             _ => v.iter().sum(),
         })?,
         fn_counters: per_cpu_array(ebpf, map::FN_COUNTERS, FN_COUNTER_ENTRIES, |i, v| {
-            if i % counter::COUNT == counter::SLOWPATH_WAIT_MAX {
+            if fn_counter_is_max(i) {
                 v.iter().copied().max().unwrap_or(0)
             } else {
                 v.iter().sum()
@@ -115,4 +143,71 @@ pub fn read(ebpf: &Ebpf) -> Result<RawSnapshot> {
         }
     }
     Ok(snap)
+}
+
+impl Snapshot {
+    /// What happened between `earlier` and `self` (both from one profiler): counts and sums
+    /// subtract; maxima, minima and first values are those of the whole run so far, since a
+    /// maximum cannot be split into intervals.
+    pub fn delta(&self, earlier: &Snapshot) -> Snapshot {
+        let sub = |now: &[u64], then: &[u64], keep: &dyn Fn(u32) -> bool| -> Vec<u64> {
+            now.iter()
+                .enumerate()
+                .map(|(i, &n)| {
+                    let before = then.get(i).copied().unwrap_or(0);
+                    if keep(i as u32) {
+                        n
+                    } else {
+                        n.saturating_sub(before)
+                    }
+                })
+                .collect()
+        };
+        let none = |_: u32| false;
+        let before: HashMap<ContentionKey, Contention> =
+            earlier.contention.iter().copied().collect();
+        let contention = self
+            .contention
+            .iter()
+            .filter_map(|(key, c)| {
+                let b = before.get(key).copied().unwrap_or_default();
+                let count = c.count.saturating_sub(b.count);
+                (count > 0).then_some((
+                    *key,
+                    Contention {
+                        count,
+                        total_ns: c.total_ns.saturating_sub(b.total_ns),
+                        max_ns: c.max_ns,
+                    },
+                ))
+            })
+            .collect();
+        let programs = self
+            .programs
+            .iter()
+            .map(|p| {
+                let b = earlier.programs.iter().find(|e| e.name == p.name);
+                let b = |f: fn(&ProgramCost) -> u64| b.map_or(0, f);
+                ProgramCost {
+                    name: p.name.clone(),
+                    run_time_ns: p.run_time_ns.saturating_sub(b(|e| e.run_time_ns)),
+                    run_count: p.run_count.saturating_sub(b(|e| e.run_count)),
+                    recursion_misses: p.recursion_misses.saturating_sub(b(|e| e.recursion_misses)),
+                }
+            })
+            .collect();
+        Snapshot {
+            elapsed: self.elapsed.saturating_sub(earlier.elapsed),
+            stats_window: self.stats_window.saturating_sub(earlier.stats_window),
+            programs,
+            contention,
+            stacks: self.stacks.clone(),
+            syscall_counters: sub(&self.syscall_counters, &earlier.syscall_counters, &none),
+            globals: sub(&self.globals, &earlier.globals, &global_is_extreme),
+            hists: sub(&self.hists, &earlier.hists, &none),
+            drops: sub(&self.drops, &earlier.drops, &none),
+            fn_counters: sub(&self.fn_counters, &earlier.fn_counters, &fn_counter_is_max),
+            fn_hists: sub(&self.fn_hists, &earlier.fn_hists, &none),
+        }
+    }
 }

@@ -1,4 +1,4 @@
-//! Turns the kernel's aggregates ([`RawSnapshot`]) into the model's figures, symbolizing stacks.
+//! Turns the kernel's aggregates ([`Snapshot`]) into the model's figures, symbolizing stacks.
 
 use std::collections::HashMap;
 
@@ -14,11 +14,11 @@ use super::{
     hist::Log2Hist,
     operation,
     recording::{
-        ContentionSite, DropCount, Frame, FunctionStats, ProgramCost, ScanStats, StackWalks,
-        SyscallStats, TableStats,
+        ContentionSite, DropCount, Frame, FunctionStats, ScanStats, StackWalks, SyscallStats,
+        TableStats,
     },
 };
-use crate::collect::snapshot::RawSnapshot;
+use crate::collect::snapshot::Snapshot;
 use crate::symbolize::{KernelSymbols, UserSymbolizer};
 
 fn hist_from_slots(slots: &[u64], max: u64, sum: u64) -> Log2Hist {
@@ -67,7 +67,7 @@ pub struct Symbolizers<'a> {
     pub raw_addrs: bool,
 }
 
-pub fn contention_sites(snap: &RawSnapshot, sym: &mut Symbolizers) -> Vec<ContentionSite> {
+pub fn contention_sites(snap: &Snapshot, sym: &mut Symbolizers) -> Vec<ContentionSite> {
     let mut kernel_frames: HashMap<i32, Vec<Frame>> = HashMap::new();
     let mut user_frames: HashMap<i32, Vec<Frame>> = HashMap::new();
     let mut sites: HashMap<(u32, i32, i32), ContentionSite> = HashMap::new();
@@ -120,7 +120,7 @@ pub fn contention_sites(snap: &RawSnapshot, sym: &mut Symbolizers) -> Vec<Conten
     sites
 }
 
-pub fn syscalls(snap: &RawSnapshot) -> Vec<SyscallStats> {
+pub fn syscalls(snap: &Snapshot) -> Vec<SyscallStats> {
     (0..N_SYSCALLS)
         .map(|i| {
             let c =
@@ -141,7 +141,7 @@ pub fn syscalls(snap: &RawSnapshot) -> Vec<SyscallStats> {
         .collect()
 }
 
-pub fn scan(snap: &RawSnapshot) -> ScanStats {
+pub fn scan(snap: &Snapshot) -> ScanStats {
     let g = |i: u32| snap.globals[i as usize];
     let words = |id: u32| {
         let slots = snap.hist_slots(id);
@@ -161,7 +161,7 @@ pub fn scan(snap: &RawSnapshot) -> ScanStats {
     }
 }
 
-pub fn stack_walks(snap: &RawSnapshot) -> StackWalks {
+pub fn stack_walks(snap: &Snapshot) -> StackWalks {
     StackWalks {
         walked: snap.globals[global::STACK_WALKS as usize],
         reused: snap.globals[global::STACK_REUSES as usize],
@@ -169,7 +169,7 @@ pub fn stack_walks(snap: &RawSnapshot) -> StackWalks {
     }
 }
 
-pub fn table(snap: &RawSnapshot) -> TableStats {
+pub fn table(snap: &Snapshot) -> TableStats {
     let g = |i: u32| snap.globals[i as usize];
     TableStats {
         max_fds_first: g(global::MAX_FDS_FIRST),
@@ -179,7 +179,7 @@ pub fn table(snap: &RawSnapshot) -> TableStats {
 }
 
 /// Every drop counter, zero or not, plus the programs' recursion misses.
-pub fn drops(snap: &RawSnapshot, costs: &[ProgramCost]) -> Vec<DropCount> {
+pub fn drops(snap: &Snapshot) -> Vec<DropCount> {
     let mut out = Vec::new();
     for (p, probe) in drop::PROBE_NAMES.iter().enumerate() {
         for (r, reason) in drop::REASON_NAMES.iter().enumerate() {
@@ -190,7 +190,7 @@ pub fn drops(snap: &RawSnapshot, costs: &[ProgramCost]) -> Vec<DropCount> {
             });
         }
     }
-    for c in costs {
+    for c in &snap.programs {
         out.push(DropCount {
             probe: c.name.clone(),
             reason: "recursion_miss".into(),
@@ -201,7 +201,7 @@ pub fn drops(snap: &RawSnapshot, costs: &[ProgramCost]) -> Vec<DropCount> {
 }
 
 /// Direct-probe figures per operation, for the roles attached in fentry or kprobe mode.
-pub fn functions(snap: &RawSnapshot, direct: bool) -> Vec<FunctionStats> {
+pub fn functions(snap: &Snapshot, direct: bool) -> Vec<FunctionStats> {
     if !direct {
         return Vec::new();
     }

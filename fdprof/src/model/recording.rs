@@ -8,6 +8,7 @@ use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
 use super::hist::Log2Hist;
+pub use crate::collect::stats::ProgramCost;
 
 pub const FORMAT: &str = "fdprof-recording";
 pub const VERSION: u32 = 1;
@@ -100,14 +101,6 @@ pub struct DropCount {
     pub probe: String,
     pub reason: String,
     pub count: u64,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ProgramCost {
-    pub name: String,
-    pub run_time_ns: u64,
-    pub run_count: u64,
-    pub recursion_misses: u64,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

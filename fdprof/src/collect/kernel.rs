@@ -1,0 +1,44 @@
+//! What the profiler needs to know about the running kernel: where the fd-table fields are
+//! (BTF), and which kernel function plays each probe role.
+
+use anyhow::{Context, Result};
+
+use crate::probe::{
+    btf::Btf,
+    kallsyms::Kallsyms,
+    offsets::KernelOffsets,
+    roles::{FUNCTION_ROLES, FoundFunction, FunctionRole, Role},
+};
+
+pub struct Kernel {
+    pub offsets: KernelOffsets,
+    /// The kernel's BTF as aya needs it (fentry, tp_btf).
+    pub btf: aya::Btf,
+    /// Each function role and the functions it resolves to here.
+    pub functions: Vec<(FunctionRole, Vec<FoundFunction>)>,
+}
+
+impl Kernel {
+    /// Reads the running kernel's BTF; `kallsyms` is `/proc/kallsyms`, already read.
+    pub fn discover(kallsyms: &Kallsyms) -> Result<Self> {
+        let btf = Btf::from_sys_fs()?;
+        let offsets = KernelOffsets::from_btf(&btf)?;
+        let functions = FUNCTION_ROLES
+            .iter()
+            .map(|r| (*r, r.resolve(Some(&btf), kallsyms)))
+            .collect();
+        Ok(Self {
+            offsets,
+            btf: aya::Btf::from_sys_fs().context("cannot read the kernel's BTF")?,
+            functions,
+        })
+    }
+
+    /// `start` is the first argument of `alloc_fd`, the second of `__alloc_fd(files, …)`.
+    pub fn alloc_start_arg(&self) -> u32 {
+        let legacy = self.functions.iter().any(|(r, f)| {
+            r.role == Role::Allocate && f.first().is_some_and(|f| f.name == "__alloc_fd")
+        });
+        u32::from(legacy)
+    }
+}

@@ -1,0 +1,118 @@
+//! What fdprof's own programs cost: kernel BPF run-time statistics, sampled, and each program's
+//! run time, run count and recursion misses.
+
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+use aya::Ebpf;
+use serde::{Deserialize, Serialize};
+
+/// One program's cost so far (cumulative: the kernel keeps the counts).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProgramCost {
+    pub name: String,
+    pub run_time_ns: u64,
+    pub run_count: u64,
+    pub recursion_misses: u64,
+}
+
+/// Kernel BPF run-time statistics (`BPF_ENABLE_STATS`) add two clock reads to every program
+/// run: here they doubled what tracing adds to a syscall (+293 ns against +146 ns). They are on
+/// for 250 ms of every 10 s only: ns/run comes out exact, totals are those of the sampled
+/// windows. Each switch patches kernel text (a static key), so switches stay rare: under qemu
+/// TCG, a switch every 100 ms crashed a 6.12 guest.
+pub struct StatsSampler {
+    on: Option<(OwnedFd, Instant)>,
+    window: Duration,
+    period: Duration,
+    /// Time the statistics were on so far.
+    pub sampled: Duration,
+}
+
+impl StatsSampler {
+    pub fn new() -> Self {
+        Self {
+            on: None,
+            window: Duration::from_millis(250),
+            period: Duration::from_secs(10),
+            sampled: Duration::ZERO,
+        }
+    }
+
+    /// Switches statistics on or off for the moment `elapsed` into the recording.
+    pub fn tick(&mut self, elapsed: Duration) {
+        let want = elapsed.as_nanos() % self.period.as_nanos() < self.window.as_nanos();
+        match (&self.on, want) {
+            (None, true) => {
+                self.on = aya::sys::enable_stats(aya::sys::Stats::RunTime)
+                    .ok()
+                    .map(|fd| (fd, Instant::now()));
+            }
+            (Some(_), false) => self.stop(),
+            _ => {}
+        }
+    }
+
+    /// Time the statistics have been on, the current window included.
+    pub fn sampled_so_far(&self) -> Duration {
+        self.sampled
+            + self
+                .on
+                .as_ref()
+                .map_or(Duration::ZERO, |(_, since)| since.elapsed())
+    }
+
+    /// Switches statistics off (closing the fd is what disables them).
+    pub fn stop(&mut self) {
+        if let Some((_, since)) = self.on.take() {
+            self.sampled += since.elapsed();
+        }
+    }
+}
+
+impl Default for StatsSampler {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Run time, run count and recursion misses of every loaded program.
+pub fn program_costs(ebpf: &Ebpf) -> Vec<ProgramCost> {
+    ebpf.programs()
+        .filter_map(|(name, p)| {
+            let fd = p.fd().ok()?;
+            let (run_time_ns, run_count, recursion_misses) = raw_prog_info(fd.as_fd().as_raw_fd())?;
+            Some(ProgramCost {
+                name: name.to_string(),
+                run_time_ns,
+                run_count,
+                recursion_misses,
+            })
+        })
+        .collect()
+}
+
+/// `run_time_ns`, `run_cnt` and `recursion_misses` from `BPF_OBJ_GET_INFO_BY_FD` (aya does not
+/// expose recursion misses). Offsets from `struct bpf_prog_info` (stable uapi).
+fn raw_prog_info(fd: i32) -> Option<(u64, u64, u64)> {
+    const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
+    let mut info = [0u8; 256];
+    let mut attr = [0u8; 16];
+    attr[0..4].copy_from_slice(&(fd as u32).to_ne_bytes());
+    attr[4..8].copy_from_slice(&(info.len() as u32).to_ne_bytes());
+    attr[8..16].copy_from_slice(&(info.as_mut_ptr() as u64).to_ne_bytes());
+    // SAFETY: attr and info are valid for the sizes given.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_OBJ_GET_INFO_BY_FD,
+            attr.as_mut_ptr(),
+            attr.len(),
+        )
+    };
+    if rc != 0 {
+        return None;
+    }
+    let at = |o: usize| u64::from_ne_bytes(info[o..o + 8].try_into().unwrap());
+    Some((at(192), at(200), at(208)))
+}
