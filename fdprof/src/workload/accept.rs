@@ -11,8 +11,8 @@ use std::time::Duration;
 use anyhow::{Result, bail};
 
 use super::ground_truth::{LoopError, Tracker};
+use super::phase::{Plan, TaskSlot};
 use super::sys::{self, Sys};
-use super::task::{Plan, TaskSlot};
 
 /// accept4 gives up after this long without a connection, so it can look at the stop flag.
 const ACCEPT_TIMEOUT: Duration = Duration::from_millis(50);

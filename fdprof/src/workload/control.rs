@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
 
-use super::task::Plan;
+use super::phase::Plan;
 
 /// How the measured phase is run, shared by every scenario.
 #[derive(Clone, Copy, Debug)]

@@ -13,7 +13,9 @@ mod control;
 pub mod fd_model;
 pub mod ground_truth;
 mod limits;
+mod outcome;
 mod output;
+mod phase;
 mod processes;
 pub mod scenarios;
 mod setup;
@@ -32,9 +34,9 @@ use anyhow::Result;
 
 use crate::error::{EXIT_USAGE, fatal};
 use control::{Control, block_sigusr1, progress_wanted};
+use phase::Plan;
 pub use scenarios::Scenario;
 use setup::Config;
-use task::Plan;
 
 const DEFAULT_DURATION: Duration = Duration::from_secs(5);
 

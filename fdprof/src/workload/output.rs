@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use super::ground_truth::Expected;
+use super::outcome::Outcome;
 use super::setup::Config;
-use super::threads::Outcome;
 
 /// The result of one run (`--json` prints it as one object).
 #[derive(Clone, Debug, Serialize)]

@@ -10,10 +10,11 @@ use anyhow::{Result, bail};
 use super::control::{Control, announce_and_wait, supervise};
 use super::fd_model::table_size_after;
 use super::ground_truth::{Fast, Tracker};
+use super::outcome::{Outcome, TaskResult};
+use super::phase::TaskSlot;
 use super::setup::{Config, prepare};
 use super::table::snapshot_and_reset;
-use super::task::{TaskSlot, allowed_cpus, pin_to};
-use super::threads::{Outcome, TaskResult};
+use super::task::{allowed_cpus, pin_to};
 
 const RUNNING: u32 = 0;
 const FINISHED: u32 = 1;
