@@ -6,6 +6,7 @@
 
 pub mod cli;
 pub mod collect;
+pub mod commands;
 pub mod duration;
 pub mod error;
 pub mod escape;
