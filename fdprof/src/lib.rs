@@ -17,4 +17,3 @@ pub mod record;
 pub mod render;
 pub mod report_cmd;
 pub mod symbolize;
-pub mod workload;

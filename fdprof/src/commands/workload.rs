@@ -9,7 +9,7 @@ use clap::ValueEnum;
 use clap::builder::PossibleValue;
 
 use crate::error::{EXIT_USAGE, fatal};
-use crate::workload::{DEFAULT_DURATION, MAX_TASKS, Options, Plan, Scenario, UsageError};
+use fdprof_workload::{DEFAULT_DURATION, MAX_TASKS, Options, Plan, Scenario, UsageError};
 
 const AFTER_HELP: &str = "\
 An op is one iteration of the scenario's loop (see SCENARIO above); ops/s and --ops count them.
@@ -145,7 +145,7 @@ impl WorkloadArgs {
 
 /// Runs `fdprof workload`: a usage error exits 2 with its message, as before the split.
 pub fn run(args: WorkloadArgs) -> Result<()> {
-    crate::workload::run(&args.options()).map_err(|err| {
+    fdprof_workload::run(&args.options()).map_err(|err| {
         if err.downcast_ref::<UsageError>().is_some() {
             // `{:#}` keeps any context the error gathered on its way up.
             fatal(EXIT_USAGE, format!("{err:#}"))

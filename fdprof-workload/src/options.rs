@@ -1,5 +1,5 @@
 //! What a run is asked to do ([`Options`]) and its check into a [`Config`]: every refusal here
-//! is a [`UsageError`](super::error::UsageError), found before anything is set up.
+//! is a [`UsageError`](crate::error::UsageError), found before anything is set up.
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-use super::error::usage;
-use super::phase::Plan;
-use super::scenarios::Scenario;
-use super::setup::Config;
+use crate::error::usage;
+use crate::phase::Plan;
+use crate::scenarios::Scenario;
+use crate::setup::Config;
 
 /// The most tasks a run may have (threads or processes).
 pub const MAX_TASKS: u32 = 4096;
@@ -160,8 +160,8 @@ impl Options {
 
 #[cfg(test)]
 mod tests {
-    use super::super::error::UsageError;
     use super::*;
+    use crate::error::UsageError;
 
     /// The message of the usage error `opts` is refused with.
     fn refusal(opts: &Options) -> String {

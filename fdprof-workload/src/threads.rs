@@ -6,14 +6,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow};
 
-use super::control::{Control, announce_and_wait, supervise};
-use super::fd_model::table_size_after;
-use super::ground_truth::{Fast, Lockstep, LoopError, Tracker};
-use super::outcome::{Outcome, TaskResult};
-use super::phase::{Plan, TaskSlot};
-use super::setup::{Config, Prepared, prepare, teardown};
-use super::table::snapshot_and_reset;
-use super::task::{TaskOp, allowed_cpus, pin_to};
+use crate::control::{Control, announce_and_wait, supervise};
+use crate::fd_model::table_size_after;
+use crate::ground_truth::{Fast, Lockstep, LoopError, Tracker};
+use crate::outcome::{Outcome, TaskResult};
+use crate::phase::{Plan, TaskSlot};
+use crate::setup::{Config, Prepared, prepare, teardown};
+use crate::table::snapshot_and_reset;
+use crate::task::{TaskOp, allowed_cpus, pin_to};
 
 enum AnyTracker {
     Fast(Fast),

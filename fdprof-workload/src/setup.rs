@@ -6,14 +6,14 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 
-use super::accept::{AcceptShared, Acceptor, Connector, listen_loopback};
-use super::error::usage;
-use super::scenarios::{
+use crate::accept::{AcceptShared, Acceptor, Connector, listen_loopback};
+use crate::error::usage;
+use crate::scenarios::{
     Dup2Worst, DupClose, Holes, OpenClose, Opensock, Pipe, Scenario, SocketClose, SocketPair,
     XorShift, opensock_share,
 };
-use super::sys;
-use super::task::TaskOp;
+use crate::sys;
+use crate::task::TaskOp;
 
 /// A validated workload configuration (everything but the task count, which a sweep varies).
 #[derive(Clone, Debug)]

@@ -1,7 +1,7 @@
 //! What a measured phase did, as threads and processes mode both report it. Its own module so
 //! the output (which renders it) need not import the runners (which use the output).
 
-use super::ground_truth::Expected;
+use crate::ground_truth::Expected;
 
 /// What one task did.
 #[derive(Clone, Debug)]

@@ -7,10 +7,10 @@
 
 use anyhow::Result;
 
-use super::error::usage;
-use super::scenarios::Scenario;
-use super::setup::Config;
-use super::table::nth_free;
+use crate::error::usage;
+use crate::scenarios::Scenario;
+use crate::setup::Config;
+use crate::table::nth_free;
 
 #[derive(Clone, Copy, Debug)]
 pub struct NoFile {
@@ -85,8 +85,9 @@ pub fn min_fds(cfg: &Config, tasks: u32) -> u32 {
     }
 }
 
-/// Fails with exit code 2, naming the limit and the largest `-n` that fits, unless the
-/// scenario fits under the soft limit with `tasks` tasks (the largest of a sweep).
+/// Fails with a [`UsageError`](crate::error::UsageError) naming the limit and the largest `-n`
+/// that fits, unless the scenario fits under the soft limit with `tasks` tasks (the largest of a
+/// sweep).
 pub fn check_fit(cfg: &Config, tasks: u32, open: &[u32], nofile: NoFile) -> Result<()> {
     let limit = nofile.soft;
     let name = cfg.scenario.name();
@@ -173,10 +174,7 @@ mod tests {
         let err = check_fit(&cfg(Scenario::Holes, 5000), 1, &[0, 1, 2], NOFILE).unwrap_err();
         let msg = err.to_string();
         assert!(msg.contains("RLIMIT_NOFILE 1000"), "{msg}");
-        assert!(
-            err.downcast_ref::<super::super::error::UsageError>()
-                .is_some()
-        );
+        assert!(err.downcast_ref::<crate::error::UsageError>().is_some());
         let mut c = cfg(Scenario::Opensock, 10);
         c.prealloc = Some(1001);
         assert!(check_fit(&c, 1, &[0, 1, 2], NOFILE).is_err());

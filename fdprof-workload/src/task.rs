@@ -3,10 +3,10 @@
 
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
-use super::accept::{Acceptor, Connector};
-use super::ground_truth::{LoopError, Tracker};
-use super::phase::{Plan, TaskSlot};
-use super::scenarios::{
+use crate::accept::{Acceptor, Connector};
+use crate::ground_truth::{LoopError, Tracker};
+use crate::phase::{Plan, TaskSlot};
+use crate::scenarios::{
     Dup2Worst, DupClose, Holes, Op, OpenClose, Opensock, Pipe, SocketClose, SocketPair,
 };
 

@@ -5,8 +5,8 @@
 
 use std::ffi::CString;
 
-use super::ground_truth::{LoopError, Mismatch, Tracker};
-use super::sys::{self, Sys};
+use crate::ground_truth::{LoopError, Mismatch, Tracker};
+use crate::sys::{self, Sys};
 
 /// The load to generate; [`Scenario::help`] says what one op of each is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
