@@ -22,7 +22,7 @@ enum Command {
     /// Show what this kernel offers and which probes `record` will use
     Doctor(crate::probe::doctor::DoctorArgs),
     /// Run a built-in fd-table load generator (the 2015 threads' benchmarks)
-    Workload(crate::workload::WorkloadArgs),
+    Workload(crate::commands::workload::WorkloadArgs),
     /// Record fd-table activity and file_lock contention of a process, thread, command or system
     Record(crate::record::RecordArgs),
     /// Print a recording's contention breakdown, top stacks, scan and syscall figures
@@ -36,7 +36,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Doctor(args) => crate::probe::doctor::run(&args),
-        Command::Workload(args) => crate::workload::run(args),
+        Command::Workload(args) => crate::commands::workload::run(args),
         Command::Record(args) => crate::record::run(args),
         Command::Report(args) => crate::report_cmd::report(&args),
         Command::Flamegraph(args) => crate::report_cmd::flamegraph(&args),

@@ -6,6 +6,7 @@
 
 pub mod cli;
 pub mod collect;
+pub mod commands;
 pub mod duration;
 pub mod error;
 pub mod escape;
@@ -16,4 +17,3 @@ pub mod record;
 pub mod render;
 pub mod report_cmd;
 pub mod symbolize;
-pub mod workload;

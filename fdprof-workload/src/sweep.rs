@@ -2,10 +2,10 @@
 
 use anyhow::Result;
 
-use super::control::Control;
-use super::output::SweepReport;
-use super::setup::Config;
-use super::{processes, threads};
+use crate::control::Control;
+use crate::output::SweepReport;
+use crate::setup::Config;
+use crate::{processes, threads};
 
 /// Runs every point (fds are closed between thread-mode points; processes start afresh).
 pub fn run(cfg: &Config, counts: &[u32], ctl: &Control) -> Result<SweepReport> {

@@ -6,8 +6,8 @@ use std::ffi::CStr;
 
 use anyhow::{Context, Result, bail};
 
-use super::fd_model::{FdModel, NR_OPEN_DEFAULT};
-use super::sys;
+use crate::fd_model::{FdModel, NR_OPEN_DEFAULT};
+use crate::sys;
 
 /// The table as the measured phase finds it.
 #[derive(Clone, Debug)]

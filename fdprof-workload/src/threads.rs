@@ -6,35 +6,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow};
 
-use super::control::{Control, announce_and_wait, supervise};
-use super::fd_model::table_size_after;
-use super::ground_truth::{Expected, Fast, Lockstep, LoopError, Tracker};
-use super::setup::{Config, Prepared, prepare, teardown};
-use super::table::snapshot_and_reset;
-use super::task::{Plan, TaskOp, TaskSlot, allowed_cpus, pin_to};
-
-/// What one task did.
-#[derive(Clone, Debug)]
-pub struct TaskResult {
-    pub ops: u64,
-    pub secs: f64,
-    pub cpu: Option<usize>,
-}
-
-/// What a measured phase did.
-#[derive(Clone, Debug)]
-pub struct Outcome {
-    /// The tasks whose count is the scenario's ops.
-    pub tasks: Vec<TaskResult>,
-    /// From the first task's start to the last task's end.
-    pub secs: f64,
-    pub fds_held: u64,
-    /// Table size at the end (per process in processes mode: the largest).
-    pub max_fds: u32,
-    /// accept: connections the connector threads made.
-    pub connects: Option<u64>,
-    pub expected: Option<Expected>,
-}
+use crate::control::{Control, announce_and_wait, supervise};
+use crate::fd_model::table_size_after;
+use crate::ground_truth::{Fast, Lockstep, LoopError, Tracker};
+use crate::outcome::{Outcome, TaskResult};
+use crate::phase::{Plan, TaskSlot};
+use crate::setup::{Config, Prepared, prepare, teardown};
+use crate::table::snapshot_and_reset;
+use crate::task::{TaskOp, allowed_cpus, pin_to};
 
 enum AnyTracker {
     Fast(Fast),

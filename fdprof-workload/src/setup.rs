@@ -6,14 +6,14 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 
-use super::accept::{AcceptShared, Acceptor, Connector, listen_loopback};
-use super::scenarios::{
+use crate::accept::{AcceptShared, Acceptor, Connector, listen_loopback};
+use crate::error::usage;
+use crate::scenarios::{
     Dup2Worst, DupClose, Holes, OpenClose, Opensock, Pipe, Scenario, SocketClose, SocketPair,
     XorShift, opensock_share,
 };
-use super::sys;
-use super::task::TaskOp;
-use crate::error::{EXIT_USAGE, fatal};
+use crate::sys;
+use crate::task::TaskOp;
 
 /// A validated workload configuration (everything but the task count, which a sweep varies).
 #[derive(Clone, Debug)]
@@ -47,12 +47,8 @@ pub fn prepare(cfg: &Config, first: u32, count: u32, total: u32) -> Result<Prepa
     }
     if matches!(cfg.scenario, Scenario::OpenClose | Scenario::Holes) {
         // Fail now, with the path named, rather than in the measured phase.
-        let fd = sys::openat(&cfg.path, libc::O_RDONLY).map_err(|e| {
-            fatal(
-                EXIT_USAGE,
-                format!("cannot open --path {:?}: {e}", cfg.path),
-            )
-        })?;
+        let fd = sys::openat(&cfg.path, libc::O_RDONLY)
+            .map_err(|e| usage(format!("cannot open --path {:?}: {e}", cfg.path)))?;
         sys::close(fd)?;
     }
     let mut held = Vec::new();

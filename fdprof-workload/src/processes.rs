@@ -7,13 +7,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
 
-use super::control::{Control, announce_and_wait, supervise};
-use super::fd_model::table_size_after;
-use super::ground_truth::{Fast, Tracker};
-use super::setup::{Config, prepare};
-use super::table::snapshot_and_reset;
-use super::task::{TaskSlot, allowed_cpus, pin_to};
-use super::threads::{Outcome, TaskResult};
+use crate::control::{Control, announce_and_wait, supervise};
+use crate::fd_model::table_size_after;
+use crate::ground_truth::{Fast, Tracker};
+use crate::outcome::{Outcome, TaskResult};
+use crate::phase::TaskSlot;
+use crate::setup::{Config, prepare};
+use crate::table::snapshot_and_reset;
+use crate::task::{allowed_cpus, pin_to};
 
 const RUNNING: u32 = 0;
 const FINISHED: u32 = 1;

@@ -7,8 +7,8 @@ use std::fmt;
 
 use serde::Serialize;
 
-use super::fd_model::FdModel;
-use super::sys::{Sys, SysError};
+use crate::fd_model::FdModel;
+use crate::sys::{Sys, SysError};
 
 /// The model and the kernel disagree: the ground truth would be wrong, so the run fails.
 #[derive(Clone, Copy, Debug)]
@@ -67,7 +67,7 @@ impl fmt::Display for LoopError {
             LoopError::Pin { cpu, errno } => write!(
                 f,
                 "pinning to CPU {cpu}: sched_setaffinity() failed: {}",
-                super::sys::describe_errno(*errno)
+                crate::sys::describe_errno(*errno)
             ),
         }
     }

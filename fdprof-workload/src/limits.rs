@@ -7,10 +7,10 @@
 
 use anyhow::Result;
 
-use super::scenarios::Scenario;
-use super::setup::Config;
-use super::table::nth_free;
-use crate::error::{EXIT_USAGE, fatal};
+use crate::error::usage;
+use crate::scenarios::Scenario;
+use crate::setup::Config;
+use crate::table::nth_free;
 
 #[derive(Clone, Copy, Debug)]
 pub struct NoFile {
@@ -85,8 +85,9 @@ pub fn min_fds(cfg: &Config, tasks: u32) -> u32 {
     }
 }
 
-/// Fails with exit code 2, naming the limit and the largest `-n` that fits, unless the
-/// scenario fits under the soft limit with `tasks` tasks (the largest of a sweep).
+/// Fails with a [`UsageError`](crate::error::UsageError) naming the limit and the largest `-n`
+/// that fits, unless the scenario fits under the soft limit with `tasks` tasks (the largest of a
+/// sweep).
 pub fn check_fit(cfg: &Config, tasks: u32, open: &[u32], nofile: NoFile) -> Result<()> {
     let limit = nofile.soft;
     let name = cfg.scenario.name();
@@ -98,12 +99,9 @@ pub fn check_fit(cfg: &Config, tasks: u32, open: &[u32], nofile: NoFile) -> Resu
     if let Some(size) = cfg.prealloc
         && u64::from(size) > limit
     {
-        return Err(fatal(
-            EXIT_USAGE,
-            format!(
-                "--prealloc {size} does not fit under {limit_text}: the largest --prealloc is {limit}"
-            ),
-        ));
+        return Err(usage(format!(
+            "--prealloc {size} does not fit under {limit_text}: the largest --prealloc is {limit}"
+        )));
     }
     let peak = |fds: u32| nth_free(open, new_fds_at_peak(cfg, fds, tasks, open) - 1);
     let fits = |fds: u32| peak(fds) < limit;
@@ -112,13 +110,10 @@ pub fn check_fit(cfg: &Config, tasks: u32, open: &[u32], nofile: NoFile) -> Resu
     }
     let min = min_fds(cfg, tasks);
     if !fits(min) {
-        return Err(fatal(
-            EXIT_USAGE,
-            format!(
-                "{name} with {tasks} tasks does not fit under {limit_text} even with -n {min}: \
+        return Err(usage(format!(
+            "{name} with {tasks} tasks does not fit under {limit_text} even with -n {min}: \
                  use fewer tasks"
-            ),
-        ));
+        )));
     }
     // Largest fitting -n: peak() grows with -n.
     let (mut lo, mut hi) = (min, cfg.fds);
@@ -126,16 +121,13 @@ pub fn check_fit(cfg: &Config, tasks: u32, open: &[u32], nofile: NoFile) -> Resu
         let mid = lo + (hi - lo) / 2;
         if fits(mid) { lo = mid } else { hi = mid }
     }
-    Err(fatal(
-        EXIT_USAGE,
-        format!(
-            "-n {} does not fit under {limit_text}: {name} would need fd {} (fds must stay below \
-             the limit, and {} are open already); the largest -n that fits is {lo}",
-            cfg.fds,
-            peak(cfg.fds),
-            open.len()
-        ),
-    ))
+    Err(usage(format!(
+        "-n {} does not fit under {limit_text}: {name} would need fd {} (fds must stay below the \
+         limit, and {} are open already); the largest -n that fits is {lo}",
+        cfg.fds,
+        peak(cfg.fds),
+        open.len()
+    )))
 }
 
 #[cfg(test)]
@@ -182,10 +174,7 @@ mod tests {
         let err = check_fit(&cfg(Scenario::Holes, 5000), 1, &[0, 1, 2], NOFILE).unwrap_err();
         let msg = err.to_string();
         assert!(msg.contains("RLIMIT_NOFILE 1000"), "{msg}");
-        assert_eq!(
-            err.downcast_ref::<crate::error::Fatal>().unwrap().code,
-            EXIT_USAGE
-        );
+        assert!(err.downcast_ref::<crate::error::UsageError>().is_some());
         let mut c = cfg(Scenario::Opensock, 10);
         c.prealloc = Some(1001);
         assert!(check_fit(&c, 1, &[0, 1, 2], NOFILE).is_err());

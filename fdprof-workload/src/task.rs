@@ -1,33 +1,17 @@
 //! One task's measured loop: the op repeated for `--ops K` or until the stop flag, with a
 //! per-task counter that only this task writes.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
-use super::accept::{Acceptor, Connector};
-use super::ground_truth::{LoopError, Tracker};
-use super::scenarios::{
+use crate::accept::{Acceptor, Connector};
+use crate::ground_truth::{LoopError, Tracker};
+use crate::phase::{Plan, TaskSlot};
+use crate::scenarios::{
     Dup2Worst, DupClose, Holes, Op, OpenClose, Opensock, Pipe, SocketClose, SocketPair,
 };
 
 /// Ops between two looks at the stop flag and two counter updates.
 pub const BATCH: u64 = 256;
-
-/// How long the measured phase lasts.
-#[derive(Clone, Copy, Debug)]
-pub enum Plan {
-    /// Exactly this many ops per task.
-    Ops(u64),
-    /// Until the stop flag, set after this long.
-    Timed(Duration),
-}
-
-/// A task's progress counter, alone on its cache lines (128 bytes: adjacent-line prefetch).
-#[repr(align(128))]
-#[derive(Default)]
-pub struct TaskSlot {
-    pub ops: AtomicU64,
-}
 
 /// Repeats `op` per `plan`; returns the ops done.
 #[inline(never)]

@@ -1,5 +1,7 @@
-//! A userland model of the kernel's fd allocator (`alloc_fd` in fs/file.c) and of the fd
-//! table's size, used to predict exactly what a deterministic run makes the kernel do.
+//! A userland model of one fd table: the kernel's lowest-free-fd allocator (`alloc_fd` in
+//! fs/file.c, with its `next_fd` search hint), close and dup2, and the table's size
+//! (`fdt->max_fds`). The generator runs it beside the kernel to predict exactly what a
+//! deterministic run does; it is public so other code can replay fd allocations with it.
 //!
 //! The kernel rules it follows (fs/file.c, same on 5.11–6.18 apart from function names):
 //! - `alloc_fd(start)` looks for the lowest free fd at or above `origin = max(start, next_fd)`

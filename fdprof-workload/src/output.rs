@@ -4,9 +4,9 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use super::ground_truth::Expected;
-use super::setup::Config;
-use super::threads::Outcome;
+use crate::ground_truth::Expected;
+use crate::outcome::Outcome;
+use crate::setup::Config;
 
 /// The result of one run (`--json` prints it as one object).
 #[derive(Clone, Debug, Serialize)]

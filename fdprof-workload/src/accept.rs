@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use anyhow::{Result, bail};
 
-use super::ground_truth::{LoopError, Tracker};
-use super::sys::{self, Sys};
-use super::task::{Plan, TaskSlot};
+use crate::ground_truth::{LoopError, Tracker};
+use crate::phase::{Plan, TaskSlot};
+use crate::sys::{self, Sys};
 
 /// accept4 gives up after this long without a connection, so it can look at the stop flag.
 const ACCEPT_TIMEOUT: Duration = Duration::from_millis(50);

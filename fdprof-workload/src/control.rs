@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
 
-use super::task::Plan;
+use crate::phase::Plan;
 
 /// How the measured phase is run, shared by every scenario.
 #[derive(Clone, Copy, Debug)]
@@ -119,7 +119,7 @@ pub fn supervise(
             eprintln!(
                 "fdprof: {label}: {:.0} s, {} ops/s",
                 now.duration_since(start).as_secs_f64(),
-                super::output::group(rate as u64)
+                crate::output::group(rate as u64)
             );
             last = (now, ops);
             next_tick += TICK;

@@ -5,36 +5,38 @@
 
 use std::ffi::CString;
 
-use super::ground_truth::{LoopError, Mismatch, Tracker};
-use super::sys::{self, Sys};
+use crate::ground_truth::{LoopError, Mismatch, Tracker};
+use crate::sys::{self, Sys};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+/// The load to generate; [`Scenario::help`] says what one op of each is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scenario {
-    /// op = close(random own slot) + socket(AF_INET, SOCK_STREAM, 0) into that slot; -n sockets
-    /// held in total (default 1000), split across tasks (Eric Dumazet's opensock)
     Opensock,
-    /// op = socket(AF_INET, SOCK_STREAM, 0) + close(it)
     SocketClose,
-    /// op = openat(--path, O_RDONLY) + close(it)
     OpenClose,
-    /// op = dup(held fd) + close(it)
     DupClose,
-    /// op = pipe2(fds, 0) + close(both)
     Pipe,
-    /// op = socketpair(AF_UNIX, SOCK_STREAM, 0) + close(both)
     Socketpair,
-    /// op = accept4() + close() of one loopback connection; as many connector threads do
-    /// socket + setsockopt(SO_LINGER 0) + connect + close against 127.0.0.1
     Accept,
-    /// fds 0..N-1 open (default N 1000); op = close(K) + dup2(0, K) + dup(0), which scans from K
-    /// to N, + close(N) (Linus Torvalds' worst case; K = --hole)
     Dup2Worst,
-    /// fds 0..N-1 open (default N 1000); op = close(K) + openat() -> K + openat(), which scans
-    /// from K+1 to N, + close(N) (K = --hole)
     Holes,
 }
 
 impl Scenario {
+    /// Every scenario, in the order the command line lists them.
+    pub const ALL: [Scenario; 9] = [
+        Scenario::Opensock,
+        Scenario::SocketClose,
+        Scenario::OpenClose,
+        Scenario::DupClose,
+        Scenario::Pipe,
+        Scenario::Socketpair,
+        Scenario::Accept,
+        Scenario::Dup2Worst,
+        Scenario::Holes,
+    ];
+
+    /// The name on the command line and in reports.
     pub fn name(self) -> &'static str {
         match self {
             Scenario::Opensock => "opensock",
@@ -46,6 +48,34 @@ impl Scenario {
             Scenario::Accept => "accept",
             Scenario::Dup2Worst => "dup2-worst",
             Scenario::Holes => "holes",
+        }
+    }
+
+    /// What one op is and what the options change, for the command line's help.
+    pub fn help(self) -> &'static str {
+        match self {
+            Scenario::Opensock => {
+                "op = close(random own slot) + socket(AF_INET, SOCK_STREAM, 0) into that slot; \
+                 -n sockets held in total (default 1000), split across tasks (Eric Dumazet's \
+                 opensock)"
+            }
+            Scenario::SocketClose => "op = socket(AF_INET, SOCK_STREAM, 0) + close(it)",
+            Scenario::OpenClose => "op = openat(--path, O_RDONLY) + close(it)",
+            Scenario::DupClose => "op = dup(held fd) + close(it)",
+            Scenario::Pipe => "op = pipe2(fds, 0) + close(both)",
+            Scenario::Socketpair => "op = socketpair(AF_UNIX, SOCK_STREAM, 0) + close(both)",
+            Scenario::Accept => {
+                "op = accept4() + close() of one loopback connection; as many connector threads \
+                 do socket + setsockopt(SO_LINGER 0) + connect + close against 127.0.0.1"
+            }
+            Scenario::Dup2Worst => {
+                "fds 0..N-1 open (default N 1000); op = close(K) + dup2(0, K) + dup(0), which \
+                 scans from K to N, + close(N) (Linus Torvalds' worst case; K = --hole)"
+            }
+            Scenario::Holes => {
+                "fds 0..N-1 open (default N 1000); op = close(K) + openat() -> K + openat(), \
+                 which scans from K+1 to N, + close(N) (K = --hole)"
+            }
         }
     }
 

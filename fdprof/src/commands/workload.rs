@@ -1,0 +1,207 @@
+//! `fdprof workload`: the command line of the load generator. It parses into
+//! [`Options`] and maps the generator's [`UsageError`] to exit code 2.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Result;
+use clap::ValueEnum;
+use clap::builder::PossibleValue;
+
+use crate::error::{EXIT_USAGE, fatal};
+use fdprof_workload::{DEFAULT_DURATION, MAX_TASKS, Options, Plan, Scenario, UsageError};
+
+const AFTER_HELP: &str = "\
+An op is one iteration of the scenario's loop (see SCENARIO above); ops/s and --ops count them.
+
+Deterministic runs (--ops K, one thread, not --processes, any scenario but accept) add to the \
+--json output an `expected` object: the successful system calls, fds created and closed per \
+system call, every alloc_fd allocation grouped by (syscall, fd, origin) with its scan distance, \
+and the table size, exactly as the kernel sees them in the measured phase. The phase starts at \
+SIGUSR1 with --wait-signal (after a ready line on stdout), else when the loop starts.
+
+The soft RLIMIT_NOFILE is raised to the hard limit; a run that would not fit under it is \
+refused before it starts.";
+
+#[derive(clap::Args, Debug)]
+#[command(after_long_help = AFTER_HELP)]
+pub struct WorkloadArgs {
+    /// The load to generate
+    #[arg(value_enum)]
+    pub scenario: ScenarioArg,
+
+    /// Tasks (threads sharing one fd table; with --processes, processes with one table each)
+    #[arg(short = 't', long, default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_TASKS)))]
+    pub threads: u32,
+
+    /// Fds held open: opensock's sockets in total (default 1000); holes and dup2-worst keep fds
+    /// 0..N-1 open (default 1000); other scenarios: idle fds held besides the loop's (default 0)
+    #[arg(short = 'n', long = "fds", value_name = "N")]
+    pub fds: Option<u32>,
+
+    /// How long to run (e.g. 5s, 500ms, 1m) [default: 5s]
+    #[arg(short = 'd', long, value_parser = crate::duration::parse_run_length, conflicts_with = "ops")]
+    pub duration: Option<Duration>,
+
+    /// Exactly K ops per task instead of a duration (deterministic runs)
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..))]
+    pub ops: Option<u64>,
+
+    /// One process per task, each with its own fd table (will-it-scale's _processes variant)
+    #[arg(long)]
+    pub processes: bool,
+
+    /// Pin task i to CPU i % (CPUs this process may use)
+    #[arg(long)]
+    pub pin: bool,
+
+    /// Print one JSON object at the end instead of the summary
+    #[arg(long)]
+    pub json: bool,
+
+    /// Run at each task count (e.g. 1,2,4) and print tasks, ops/s, ops/s per task and % of
+    /// linear scaling (CSV; JSON with --json)
+    #[arg(long, value_delimiter = ',', value_name = "TASKS", conflicts_with_all = ["threads", "wait_signal"],
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_TASKS)))]
+    pub sweep: Option<Vec<u32>>,
+
+    /// After setup print {"event":"ready","pid":PID} on stdout and wait for SIGUSR1 before the
+    /// measured phase (attach a profiler with -p PID meanwhile)
+    #[arg(long)]
+    pub wait_signal: bool,
+
+    /// A progress line on stderr every second (default when stderr is a terminal)
+    #[arg(long)]
+    pub progress: bool,
+
+    /// The file open-close and holes open (O_RDONLY)
+    #[arg(long, default_value = "/dev/null")]
+    pub path: PathBuf,
+
+    /// The fd K that holes and dup2-worst close and refill (>= 3: 0-2 are stdio)
+    #[arg(long, value_name = "K", default_value_t = 3)]
+    pub hole: u32,
+
+    /// Pre-expand the fd table to SIZE slots first (dup2 onto fd SIZE-1, then close it)
+    #[arg(long, value_name = "SIZE", value_parser = clap::value_parser!(u32).range(1..))]
+    pub prealloc: Option<u32>,
+
+    /// Re-read the table size after the run and fail unless it is the predicted one (opens
+    /// /proc/self/status after the measured phase)
+    #[arg(long, hide = true)]
+    pub verify_table: bool,
+}
+
+/// A [`Scenario`] on the command line: its name, with its help from the generator.
+#[derive(Clone, Copy, Debug)]
+pub struct ScenarioArg(pub Scenario);
+
+const SCENARIO_ARGS: [ScenarioArg; Scenario::ALL.len()] = {
+    let mut out = [ScenarioArg(Scenario::Opensock); Scenario::ALL.len()];
+    let mut i = 0;
+    while i < out.len() {
+        out[i] = ScenarioArg(Scenario::ALL[i]);
+        i += 1;
+    }
+    out
+};
+
+impl ValueEnum for ScenarioArg {
+    fn value_variants<'a>() -> &'a [Self] {
+        &SCENARIO_ARGS
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(PossibleValue::new(self.0.name()).help(self.0.help()))
+    }
+}
+
+impl WorkloadArgs {
+    /// The generator's options; `--ops` wins over the default duration (clap refuses both).
+    pub fn options(&self) -> Options {
+        let plan = match (self.ops, self.duration) {
+            (Some(k), _) => Plan::Ops(k),
+            (None, d) => Plan::Timed(d.unwrap_or(DEFAULT_DURATION)),
+        };
+        Options {
+            scenario: self.scenario.0,
+            threads: self.threads,
+            fds: self.fds,
+            plan,
+            processes: self.processes,
+            pin: self.pin,
+            json: self.json,
+            sweep: self.sweep.clone(),
+            wait_signal: self.wait_signal,
+            progress: self.progress,
+            path: self.path.clone(),
+            hole: self.hole,
+            prealloc: self.prealloc,
+            verify_table: self.verify_table,
+        }
+    }
+}
+
+/// Runs `fdprof workload`: a usage error exits 2 with its message, as before the split.
+pub fn run(args: WorkloadArgs) -> Result<()> {
+    fdprof_workload::run(&args.options()).map_err(|err| {
+        if err.downcast_ref::<UsageError>().is_some() {
+            // `{:#}` keeps any context the error gathered on its way up.
+            fatal(EXIT_USAGE, format!("{err:#}"))
+        } else {
+            err
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: WorkloadArgs,
+    }
+
+    fn parse(args: &[&str]) -> Options {
+        Cli::try_parse_from(std::iter::once("workload").chain(args.iter().copied()))
+            .unwrap()
+            .args
+            .options()
+    }
+
+    #[test]
+    fn every_scenario_parses_by_its_name() {
+        for s in Scenario::ALL {
+            assert_eq!(parse(&[s.name()]).scenario, s);
+        }
+        assert_eq!(SCENARIO_ARGS.len(), Scenario::ALL.len());
+    }
+
+    #[test]
+    fn plan_from_ops_or_duration() {
+        assert!(matches!(parse(&["pipe"]).plan, Plan::Timed(d) if d == DEFAULT_DURATION));
+        assert!(matches!(parse(&["pipe", "--ops", "7"]).plan, Plan::Ops(7)));
+        assert!(matches!(
+            parse(&["pipe", "-d", "200ms"]).plan,
+            Plan::Timed(d) if d == Duration::from_millis(200)
+        ));
+    }
+
+    #[test]
+    fn usage_errors_exit_2_with_their_message() {
+        let args = Cli::try_parse_from(["workload", "holes", "--hole", "2"])
+            .unwrap()
+            .args;
+        let err = run(args).unwrap_err();
+        let fatal = err
+            .downcast_ref::<crate::error::Fatal>()
+            .expect("exit code");
+        assert_eq!(fatal.code, EXIT_USAGE);
+        assert_eq!(fatal.message, "--hole 2 is stdio: use 3 or more");
+    }
+}
