@@ -2,7 +2,7 @@
 
 use crate::syscalls::N_SYSCALLS;
 
-/// Per-syscall counters: `SYSCALL_COUNTERS[index * PER_SYSCALL + counter]`.
+/// Per-syscall counters: `SYSCALL_COUNTERS[index * per_syscall::COUNT + counter]`.
 pub mod per_syscall {
     pub const CALLS: u32 = 0;
     pub const ERRORS: u32 = 1;
@@ -13,7 +13,7 @@ pub mod per_syscall {
     pub const COUNT: u32 = 5;
 }
 
-/// Global counters: `GLOBAL_COUNTERS[counter]`.
+/// Global counters: `GLOBALS[counter]`.
 pub mod global {
     /// Allocations whose fd equalled the scan origin (`next_fd` hit).
     pub const NEXT_FD_HITS: u32 = 0;

@@ -70,7 +70,7 @@ pub fn dropped(probe: u32, reason: u32) {
     add(&DROPS, probe * drop::COUNT + reason, 1);
 }
 
-/// One allocation of `fd` whose bitmap search began at `origin` (DESIGN.md §4).
+/// One allocation of `fd` whose bitmap search began at `origin` (docs/figures.md, "scan").
 #[inline(always)]
 pub fn record_scan(fd: u32, origin: u32) {
     if fd < origin {

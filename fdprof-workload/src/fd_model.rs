@@ -54,7 +54,7 @@ pub struct Alloc {
 }
 
 impl Alloc {
-    /// Bits searched past the origin (DESIGN.md §4's `scan_bits`).
+    /// Bits searched past the origin: the scan distance of docs/figures.md.
     pub fn scan_bits(&self) -> u32 {
         self.fd - self.origin
     }

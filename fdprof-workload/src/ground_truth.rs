@@ -235,7 +235,7 @@ impl Tracker for Lockstep {
     }
 }
 
-/// Exactly what the measured phase of a deterministic run did (DESIGN.md §5).
+/// Exactly what the measured phase of a deterministic run did; see docs/figures.md for what each figure means.
 #[derive(Clone, Debug, Serialize)]
 pub struct Expected {
     /// Successful calls per system call.

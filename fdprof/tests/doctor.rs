@@ -258,7 +258,7 @@ fn attach_claims_agree_with_raw_attempts() {
 
 #[test]
 fn this_kernel_as_documented() {
-    // The facts DESIGN.md states for this workplace's kernel; a different kernel skips nothing
+    // The facts docs/probe-modes.md states for kernels like this one; a different kernel skips nothing
     // silently: it prints what differs.
     require_root();
     let _guard = kernel_lock();

@@ -212,16 +212,6 @@ impl KernelSymbols {
             (entry.module != NO_MODULE).then(|| self.modules[entry.module as usize].as_str());
         Some((name, offset, module))
     }
-
-    /// Address of the first symbol named `name` (linear scan; for tests and diagnostics).
-    pub fn address_of(&self, name: &str) -> Option<u64> {
-        self.entries
-            .iter()
-            .position(|e| {
-                &self.names[e.name_start as usize..(e.name_start + e.name_len) as usize] == name
-            })
-            .map(|i| self.addrs[i])
-    }
 }
 
 /// Lower is preferred when several names share one address: real functions over section markers

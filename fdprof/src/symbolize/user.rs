@@ -248,11 +248,6 @@ impl UserSymbolizer {
         self.procs.contains_key(&pid)
     }
 
-    /// Drops the snapshot of `pid` (its opened files stay cached for other processes).
-    pub fn forget(&mut self, pid: u32) {
-        self.procs.remove(&pid);
-    }
-
     /// Symbolizes the addresses of one user stack of process `pid` (thread-group id), in order.
     ///
     /// Each frame has the function name (demangled) and the offset into it, and the mapped file's
