@@ -235,7 +235,8 @@ impl Tracker for Lockstep {
     }
 }
 
-/// Exactly what the measured phase of a deterministic run did; see docs/figures.md for what each figure means.
+/// Exactly what the measured phase of a deterministic run did (docs/figures.md defines each
+/// figure).
 #[derive(Clone, Debug, Serialize)]
 pub struct Expected {
     /// Successful calls per system call.
