@@ -20,7 +20,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Show what this kernel offers and which probes `record` will use
-    Doctor(crate::probe::doctor::DoctorArgs),
+    Doctor(crate::commands::doctor::DoctorArgs),
     /// Run a built-in fd-table load generator (the 2015 threads' benchmarks)
     Workload(crate::commands::workload::WorkloadArgs),
     /// Record fd-table activity and file_lock contention of a process, thread, command or system
@@ -35,7 +35,7 @@ enum Command {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Doctor(args) => crate::probe::doctor::run(&args),
+        Command::Doctor(args) => crate::commands::doctor::run(&args),
         Command::Workload(args) => crate::commands::workload::run(args),
         Command::Record(args) => crate::record::run(args),
         Command::Report(args) => crate::report_cmd::report(&args),

@@ -1,1 +1,5 @@
+//! One file per subcommand: the command line (clap lives only here) and the sequence of
+//! library calls each subcommand makes.
+
+pub mod doctor;
 pub mod workload;

@@ -2,7 +2,6 @@
 
 pub mod btf;
 pub mod capabilities;
-pub mod doctor;
 pub mod kallsyms;
 pub mod object;
 pub mod offsets;

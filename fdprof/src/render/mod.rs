@@ -3,6 +3,7 @@
 //! ([`aggregate`]), so the text and JSON twins always agree.
 
 pub mod aggregate;
+pub mod doctor;
 pub mod flamegraph;
 pub mod folded;
 pub mod human;

@@ -1,35 +1,11 @@
-//! `fdprof doctor`: what this kernel offers and which probes `record` will use.
+//! `fdprof doctor` as text: what this kernel offers and which probes `record` will use.
 
 use std::fmt::Write as _;
 
-use anyhow::Result;
-
-use super::{
+use crate::probe::{
     capabilities::{Capabilities, TracepointTrial},
     offsets::KernelOffsets,
 };
-use crate::error::require_root;
-
-#[derive(clap::Args, Debug)]
-pub struct DoctorArgs {
-    /// Print the findings as JSON
-    #[arg(long)]
-    pub json: bool,
-    /// Read the kernel's BTF from this file instead of the running kernel's
-    #[arg(long, value_name = "FILE", default_value = super::btf::SYS_FS)]
-    pub btf: std::path::PathBuf,
-}
-
-pub fn run(args: &DoctorArgs) -> Result<()> {
-    require_root("fdprof doctor")?;
-    let caps = Capabilities::detect(&args.btf)?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&caps)?);
-    } else {
-        print!("{}", crate::escape::text(&render(&caps)));
-    }
-    Ok(())
-}
 
 fn tracepoint_lines(out: &mut String, trials: &[TracepointTrial]) {
     for t in trials {
@@ -47,7 +23,7 @@ fn tracepoint_lines(out: &mut String, trials: &[TracepointTrial]) {
 }
 
 /// The human-readable report.
-pub fn render(caps: &Capabilities) -> String {
+pub fn text(caps: &Capabilities) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "kernel          {}", caps.kernel_release);
     match &caps.btf_error {

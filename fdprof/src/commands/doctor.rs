@@ -1,0 +1,32 @@
+//! `fdprof doctor`: what this kernel offers and which probes `record` will use, found by trying.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+
+use crate::error::require_root;
+use crate::probe::{btf, capabilities::Capabilities};
+
+#[derive(clap::Args, Debug)]
+pub struct DoctorArgs {
+    /// Print the findings as JSON
+    #[arg(long)]
+    pub json: bool,
+    /// Read the kernel's BTF from this file instead of the running kernel's
+    #[arg(long, value_name = "FILE", default_value = btf::SYS_FS)]
+    pub btf: PathBuf,
+}
+
+pub fn run(args: &DoctorArgs) -> Result<()> {
+    require_root("fdprof doctor")?;
+    let caps = Capabilities::detect(&args.btf)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&caps)?);
+    } else {
+        print!(
+            "{}",
+            crate::escape::text(&crate::render::doctor::text(&caps))
+        );
+    }
+    Ok(())
+}
