@@ -1,9 +1,11 @@
 //! fdprof: a profiler for the Linux per-process fd table (`alloc_fd`, the close path and
 //! `files->file_lock`).
 //!
-//! Data flows one way: **probe → collect → model → render**. The binary is a thin `main` over
+//! Data flows one way: **probe → collect → model → analysis → render**: [`analysis`] computes
+//! every figure once, into typed structs; [`render`] and the JSON output only present them. The binary is a thin `main` over
 //! [`cli`].
 
+pub mod analysis;
 pub mod cli;
 pub mod collect;
 pub mod commands;
@@ -17,3 +19,5 @@ pub mod record;
 pub mod render;
 pub mod report_cmd;
 pub mod symbolize;
+#[cfg(test)]
+mod testdata;

@@ -4,9 +4,10 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 
+use crate::analysis::{self, FlamegraphOptions, LockFilter, OpFilter, ReportOptions, SortKey};
 use crate::model::Recording;
 use crate::output::Output;
-use crate::render::{self, FlamegraphOptions, LockFilter, OpFilter, ReportOptions, SortKey};
+use crate::render;
 
 #[derive(clap::Args, Debug)]
 pub struct ReportArgs {
@@ -21,7 +22,7 @@ pub struct ReportArgs {
     pub top: usize,
     /// Order of the top stacks
     #[arg(long, value_enum, default_value = "wait")]
-    pub sort: SortKey,
+    pub sort: SortArg,
     /// Show function offsets (`alloc_fd+0x4a`) and keep stacks that differ only in them apart
     #[arg(long)]
     pub offsets: bool,
@@ -31,16 +32,14 @@ pub fn report(args: &ReportArgs) -> Result<()> {
     let rec = Recording::read(&args.input)?;
     let opts = ReportOptions {
         top: args.top,
-        sort: args.sort,
+        sort: args.sort.into(),
         offsets: args.offsets,
     };
+    let report = analysis::report(&rec, &opts);
     if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&render::json(&rec, &opts))?
-        );
+        println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print!("{}", crate::escape::text(&render::text(&rec, &opts)));
+        print!("{}", crate::escape::text(&render::text(&report)));
     }
     Ok(())
 }
@@ -59,10 +58,10 @@ pub struct FlamegraphArgs {
     pub folded: bool,
     /// Only waits of this fd-table operation
     #[arg(long, value_enum, default_value = "all")]
-    pub op: OpFilter,
+    pub op: OpArg,
     /// Only waits on the target's file_lock, or on every lock
     #[arg(long, value_enum, default_value = "file_lock")]
-    pub lock: LockFilter,
+    pub lock: LockArg,
     /// Keep function offsets in frame names
     #[arg(long)]
     pub offsets: bool,
@@ -72,16 +71,97 @@ pub fn flamegraph(args: &FlamegraphArgs) -> Result<()> {
     args.output.check()?;
     let rec = Recording::read(&args.input)?;
     let opts = FlamegraphOptions {
-        op: args.op,
-        lock: args.lock,
+        op: args.op.into(),
+        lock: args.lock.into(),
         offsets: args.offsets,
     };
+    let graph = analysis::folded(&rec, &opts);
     let data = if args.folded {
-        render::folded(&rec, &opts).into_bytes()
+        render::folded(&graph).into_bytes()
     } else {
-        render::svg(&rec, &opts)?
+        render::svg(&graph)?
     };
     args.output.write(&data)?;
     eprintln!("fdprof: wrote {}", args.output);
     Ok(())
+}
+
+// The command line's names for the analysis options (clap stays out of analysis and render).
+
+/// Order of the top stacks.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SortArg {
+    /// Total wait time.
+    Wait,
+    /// Number of waits.
+    Count,
+    /// Longest single wait.
+    Max,
+    /// Average wait.
+    Avg,
+}
+
+impl From<SortArg> for SortKey {
+    fn from(arg: SortArg) -> Self {
+        match arg {
+            SortArg::Wait => SortKey::Wait,
+            SortArg::Count => SortKey::Count,
+            SortArg::Max => SortKey::Max,
+            SortArg::Avg => SortKey::Avg,
+        }
+    }
+}
+
+/// Which operations to draw.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpArg {
+    /// Waits while allocating an fd (`alloc_fd`).
+    Alloc,
+    /// Waits while closing an fd (`file_close_fd`, `close_fd`).
+    Close,
+    /// Every operation, including `expand`, `dup2`, … and `other`.
+    All,
+}
+
+impl From<OpArg> for OpFilter {
+    fn from(arg: OpArg) -> Self {
+        match arg {
+            OpArg::Alloc => OpFilter::Alloc,
+            OpArg::Close => OpFilter::Close,
+            OpArg::All => OpFilter::All,
+        }
+    }
+}
+
+/// Which locks to draw.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockArg {
+    /// Only the target's own `files->file_lock`.
+    #[value(name = "file_lock", alias = "file-lock")]
+    FileLock,
+    /// Every lock class recorded (other spinlocks, mutexes, rwsems).
+    All,
+}
+
+impl From<LockArg> for LockFilter {
+    fn from(arg: LockArg) -> Self {
+        match arg {
+            LockArg::FileLock => LockFilter::FileLock,
+            LockArg::All => LockFilter::All,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::ValueEnum;
+
+    #[test]
+    fn clap_names() {
+        assert_eq!(LockArg::from_str("file_lock", false), Ok(LockArg::FileLock));
+        assert_eq!(LockArg::from_str("file-lock", false), Ok(LockArg::FileLock));
+        assert_eq!(OpArg::from_str("close", false), Ok(OpArg::Close));
+        assert_eq!(SortArg::from_str("avg", false), Ok(SortArg::Avg));
+    }
 }

@@ -30,11 +30,11 @@ impl TempDir {
         self.0.join(name)
     }
 
-    /// The fixture recording, written by the test itself.
+    /// The fixture recording (`tests/data/recording.data`), copied in.
     fn recording(&self) -> PathBuf {
         let path = self.join("rec.data");
-        let rec = fdprof::render::testdata::recording();
-        std::fs::write(&path, serde_json::to_vec_pretty(&rec).unwrap()).unwrap();
+        let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/recording.data");
+        std::fs::copy(fixture, &path).unwrap();
         path
     }
 

@@ -3,45 +3,53 @@
 use anyhow::{Context, Result, bail};
 use inferno::flamegraph::{self, Options};
 
-use super::folded::{FlamegraphOptions, LockFilter, OpFilter, folded_stacks};
 use super::human::duration;
-use crate::model::recording::Recording;
+use crate::analysis::{FlamegraphOptions, Folded, LockFilter, OpFilter};
 
 /// The title drawn at the top of the graph.
-pub fn title(rec: &Recording, opts: &FlamegraphOptions) -> String {
+pub fn title(graph: &Folded) -> String {
+    let (opts, header) = (&graph.options, &graph.header);
     let what = match opts.lock {
         LockFilter::FileLock => "file_lock wait",
         LockFilter::All => "lock wait (all locks)",
     };
     let ops = match opts.op {
         OpFilter::All => String::new(),
-        op => format!(" in {op}"),
+        op => format!(" in {}", op.as_str()),
     };
     // The title is one centred line: keep long command lines from running off the picture.
-    let target = rec.target.describe();
+    let target = &header.target.description;
     let target = if target.chars().count() > 60 {
         format!("{}…", target.chars().take(59).collect::<String>())
     } else {
-        target
+        target.clone()
     };
     format!(
         "fdprof: {what}{ops} — {target} — {} — {} mode",
-        duration(rec.duration_ns),
-        crate::escape::name(&rec.mode)
+        duration(header.duration_ns),
+        crate::escape::name(&header.mode)
     )
 }
 
+/// `op=alloc, lock=file_lock`, for titles and messages.
+fn describe_filter(opts: &FlamegraphOptions) -> String {
+    format!("op={}, lock={}", opts.op.as_str(), opts.lock.as_str())
+}
+
 /// The line under the title: the filter, the weight and the loss.
-fn subtitle(rec: &Recording, opts: &FlamegraphOptions, total_ns: u64) -> String {
-    let drops = match (rec.drops.is_empty(), rec.total_drops()) {
-        (true, _) => "drops: unknown".to_string(),
-        (false, 0) => "drops: none".to_string(),
-        (false, n) => format!("drops: {n} events lost (see fdprof report)"),
+fn subtitle(graph: &Folded) -> String {
+    let d = &graph.drops;
+    let drops = if !d.known {
+        "drops: unknown".to_string()
+    } else if d.none {
+        "drops: none".to_string()
+    } else {
+        format!("drops: {} events lost (see fdprof report)", d.total)
     };
     format!(
         "filter {} · width = wait time, {} in total · {drops}",
-        opts.describe_filter(),
-        duration(total_ns)
+        describe_filter(&graph.options),
+        duration(graph.total_wait_ns)
     )
 }
 
@@ -59,37 +67,36 @@ fn comment_safe(text: &str) -> String {
 }
 
 /// The flamegraph as SVG bytes. Fails with one line naming the filter when no wait matches it.
-pub fn svg(rec: &Recording, opts: &FlamegraphOptions) -> Result<Vec<u8>> {
-    let stacks = folded_stacks(rec, opts);
-    if stacks.is_empty() {
-        let all: u64 = rec.contention.iter().map(|c| c.total_wait_ns).sum();
+pub fn svg(graph: &Folded) -> Result<Vec<u8>> {
+    if graph.stacks.is_empty() {
         bail!(
             "nothing to draw: no lock waits match the filter {} (the recording has {} contention \
              sites with {} of wait in all)",
-            opts.describe_filter(),
-            rec.contention.len(),
-            duration(all)
+            describe_filter(&graph.options),
+            graph.recording_sites,
+            duration(graph.recording_wait_ns)
         );
     }
-    let total_ns: u64 = stacks.values().sum();
-    let lines: Vec<String> = stacks
+    let lines: Vec<String> = graph
+        .stacks
         .iter()
-        .map(|(stack, ns)| format!("{stack} {ns}"))
+        .map(|s| format!("{} {}", s.stack, s.wait_ns))
         .collect();
 
     let mut options = Options::default();
-    options.title = title(rec, opts);
-    options.subtitle = Some(subtitle(rec, opts, total_ns));
+    options.title = title(graph);
+    options.subtitle = Some(subtitle(graph));
     options.count_name = "ns".into();
     // Colours from function names only, so the same recording always draws the same SVG.
     options.deterministic = true;
-    // Lines come sorted from the BTreeMap.
+    // The stacks come sorted.
     options.no_sort = true;
+    let header = &graph.header;
     options.notes = comment_safe(&format!(
         "fdprof {} flamegraph of {}; kernel {}",
-        crate::escape::name(&rec.fdprof_version),
-        rec.target.describe(),
-        crate::escape::name(&rec.kernel_release)
+        crate::escape::name(&header.fdprof_version),
+        header.target.description,
+        crate::escape::name(&header.kernel_release)
     ));
 
     let mut svg = Vec::new();
@@ -101,14 +108,15 @@ pub fn svg(rec: &Recording, opts: &FlamegraphOptions) -> Result<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::render::testdata;
+    use crate::analysis;
+    use crate::testdata;
 
     #[test]
     fn titles_name_the_filter() {
         let rec = testdata::recording();
         let opts = FlamegraphOptions::default();
         assert_eq!(
-            title(&rec, &opts),
+            title(&analysis::folded(&rec, &opts)),
             "fdprof: file_lock wait — pid 4242 (opensock) — 10.0 s — tracepoint mode"
         );
         let alloc_all = FlamegraphOptions {
@@ -116,12 +124,14 @@ mod tests {
             lock: LockFilter::All,
             offsets: false,
         };
+        let graph = analysis::folded(&rec, &alloc_all);
         assert_eq!(
-            title(&rec, &alloc_all),
+            title(&graph),
             "fdprof: lock wait (all locks) in alloc — pid 4242 (opensock) — 10.0 s — tracepoint mode"
         );
+        assert_eq!(graph.total_wait_ns, 6_000_000);
         assert_eq!(
-            subtitle(&rec, &alloc_all, 6_000_000),
+            subtitle(&graph),
             "filter op=alloc, lock=all · width = wait time, 6.00 ms in total · drops: 3 events \
              lost (see fdprof report)"
         );
@@ -139,25 +149,25 @@ mod tests {
     #[test]
     fn svg_is_drawn_and_deterministic() {
         let rec = testdata::recording();
-        let opts = FlamegraphOptions::default();
-        let a = svg(&rec, &opts).unwrap();
+        let graph = analysis::folded(&rec, &FlamegraphOptions::default());
+        let a = svg(&graph).unwrap();
         let text = String::from_utf8(a.clone()).unwrap();
         assert!(text.starts_with("<?xml") || text.starts_with("<svg"));
-        assert!(text.contains(&title(&rec, &opts)));
+        assert!(text.contains(&title(&graph)));
         assert!(text.contains("alloc_fd"));
         assert!(text.contains("file_close_fd"));
         assert!(
             !text.contains("tcp_v4_rcv"),
             "spinlock waits are filtered out"
         );
-        assert_eq!(a, svg(&rec, &opts).unwrap());
+        assert_eq!(a, svg(&graph).unwrap());
     }
 
     #[test]
     fn nothing_to_draw_is_one_clear_line() {
         let mut rec = testdata::recording();
         rec.contention.retain(|c| c.lock != "file_lock");
-        let err = svg(&rec, &FlamegraphOptions::default()).unwrap_err();
+        let err = svg(&analysis::folded(&rec, &FlamegraphOptions::default())).unwrap_err();
         let msg = format!("{err:#}");
         assert!(!msg.contains('\n'));
         assert!(msg.starts_with("nothing to draw"), "{msg}");
@@ -167,6 +177,6 @@ mod tests {
             lock: LockFilter::All,
             ..Default::default()
         };
-        assert!(svg(&rec, &all).is_ok());
+        assert!(svg(&analysis::folded(&rec, &all)).is_ok());
     }
 }

@@ -1,6 +1,7 @@
 //! Formatting for people: durations, shares, bcc-style log2 histograms, dates.
 
-use crate::model::hist::{Log2Hist, slot_range};
+use crate::analysis::Histogram;
+use crate::model::hist::slot_range;
 
 /// Width of the histogram bar, in characters (as bcc's `print_log2_hist`).
 const BAR_WIDTH: u64 = 40;
@@ -49,16 +50,11 @@ fn three_significant(v: f64) -> String {
     }
 }
 
-/// `part` as a share of `whole` (0..=1), `None` when `whole` is zero.
-pub fn share(part: u64, whole: u64) -> Option<f64> {
-    (whole > 0).then(|| part as f64 / whole as f64)
-}
-
-/// `part / whole` as `60.0%`, or `-` when `whole` is zero.
-pub fn percent(part: u64, whole: u64) -> String {
-    match share(part, whole) {
+/// A share (0..=1) as `60.0%`, or `-` when there is none (a share of nothing).
+pub fn percent(share: Option<f64>) -> String {
+    match share {
         None => "-".into(),
-        Some(_) if part == 0 => "0%".into(),
+        Some(0.0) => "0%".into(),
         // Small shares (fdprof's own cost) keep two decimals; a non-zero share never shows as 0.
         Some(s) if s < 0.0001 => "<0.01%".into(),
         Some(s) if s < 0.00995 => format!("{:.2}%", s * 100.0),
@@ -71,23 +67,23 @@ pub fn opt(v: Option<u64>, fmt: impl Fn(u64) -> String) -> String {
     v.map_or_else(|| "-".into(), fmt)
 }
 
-/// `p50 … p99 … p999 … max …` for a histogram, values formatted by `fmt`.
-pub fn quantiles_line(h: &Log2Hist, fmt: impl Fn(u64) -> String) -> String {
-    if h.count == 0 {
+/// `n … p50 … p99 … p999 … max …` for a histogram, values formatted by `fmt`.
+pub fn quantiles_line(h: &Histogram, fmt: impl Fn(u64) -> String) -> String {
+    let Some(max) = h.max else {
         return "no samples".into();
-    }
+    };
     format!(
         "n {}  p50 {}  p99 {}  p999 {}  max {}",
         h.count,
-        opt(h.quantile(0.5), &fmt),
-        opt(h.quantile(0.99), &fmt),
-        opt(h.quantile(0.999), &fmt),
-        fmt(h.max)
+        opt(h.p50, &fmt),
+        opt(h.p99, &fmt),
+        opt(h.p999, &fmt),
+        fmt(max)
     )
 }
 
 /// A log2 histogram printed the way bcc's `print_log2_hist` does, from the first to the last
-/// non-empty slot:
+/// non-empty bucket, the empty slots between them included:
 ///
 /// ```text
 ///      bits          : count     distribution
@@ -96,27 +92,24 @@ pub fn quantiles_line(h: &Log2Hist, fmt: impl Fn(u64) -> String) -> String {
 /// ```
 ///
 /// Each line is indented by `indent` spaces. An empty histogram gives one `(no samples)` line.
-pub fn log2_hist_lines(h: &Log2Hist, unit: &str, indent: usize) -> Vec<String> {
+pub fn log2_hist_lines(h: &Histogram, unit: &str, indent: usize) -> Vec<String> {
     let pad = " ".repeat(indent);
-    let first = h.slots.iter().position(|&n| n > 0);
-    let last = h.slots.iter().rposition(|&n| n > 0);
-    let (Some(first), Some(last)) = (first, last) else {
+    let (Some(first), Some(last)) = (h.buckets.first(), h.buckets.last()) else {
         return vec![format!("{pad}(no samples)")];
     };
-    let peak = h.slots[first..=last]
-        .iter()
-        .copied()
-        .max()
-        .unwrap_or(1)
-        .max(1);
-    let high_width = slot_range(last).1.to_string().len().max(5);
+    let peak = h.buckets.iter().map(|b| b.count).max().unwrap_or(1).max(1);
+    let high_width = last.high.to_string().len().max(5);
     let range_width = 2 * high_width + 4;
     let mut lines = vec![format!(
         "{pad}{unit:>range_width$} : count     distribution"
     )];
-    for k in first..=last {
+    for k in slot(first.low)..=slot(last.low) {
         let (lo, hi) = slot_range(k);
-        let n = h.slots[k];
+        let n = h
+            .buckets
+            .iter()
+            .find(|b| b.low == lo)
+            .map_or(0, |b| b.count);
         let stars = (n.saturating_mul(BAR_WIDTH) / peak) as usize;
         lines.push(format!(
             "{pad}{lo:>high_width$} -> {hi:<high_width$} : {n:<8} |{:<width$}|",
@@ -125,6 +118,11 @@ pub fn log2_hist_lines(h: &Log2Hist, unit: &str, indent: usize) -> Vec<String> {
         ));
     }
     lines
+}
+
+/// The log2 slot whose lowest value is `low`.
+fn slot(low: u64) -> usize {
+    (u64::BITS - low.leading_zeros()) as usize
 }
 
 /// A Unix time in ms as `2026-11-29 19:37:41 UTC`.
@@ -158,6 +156,8 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::analysis::{Unit, summary};
+    use crate::model::hist::Log2Hist;
 
     #[test]
     fn durations() {
@@ -175,6 +175,7 @@ mod tests {
 
     #[test]
     fn percents() {
+        let percent = |part, whole| percent(crate::analysis::share(part, whole));
         assert_eq!(percent(6, 10), "60.0%");
         assert_eq!(percent(1, 3), "33.3%");
         assert_eq!(percent(1, 0), "-");
@@ -190,7 +191,7 @@ mod tests {
         for v in [0, 0, 0, 0, 2, 3, 5] {
             h.record(v);
         }
-        let lines = log2_hist_lines(&h, "bits", 0);
+        let lines = log2_hist_lines(&summary(&h, Unit::Bits), "bits", 0);
         assert_eq!(lines.len(), 5, "{lines:#?}");
         assert!(
             lines[0].ends_with("bits : count     distribution"),
@@ -214,7 +215,7 @@ mod tests {
             format!("{:>5} -> {:<5} : {:<8} |{:<40}|", 4, 7, 1, "*".repeat(10))
         );
         assert_eq!(
-            log2_hist_lines(&Log2Hist::default(), "bits", 2),
+            log2_hist_lines(&summary(&Log2Hist::default(), Unit::Bits), "bits", 2),
             vec!["  (no samples)"]
         );
     }

@@ -1,17 +1,17 @@
-//! Sinks on the model: text and JSON reports, folded stacks and flamegraph SVGs. Every figure
-//! shown is computed here from a [`Recording`](crate::model::Recording), in one place
-//! ([`aggregate`]), so the text and JSON twins always agree.
+//! Sinks on the analysis: the text report, folded stacks and flamegraph SVGs. They only lay out
+//! and format the figures [`crate::analysis`] computed; the JSON report is the analysis
+//! [`Report`](crate::analysis::Report) serialized as it is.
 
-pub mod aggregate;
 pub mod doctor;
 pub mod flamegraph;
 pub mod folded;
 pub mod human;
-pub mod report;
+pub mod layout;
+pub mod text;
 
 pub use flamegraph::svg;
-pub use folded::{FlamegraphOptions, LockFilter, OpFilter, folded};
-pub use report::{ReportOptions, SortKey, json, text};
+pub use folded::folded;
+pub use text::text;
 
-#[doc(hidden)]
-pub mod testdata;
+#[cfg(test)]
+mod tests;

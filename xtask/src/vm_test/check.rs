@@ -1,8 +1,10 @@
 //! Host-side judgement of a guest's results: recorded counts against the generator's
-//! `expected` object, the doctor's findings, and the kernel × mode table.
+//! `expected` object, the doctor's findings, and the kernel × mode table. The guest's
+//! `report --json` is read into fdprof's typed figures ([`fdprof_figures::Report`]).
 
 use std::fmt::Write as _;
 
+use fdprof_figures::{Histogram, Report, SCHEMA, SCHEMA_VERSION};
 use serde_json::Value;
 
 use super::guest::{self, GuestOutput, Scenario, StepResult};
@@ -31,6 +33,19 @@ fn json_of(step: &StepResult) -> Option<Value> {
         .filter(Value::is_object)
 }
 
+/// The typed report a `report --json` step printed, or why there is none.
+fn report_of(step: &StepResult) -> Result<Report, String> {
+    let report: Report = serde_json::from_str(step.stdout.trim())
+        .map_err(|e| format!("report --json printed no {SCHEMA} JSON: {e}"))?;
+    if report.schema != SCHEMA || report.schema_version != SCHEMA_VERSION {
+        return Err(format!(
+            "report --json printed {} version {}; this xtask reads {SCHEMA} version {SCHEMA_VERSION}",
+            report.schema, report.schema_version
+        ));
+    }
+    Ok(report)
+}
+
 /// What a failed step said: its `error:` line, else its last line.
 fn failure(what: &str, step: &StepResult) -> String {
     let lines = step.stderr.lines().chain(step.stdout.lines());
@@ -43,28 +58,31 @@ fn failure(what: &str, step: &StepResult) -> String {
     format!("{what} exit {}: {}", step.rc, said.trim())
 }
 
-fn calls(report: &Value, syscall: &str) -> u64 {
-    report["syscalls"]
-        .as_array()
-        .and_then(|a| a.iter().find(|s| s["name"] == syscall))
-        .and_then(|s| s["calls"].as_u64())
-        .unwrap_or(0)
+fn calls(report: &Report, syscall: &str) -> u64 {
+    report
+        .syscalls
+        .iter()
+        .find(|s| s.name == syscall)
+        .map_or(0, |s| s.calls)
+}
+
+/// `role=mode role=mode …`.
+fn modes_line<'a>(modes: impl Iterator<Item = (&'a String, &'a str)>) -> String {
+    modes
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn modes_summary(modes: &Value) -> String {
     modes
         .as_object()
-        .map(|m| {
-            m.iter()
-                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("?")))
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
+        .map(|m| modes_line(m.iter().map(|(k, v)| (k, v.as_str().unwrap_or("?")))))
         .unwrap_or_default()
 }
 
 /// Compares one scenario's recording with the generator's ground truth.
-fn judge(scenario: &Scenario, mode: &str, workload: &Value, report: &Value) -> (bool, String) {
+fn judge(scenario: &Scenario, mode: &str, workload: &Value, report: &Report) -> (bool, String) {
     if scenario.contention {
         return judge_contention(mode, report);
     }
@@ -94,7 +112,7 @@ fn judge(scenario: &Scenario, mode: &str, workload: &Value, report: &Value) -> (
         }
     }
     if let Some(want) = scenario.scan_max {
-        let got = report["scan"]["bits"]["max"].as_u64();
+        let got = report.scan.bits.max;
         // The generator's own figure must agree with the scenario's arithmetic.
         let generator = expected["allocs"]
             .as_array()
@@ -112,17 +130,14 @@ fn judge(scenario: &Scenario, mode: &str, workload: &Value, report: &Value) -> (
         ok &= good;
         figures.push(text);
     }
-    let recorded_mode = report["mode"].as_str().unwrap_or("?");
+    let recorded_mode = &report.header.mode;
     if recorded_mode != mode {
         ok = false;
         figures.push(format!("recorded in {recorded_mode} mode"));
     }
-    let drops: u64 = report["drops"]
-        .as_array()
-        .map(|d| d.iter().filter_map(|x| x["count"].as_u64()).sum())
-        .unwrap_or(0);
-    figures.push(format!("drops {drops}"));
-    figures.push(format!("[{}]", modes_summary(&report["modes"])));
+    figures.push(format!("drops {}", report.drops.total));
+    let modes = report.header.modes.iter().map(|(k, v)| (k, v.as_str()));
+    figures.push(format!("[{}]", modes_line(modes)));
     (ok, figures.join(", "))
 }
 
@@ -132,43 +147,29 @@ fn judge(scenario: &Scenario, mode: &str, workload: &Value, report: &Value) -> (
 /// Single-threaded TCG runs one vCPU at a time, so a wait needs the holder's vCPU to be
 /// switched out inside the locked section: some runs see a hundred, some none. The number is
 /// shown, not required.
-fn judge_contention(mode: &str, report: &Value) -> (bool, String) {
-    let mut ok = report["mode"] == mode;
-    let tracepoint: u64 = report["contention"]["by_lock_operation"]
-        .as_array()
-        .map(|rows| {
-            rows.iter()
-                .filter(|r| r["lock"] == "file_lock")
-                .filter_map(|r| r["count"].as_u64())
-                .sum()
-        })
-        .unwrap_or(0);
+fn judge_contention(mode: &str, report: &Report) -> (bool, String) {
+    let mut ok = report.header.mode == mode;
+    let tracepoint = report.contention.file_lock_count;
     let mut figures = vec![format!("tracepoint-seen file_lock waits {tracepoint}")];
     if mode != "tracepoint" {
-        let functions = report["functions"].as_array().cloned().unwrap_or_default();
-        let slowpath: u64 = functions
-            .iter()
-            .filter_map(|f| f["slowpath_wait"]["count"].as_u64())
-            .sum();
+        let functions = &report.functions;
+        let slowpath: u64 = functions.iter().map(|f| f.slowpath_wait.count).sum();
         ok &= slowpath >= tracepoint;
         figures.push(format!("slow-path-seen {slowpath}"));
+        let ns = |v: Option<u64>| v.map_or("-".into(), |v| format!("{v}ns"));
         for op in ["alloc", "close"] {
+            let empty = Histogram::default();
             let hold = functions
                 .iter()
-                .find(|f| f["operation"] == op)
-                .map(|f| f["hold"].clone())
-                .unwrap_or(Value::Null);
-            let (n, p50) = (hold["count"].as_u64().unwrap_or(0), hold["p50"].as_u64());
-            ok &= n > 0 && p50.is_some_and(|p| p < 10_000);
+                .find(|f| f.operation == op)
+                .map_or(&empty, |f| &f.hold);
+            ok &= hold.count > 0 && hold.p50.is_some_and(|p| p < 10_000);
             figures.push(format!(
-                "{op} hold n={n} p50={} p99={} max={}",
-                p50.map_or("-".into(), |v| format!("{v}ns")),
-                hold["p99"]
-                    .as_u64()
-                    .map_or("-".into(), |v| format!("{v}ns")),
-                hold["max"]
-                    .as_u64()
-                    .map_or("-".into(), |v| format!("{v}ns"))
+                "{op} hold n={} p50={} p99={} max={}",
+                hold.count,
+                ns(hold.p50),
+                ns(hold.p99),
+                ns(hold.max)
             ));
         }
     }
@@ -177,13 +178,13 @@ fn judge_contention(mode: &str, report: &Value) -> (bool, String) {
 
 /// Direct-probe figures against the generator: `alloc_fd` calls and calls of the close function
 /// close(2) uses equal the allocations and closes of the measured phase exactly.
-fn direct_figures(expected: &Value, report: &Value) -> (bool, String) {
+fn direct_figures(expected: &Value, report: &Report) -> (bool, String) {
     let op_calls = |op: &str| {
-        report["functions"]
-            .as_array()
-            .and_then(|f| f.iter().find(|x| x["operation"] == op))
-            .and_then(|x| x["calls"].as_u64())
-            .unwrap_or(0)
+        report
+            .functions
+            .iter()
+            .find(|f| f.operation == op)
+            .map_or(0, |f| f.calls)
     };
     let want_allocs: u64 = expected["allocs"]
         .as_array()
@@ -191,7 +192,7 @@ fn direct_figures(expected: &Value, report: &Value) -> (bool, String) {
         .unwrap_or(0);
     let want_closes = expected["fds_closed"]["close"].as_u64().unwrap_or(0);
     let (allocs, closes) = (op_calls("alloc"), op_calls("close"));
-    let close_fn = report["modes"]["close"].as_str().unwrap_or("?");
+    let close_fn = report.header.modes.get("close").map_or("?", String::as_str);
     (
         allocs == want_allocs && closes == want_closes,
         format!(
@@ -215,10 +216,10 @@ fn scenario_row(out: &GuestOutput, kernel: &str, mode: &str, scenario: &Scenario
         (Some(rec), _) if rec.rc != 0 => failure("record", rec),
         (Some(_), None) => "no report from the guest".into(),
         (Some(_), Some(rep)) if rep.rc != 0 => failure("report", rep),
-        (Some(rec), Some(rep)) => match (json_of(rec), json_of(rep)) {
+        (Some(rec), Some(rep)) => match (json_of(rec), report_of(rep)) {
             (None, _) => "the workload printed no JSON".into(),
-            (_, None) => "report --json printed no JSON".into(),
-            (Some(workload), Some(report)) => {
+            (_, Err(why)) => why,
+            (Some(workload), Ok(report)) => {
                 let (ok, figures) = judge(scenario, mode, &workload, &report);
                 row.pass = ok;
                 format!("{figures} ({:.1}s)", rec.secs)
@@ -420,19 +421,31 @@ mod tests {
         }
     }
 
+    fn report_with(socket: u64, close: u64, scan_max: u64) -> Report {
+        let syscall = |name: &str, calls| fdprof_figures::Syscall {
+            name: name.into(),
+            calls,
+            ..Default::default()
+        };
+        let mut r = Report::default();
+        r.header.mode = "tracepoint".into();
+        r.header
+            .modes
+            .insert("allocate".into(), "tracepoint".into());
+        r.syscalls = vec![
+            syscall("socket", socket),
+            syscall("close", close),
+            syscall("openat", 400),
+        ];
+        r.scan.bits.max = Some(scan_max);
+        r.drops.known = true;
+        r.drops.none = true;
+        r
+    }
+
+    /// `report --json` as the guest prints it.
     fn report(socket: u64, close: u64, scan_max: u64) -> String {
-        json!({
-            "mode": "tracepoint",
-            "modes": {"allocate": "tracepoint"},
-            "syscalls": [
-                {"name": "socket", "calls": socket},
-                {"name": "close", "calls": close},
-                {"name": "openat", "calls": 400},
-            ],
-            "scan": {"bits": {"max": scan_max}},
-            "drops": [{"count": 0}],
-        })
-        .to_string()
+        serde_json::to_string_pretty(&report_with(socket, close, scan_max)).unwrap()
     }
 
     fn output(workload: &str, report: &str) -> GuestOutput {
@@ -490,6 +503,53 @@ mod tests {
         assert!(row.pass, "{}", row.figures);
         let out = output(&workload.to_string(), &report(0, 400, 295));
         assert!(!scenario_row(&out, "6.12", "tracepoint", holes).pass);
+    }
+
+    /// The drop total is read from `drops.total` (the report's `drops` is an object: reading it
+    /// as an array, as the untyped check did, always said 0).
+    #[test]
+    fn drops_are_shown() {
+        let workload = json!({"expected": {"syscalls": {"socket": 2000, "close": 2000}}});
+        let mut lossy = report_with(2000, 2000, 0);
+        lossy.drops.total = 5;
+        lossy.drops.none = false;
+        let lossy = serde_json::to_string_pretty(&lossy).unwrap();
+        let out = output(&workload.to_string(), &lossy);
+        let row = scenario_row(&out, "6.1", "tracepoint", &guest::SCENARIOS[0]);
+        assert!(row.figures.contains("drops 5"), "{}", row.figures);
+        assert!(
+            row.figures.contains("[allocate=tracepoint]"),
+            "{}",
+            row.figures
+        );
+    }
+
+    #[test]
+    fn a_report_of_another_schema_says_so() {
+        let workload = json!({"expected": {"syscalls": {"socket": 2000, "close": 2000}}});
+        let out = output(&workload.to_string(), r#"{"mode": "tracepoint"}"#);
+        let row = scenario_row(&out, "6.1", "tracepoint", &guest::SCENARIOS[0]);
+        assert!(!row.pass);
+        assert!(
+            row.figures
+                .starts_with("report --json printed no fdprof-report JSON: missing field"),
+            "{}",
+            row.figures
+        );
+        let mut newer = report_with(2000, 2000, 0);
+        newer.schema_version = SCHEMA_VERSION + 1;
+        let out = output(
+            &workload.to_string(),
+            &serde_json::to_string(&newer).unwrap(),
+        );
+        let row = scenario_row(&out, "6.1", "tracepoint", &guest::SCENARIOS[0]);
+        assert!(!row.pass);
+        assert!(
+            row.figures
+                .contains("this xtask reads fdprof-report version 1"),
+            "{}",
+            row.figures
+        );
     }
 
     #[test]

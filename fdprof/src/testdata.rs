@@ -1,5 +1,5 @@
-//! Hand-built recordings and text helpers for the renderers' tests, unit and integration
-//! (not part of the API).
+//! The hand-built recordings and text helpers of the analysis and render tests: one fixture
+//! set, compiled for tests only.
 
 use std::collections::BTreeMap;
 
@@ -199,6 +199,143 @@ pub fn recording() -> Recording {
     }
 }
 
+/// Innermost first, as recorded.
+fn native_alloc_kernel(alloc_fd_offset: u64) -> Vec<Frame> {
+    vec![
+        frame("native_queued_spin_lock_slowpath", 0x20, None),
+        frame("_raw_spin_lock", 0x30, None),
+        frame("alloc_fd", alloc_fd_offset, None),
+        frame("__sys_socket", 0x5a, None),
+    ]
+}
+
+fn native_close_kernel() -> Vec<Frame> {
+    vec![
+        frame("native_queued_spin_lock_slowpath", 0x20, None),
+        frame("_raw_spin_lock", 0x30, None),
+        frame("file_close_fd", 0x1c, None),
+        frame("__x64_sys_close", 0xf, None),
+    ]
+}
+
+fn server_user(call: &str) -> Vec<Frame> {
+    vec![
+        frame(call, 0x7, Some("libc.so.6")),
+        frame("main", 0x99, Some("server")),
+    ]
+}
+
+/// A launched command (`./server -t 2`, pid 77) in fentry mode, 2.5 s. file_lock: alloc 3 ms
+/// (two sites, same functions, different `alloc_fd` offsets; one wait of 200 µs), close 2 ms;
+/// a mutex in `other` 5 ms without a user stack. 7 drops.
+pub fn command_recording() -> Recording {
+    Recording {
+        format: crate::model::recording::FORMAT.into(),
+        version: crate::model::recording::VERSION,
+        fdprof_version: "0.1.0".into(),
+        kernel_release: "6.12.0-test".into(),
+        target: Target {
+            kind: "command".into(),
+            pid: Some(77),
+            tid: None,
+            command: vec!["./server".into(), "-t".into(), "2".into()],
+            comm: None,
+        },
+        started_unix_ms: 0,
+        duration_ns: 2_500_000_000,
+        end_reason: "command_exited".into(),
+        mode: "fentry".into(),
+        modes: BTreeMap::from([("contention".to_string(), "fentry".to_string())]),
+        raw_addrs: false,
+        functions: Vec::new(),
+        stack_walks: Default::default(),
+        contention: vec![
+            site(
+                "file_lock",
+                "alloc",
+                native_alloc_kernel(0x1f),
+                server_user("socket"),
+                &[(20_000, 90)],
+            ),
+            site(
+                "file_lock",
+                "alloc",
+                native_alloc_kernel(0x2a),
+                server_user("socket"),
+                &[(10_000, 100), (200_000, 1)],
+            ),
+            site(
+                "file_lock",
+                "close",
+                native_close_kernel(),
+                server_user("close"),
+                &[(20_000, 100)],
+            ),
+            site(
+                "mutex",
+                "other",
+                vec![
+                    frame("__mutex_lock", 0x11, None),
+                    frame("do_epoll_ctl", 0x40, None),
+                ],
+                vec![],
+                &[(50_000, 100)],
+            ),
+        ],
+        syscalls: vec![
+            SyscallStats {
+                name: "socket".into(),
+                calls: 191,
+                fds_created: 191,
+                allocs: 191,
+                latency: hist(&[(5_000, 191)]),
+                ..Default::default()
+            },
+            SyscallStats {
+                name: "accept4".into(),
+                ..Default::default()
+            },
+        ],
+        scan: ScanStats {
+            allocations: 191,
+            next_fd_hits: 191,
+            below_origin: 0,
+            origin: "read at alloc_fd entry (exact)".into(),
+            bits: hist(&[(0, 191)]),
+            open_fds_words: hist(&[(1, 191)]),
+            full_fds_words: hist(&[(1, 191)]),
+        },
+        table: TableStats {
+            max_fds_first: 256,
+            max_fds_max: 256,
+            expansions: 0,
+        },
+        drops: vec![
+            DropCount {
+                probe: "contention".into(),
+                reason: "ringbuf_full".into(),
+                count: 5,
+            },
+            DropCount {
+                probe: "fdops".into(),
+                reason: "recursion_miss".into(),
+                count: 2,
+            },
+        ],
+        own_cost: OwnCost {
+            programs: vec![ProgramCost {
+                name: "fexit_alloc_fd".into(),
+                run_time_ns: 300_000,
+                run_count: 1_000,
+                recursion_misses: 2,
+            }],
+            collector_cpu_ns: 5_000_000,
+            stats_window_ns: 0,
+        },
+        notes: vec![],
+    }
+}
+
 /// The first line of `text` containing `needle`.
 pub fn line_with<'a>(text: &'a str, needle: &str) -> &'a str {
     text.lines()
@@ -212,4 +349,23 @@ pub fn cells(line: &str) -> Vec<&str> {
         .map(str::trim)
         .filter(|c| !c.is_empty())
         .collect()
+}
+
+/// Integration tests that need a recording file with lock waits read
+/// `tests/data/recording.data`: [`recording`] as written. This keeps the file the fixture's
+/// twin; `FDPROF_UPDATE_FIXTURE=1 cargo test -p fdprof --lib fixture_file` rewrites it.
+#[test]
+fn fixture_file_is_the_fixture() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/recording.data");
+    let mut want = serde_json::to_string_pretty(&recording()).unwrap();
+    want.push('\n');
+    if std::env::var_os("FDPROF_UPDATE_FIXTURE").is_some() {
+        std::fs::write(&path, &want).unwrap();
+    }
+    let have = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        have == want,
+        "{} differs from testdata::recording(); rerun with FDPROF_UPDATE_FIXTURE=1",
+        path.display()
+    );
 }

@@ -1,0 +1,95 @@
+//! Lock waits: per lock class and fd-table operation, per lock class, and the direct-probe
+//! figures per operation.
+
+use serde::{Deserialize, Serialize};
+
+use crate::Histogram;
+
+/// Every lock wait of the recording.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Contention {
+    /// Waits on all locks.
+    pub count: u64,
+    /// Wait on all locks, ns.
+    pub total_wait_ns: u64,
+    /// Wait on the target's `file_lock`, ns.
+    pub file_lock_wait_ns: u64,
+    /// Waits on the target's `file_lock`.
+    pub file_lock_count: u64,
+    /// One row per lock class: `file_lock` first, then by total wait, then by name.
+    pub by_lock: Vec<LockTotal>,
+    /// One row per (lock, operation): locks in `by_lock` order; within a lock, operations by
+    /// total wait (ties in the order alloc, close, expand, dup2, close_range, exec, fork, other).
+    pub by_lock_operation: Vec<LockOperation>,
+}
+
+/// Waits on one lock class, all operations.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LockTotal {
+    /// `file_lock`, `spinlock`, `mutex`, `rwsem` or `other`.
+    pub lock: String,
+    pub count: u64,
+    pub total_wait_ns: u64,
+    /// The longest single wait (exact), ns.
+    pub max_wait_ns: u64,
+    /// Of the wait on all locks, 0..=1.
+    pub share_of_all: Option<f64>,
+}
+
+/// Waits on one lock class in one fd-table operation, all stacks merged.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LockOperation {
+    pub lock: String,
+    /// `alloc`, `close`, `expand`, `dup2`, `close_range`, `exec`, `fork` or `other`.
+    pub operation: String,
+    /// Contention sites (distinct stack pairs) merged into this row.
+    pub sites: usize,
+    pub count: u64,
+    pub total_wait_ns: u64,
+    pub avg_wait_ns: Option<f64>,
+    /// Quantiles: the upper bound of the log2 bucket holding them (capped at the max), ns.
+    pub p50_wait_ns: Option<u64>,
+    pub p99_wait_ns: Option<u64>,
+    pub p999_wait_ns: Option<u64>,
+    /// Exact, ns.
+    pub max_wait_ns: u64,
+    /// Of the wait on this lock class, 0..=1.
+    pub share_of_lock: Option<f64>,
+    /// Of the wait on all locks, 0..=1.
+    pub share_of_all: Option<f64>,
+    /// The wait histogram (ns).
+    pub wait: Histogram,
+}
+
+/// How the contention stacks were obtained: walked, or reused from the same site (thread,
+/// syscall, user return point, lock) walked before. All zero in recordings made before fdprof
+/// reused stacks: then every one was walked.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StackWalks {
+    pub walked: u64,
+    pub reused: u64,
+    /// A site's stacks are walked again at every this many contentions there.
+    pub refresh_every: u32,
+}
+
+/// An fd-table operation seen by direct probes (fentry/kprobe modes) on its function and on
+/// the spinlock slow path. Operation `other` holds slow-path waits outside any probed call.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Function {
+    pub operation: String,
+    pub calls: u64,
+    /// `expand_files` calls that grew the table.
+    pub expanded: u64,
+    /// Entry to exit of the function (ns).
+    pub duration: Histogram,
+    /// The locked section: duration minus the slow-path wait inside it (ns).
+    pub hold: Histogram,
+    /// Waits for the target's `file_lock` seen on the qspinlock slow path (ns).
+    pub slowpath_wait: Histogram,
+    /// Entries and exits that did not pair up.
+    pub unpaired: u64,
+    /// The same operation's `file_lock` waits as the contention tracepoint saw them, to set
+    /// beside `slowpath_wait`.
+    pub tracepoint_waits: u64,
+    pub tracepoint_wait_ns: u64,
+}

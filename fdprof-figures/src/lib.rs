@@ -1,0 +1,59 @@
+//! The figures of an fdprof report as typed serde structs: exactly what `fdprof report --json`
+//! prints (`serde_json::to_string_pretty(&report)`), and what any reader of that JSON parses it
+//! back into. fdprof computes them (its `analysis` layer); this crate only defines them, so a
+//! reader such as `xtask` needs nothing but serde.
+//!
+//! Units: durations and times in ns (`_ns`) or ms (`_ms`), shares as fractions 0..=1, counts
+//! as plain numbers. A figure that cannot be computed (a share of nothing, the quantile of an
+//! empty histogram) is `null`.
+
+mod activity;
+mod contention;
+mod cost;
+mod histogram;
+mod report;
+mod stacks;
+
+pub use activity::{Scan, Syscall, SyscallLatency, Table};
+pub use contention::{Contention, Function, LockOperation, LockTotal, StackWalks};
+pub use cost::{DropCounter, Drops, OwnCost, ProgramCost};
+pub use histogram::{Bucket, Histogram, LatencyLevel, Unit};
+pub use report::{Header, Report, ReportOptions, SortKey, Target};
+pub use stacks::{Frame, TopStack};
+
+/// The value of [`Report::schema`]: names the document.
+pub const SCHEMA: &str = "fdprof-report";
+/// The value of [`Report::schema_version`]. Raised when a field changes or goes away; adding a
+/// field keeps it.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The lock class that is the target's own `files->file_lock`.
+pub const FILE_LOCK: &str = "file_lock";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The header's fields sit at the top level and a report reads back as written.
+    #[test]
+    fn round_trip() {
+        let mut r = Report::default();
+        r.header.mode = "fentry".into();
+        r.header.target.pid = Some(7);
+        r.syscalls.push(Syscall {
+            name: "socket".into(),
+            calls: 3,
+            ..Default::default()
+        });
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["schema"], SCHEMA);
+        assert_eq!(v["schema_version"], SCHEMA_VERSION);
+        assert_eq!(v["mode"], "fentry");
+        assert_eq!(v["options"]["sort"], "wait");
+        assert_eq!(v["syscalls"][0]["latency"]["level"], "entry-to-exit");
+        assert_eq!(v["syscalls"][0]["latency"]["unit"], "ns");
+        assert!(v["target"].get("tid").is_none());
+        let back: Report = serde_json::from_value(v).unwrap();
+        assert_eq!(back, r);
+    }
+}

@@ -1,0 +1,151 @@
+//! The report's root and its header.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    Contention, Drops, Function, OwnCost, SCHEMA, SCHEMA_VERSION, Scan, StackWalks, Syscall, Table,
+    TopStack,
+};
+
+/// Every figure of one report, as `fdprof report --json` prints it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// Always [`SCHEMA`].
+    pub schema: String,
+    /// [`SCHEMA_VERSION`] of the fdprof that wrote it.
+    pub schema_version: u32,
+    /// The recording: whose, when, how. Its fields sit at the top level of the JSON.
+    #[serde(flatten)]
+    pub header: Header,
+    /// The options the report was made with.
+    pub options: ReportOptions,
+    /// Lock waits by lock class and fd-table operation.
+    pub contention: Contention,
+    /// How the contention stacks were taken.
+    pub stack_walks: StackWalks,
+    /// Direct-probe figures per fd-table operation; empty in tracepoint mode.
+    pub functions: Vec<Function>,
+    /// The first `options.top` stack groups in `options.sort` order (all with `top` 0).
+    pub top_stacks: Vec<TopStack>,
+    /// How many stack groups there are in all, shown or not.
+    pub stacks_total: usize,
+    /// False for `record --lock-only` recordings: then `scan`, `syscalls` and `table` were not
+    /// recorded (they are empty), not zero.
+    pub fd_activity_recorded: bool,
+    /// The lowest-free-fd search in `alloc_fd`.
+    pub scan: Scan,
+    /// What [`SyscallLatency::level`] says for every syscall of this recording.
+    pub syscall_latency_level: crate::LatencyLevel,
+    /// Traced syscalls that were called at least once, in the recording's order.
+    pub syscalls: Vec<Syscall>,
+    /// Names of [`Report::syscalls`], most calls first (ties by name).
+    pub syscalls_by_calls: Vec<String>,
+    /// Growth of the fd table.
+    pub table: Table,
+    /// Events lost, per counter.
+    pub drops: Drops,
+    /// What recording cost: the eBPF programs' run time and the collector's CPU time.
+    pub own_cost: OwnCost,
+}
+
+impl Default for Report {
+    /// An empty report of this schema.
+    fn default() -> Self {
+        Report {
+            schema: SCHEMA.into(),
+            schema_version: SCHEMA_VERSION,
+            header: Header::default(),
+            options: ReportOptions::default(),
+            contention: Contention::default(),
+            stack_walks: StackWalks::default(),
+            functions: Vec::new(),
+            top_stacks: Vec::new(),
+            stacks_total: 0,
+            fd_activity_recorded: true,
+            scan: Scan::default(),
+            syscall_latency_level: crate::LatencyLevel::default(),
+            syscalls: Vec::new(),
+            syscalls_by_calls: Vec::new(),
+            table: Table::default(),
+            drops: Drops::default(),
+            own_cost: OwnCost::default(),
+        }
+    }
+}
+
+/// Whose recording this is, when and how it was made.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Header {
+    /// The fdprof that recorded it.
+    pub fdprof_version: String,
+    pub target: Target,
+    /// `uname -r` of the recording machine.
+    pub kernel_release: String,
+    /// Start of the recording, Unix time in ms.
+    pub started_unix_ms: u64,
+    pub duration_ns: u64,
+    /// `duration`, `interrupted`, `target_exited` or `command_exited`.
+    pub end_reason: String,
+    /// Overall probe mode: `fentry`, `kprobe` or `tracepoint`.
+    pub mode: String,
+    /// How each probe role was attached, by role.
+    pub modes: BTreeMap<String, String>,
+    /// What the recorder wants the reader to know (refused probes, approximations).
+    pub notes: Vec<String>,
+}
+
+/// What was profiled.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Target {
+    /// `pid`, `tid`, `all` or `command`.
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tid: Option<u32>,
+    /// The launched command line (kind `command`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
+    /// The process name the kernel knew.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comm: Option<String>,
+    /// One line naming the target, control characters escaped: `pid 42 (nginx)`.
+    pub description: String,
+}
+
+/// How the report is made (inferno style: plain data with a default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReportOptions {
+    /// How many stack groups to show; 0 shows all.
+    pub top: usize,
+    pub sort: SortKey,
+    /// Keep offsets in frames (`alloc_fd+0x1f`) and do not merge stacks that differ only there.
+    pub offsets: bool,
+}
+
+impl Default for ReportOptions {
+    fn default() -> Self {
+        ReportOptions {
+            top: 10,
+            sort: SortKey::Wait,
+            offsets: false,
+        }
+    }
+}
+
+/// How the top stacks are ranked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SortKey {
+    /// Total wait time.
+    #[default]
+    Wait,
+    /// Number of waits.
+    Count,
+    /// Longest single wait.
+    Max,
+    /// Average wait.
+    Avg,
+}

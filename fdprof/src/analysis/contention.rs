@@ -1,0 +1,135 @@
+//! Lock waits per lock class and fd-table operation, per lock class, and how the stacks were
+//! taken.
+
+use fdprof_figures::{Contention, FILE_LOCK, LockOperation, LockTotal, StackWalks, Unit};
+
+use super::waits::{Waits, all_wait_ns};
+use super::{histogram, share};
+use crate::model::Recording;
+use fdprof_common::fnops::Operation;
+
+/// Totals over all waits, the `file_lock` totals, and the rows of [`by_lock`] and
+/// [`by_lock_operation`].
+pub fn contention(rec: &Recording) -> Contention {
+    let file_lock = rec.contention.iter().filter(|c| c.lock == FILE_LOCK);
+    Contention {
+        count: rec.contention.iter().map(|c| c.count).sum(),
+        total_wait_ns: all_wait_ns(&rec.contention),
+        file_lock_wait_ns: rec.file_lock_wait_ns(),
+        file_lock_count: file_lock.map(|c| c.count).sum(),
+        by_lock: by_lock(rec),
+        by_lock_operation: by_lock_operation(rec),
+    }
+}
+
+/// Merged waits per lock class: `file_lock` first, then by total wait, then by name.
+fn lock_waits(rec: &Recording) -> Vec<(&str, Waits)> {
+    let mut locks: Vec<(&str, Waits)> = Vec::new();
+    for site in &rec.contention {
+        match locks.iter_mut().find(|(l, _)| *l == site.lock) {
+            Some((_, w)) => w.add(site),
+            None => {
+                let mut w = Waits::default();
+                w.add(site);
+                locks.push((&site.lock, w));
+            }
+        }
+    }
+    locks.sort_by(|(a, wa), (b, wb)| {
+        (*b == FILE_LOCK)
+            .cmp(&(*a == FILE_LOCK))
+            .then(wb.total_wait_ns.cmp(&wa.total_wait_ns))
+            .then(a.cmp(b))
+    });
+    locks
+}
+
+/// Totals per lock class with their share of all wait, in [`lock_waits`] order.
+pub fn by_lock(rec: &Recording) -> Vec<LockTotal> {
+    let all = all_wait_ns(&rec.contention);
+    lock_waits(rec)
+        .into_iter()
+        .map(|(lock, w)| LockTotal {
+            lock: lock.into(),
+            count: w.count,
+            total_wait_ns: w.total_wait_ns,
+            max_wait_ns: w.max_wait_ns,
+            share_of_all: share(w.total_wait_ns, all),
+        })
+        .collect()
+}
+
+/// Rows per (lock, operation), all stacks merged, with quantiles and their share of the lock's
+/// and of all wait: locks in [`by_lock`] order; within a lock, operations by total wait (ties
+/// in the order of [`operation::NAMES`], then by name).
+pub fn by_lock_operation(rec: &Recording) -> Vec<LockOperation> {
+    let all = all_wait_ns(&rec.contention);
+    let locks = lock_waits(rec);
+    let mut rows: Vec<(&str, &str, Waits)> = Vec::new();
+    for site in &rec.contention {
+        match rows
+            .iter_mut()
+            .find(|(l, op, _)| *l == site.lock && *op == site.operation)
+        {
+            Some((_, _, w)) => w.add(site),
+            None => {
+                let mut w = Waits::default();
+                w.add(site);
+                rows.push((&site.lock, &site.operation, w));
+            }
+        }
+    }
+    let lock_rank = |lock: &str| {
+        locks
+            .iter()
+            .position(|(l, _)| *l == lock)
+            .unwrap_or(usize::MAX)
+    };
+    rows.sort_by(|(la, oa, wa), (lb, ob, wb)| {
+        lock_rank(la)
+            .cmp(&lock_rank(lb))
+            .then(wb.total_wait_ns.cmp(&wa.total_wait_ns))
+            .then(op_rank(oa).cmp(&op_rank(ob)))
+            .then(oa.cmp(ob))
+    });
+    rows.into_iter()
+        .map(|(lock, op, w)| {
+            let lock_wait = locks
+                .iter()
+                .find(|(l, _)| *l == lock)
+                .map_or(0, |(_, l)| l.total_wait_ns);
+            LockOperation {
+                lock: lock.into(),
+                operation: op.into(),
+                sites: w.sites,
+                count: w.count,
+                total_wait_ns: w.total_wait_ns,
+                avg_wait_ns: w.avg_wait_ns(),
+                p50_wait_ns: w.wait.quantile(0.5),
+                p99_wait_ns: w.wait.quantile(0.99),
+                p999_wait_ns: w.wait.quantile(0.999),
+                max_wait_ns: w.max_wait_ns,
+                share_of_lock: share(w.total_wait_ns, lock_wait),
+                share_of_all: share(w.total_wait_ns, all),
+                wait: histogram::summary(&w.wait, Unit::Ns),
+            }
+        })
+        .collect()
+}
+
+fn op_rank(op: &str) -> usize {
+    Operation::ALL
+        .iter()
+        .position(|o| o.name() == op)
+        .unwrap_or(Operation::ALL.len())
+}
+
+/// How many contention stacks were walked and how many reused.
+pub fn stack_walks(rec: &Recording) -> StackWalks {
+    let w = &rec.stack_walks;
+    StackWalks {
+        walked: w.walked,
+        reused: w.reused,
+        refresh_every: w.refresh_every,
+    }
+}

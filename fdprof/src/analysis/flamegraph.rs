@@ -1,0 +1,190 @@
+//! Folded stacks for flamegraphs: the waits that pass a filter, merged by stack and weighted by
+//! wait time.
+//!
+//! A stack is `op;user_outer;…;user_inner;kernel_outer;…;kernel_inner`: the root frame is the
+//! fd-table operation, so the graph splits by operation, and the lock slow path is the leaf. A
+//! stack that was not captured is one `[unknown]` frame in its place.
+
+use serde::{Deserialize, Serialize};
+
+use fdprof_figures::{Drops, FILE_LOCK, Header};
+
+use super::stacks::frame_label;
+use super::waits::all_wait_ns;
+use crate::model::Recording;
+use crate::model::recording::{ContentionSite, Frame};
+
+/// Which operations to draw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OpFilter {
+    /// Waits while allocating an fd (`alloc_fd`).
+    Alloc,
+    /// Waits while closing an fd (`file_close_fd`, `close_fd`).
+    Close,
+    /// Every operation, including `expand`, `dup2`, … and `other`.
+    #[default]
+    All,
+}
+
+impl OpFilter {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OpFilter::Alloc => "alloc",
+            OpFilter::Close => "close",
+            OpFilter::All => "all",
+        }
+    }
+
+    pub fn matches(self, operation: &str) -> bool {
+        match self {
+            OpFilter::All => true,
+            op => op.as_str() == operation,
+        }
+    }
+}
+
+/// Which locks to draw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LockFilter {
+    /// Only the target's own `files->file_lock`.
+    #[default]
+    FileLock,
+    /// Every lock class recorded (other spinlocks, mutexes, rwsems).
+    All,
+}
+
+impl LockFilter {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LockFilter::FileLock => FILE_LOCK,
+            LockFilter::All => "all",
+        }
+    }
+
+    pub fn matches(self, lock: &str) -> bool {
+        match self {
+            LockFilter::All => true,
+            LockFilter::FileLock => lock == FILE_LOCK,
+        }
+    }
+}
+
+/// What a flamegraph draws (inferno style: plain data with a default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct FlamegraphOptions {
+    pub op: OpFilter,
+    pub lock: LockFilter,
+    /// Keep offsets in frame names (`alloc_fd+0x1f`); otherwise frames are function names and
+    /// stacks that differ only in offsets merge.
+    pub offsets: bool,
+}
+
+impl FlamegraphOptions {
+    pub fn matches(&self, site: &ContentionSite) -> bool {
+        self.op.matches(&site.operation) && self.lock.matches(&site.lock)
+    }
+}
+
+/// One folded stack and its weight.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FoldedStack {
+    /// Frame names, root first, joined by `;`; no name holds a `;` or a line break.
+    pub stack: String,
+    /// Total wait of the merged sites, ns.
+    pub wait_ns: u64,
+}
+
+/// Everything a flamegraph of a recording shows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Folded {
+    pub options: FlamegraphOptions,
+    /// Whose recording (for the title and notes).
+    pub header: Header,
+    pub drops: Drops,
+    /// The stacks that pass the filter, sorted by stack, identical ones merged; stacks without
+    /// wait are left out.
+    pub stacks: Vec<FoldedStack>,
+    /// Sum of the stacks' waits: the graph's width, ns.
+    pub total_wait_ns: u64,
+    /// Contention sites and wait on all locks in the whole recording, filter or not (to say
+    /// what a filter left out).
+    pub recording_sites: usize,
+    pub recording_wait_ns: u64,
+}
+
+/// The folded stacks of the waits that pass the filter of `opts`, with what a flamegraph's
+/// title and notes name.
+pub fn folded(rec: &Recording, opts: &FlamegraphOptions) -> Folded {
+    let mut merged: std::collections::BTreeMap<String, u64> = Default::default();
+    for site in rec.contention.iter().filter(|s| opts.matches(s)) {
+        if site.total_wait_ns == 0 {
+            continue;
+        }
+        let mut stack = clean(&site.operation);
+        push_reversed(&mut stack, &site.user_stack, opts.offsets);
+        push_reversed(&mut stack, &site.kernel_stack, opts.offsets);
+        *merged.entry(stack).or_default() += site.total_wait_ns;
+    }
+    Folded {
+        options: *opts,
+        header: super::header(rec),
+        drops: super::drops(rec),
+        total_wait_ns: merged.values().sum(),
+        stacks: merged
+            .into_iter()
+            .map(|(stack, wait_ns)| FoldedStack { stack, wait_ns })
+            .collect(),
+        recording_sites: rec.contention.len(),
+        recording_wait_ns: all_wait_ns(&rec.contention),
+    }
+}
+
+/// Appends `;frame` for each frame, outermost first (the stack is innermost first).
+fn push_reversed(stack: &mut String, frames: &[Frame], offsets: bool) {
+    if frames.is_empty() {
+        stack.push_str(";[unknown]");
+        return;
+    }
+    for f in frames.iter().rev() {
+        stack.push(';');
+        stack.push_str(&clean(&frame_label(f, offsets)));
+    }
+}
+
+/// A frame name safe in a folded line: no `;` (the separator), no line breaks, never empty.
+fn clean(name: &str) -> String {
+    let s: String = name
+        .trim()
+        .chars()
+        .map(|c| match c {
+            ';' => ':',
+            '\n' | '\r' | '\t' => ' ',
+            c => c,
+        })
+        .collect();
+    if s.is_empty() { "[unknown]".into() } else { s }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_sanitized() {
+        assert_eq!(clean("foo<[u8; 8]>"), "foo<[u8: 8]>");
+        assert_eq!(clean("  "), "[unknown]");
+        assert_eq!(clean("a\nb"), "a b");
+    }
+
+    #[test]
+    fn filters() {
+        assert!(OpFilter::All.matches("expand"));
+        assert!(OpFilter::Alloc.matches("alloc"));
+        assert!(!OpFilter::Alloc.matches("close"));
+        assert!(LockFilter::FileLock.matches("file_lock"));
+        assert!(!LockFilter::FileLock.matches("spinlock"));
+        assert!(LockFilter::All.matches("mutex"));
+    }
+}

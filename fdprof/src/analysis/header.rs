@@ -1,0 +1,36 @@
+//! Whose recording, when and how.
+
+use fdprof_figures::{Header, Target};
+
+use crate::model::Recording;
+
+/// The report's header: target (with its one-line description), kernel, start, duration, end
+/// reason, probe modes and the recorder's notes.
+pub fn header(rec: &Recording) -> Header {
+    let t = &rec.target;
+    Header {
+        fdprof_version: rec.fdprof_version.clone(),
+        target: Target {
+            kind: t.kind.clone(),
+            pid: t.pid,
+            tid: t.tid,
+            command: t.command.clone(),
+            comm: t.comm.clone(),
+            description: t.describe(),
+        },
+        kernel_release: rec.kernel_release.clone(),
+        started_unix_ms: rec.started_unix_ms,
+        duration_ns: rec.duration_ns,
+        end_reason: rec.end_reason.clone(),
+        mode: rec.mode.clone(),
+        modes: rec.modes.clone(),
+        notes: rec.notes.clone(),
+    }
+}
+
+/// False for `record --lock-only` recordings, whose fd syscall probes were off.
+pub fn fd_activity_recorded(rec: &Recording) -> bool {
+    rec.modes
+        .get("fd_syscalls")
+        .is_none_or(|m| !m.starts_with("off"))
+}

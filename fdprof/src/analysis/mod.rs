@@ -1,0 +1,72 @@
+//! Every figure a report, a flamegraph or any other front end shows, computed once from a
+//! [`Recording`] into the typed structs of [`fdprof_figures`] (re-exported here). Front ends
+//! only format these; none computes a figure of its own.
+//!
+//! One module per figure group; [`report`] assembles them into the [`Report`] that
+//! `fdprof report --json` prints as it is.
+
+mod contention;
+mod drops;
+mod flamegraph;
+mod functions;
+mod header;
+mod histogram;
+mod own_cost;
+mod scan;
+mod stacks;
+mod syscalls;
+mod waits;
+
+#[cfg(test)]
+mod tests;
+
+pub use fdprof_figures::*;
+
+pub use contention::{by_lock, by_lock_operation, contention, stack_walks};
+pub use drops::drops;
+pub use flamegraph::{FlamegraphOptions, Folded, FoldedStack, LockFilter, OpFilter, folded};
+pub use functions::functions;
+pub use header::{fd_activity_recorded, header};
+pub use histogram::summary;
+pub use own_cost::own_cost;
+pub use scan::{scan, table};
+pub use stacks::{frame_label, top_stacks};
+pub use syscalls::{latency_level, syscalls, syscalls_by_calls};
+
+use crate::model::Recording;
+
+/// The whole report: every figure `fdprof report` shows, text or JSON.
+pub fn report(rec: &Recording, opts: &ReportOptions) -> Report {
+    let contention = contention(rec);
+    let (top_stacks, stacks_total) = top_stacks(rec, opts);
+    let syscalls = syscalls(rec);
+    Report {
+        schema: SCHEMA.into(),
+        schema_version: SCHEMA_VERSION,
+        header: header(rec),
+        options: *opts,
+        functions: functions(rec, &contention.by_lock_operation),
+        contention,
+        stack_walks: stack_walks(rec),
+        top_stacks,
+        stacks_total,
+        fd_activity_recorded: fd_activity_recorded(rec),
+        scan: scan(rec),
+        syscall_latency_level: latency_level(rec),
+        syscalls_by_calls: syscalls_by_calls(&syscalls),
+        syscalls,
+        table: table(rec),
+        drops: drops(rec),
+        own_cost: own_cost(rec),
+    }
+}
+
+/// `part` as a share of `whole` (0..=1), `None` when `whole` is zero.
+pub fn share(part: u64, whole: u64) -> Option<f64> {
+    (whole > 0).then(|| part as f64 / whole as f64)
+}
+
+/// `total / count`, `None` when `count` is zero.
+pub fn mean(total: u64, count: u64) -> Option<f64> {
+    (count > 0).then(|| total as f64 / count as f64)
+}

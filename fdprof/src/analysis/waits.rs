@@ -1,0 +1,35 @@
+//! Contention sites merged: the accumulator behind per-lock, per-operation and per-stack rows.
+
+use crate::model::hist::Log2Hist;
+use crate::model::recording::ContentionSite;
+
+/// The waits of several contention sites added up.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Waits {
+    pub sites: usize,
+    pub count: u64,
+    pub total_wait_ns: u64,
+    /// Exact: the largest single wait of the merged sites.
+    pub max_wait_ns: u64,
+    /// The merged wait histograms (ns).
+    pub wait: Log2Hist,
+}
+
+impl Waits {
+    pub fn add(&mut self, site: &ContentionSite) {
+        self.sites += 1;
+        self.count += site.count;
+        self.total_wait_ns += site.total_wait_ns;
+        self.max_wait_ns = self.max_wait_ns.max(site.max_wait_ns).max(site.wait.max);
+        self.wait.merge(&site.wait);
+    }
+
+    pub fn avg_wait_ns(&self) -> Option<f64> {
+        super::mean(self.total_wait_ns, self.count)
+    }
+}
+
+/// Total wait on all locks, ns.
+pub(super) fn all_wait_ns(sites: &[ContentionSite]) -> u64 {
+    sites.iter().map(|s| s.total_wait_ns).sum()
+}

@@ -1,0 +1,71 @@
+//! Contention by lock and operation, the per-lock totals and how the stacks were taken.
+
+use crate::analysis::{LockOperation, Report};
+use crate::render::human::{self, duration, duration_f, percent};
+use crate::render::layout::{columns, section};
+
+pub(super) fn contention(out: &mut Vec<String>, r: &Report) {
+    section(out, "contention by lock and operation");
+    let c = &r.contention;
+    if c.by_lock_operation.is_empty() {
+        out.push("  no lock waits recorded".into());
+        return;
+    }
+    let body: Vec<Vec<String>> = c.by_lock_operation.iter().map(row).collect();
+    out.extend(columns(
+        &[
+            "lock",
+            "operation",
+            "count",
+            "total wait",
+            "avg",
+            "p50",
+            "p99",
+            "max",
+            "of lock",
+            "of all",
+        ],
+        2,
+        &body,
+        2,
+    ));
+    out.push("  (p50/p99: upper bound of the log2 bucket; max: exact)".into());
+    let mut totals = format!(
+        "  all locks: {} in {} waits",
+        duration(c.total_wait_ns),
+        c.count
+    );
+    for lock in &c.by_lock {
+        totals.push_str(&format!(
+            "; {} {} ({})",
+            lock.lock,
+            duration(lock.total_wait_ns),
+            percent(lock.share_of_all)
+        ));
+    }
+    out.push(totals);
+    let w = &r.stack_walks;
+    // Recordings made before stacks were reused have no figure.
+    if w.walked > 0 || w.reused > 0 {
+        out.push(format!(
+            "  stacks: walked at {} contentions, reused from the same site (thread, syscall, \
+             user return point, lock) at {}, re-walked every {}th; waits are timed after the walk",
+            w.walked, w.reused, w.refresh_every
+        ));
+    }
+}
+
+fn row(r: &LockOperation) -> Vec<String> {
+    vec![
+        r.lock.clone(),
+        r.operation.clone(),
+        r.count.to_string(),
+        duration(r.total_wait_ns),
+        r.avg_wait_ns.map_or("-".into(), duration_f),
+        human::opt(r.p50_wait_ns, duration),
+        human::opt(r.p99_wait_ns, duration),
+        duration(r.max_wait_ns),
+        percent(r.share_of_lock),
+        percent(r.share_of_all),
+    ]
+}

@@ -1,0 +1,63 @@
+//! The header: target, kernel, time, probe modes, file_lock wait, drops, notes.
+
+use crate::analysis::Report;
+use crate::render::human::{self, duration};
+use crate::render::layout::key_values;
+
+pub(super) fn header(out: &mut Vec<String>, r: &Report) {
+    let h = &r.header;
+    out.push(format!("fdprof report: {}", h.target.description));
+    let mut kv = vec![
+        ("kernel".to_string(), h.kernel_release.clone()),
+        (
+            "recorded".to_string(),
+            format!(
+                "{} for {} (ended: {})",
+                human::utc(h.started_unix_ms),
+                duration(h.duration_ns),
+                end_reason(&h.end_reason)
+            ),
+        ),
+        ("probe mode".to_string(), h.mode.clone()),
+    ];
+    for (role, mode) in &h.modes {
+        kv.push((format!("  {role}"), mode.clone()));
+    }
+    kv.push((
+        "file_lock wait".to_string(),
+        format!(
+            "{} in {} waits",
+            duration(r.contention.file_lock_wait_ns),
+            r.contention.file_lock_count
+        ),
+    ));
+    kv.push(("drops".to_string(), drops_summary(r)));
+    out.extend(key_values(&kv, 2));
+    for note in &h.notes {
+        out.push(format!("  note: {note}"));
+    }
+}
+
+fn end_reason(reason: &str) -> &str {
+    match reason {
+        "duration" => "duration reached",
+        "interrupted" => "interrupted",
+        "target_exited" => "target exited",
+        "command_exited" => "command exited",
+        other => other,
+    }
+}
+
+fn drops_summary(r: &Report) -> String {
+    let d = &r.drops;
+    if !d.known {
+        "unknown (the recording has no drop counters)".into()
+    } else if d.none {
+        "none".into()
+    } else {
+        format!(
+            "{} events lost: figures are lower bounds (see drops)",
+            d.total
+        )
+    }
+}

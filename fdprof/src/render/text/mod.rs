@@ -1,0 +1,37 @@
+//! `fdprof report` as text for people: one formatter per section, each laying out figures of
+//! the [`Report`] computed by [`crate::analysis`].
+
+mod activity;
+mod contention;
+mod cost;
+mod functions;
+mod header;
+mod stacks;
+
+#[cfg(test)]
+mod tests;
+
+use super::layout::section;
+use crate::analysis::Report;
+
+/// The text report.
+pub fn text(report: &Report) -> String {
+    let mut out = Vec::new();
+    header::header(&mut out, report);
+    contention::contention(&mut out, report);
+    functions::functions(&mut out, report);
+    stacks::stacks(&mut out, report);
+    if report.fd_activity_recorded {
+        activity::scan(&mut out, report);
+        activity::syscalls(&mut out, report);
+        activity::table(&mut out, report);
+    } else {
+        section(&mut out, "fd-table activity");
+        out.push("  not recorded (--lock-only): no scan, syscall or table figures".into());
+    }
+    cost::drops(&mut out, report);
+    cost::own_cost(&mut out, report);
+    let mut s = out.join("\n");
+    s.push('\n');
+    s
+}
