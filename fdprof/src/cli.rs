@@ -26,9 +26,9 @@ enum Command {
     /// Record fd-table activity and file_lock contention of a process, thread, command or system
     Record(crate::record::RecordArgs),
     /// Print a recording's contention breakdown, top stacks, scan and syscall figures
-    Report(crate::report_cmd::ReportArgs),
+    Report(crate::commands::report::ReportArgs),
     /// Draw a recording's waiting stacks as a flamegraph weighted by wait time
-    Flamegraph(crate::report_cmd::FlamegraphArgs),
+    Flamegraph(crate::commands::flamegraph::FlamegraphArgs),
 }
 
 /// Runs the program; every error becomes one line on stderr and a non-zero exit code.
@@ -38,8 +38,8 @@ pub fn main() -> ExitCode {
         Command::Doctor(args) => crate::commands::doctor::run(&args),
         Command::Workload(args) => crate::commands::workload::run(args),
         Command::Record(args) => crate::record::run(args),
-        Command::Report(args) => crate::report_cmd::report(&args),
-        Command::Flamegraph(args) => crate::report_cmd::flamegraph(&args),
+        Command::Report(args) => crate::commands::report::run(&args),
+        Command::Flamegraph(args) => crate::commands::flamegraph::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

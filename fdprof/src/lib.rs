@@ -17,7 +17,6 @@ pub mod output;
 pub mod probe;
 pub mod record;
 pub mod render;
-pub mod report_cmd;
 pub mod symbolize;
 #[cfg(test)]
 mod testdata;

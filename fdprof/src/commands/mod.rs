@@ -2,4 +2,6 @@
 //! library calls each subcommand makes.
 
 pub mod doctor;
+pub mod flamegraph;
+pub mod report;
 pub mod workload;

@@ -1,48 +1,14 @@
-//! `fdprof report` and `fdprof flamegraph`: sinks on a recording.
+//! `fdprof flamegraph`: a recording's waiting stacks as an SVG flamegraph weighted by wait
+//! time, or as folded stacks.
 
 use std::path::PathBuf;
 
 use anyhow::Result;
 
-use crate::analysis::{self, FlamegraphOptions, LockFilter, OpFilter, ReportOptions, SortKey};
+use crate::analysis::{self, FlamegraphOptions, LockFilter, OpFilter};
 use crate::model::Recording;
 use crate::output::Output;
 use crate::render;
-
-#[derive(clap::Args, Debug)]
-pub struct ReportArgs {
-    /// The recording to read
-    #[arg(default_value = "fdprof.data")]
-    pub input: PathBuf,
-    /// Print JSON instead of text
-    #[arg(long)]
-    pub json: bool,
-    /// How many top stacks to show (0 = all)
-    #[arg(long, default_value_t = 10)]
-    pub top: usize,
-    /// Order of the top stacks
-    #[arg(long, value_enum, default_value = "wait")]
-    pub sort: SortArg,
-    /// Show function offsets (`alloc_fd+0x4a`) and keep stacks that differ only in them apart
-    #[arg(long)]
-    pub offsets: bool,
-}
-
-pub fn report(args: &ReportArgs) -> Result<()> {
-    let rec = Recording::read(&args.input)?;
-    let opts = ReportOptions {
-        top: args.top,
-        sort: args.sort.into(),
-        offsets: args.offsets,
-    };
-    let report = analysis::report(&rec, &opts);
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{}", crate::escape::text(&render::text(&report)));
-    }
-    Ok(())
-}
 
 #[derive(clap::Args, Debug)]
 pub struct FlamegraphArgs {
@@ -67,7 +33,7 @@ pub struct FlamegraphArgs {
     pub offsets: bool,
 }
 
-pub fn flamegraph(args: &FlamegraphArgs) -> Result<()> {
+pub fn run(args: &FlamegraphArgs) -> Result<()> {
     args.output.check()?;
     let rec = Recording::read(&args.input)?;
     let opts = FlamegraphOptions {
@@ -87,30 +53,6 @@ pub fn flamegraph(args: &FlamegraphArgs) -> Result<()> {
 }
 
 // The command line's names for the analysis options (clap stays out of analysis and render).
-
-/// Order of the top stacks.
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SortArg {
-    /// Total wait time.
-    Wait,
-    /// Number of waits.
-    Count,
-    /// Longest single wait.
-    Max,
-    /// Average wait.
-    Avg,
-}
-
-impl From<SortArg> for SortKey {
-    fn from(arg: SortArg) -> Self {
-        match arg {
-            SortArg::Wait => SortKey::Wait,
-            SortArg::Count => SortKey::Count,
-            SortArg::Max => SortKey::Max,
-            SortArg::Avg => SortKey::Avg,
-        }
-    }
-}
 
 /// Which operations to draw.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -162,6 +104,5 @@ mod tests {
         assert_eq!(LockArg::from_str("file_lock", false), Ok(LockArg::FileLock));
         assert_eq!(LockArg::from_str("file-lock", false), Ok(LockArg::FileLock));
         assert_eq!(OpArg::from_str("close", false), Ok(OpArg::Close));
-        assert_eq!(SortArg::from_str("avg", false), Ok(SortArg::Avg));
     }
 }
