@@ -230,3 +230,225 @@ pub fn functions(snap: &Snapshot, direct: bool) -> Vec<FunctionStats> {
         .filter(|f| f.calls > 0 || f.slowpath_wait.count > 0 || f.unpaired > 0)
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collect::snapshot::Contention;
+    use fdprof_common::{
+        contention::{ContentionKey, lock_class},
+        counters::{DROP_ENTRIES, HIST_ENTRIES, SYSCALL_COUNTER_ENTRIES},
+        fnops::{FN_COUNTER_ENTRIES, FN_HIST_ENTRIES},
+    };
+
+    const KALLSYMS: &str = "\
+ffffffff81000000 T _raw_spin_lock
+ffffffff81000100 T alloc_fd
+ffffffff81000200 T file_close_fd
+ffffffff81000300 T bpf_trace_run2
+ffffffff81000400 T tcp_v4_rcv
+";
+
+    /// A snapshot of zeroed maps, sized as the programs size them.
+    fn empty() -> Snapshot {
+        Snapshot {
+            syscall_counters: vec![0; SYSCALL_COUNTER_ENTRIES as usize],
+            globals: vec![0; global::COUNT as usize],
+            hists: vec![0; HIST_ENTRIES as usize],
+            drops: vec![0; DROP_ENTRIES as usize],
+            fn_counters: vec![0; FN_COUNTER_ENTRIES as usize],
+            fn_hists: vec![0; FN_HIST_ENTRIES as usize],
+            ..Default::default()
+        }
+    }
+
+    fn key(lock_class: u32, kernel_stack: i32, slot: u32) -> ContentionKey {
+        ContentionKey {
+            lock_class,
+            kernel_stack,
+            user_stack: -1,
+            slot,
+        }
+    }
+
+    fn waits(count: u64, total_ns: u64, max_ns: u64) -> Contention {
+        Contention {
+            count,
+            total_ns,
+            max_ns,
+        }
+    }
+
+    #[test]
+    fn contention_cells_merge_into_sites_with_symbolized_stacks() {
+        let mut snap = empty();
+        // Two histogram cells of one alloc site, one close site, one other-lock site.
+        snap.contention = vec![
+            (key(lock_class::FILE_LOCK, 1, 9), waits(3, 1_200, 500)),
+            (key(lock_class::FILE_LOCK, 1, 11), waits(1, 1_500, 1_500)),
+            (key(lock_class::FILE_LOCK, 2, 9), waits(2, 600, 400)),
+            (key(lock_class::SPINLOCK, 3, 20), waits(1, 900_000, 900_000)),
+        ];
+        // Innermost first; the probe's own frame on top is trimmed.
+        snap.stacks.insert(
+            1,
+            vec![0xffffffff81000301, 0xffffffff81000004, 0xffffffff81000110],
+        );
+        snap.stacks
+            .insert(2, vec![0xffffffff81000004, 0xffffffff81000208]);
+        snap.stacks
+            .insert(3, vec![0xffffffff81000004, 0xffffffff81000401]);
+        let kernel = KernelSymbols::parse(KALLSYMS).unwrap();
+        let mut user = UserSymbolizer::new();
+        let mut sym = Symbolizers {
+            kernel: &kernel,
+            user: &mut user,
+            user_pid: None,
+            raw_addrs: false,
+        };
+        let sites = contention_sites(&snap, &mut sym);
+        assert_eq!(sites.len(), 3);
+        // Sorted by total wait: the spinlock first.
+        assert_eq!(
+            (sites[0].lock.as_str(), sites[0].operation.as_str()),
+            ("spinlock", "other")
+        );
+        let alloc = &sites[1];
+        assert_eq!(
+            (alloc.lock.as_str(), alloc.operation.as_str()),
+            ("file_lock", "alloc")
+        );
+        assert_eq!(
+            (alloc.count, alloc.total_wait_ns, alloc.max_wait_ns),
+            (4, 2_700, 1_500)
+        );
+        assert_eq!(alloc.wait.slots[9], 3);
+        assert_eq!(alloc.wait.slots[11], 1);
+        let names: Vec<&str> = alloc
+            .kernel_stack
+            .iter()
+            .map(|f| f.function.as_str())
+            .collect();
+        assert_eq!(
+            names,
+            ["_raw_spin_lock", "alloc_fd"],
+            "bpf_trace_run2 trimmed"
+        );
+        assert_eq!(alloc.kernel_stack[1].offset, 0x10);
+        assert_eq!(
+            alloc.kernel_stack[1].address, None,
+            "no raw addresses unless asked"
+        );
+        assert!(alloc.user_stack.is_empty());
+        assert_eq!(sites[2].operation, "close");
+    }
+
+    #[test]
+    fn counters_become_syscall_scan_table_and_drop_figures() {
+        let mut snap = empty();
+        let socket = FD_SYSCALLS.iter().position(|s| s.name == "socket").unwrap() as u32;
+        let c = |i: u32, counter: u32| (i * per_syscall::COUNT + counter) as usize;
+        snap.syscall_counters[c(socket, per_syscall::CALLS)] = 10;
+        snap.syscall_counters[c(socket, per_syscall::ERRORS)] = 1;
+        snap.syscall_counters[c(socket, per_syscall::FDS_CREATED)] = 9;
+        snap.hists[(socket * HIST_SLOTS + 12) as usize] = 10;
+        snap.globals[global::NEXT_FD_HITS as usize] = 7;
+        snap.globals[global::BELOW_ORIGIN as usize] = 1;
+        snap.globals[global::SCAN_MAX as usize] = 40;
+        snap.globals[global::MAX_FDS_FIRST as usize] = 64;
+        snap.globals[global::MAX_FDS_SEEN as usize] = 256;
+        snap.globals[global::EXPANSIONS as usize] = 2;
+        snap.hists[(hist::SCAN_BITS * HIST_SLOTS) as usize] = 7;
+        snap.hists[(hist::SCAN_BITS * HIST_SLOTS + 6) as usize] = 2;
+        snap.drops[(drop::PROBE_SYSCALLS * drop::COUNT + drop::MAP_FULL) as usize] = 5;
+        snap.programs = vec![crate::collect::stats::ProgramCost {
+            name: "fdprof_sys_exit".into(),
+            run_time_ns: 1,
+            run_count: 1,
+            recursion_misses: 3,
+        }];
+
+        let calls = syscalls(&snap);
+        assert_eq!(calls.len(), 1, "syscalls never called are left out");
+        assert_eq!((calls[0].name.as_str(), calls[0].calls), ("socket", 10));
+        assert_eq!((calls[0].errors, calls[0].fds_created), (1, 9));
+        assert_eq!(calls[0].latency.count, 10);
+        assert_eq!(calls[0].latency.max, 4095, "the slot's upper bound");
+
+        let s = scan(&snap);
+        assert_eq!(s.allocations, 10, "9 measured + 1 below the origin");
+        assert_eq!((s.next_fd_hits, s.below_origin, s.bits.max), (7, 1, 40));
+
+        let t = table(&snap);
+        assert_eq!((t.max_fds_first, t.max_fds_max, t.expansions), (64, 256, 2));
+
+        let d = drops(&snap);
+        let count = |probe: &str, reason: &str| {
+            d.iter()
+                .find(|x| x.probe == probe && x.reason == reason)
+                .map(|x| x.count)
+        };
+        assert_eq!(count("syscalls", "map_full"), Some(5));
+        assert_eq!(
+            count("contention", "kernel_stack"),
+            Some(0),
+            "zeros are listed too"
+        );
+        assert_eq!(count("fdprof_sys_exit", "recursion_miss"), Some(3));
+
+        assert!(
+            functions(&snap, false).is_empty(),
+            "no direct figures in tracepoint mode"
+        );
+    }
+
+    #[test]
+    fn direct_probe_counters_become_function_figures() {
+        let mut snap = empty();
+        let c = |o: u32, k: u32| (o * counter::COUNT + k) as usize;
+        snap.fn_counters[c(op::ALLOC, counter::CALLS)] = 100;
+        snap.fn_counters[c(op::EXPAND, counter::CALLS)] = 3;
+        snap.fn_counters[c(op::EXPAND, counter::EXPANDED)] = 1;
+        snap.fn_counters[c(op::NONE, counter::SLOWPATH_WAIT_NS)] = 50;
+        snap.fn_counters[c(op::NONE, counter::SLOWPATH_WAIT_MAX)] = 50;
+        let h = |o: u32, k: u32, slot: u32| ((o * kind::COUNT + k) * HIST_SLOTS + slot) as usize;
+        snap.fn_hists[h(op::ALLOC, kind::DURATION, 10)] = 100;
+        snap.fn_hists[h(op::NONE, kind::SLOWPATH_WAIT, 6)] = 1;
+        let f = functions(&snap, true);
+        let ops: Vec<&str> = f.iter().map(|x| x.operation.as_str()).collect();
+        assert_eq!(ops, ["alloc", "expand", "other"]);
+        assert_eq!((f[0].calls, f[0].duration.count), (100, 100));
+        assert_eq!(f[1].expanded, 1);
+        assert_eq!((f[2].slowpath_wait.count, f[2].slowpath_wait.sum), (1, 50));
+    }
+
+    #[test]
+    fn an_interval_is_the_difference_of_two_snapshots() {
+        let mut before = empty();
+        before.contention = vec![(key(lock_class::FILE_LOCK, 1, 9), waits(3, 900, 500))];
+        before.globals[global::NEXT_FD_HITS as usize] = 5;
+        before.globals[global::SCAN_MAX as usize] = 30;
+        before.elapsed = std::time::Duration::from_secs(1);
+        let mut after = before.clone();
+        after.contention = vec![
+            (key(lock_class::FILE_LOCK, 1, 9), waits(5, 1_500, 700)),
+            (key(lock_class::SPINLOCK, 2, 9), waits(1, 100, 100)),
+        ];
+        after.globals[global::NEXT_FD_HITS as usize] = 8;
+        after.globals[global::SCAN_MAX as usize] = 31;
+        after.elapsed = std::time::Duration::from_secs(3);
+        let d = after.delta(&before);
+        assert_eq!(d.elapsed, std::time::Duration::from_secs(2));
+        assert_eq!(d.globals[global::NEXT_FD_HITS as usize], 3);
+        assert_eq!(
+            d.globals[global::SCAN_MAX as usize],
+            31,
+            "a maximum is the run's"
+        );
+        assert_eq!(d.contention.len(), 2);
+        let (_, first) = d.contention[0];
+        assert_eq!((first.count, first.total_ns, first.max_ns), (2, 600, 700));
+        // Unchanged cells drop out of the interval.
+        assert!(after.delta(&after).contention.is_empty());
+    }
+}

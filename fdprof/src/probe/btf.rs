@@ -204,7 +204,7 @@ impl Btf {
             .get(name)
             .with_context(|| format!("struct {name} not found in BTF"))?;
         let bits = self
-            .find_member(id, field)
+            .find_member(id, field, 0)
             .with_context(|| format!("struct {name} has no member {field} in BTF"))?;
         if bits % 8 != 0 {
             bail!("{name}.{field} is a bitfield");
@@ -212,7 +212,11 @@ impl Btf {
         Ok(bits / 8)
     }
 
-    fn find_member(&self, struct_id: u32, field: &str) -> Option<u32> {
+    fn find_member(&self, struct_id: u32, field: &str, depth: u32) -> Option<u32> {
+        // Real structs nest anonymous members a few levels deep; a crafted file could loop.
+        if depth > 16 {
+            return None;
+        }
         let t = self.types.get(struct_id as usize)?;
         for m in &t.members {
             if self.name(m.name_off) == field {
@@ -225,11 +229,132 @@ impl Btf {
             if matches!(
                 self.types.get(inner as usize).map(|t| t.kind),
                 Some(KIND_STRUCT | KIND_UNION)
-            ) && let Some(bits) = self.find_member(inner, field)
+            ) && let Some(bits) = self.find_member(inner, field, depth + 1)
             {
                 return Some(m.bit_offset + bits);
             }
         }
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A BTF blob built by hand: header, types, strings.
+    struct Blob {
+        types: Vec<u8>,
+        strings: Vec<u8>,
+    }
+
+    impl Blob {
+        fn new() -> Self {
+            Self {
+                types: Vec::new(),
+                strings: vec![0],
+            }
+        }
+
+        fn name(&mut self, s: &str) -> u32 {
+            if s.is_empty() {
+                return 0;
+            }
+            let off = self.strings.len() as u32;
+            self.strings.extend_from_slice(s.as_bytes());
+            self.strings.push(0);
+            off
+        }
+
+        fn words(&mut self, words: &[u32]) {
+            for w in words {
+                self.types.extend_from_slice(&w.to_le_bytes());
+            }
+        }
+
+        fn int(&mut self, name: &str) {
+            let n = self.name(name);
+            self.words(&[n, KIND_INT << 24, 4, 32]);
+        }
+
+        /// A struct with (name, type id, bit offset) members.
+        fn structure(&mut self, name: &str, members: &[(&str, u32, u32)]) {
+            let n = self.name(name);
+            self.words(&[n, (KIND_STRUCT << 24) | members.len() as u32, 64]);
+            for &(m, ty, bits) in members {
+                let mn = self.name(m);
+                self.words(&[mn, ty, bits]);
+            }
+        }
+
+        fn func(&mut self, name: &str) {
+            let n = self.name(name);
+            self.words(&[n, KIND_FUNC << 24, 0]);
+        }
+
+        fn bytes(&self) -> Vec<u8> {
+            let mut out = Vec::new();
+            out.extend_from_slice(&MAGIC.to_le_bytes());
+            out.extend_from_slice(&[1, 0]); // version, flags
+            for w in [24, 0, self.types.len() as u32, self.types.len() as u32] {
+                out.extend_from_slice(&w.to_le_bytes());
+            }
+            out.extend_from_slice(&(self.strings.len() as u32).to_le_bytes());
+            out.extend_from_slice(&self.types);
+            out.extend_from_slice(&self.strings);
+            out
+        }
+    }
+
+    #[test]
+    fn offsets_and_functions_from_a_hand_made_blob() {
+        let mut b = Blob::new();
+        b.int("int"); // id 1
+        b.structure("inner", &[("next_fd", 1, 32)]); // id 2
+        // `struct files_struct { int count; struct { int next_fd; }; int fdt; }`
+        b.structure(
+            "files_struct",
+            &[("count", 1, 0), ("", 2, 64), ("fdt", 1, 128)],
+        );
+        b.func("alloc_fd");
+        let btf = Btf::parse(&b.bytes()).unwrap();
+        assert_eq!(btf.member_offset("files_struct", "fdt").unwrap(), 16);
+        // Through the anonymous member: 64 + 32 bits.
+        assert_eq!(btf.member_offset("files_struct", "next_fd").unwrap(), 12);
+        assert!(btf.has_func("alloc_fd"));
+        assert!(!btf.has_func("__alloc_fd"));
+        let err = btf.member_offset("files_struct", "nope").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "struct files_struct has no member nope in BTF"
+        );
+        assert!(btf.member_offset("fdtable", "max_fds").is_err());
+    }
+
+    #[test]
+    fn bitfields_and_broken_blobs_are_errors() {
+        let mut b = Blob::new();
+        b.int("int");
+        b.structure("s", &[("bits", 1, 3)]);
+        let btf = Btf::parse(&b.bytes()).unwrap();
+        assert_eq!(
+            btf.member_offset("s", "bits").unwrap_err().to_string(),
+            "s.bits is a bitfield"
+        );
+
+        let good = b.bytes();
+        assert!(Btf::parse(&good[..good.len() - 30]).is_err(), "truncated");
+        assert!(Btf::parse(b"not btf at all, not btf at all").is_err());
+        let mut unknown = Blob::new();
+        unknown.words(&[0, 31 << 24, 0]);
+        assert!(Btf::parse(&unknown.bytes()).is_err());
+    }
+
+    #[test]
+    fn a_self_containing_anonymous_member_does_not_loop() {
+        let mut b = Blob::new();
+        b.structure("loop", &[("", 1, 0)]); // id 1 contains itself anonymously
+        let btf = Btf::parse(&b.bytes()).unwrap();
+        assert!(btf.member_offset("loop", "x").is_err());
     }
 }
