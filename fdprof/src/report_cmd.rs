@@ -10,7 +10,7 @@ use crate::render::{self, FlamegraphOptions, LockFilter, OpFilter, ReportOptions
 
 #[derive(clap::Args, Debug)]
 pub struct ReportArgs {
-    /// The recording to read
+    /// The recording to read (`-`: standard input)
     #[arg(default_value = "fdprof.data")]
     pub input: PathBuf,
     /// Print JSON instead of text
@@ -47,7 +47,7 @@ pub fn report(args: &ReportArgs) -> Result<()> {
 
 #[derive(clap::Args, Debug)]
 pub struct FlamegraphArgs {
-    /// The recording to read
+    /// The recording to read (`-`: standard input)
     #[arg(default_value = "fdprof.data")]
     pub input: PathBuf,
     /// Where to write the SVG (or the folded stacks with --folded)

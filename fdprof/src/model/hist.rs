@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 /// A log2 histogram: `slots[k]` counts values with `k` significant bits. `max` is exact.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Log2Hist {
+    #[serde(deserialize_with = "super::bounded::slots")]
     pub slots: Vec<u64>,
     pub count: u64,
     pub sum: u64,
