@@ -259,12 +259,13 @@ impl Recording {
         self.contention
             .iter()
             .filter(|c| c.lock == "file_lock")
-            .map(|c| c.total_wait_ns)
-            .sum()
+            .fold(0, |sum, c| sum.saturating_add(c.total_wait_ns))
     }
 
     pub fn total_drops(&self) -> u64 {
-        self.drops.iter().map(|d| d.count).sum()
+        self.drops
+            .iter()
+            .fold(0, |sum, d| sum.saturating_add(d.count))
     }
 }
 

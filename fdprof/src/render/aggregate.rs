@@ -46,18 +46,22 @@ pub struct LockTotal {
 }
 
 /// Rows per (lock, operation): `file_lock` first, then other locks by total wait; within a lock,
-/// operations by total wait (ties in the order of [`operation::NAMES`]).
+/// operations by total wait (ties in the order of [`operation::NAMES`]). Sums saturate, and rows
+/// are found by hashing: a corrupt recording may have thousands of lock names.
 pub fn by_lock_operation(rec: &Recording) -> Vec<LockOperation> {
-    let all_wait_ns: u64 = rec.contention.iter().map(|s| s.total_wait_ns).sum();
+    let all_wait_ns = total_wait_ns(rec);
     let locks = by_lock(rec);
+    let lock_rank: HashMap<&str, usize> = locks
+        .iter()
+        .enumerate()
+        .map(|(i, l)| (l.lock.as_str(), i))
+        .collect();
+    let mut index: HashMap<(&str, &str), usize> = HashMap::new();
     let mut rows: Vec<LockOperation> = Vec::new();
     for site in &rec.contention {
-        let row = match rows
-            .iter_mut()
-            .find(|r| r.lock == site.lock && r.operation == site.operation)
-        {
-            Some(row) => row,
-            None => {
+        let i = *index
+            .entry((&site.lock, &site.operation))
+            .or_insert_with(|| {
                 rows.push(LockOperation {
                     lock: site.lock.clone(),
                     operation: site.operation.clone(),
@@ -66,30 +70,24 @@ pub fn by_lock_operation(rec: &Recording) -> Vec<LockOperation> {
                     total_wait_ns: 0,
                     max_wait_ns: 0,
                     wait: Log2Hist::default(),
-                    lock_wait_ns: locks
-                        .iter()
-                        .find(|l| l.lock == site.lock)
-                        .map_or(0, |l| l.total_wait_ns),
+                    lock_wait_ns: lock_rank
+                        .get(site.lock.as_str())
+                        .map_or(0, |&i| locks[i].total_wait_ns),
                     all_wait_ns,
                 });
-                rows.last_mut().expect("just pushed")
-            }
-        };
+                rows.len() - 1
+            });
+        let row = &mut rows[i];
         row.sites += 1;
-        row.count += site.count;
-        row.total_wait_ns += site.total_wait_ns;
+        row.count = row.count.saturating_add(site.count);
+        row.total_wait_ns = row.total_wait_ns.saturating_add(site.total_wait_ns);
         row.max_wait_ns = row.max_wait_ns.max(site.max_wait_ns).max(site.wait.max);
         row.wait.merge(&site.wait);
     }
-    let lock_rank = |lock: &str| {
-        locks
-            .iter()
-            .position(|l| l.lock == lock)
-            .unwrap_or(usize::MAX)
-    };
+    let rank = |lock: &str| lock_rank.get(lock).copied().unwrap_or(usize::MAX);
     rows.sort_by(|a, b| {
-        lock_rank(&a.lock)
-            .cmp(&lock_rank(&b.lock))
+        rank(&a.lock)
+            .cmp(&rank(&b.lock))
             .then(b.total_wait_ns.cmp(&a.total_wait_ns))
             .then(op_rank(&a.operation).cmp(&op_rank(&b.operation)))
             .then(a.operation.cmp(&b.operation))
@@ -97,24 +95,30 @@ pub fn by_lock_operation(rec: &Recording) -> Vec<LockOperation> {
     rows
 }
 
+/// Total wait on all locks (saturating).
+pub fn total_wait_ns(rec: &Recording) -> u64 {
+    rec.contention
+        .iter()
+        .fold(0, |sum, c| sum.saturating_add(c.total_wait_ns))
+}
+
 /// Totals per lock class: `file_lock` first, then by total wait, then by name.
 pub fn by_lock(rec: &Recording) -> Vec<LockTotal> {
+    let mut index: HashMap<&str, usize> = HashMap::new();
     let mut locks: Vec<LockTotal> = Vec::new();
     for site in &rec.contention {
-        let lock = match locks.iter_mut().find(|l| l.lock == site.lock) {
-            Some(l) => l,
-            None => {
-                locks.push(LockTotal {
-                    lock: site.lock.clone(),
-                    count: 0,
-                    total_wait_ns: 0,
-                    max_wait_ns: 0,
-                });
-                locks.last_mut().expect("just pushed")
-            }
-        };
-        lock.count += site.count;
-        lock.total_wait_ns += site.total_wait_ns;
+        let i = *index.entry(&site.lock).or_insert_with(|| {
+            locks.push(LockTotal {
+                lock: site.lock.clone(),
+                count: 0,
+                total_wait_ns: 0,
+                max_wait_ns: 0,
+            });
+            locks.len() - 1
+        });
+        let lock = &mut locks[i];
+        lock.count = lock.count.saturating_add(site.count);
+        lock.total_wait_ns = lock.total_wait_ns.saturating_add(site.total_wait_ns);
         lock.max_wait_ns = lock.max_wait_ns.max(site.max_wait_ns).max(site.wait.max);
     }
     locks.sort_by(|a, b| {
@@ -174,8 +178,8 @@ pub fn stack_groups(rec: &Recording, offsets: bool) -> Vec<StackGroup<'_>> {
         });
         let g = &mut groups[i];
         g.sites += 1;
-        g.count += site.count;
-        g.total_wait_ns += site.total_wait_ns;
+        g.count = g.count.saturating_add(site.count);
+        g.total_wait_ns = g.total_wait_ns.saturating_add(site.total_wait_ns);
         g.max_wait_ns = g.max_wait_ns.max(site.max_wait_ns).max(site.wait.max);
         g.wait.merge(&site.wait);
     }
@@ -324,6 +328,25 @@ mod tests {
         assert_eq!((g[0].sites, g[0].count, g[0].total_wait_ns), (2, 2, 900));
         assert_eq!(g[0].max_wait_ns, 700);
         assert_eq!(stack_groups(&r, true).len(), 3);
+    }
+
+    #[test]
+    fn sums_saturate() {
+        let mut big = site(
+            "file_lock",
+            "alloc",
+            vec![frame("alloc_fd", 1)],
+            &[u64::MAX],
+        );
+        big.count = u64::MAX;
+        let r = rec(vec![big.clone(), big]);
+        let row = &by_lock_operation(&r)[0];
+        assert_eq!((row.count, row.total_wait_ns), (u64::MAX, u64::MAX));
+        assert_eq!((row.wait.count, row.wait.sum), (2, u64::MAX));
+        assert_eq!(stack_groups(&r, false)[0].total_wait_ns, u64::MAX);
+        let opts = crate::render::ReportOptions::default();
+        assert!(crate::render::text(&r, &opts).contains("in 18446744073709551615 waits"));
+        crate::render::json(&r, &opts);
     }
 
     #[test]

@@ -49,7 +49,10 @@ fn subtitle(rec: &Recording, opts: &FlamegraphOptions, total_ns: u64) -> String 
 pub fn svg(rec: &Recording, opts: &FlamegraphOptions) -> Result<Vec<u8>> {
     let stacks = folded_stacks(rec, opts);
     if stacks.is_empty() {
-        let all: u64 = rec.contention.iter().map(|c| c.total_wait_ns).sum();
+        let all = rec
+            .contention
+            .iter()
+            .fold(0u64, |sum, c| sum.saturating_add(c.total_wait_ns));
         bail!(
             "nothing to draw: no lock waits match the filter {} (the recording has {} contention \
              sites with {} of wait in all)",

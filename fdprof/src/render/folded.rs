@@ -121,7 +121,8 @@ pub fn folded_stacks(rec: &Recording, opts: &FlamegraphOptions) -> BTreeMap<Stri
         let mut stack = clean(&site.operation);
         push_reversed(&mut stack, &site.user_stack, opts.offsets);
         push_reversed(&mut stack, &site.kernel_stack, opts.offsets);
-        *lines.entry(stack).or_default() += site.total_wait_ns;
+        let wait = lines.entry(stack).or_default();
+        *wait = wait.saturating_add(site.total_wait_ns);
     }
     lines
 }

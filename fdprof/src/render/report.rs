@@ -155,12 +155,11 @@ fn header(out: &mut Vec<String>, rec: &Recording) {
         kv.push((format!("  {role}"), mode.clone()));
     }
     let file_lock = rec.file_lock_wait_ns();
-    let file_lock_waits: u64 = rec
+    let file_lock_waits = rec
         .contention
         .iter()
         .filter(|c| c.lock == FILE_LOCK)
-        .map(|c| c.count)
-        .sum();
+        .fold(0u64, |sum, c| sum.saturating_add(c.count));
     kv.push((
         "file_lock wait".to_string(),
         format!("{} in {file_lock_waits} waits", duration(file_lock)),
@@ -220,7 +219,7 @@ fn contention(out: &mut Vec<String>, rec: &Recording) {
     ));
     out.push("  (p50/p99: upper bound of the log2 bucket; max: exact)".into());
     let all = rows[0].all_wait_ns;
-    let waits: u64 = rows.iter().map(|r| r.count).sum();
+    let waits = rows.iter().fold(0u64, |sum, r| sum.saturating_add(r.count));
     let mut totals = format!("  all locks: {} in {waits} waits", duration(all));
     for lock in aggregate::by_lock(rec) {
         totals.push_str(&format!(
@@ -239,7 +238,7 @@ fn contention(out: &mut Vec<String>, rec: &Recording) {
 /// How the stacks were taken, when some were reused (recordings before reuse have no figure).
 fn stack_walks_line(rec: &Recording) -> Option<String> {
     let w = &rec.stack_walks;
-    (w.walked + w.reused > 0).then(|| {
+    (w.walked > 0 || w.reused > 0).then(|| {
         format!(
             "  stacks: walked at {} contentions, reused from the same site (thread, syscall, \
              user return point, lock) at {}, re-walked every {}th; waits are timed after the walk",
@@ -386,7 +385,7 @@ fn stacks(out: &mut Vec<String>, rec: &Recording, opts: &ReportOptions) {
         out.push("  no lock waits recorded".into());
         return;
     }
-    let all: u64 = rec.contention.iter().map(|c| c.total_wait_ns).sum();
+    let all = aggregate::total_wait_ns(rec);
     for (i, g) in groups.iter().enumerate() {
         let merged = if g.sites > 1 {
             format!("  ({} sites merged)", g.sites)
@@ -592,9 +591,9 @@ fn own_cost(out: &mut Vec<String>, rec: &Recording) {
                 ]
             })
             .collect();
-        let run_time: u64 = c.programs.iter().map(|p| p.run_time_ns).sum();
-        let runs: u64 = c.programs.iter().map(|p| p.run_count).sum();
-        let misses: u64 = c.programs.iter().map(|p| p.recursion_misses).sum();
+        let run_time = saturating_sum(c.programs.iter().map(|p| p.run_time_ns));
+        let runs = saturating_sum(c.programs.iter().map(|p| p.run_count));
+        let misses = saturating_sum(c.programs.iter().map(|p| p.recursion_misses));
         body.push(vec![
             "total".into(),
             duration(run_time),
@@ -627,6 +626,11 @@ fn own_cost(out: &mut Vec<String>, rec: &Recording) {
         duration(c.collector_cpu_ns),
         percent(c.collector_cpu_ns, rec.duration_ns)
     ));
+}
+
+/// A sum that stops at u64::MAX: a corrupt recording must not overflow it.
+fn saturating_sum(values: impl Iterator<Item = u64>) -> u64 {
+    values.fold(0, u64::saturating_add)
 }
 
 /// The time the programs' run-time statistics cover (older recordings: all of it).
@@ -726,8 +730,8 @@ pub fn json(rec: &Recording, opts: &ReportOptions) -> Value {
 
 fn contention_json(rec: &Recording) -> Value {
     let rows = aggregate::by_lock_operation(rec);
-    let all: u64 = rec.contention.iter().map(|c| c.total_wait_ns).sum();
-    let count: u64 = rec.contention.iter().map(|c| c.count).sum();
+    let all = aggregate::total_wait_ns(rec);
+    let count = saturating_sum(rec.contention.iter().map(|c| c.count));
     let by_lock: Vec<Value> = aggregate::by_lock(rec)
         .iter()
         .map(|l| {
@@ -770,7 +774,7 @@ fn contention_json(rec: &Recording) -> Value {
 }
 
 fn top_stacks_json(rec: &Recording, opts: &ReportOptions) -> Value {
-    let all: u64 = rec.contention.iter().map(|c| c.total_wait_ns).sum();
+    let all = aggregate::total_wait_ns(rec);
     let (groups, _) = top_stacks(rec, opts);
     let frames = |stack: &[Frame]| -> Vec<Value> {
         stack
@@ -873,12 +877,12 @@ fn own_cost_json(rec: &Recording) -> Value {
             })
         })
         .collect();
-    let run_time: u64 = c.programs.iter().map(|p| p.run_time_ns).sum();
+    let run_time = saturating_sum(c.programs.iter().map(|p| p.run_time_ns));
     json!({
         "programs": programs,
         "run_time_ns": run_time,
-        "run_count": c.programs.iter().map(|p| p.run_count).sum::<u64>(),
-        "recursion_misses": c.programs.iter().map(|p| p.recursion_misses).sum::<u64>(),
+        "run_count": saturating_sum(c.programs.iter().map(|p| p.run_count)),
+        "recursion_misses": saturating_sum(c.programs.iter().map(|p| p.recursion_misses)),
         "programs_cpu_share": share(run_time, stats_window(rec)),
         "stats_window_ns": stats_window(rec),
         "collector_cpu_ns": c.collector_cpu_ns,
