@@ -1,11 +1,20 @@
 //! `fdprof flamegraph`: the folded stacks drawn as an SVG by inferno, frame widths in ns of wait.
 
+use std::collections::BTreeMap;
+
 use anyhow::{Context, Result, bail};
 use inferno::flamegraph::{self, Options};
 
 use super::folded::{FlamegraphOptions, LockFilter, OpFilter, folded_stacks};
 use super::human::duration;
 use crate::model::recording::Recording;
+
+/// Frames drawn at most. Each costs ~200 bytes of SVG and more could not be told apart: past
+/// this, frames too narrow to keep the count under it are left out, as inferno leaves out
+/// those under 0.01% of the width already.
+const MAX_DRAWN: usize = 50_000;
+/// Characters of a frame name drawn, tooltip included (the folded stacks keep names whole).
+const LABEL_CHARS: usize = 256;
 
 /// The title drawn at the top of the graph.
 pub fn title(rec: &Recording, opts: &FlamegraphOptions) -> String {
@@ -47,7 +56,11 @@ fn subtitle(rec: &Recording, opts: &FlamegraphOptions, total_ns: u64) -> String 
 
 /// The flamegraph as SVG bytes. Fails with one line naming the filter when no wait matches it.
 pub fn svg(rec: &Recording, opts: &FlamegraphOptions) -> Result<Vec<u8>> {
-    let stacks = folded_stacks(rec, opts);
+    let mut stacks: BTreeMap<String, u64> = BTreeMap::new();
+    for (stack, ns) in folded_stacks(rec, opts) {
+        let weight = stacks.entry(short_labels(&stack)).or_default();
+        *weight = weight.saturating_add(ns);
+    }
     if stacks.is_empty() {
         let all = rec
             .contention
@@ -61,20 +74,34 @@ pub fn svg(rec: &Recording, opts: &FlamegraphOptions) -> Result<Vec<u8>> {
             duration(all)
         );
     }
-    let total_ns: u64 = stacks.values().sum();
-    let lines: Vec<String> = stacks
+    // inferno adds the weights up in a u64: halve them until their total fits.
+    let total: u128 = stacks.values().map(|&ns| u128::from(ns)).sum();
+    let shift = (128 - total.leading_zeros()).saturating_sub(64);
+    let weighted: Vec<(&str, u64)> = stacks
+        .iter()
+        .map(|(stack, &ns)| (stack.as_str(), ns >> shift))
+        .collect();
+    let min_width = min_width(&weighted, Options::default().min_width);
+    let lines: Vec<String> = weighted
         .iter()
         .map(|(stack, ns)| format!("{stack} {ns}"))
         .collect();
+    drop(weighted);
+    drop(stacks);
 
     let mut options = Options::default();
     options.title = title(rec, opts);
-    options.subtitle = Some(subtitle(rec, opts, total_ns));
+    options.subtitle = Some(subtitle(
+        rec,
+        opts,
+        u64::try_from(total).unwrap_or(u64::MAX),
+    ));
     options.count_name = "ns".into();
     // Colours from function names only, so the same recording always draws the same SVG.
     options.deterministic = true;
     // Lines come sorted from the BTreeMap.
     options.no_sort = true;
+    options.min_width = min_width;
     options.notes = format!(
         "fdprof {} flamegraph of {}; kernel {}",
         rec.fdprof_version,
@@ -86,6 +113,49 @@ pub fn svg(rec: &Recording, opts: &FlamegraphOptions) -> Result<Vec<u8>> {
     flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), &mut svg)
         .context("cannot draw the flamegraph")?;
     Ok(svg)
+}
+
+/// A folded stack with every frame name cut to [`LABEL_CHARS`].
+fn short_labels(stack: &str) -> String {
+    let frames: Vec<String> = stack
+        .split(';')
+        .map(|f| match f.char_indices().nth(LABEL_CHARS) {
+            Some((end, _)) => format!("{}…", &f[..end]),
+            None => f.to_string(),
+        })
+        .collect();
+    frames.join(";")
+}
+
+/// inferno's `min_width` (a share of the width, in %) for these sorted, weighted stacks:
+/// `default`, unless the graph would have more than [`MAX_DRAWN`] frames that wide; then the
+/// width that leaves out the narrowest frames (all as narrow as the widest of those left out).
+fn min_width(stacks: &[(&str, u64)], default: f64) -> f64 {
+    // Each frame's width, merged as inferno merges them: a frame spans the consecutive stacks
+    // that share the path to it.
+    let mut widths: Vec<u64> = Vec::new();
+    let mut open: Vec<(&str, u64)> = Vec::new();
+    let mut time = 0u64;
+    for &(stack, weight) in stacks {
+        let frames: Vec<&str> = stack.split(';').collect();
+        let shared = open
+            .iter()
+            .zip(&frames)
+            .take_while(|((open, _), frame)| open == *frame)
+            .count();
+        for (_, start) in open.drain(shared..) {
+            widths.push(time - start);
+        }
+        open.extend(frames[shared..].iter().map(|&f| (f, time)));
+        time = time.saturating_add(weight);
+    }
+    widths.extend(open.iter().map(|&(_, start)| time - start));
+    if widths.len() <= MAX_DRAWN || time == 0 {
+        return default;
+    }
+    // The widest frame left out; inferno leaves out frames narrower than min_width.
+    let (_, &mut cut, _) = widths.select_nth_unstable_by(MAX_DRAWN, |a, b| b.cmp(a));
+    default.max((cut as f64 + 1.0) * 100.0 / time as f64)
 }
 
 #[cfg(test)]
@@ -132,6 +202,56 @@ mod tests {
             "spinlock waits are filtered out"
         );
         assert_eq!(a, svg(&rec, &opts).unwrap());
+    }
+
+    /// Waits of `ns` at two sites whose innermost frames are `a` and `b`.
+    fn two_sites(ns: u64, a: &str, b: &str) -> Recording {
+        let mut rec = testdata::recording();
+        rec.contention.truncate(2);
+        for (site, name) in rec.contention.iter_mut().zip([a, b]) {
+            site.kernel_stack[0].function = name.into();
+            site.total_wait_ns = ns;
+        }
+        rec
+    }
+
+    #[test]
+    fn weights_beyond_u64_are_scaled() {
+        let rec = two_sites(u64::MAX, "a", "b");
+        let text = String::from_utf8(svg(&rec, &FlamegraphOptions::default()).unwrap()).unwrap();
+        assert!(text.contains("fg:w=\"9223372036854775807\""), "halved");
+    }
+
+    #[test]
+    fn names_ending_in_a_number_are_not_a_second_count() {
+        // inferno would read `f 9223372036854775809` as a differential count and overflow.
+        let rec = two_sites(5, "f 9223372036854775809", "g 1.5");
+        let text = String::from_utf8(svg(&rec, &FlamegraphOptions::default()).unwrap()).unwrap();
+        assert!(text.contains("f_9223372036854775809"));
+    }
+
+    #[test]
+    fn huge_graphs_leave_out_narrow_frames() {
+        let names: Vec<String> = (0..9000).map(|i| format!("op;{i};a;b;c;d;e")).collect();
+        // 54001 frames: the 6000 of weight 2 and the root are drawn, those of weight 1 not.
+        let stacks: Vec<(&str, u64)> = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.as_str(), if i < 1000 { 2 } else { 1 }))
+            .collect();
+        assert_eq!(min_width(&stacks, 0.01), 2.0 * 100.0 / 10_000.0);
+        // 3001 frames: inferno's default.
+        assert_eq!(min_width(&stacks[..500], 0.01), 0.01);
+    }
+
+    #[test]
+    fn long_names_are_cut_in_the_svg() {
+        let long = "x".repeat(LABEL_CHARS + 1);
+        assert_eq!(
+            short_labels(&format!("op;{long};y")),
+            format!("op;{}…;y", "x".repeat(LABEL_CHARS))
+        );
+        assert_eq!(short_labels("op;y"), "op;y");
     }
 
     #[test]

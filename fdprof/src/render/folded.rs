@@ -139,9 +139,11 @@ fn push_reversed(stack: &mut String, frames: &[Frame], offsets: bool) {
     }
 }
 
-/// A frame name safe in a folded line: no `;` (the separator), no line breaks, never empty.
+/// A frame name safe in a folded line: no `;` (the separator), no line breaks, never empty,
+/// and not ending in a space and a number, which readers of folded stacks (inferno,
+/// FlameGraph) take for a second count column: that space becomes `_`.
 fn clean(name: &str) -> String {
-    let s: String = name
+    let mut s: String = name
         .trim()
         .chars()
         .map(|c| match c {
@@ -150,6 +152,13 @@ fn clean(name: &str) -> String {
             c => c,
         })
         .collect();
+    if let Some(space) = s.rfind(' ')
+        && s[space + 1..]
+            .chars()
+            .all(|c| c.is_ascii_digit() || c == '.')
+    {
+        s.replace_range(space..=space, "_");
+    }
     if s.is_empty() { "[unknown]".into() } else { s }
 }
 
@@ -162,6 +171,12 @@ mod tests {
         assert_eq!(clean("foo<[u8; 8]>"), "foo<[u8: 8]>");
         assert_eq!(clean("  "), "[unknown]");
         assert_eq!(clean("a\nb"), "a b");
+        assert_eq!(
+            clean("operator new(unsigned long)"),
+            "operator new(unsigned long)"
+        );
+        assert_eq!(clean("f 5"), "f_5");
+        assert_eq!(clean("f 1.5"), "f_1.5");
     }
 
     #[test]
