@@ -18,5 +18,6 @@ pub mod probe;
 pub mod record;
 pub mod render;
 pub mod symbolize;
-#[cfg(test)]
-mod testdata;
+#[cfg(any(test, feature = "testdata"))]
+#[doc(hidden)]
+pub mod testdata;

@@ -388,7 +388,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
         table: build::table(&snap),
         drops: build::drops(&snap),
         own_cost: OwnCost {
-            programs: snap.programs.clone(),
+            programs: build::program_costs(&snap),
             collector_cpu_ns: cpu_time_ns().saturating_sub(cpu_start),
             stats_window_ns,
         },

@@ -350,22 +350,3 @@ pub fn cells(line: &str) -> Vec<&str> {
         .filter(|c| !c.is_empty())
         .collect()
 }
-
-/// Integration tests that need a recording file with lock waits read
-/// `tests/data/recording.data`: [`recording`] as written. This keeps the file the fixture's
-/// twin; `FDPROF_UPDATE_FIXTURE=1 cargo test -p fdprof --lib fixture_file` rewrites it.
-#[test]
-fn fixture_file_is_the_fixture() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/recording.data");
-    let mut want = serde_json::to_string_pretty(&recording()).unwrap();
-    want.push('\n');
-    if std::env::var_os("FDPROF_UPDATE_FIXTURE").is_some() {
-        std::fs::write(&path, &want).unwrap();
-    }
-    let have = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        have == want,
-        "{} differs from testdata::recording(); rerun with FDPROF_UPDATE_FIXTURE=1",
-        path.display()
-    );
-}

@@ -30,11 +30,11 @@ impl TempDir {
         self.0.join(name)
     }
 
-    /// The fixture recording (`tests/data/recording.data`), copied in.
+    /// The fixture recording, written by the test itself.
     fn recording(&self) -> PathBuf {
         let path = self.join("rec.data");
-        let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/recording.data");
-        std::fs::copy(fixture, &path).unwrap();
+        let rec = fdprof::testdata::recording();
+        std::fs::write(&path, serde_json::to_vec_pretty(&rec).unwrap()).unwrap();
         path
     }
 

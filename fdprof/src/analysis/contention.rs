@@ -4,7 +4,7 @@
 use fdprof_figures::{Contention, FILE_LOCK, LockOperation, LockTotal, StackWalks, Unit};
 
 use super::waits::{Waits, all_wait_ns};
-use super::{histogram, share};
+use super::{histogram, share, sum};
 use crate::model::Recording;
 use fdprof_common::fnops::Operation;
 
@@ -13,10 +13,10 @@ use fdprof_common::fnops::Operation;
 pub fn contention(rec: &Recording) -> Contention {
     let file_lock = rec.contention.iter().filter(|c| c.lock == FILE_LOCK);
     Contention {
-        count: rec.contention.iter().map(|c| c.count).sum(),
+        count: sum(rec.contention.iter().map(|c| c.count)),
         total_wait_ns: all_wait_ns(&rec.contention),
         file_lock_wait_ns: rec.file_lock_wait_ns(),
-        file_lock_count: file_lock.map(|c| c.count).sum(),
+        file_lock_count: sum(file_lock.map(|c| c.count)),
         by_lock: by_lock(rec),
         by_lock_operation: by_lock_operation(rec),
     }

@@ -125,13 +125,14 @@ pub fn folded(rec: &Recording, opts: &FlamegraphOptions) -> Folded {
         let mut stack = clean(&site.operation);
         push_reversed(&mut stack, &site.user_stack, opts.offsets);
         push_reversed(&mut stack, &site.kernel_stack, opts.offsets);
-        *merged.entry(stack).or_default() += site.total_wait_ns;
+        let wait = merged.entry(stack).or_default();
+        *wait = wait.saturating_add(site.total_wait_ns);
     }
     Folded {
         options: *opts,
         header: super::header(rec),
         drops: super::drops(rec),
-        total_wait_ns: merged.values().sum(),
+        total_wait_ns: super::sum(merged.values().copied()),
         stacks: merged
             .into_iter()
             .map(|(stack, wait_ns)| FoldedStack { stack, wait_ns })
@@ -153,9 +154,10 @@ fn push_reversed(stack: &mut String, frames: &[Frame], offsets: bool) {
     }
 }
 
-/// A frame name safe in a folded line: no `;` (the separator), no line breaks, never empty.
+/// A frame name safe in a folded line: no `;` (the separator), no line breaks, never empty,
+/// and not ending in a space and a number.
 fn clean(name: &str) -> String {
-    let s: String = name
+    let mut s: String = name
         .trim()
         .chars()
         .map(|c| match c {
@@ -164,6 +166,15 @@ fn clean(name: &str) -> String {
             c => c,
         })
         .collect();
+    // Readers of folded stacks (inferno, FlameGraph) take a trailing ` number` for a second
+    // count column: that space becomes `_`.
+    if let Some(space) = s.rfind(' ')
+        && s[space + 1..]
+            .chars()
+            .all(|c| c.is_ascii_digit() || c == '.')
+    {
+        s.replace_range(space..=space, "_");
+    }
     if s.is_empty() { "[unknown]".into() } else { s }
 }
 
@@ -176,6 +187,12 @@ mod tests {
         assert_eq!(clean("foo<[u8; 8]>"), "foo<[u8: 8]>");
         assert_eq!(clean("  "), "[unknown]");
         assert_eq!(clean("a\nb"), "a b");
+        assert_eq!(
+            clean("operator new(unsigned long)"),
+            "operator new(unsigned long)"
+        );
+        assert_eq!(clean("f 5"), "f_5");
+        assert_eq!(clean("f 1.5"), "f_1.5");
     }
 
     #[test]

@@ -61,6 +61,11 @@ pub fn report(rec: &Recording, opts: &ReportOptions) -> Report {
     }
 }
 
+/// The sum of `values`, saturating: a corrupt recording's counts may add up past `u64`.
+pub fn sum(values: impl IntoIterator<Item = u64>) -> u64 {
+    values.into_iter().fold(0, u64::saturating_add)
+}
+
 /// `part` as a share of `whole` (0..=1), `None` when `whole` is zero.
 pub fn share(part: u64, whole: u64) -> Option<f64> {
     (whole > 0).then(|| part as f64 / whole as f64)

@@ -2,15 +2,15 @@
 
 use fdprof_figures::{OwnCost, ProgramCost};
 
-use super::{mean, share};
+use super::{mean, share, sum};
 use crate::model::Recording;
 
 /// Per program and in sum: run time, runs, ns per run and recursion misses; the programs' share
 /// of one CPU over the statistics window and the collector's over the recording.
 pub fn own_cost(rec: &Recording) -> OwnCost {
     let c = &rec.own_cost;
-    let run_time_ns: u64 = c.programs.iter().map(|p| p.run_time_ns).sum();
-    let run_count: u64 = c.programs.iter().map(|p| p.run_count).sum();
+    let run_time_ns = sum(c.programs.iter().map(|p| p.run_time_ns));
+    let run_count = sum(c.programs.iter().map(|p| p.run_count));
     let window = stats_window(rec);
     OwnCost {
         programs: c
@@ -27,7 +27,7 @@ pub fn own_cost(rec: &Recording) -> OwnCost {
         run_time_ns,
         run_count,
         ns_per_run: mean(run_time_ns, run_count),
-        recursion_misses: c.programs.iter().map(|p| p.recursion_misses).sum(),
+        recursion_misses: sum(c.programs.iter().map(|p| p.recursion_misses)),
         programs_cpu_share: share(run_time_ns, window),
         stats_window_ns: window,
         collector_cpu_ns: c.collector_cpu_ns,

@@ -289,3 +289,25 @@ fn lock_only_recordings_say_fd_activity_was_not_recorded() {
         .insert("fd_syscalls".into(), "off (--lock-only)".into());
     assert!(!report(&rec, &ReportOptions::default()).fd_activity_recorded);
 }
+
+/// A corrupt recording's counts can add up past u64: every sum saturates.
+#[test]
+fn sums_saturate() {
+    let mut big = site(
+        "file_lock",
+        "alloc",
+        kernel("alloc_fd", 1),
+        vec![],
+        &[(u64::MAX, 1)],
+    );
+    big.count = u64::MAX;
+    let r = with_sites(vec![big.clone(), big]);
+    let report = report(&r, &ReportOptions::default());
+    let row = &report.contention.by_lock_operation[0];
+    assert_eq!((row.count, row.total_wait_ns), (u64::MAX, u64::MAX));
+    assert_eq!(report.contention.file_lock_count, u64::MAX);
+    assert_eq!(report.top_stacks[0].total_wait_ns, u64::MAX);
+    let graph = folded(&r, &FlamegraphOptions::default());
+    assert_eq!(graph.total_wait_ns, u64::MAX);
+    assert!(crate::render::text(&report).contains("in 18446744073709551615 waits"));
+}

@@ -18,8 +18,8 @@ pub(super) struct Waits {
 impl Waits {
     pub fn add(&mut self, site: &ContentionSite) {
         self.sites += 1;
-        self.count += site.count;
-        self.total_wait_ns += site.total_wait_ns;
+        self.count = self.count.saturating_add(site.count);
+        self.total_wait_ns = self.total_wait_ns.saturating_add(site.total_wait_ns);
         self.max_wait_ns = self.max_wait_ns.max(site.max_wait_ns).max(site.wait.max);
         self.wait.merge(&site.wait);
     }
@@ -31,5 +31,5 @@ impl Waits {
 
 /// Total wait on all locks, ns.
 pub(super) fn all_wait_ns(sites: &[ContentionSite]) -> u64 {
-    sites.iter().map(|s| s.total_wait_ns).sum()
+    super::sum(sites.iter().map(|s| s.total_wait_ns))
 }

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use super::stats::ProgramCost;
+use super::stats::ProgramStats;
 use anyhow::{Context, Result};
 use aya::{
     Ebpf,
@@ -33,7 +33,7 @@ pub struct Snapshot {
     pub elapsed: Duration,
     /// How long the kernel's run-time statistics were on (the programs' costs cover this).
     pub stats_window: Duration,
-    pub programs: Vec<ProgramCost>,
+    pub programs: Vec<ProgramStats>,
     pub contention: Vec<(ContentionKey, Contention)>,
     /// Stack id → instruction pointers, innermost first.
     pub stacks: HashMap<i32, Vec<u64>>,
@@ -187,8 +187,8 @@ impl Snapshot {
             .iter()
             .map(|p| {
                 let b = earlier.programs.iter().find(|e| e.name == p.name);
-                let b = |f: fn(&ProgramCost) -> u64| b.map_or(0, f);
-                ProgramCost {
+                let b = |f: fn(&ProgramStats) -> u64| b.map_or(0, f);
+                ProgramStats {
                     name: p.name.clone(),
                     run_time_ns: p.run_time_ns.saturating_sub(b(|e| e.run_time_ns)),
                     run_count: p.run_count.saturating_sub(b(|e| e.run_count)),

@@ -5,11 +5,10 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use aya::Ebpf;
-use serde::{Deserialize, Serialize};
 
 /// One program's cost so far (cumulative: the kernel keeps the counts).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ProgramCost {
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProgramStats {
     pub name: String,
     pub run_time_ns: u64,
     pub run_count: u64,
@@ -77,12 +76,12 @@ impl Default for StatsSampler {
 }
 
 /// Run time, run count and recursion misses of every loaded program.
-pub fn program_costs(ebpf: &Ebpf) -> Vec<ProgramCost> {
+pub fn program_costs(ebpf: &Ebpf) -> Vec<ProgramStats> {
     ebpf.programs()
         .filter_map(|(name, p)| {
             let fd = p.fd().ok()?;
             let (run_time_ns, run_count, recursion_misses) = raw_prog_info(fd.as_fd().as_raw_fd())?;
-            Some(ProgramCost {
+            Some(ProgramStats {
                 name: name.to_string(),
                 run_time_ns,
                 run_count,

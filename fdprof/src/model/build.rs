@@ -14,8 +14,8 @@ use super::{
     hist::Log2Hist,
     operation,
     recording::{
-        ContentionSite, DropCount, Frame, FunctionStats, ScanStats, StackWalks, SyscallStats,
-        TableStats,
+        ContentionSite, DropCount, Frame, FunctionStats, ProgramCost, ScanStats, StackWalks,
+        SyscallStats, TableStats,
     },
 };
 use crate::collect::snapshot::Snapshot;
@@ -176,6 +176,19 @@ pub fn table(snap: &Snapshot) -> TableStats {
         max_fds_max: g(global::MAX_FDS_SEEN),
         expansions: g(global::EXPANSIONS),
     }
+}
+
+/// The programs' run time, run count and recursion misses.
+pub fn program_costs(snap: &Snapshot) -> Vec<ProgramCost> {
+    snap.programs
+        .iter()
+        .map(|p| ProgramCost {
+            name: p.name.clone(),
+            run_time_ns: p.run_time_ns,
+            run_count: p.run_count,
+            recursion_misses: p.recursion_misses,
+        })
+        .collect()
 }
 
 /// Every drop counter, zero or not, plus the programs' recursion misses.
@@ -361,7 +374,7 @@ ffffffff81000400 T tcp_v4_rcv
         snap.hists[(hist::SCAN_BITS * HIST_SLOTS) as usize] = 7;
         snap.hists[(hist::SCAN_BITS * HIST_SLOTS + 6) as usize] = 2;
         snap.drops[(drop::PROBE_SYSCALLS * drop::COUNT + drop::MAP_FULL) as usize] = 5;
-        snap.programs = vec![crate::collect::stats::ProgramCost {
+        snap.programs = vec![crate::collect::stats::ProgramStats {
             name: "fdprof_sys_exit".into(),
             run_time_ns: 1,
             run_count: 1,

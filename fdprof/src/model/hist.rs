@@ -3,8 +3,10 @@
 use serde::{Deserialize, Serialize};
 
 /// A log2 histogram: `slots[k]` counts values with `k` significant bits. `max` is exact.
+/// Counts and sums saturate: a corrupt recording must not overflow them.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Log2Hist {
+    #[serde(deserialize_with = "super::bounded::slots")]
     pub slots: Vec<u64>,
     pub count: u64,
     pub sum: u64,
@@ -29,14 +31,14 @@ impl Log2Hist {
         if self.slots.len() <= k {
             self.slots.resize(k + 1, 0);
         }
-        self.slots[k] += n;
-        self.count += n;
+        self.slots[k] = self.slots[k].saturating_add(n);
+        self.count = self.count.saturating_add(n);
     }
 
     /// Records one exact value.
     pub fn record(&mut self, v: u64) {
         self.add_slot(fdprof_common::log2_slot(v) as usize, 1);
-        self.sum += v;
+        self.sum = self.sum.saturating_add(v);
         self.max = self.max.max(v);
     }
 
@@ -44,7 +46,7 @@ impl Log2Hist {
         for (k, &n) in other.slots.iter().enumerate() {
             self.add_slot(k, n);
         }
-        self.sum += other.sum;
+        self.sum = self.sum.saturating_add(other.sum);
         self.max = self.max.max(other.max);
     }
 
@@ -58,9 +60,9 @@ impl Log2Hist {
             return None;
         }
         let rank = ((q * self.count as f64).ceil() as u64).clamp(1, self.count);
-        let mut seen = 0;
+        let mut seen: u64 = 0;
         for (k, &n) in self.slots.iter().enumerate() {
-            seen += n;
+            seen = seen.saturating_add(n);
             if seen >= rank {
                 return Some(slot_range(k).1.min(self.max));
             }

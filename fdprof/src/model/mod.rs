@@ -1,8 +1,10 @@
 //! Aggregates: contention sites, log2 histograms, counters — the one model every front end reads.
 
+pub mod bounded;
 pub mod build;
 pub mod hist;
 pub mod operation;
+pub mod read;
 pub mod recording;
 
 pub use hist::Log2Hist;

@@ -4,11 +4,11 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use anyhow::{Context, Result, bail};
+use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
+use super::bounded;
 use super::hist::Log2Hist;
-pub use crate::collect::stats::ProgramCost;
 
 pub const FORMAT: &str = "fdprof-recording";
 pub const VERSION: u32 = 1;
@@ -16,10 +16,15 @@ pub const VERSION: u32 = 1;
 /// One stack frame. `address` is present only when recorded with `--raw-addrs` (KASLR).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Frame {
+    #[serde(deserialize_with = "bounded::function")]
     pub function: String,
     /// Offset into the function, in bytes.
     pub offset: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "bounded::module"
+    )]
     pub module: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub address: Option<u64>,
@@ -29,11 +34,15 @@ pub struct Frame {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ContentionSite {
     /// `file_lock` (the target's own), `spinlock`, `mutex`, `rwsem`, `other`.
+    #[serde(deserialize_with = "bounded::name")]
     pub lock: String,
     /// fd-table operation (`alloc`, `close`, `expand`, …, `other`).
+    #[serde(deserialize_with = "bounded::name")]
     pub operation: String,
     /// Innermost frame first. Empty when the stack could not be taken (counted in drops).
+    #[serde(deserialize_with = "bounded::frames")]
     pub kernel_stack: Vec<Frame>,
+    #[serde(deserialize_with = "bounded::frames")]
     pub user_stack: Vec<Frame>,
     pub count: u64,
     pub total_wait_ns: u64,
@@ -44,6 +53,7 @@ pub struct ContentionSite {
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct SyscallStats {
+    #[serde(deserialize_with = "bounded::name")]
     pub name: String,
     pub calls: u64,
     pub errors: u64,
@@ -59,6 +69,7 @@ pub struct SyscallStats {
 /// the spinlock slow path. `operation` "other" holds slow-path waits outside any probed call.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct FunctionStats {
+    #[serde(deserialize_with = "bounded::name")]
     pub operation: String,
     pub calls: u64,
     /// `expand_files` calls that grew the table.
@@ -81,6 +92,7 @@ pub struct ScanStats {
     /// Allocations that returned an fd below the origin read at entry (other threads at work).
     pub below_origin: u64,
     /// Where the origin was read and how exact it is.
+    #[serde(deserialize_with = "bounded::text")]
     pub origin: String,
     pub bits: Log2Hist,
     pub open_fds_words: Log2Hist,
@@ -98,13 +110,25 @@ pub struct TableStats {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DropCount {
+    #[serde(deserialize_with = "bounded::name")]
     pub probe: String,
+    #[serde(deserialize_with = "bounded::name")]
     pub reason: String,
     pub count: u64,
 }
 
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ProgramCost {
+    #[serde(deserialize_with = "bounded::name")]
+    pub name: String,
+    pub run_time_ns: u64,
+    pub run_count: u64,
+    pub recursion_misses: u64,
+}
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct OwnCost {
+    #[serde(deserialize_with = "bounded::programs")]
     pub programs: Vec<ProgramCost>,
     /// CPU time (user + system) fdprof's collector spent while recording.
     pub collector_cpu_ns: u64,
@@ -117,14 +141,23 @@ pub struct OwnCost {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Target {
     /// `pid`, `tid`, `all` or `command`.
+    #[serde(deserialize_with = "bounded::name")]
     pub kind: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pid: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tid: Option<u32>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "bounded::command"
+    )]
     pub command: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "bounded::opt_name"
+    )]
     pub comm: Option<String>,
 }
 
@@ -170,59 +203,51 @@ pub struct StackWalks {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Recording {
+    #[serde(deserialize_with = "bounded::name")]
     pub format: String,
     pub version: u32,
+    #[serde(deserialize_with = "bounded::name")]
     pub fdprof_version: String,
+    #[serde(deserialize_with = "bounded::name")]
     pub kernel_release: String,
     pub target: Target,
     pub started_unix_ms: u64,
     pub duration_ns: u64,
     /// `duration`, `interrupted`, `target_exited` or `command_exited`.
+    #[serde(deserialize_with = "bounded::name")]
     pub end_reason: String,
     /// Overall probe mode (`fentry`, `kprobe`, `tracepoint`).
+    #[serde(deserialize_with = "bounded::name")]
     pub mode: String,
     /// How each probe role was attached.
+    #[serde(deserialize_with = "bounded::modes")]
     pub modes: BTreeMap<String, String>,
     pub raw_addrs: bool,
+    #[serde(deserialize_with = "bounded::sites")]
     pub contention: Vec<ContentionSite>,
     #[serde(default)]
     pub stack_walks: StackWalks,
     /// Direct-probe figures per operation; empty in tracepoint mode.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "bounded::functions")]
     pub functions: Vec<FunctionStats>,
+    #[serde(deserialize_with = "bounded::syscalls")]
     pub syscalls: Vec<SyscallStats>,
     pub scan: ScanStats,
     pub table: TableStats,
     /// Every drop counter, zero or not.
+    #[serde(deserialize_with = "bounded::drops")]
     pub drops: Vec<DropCount>,
     pub own_cost: OwnCost,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "bounded::notes")]
     pub notes: Vec<String>,
 }
 
 impl Recording {
-    /// Reads a recording, with a clear error for a missing, truncated or foreign file.
+    /// Reads a recording (`-`: standard input), with one clear line of error for anything
+    /// that is not a complete recording within the bounds of what fdprof writes
+    /// ([`super::read`]).
     pub fn read(path: &Path) -> Result<Self> {
-        let data =
-            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-        let value: serde_json::Value = serde_json::from_slice(&data).map_err(|e| {
-            anyhow::anyhow!(
-                "{} is not a complete fdprof recording (truncated or corrupt: {e})",
-                path.display()
-            )
-        })?;
-        if value.get("format").and_then(|f| f.as_str()) != Some(FORMAT) {
-            bail!("{} is not an fdprof recording", path.display());
-        }
-        let version = value.get("version").and_then(|v| v.as_u64()).unwrap_or(0);
-        if version != u64::from(VERSION) {
-            bail!(
-                "{} is recording format version {version}; this fdprof reads version {VERSION}",
-                path.display()
-            );
-        }
-        serde_json::from_value(value)
-            .map_err(|e| anyhow::anyhow!("{} is a corrupt fdprof recording: {e}", path.display()))
+        super::read::read(path)
     }
 
     /// Writes to standard output or atomically to a file (see [`crate::output`]).
@@ -236,11 +261,77 @@ impl Recording {
         self.contention
             .iter()
             .filter(|c| c.lock == "file_lock")
-            .map(|c| c.total_wait_ns)
-            .sum()
+            .fold(0, |sum, c| sum.saturating_add(c.total_wait_ns))
     }
 
     pub fn total_drops(&self) -> u64 {
-        self.drops.iter().map(|d| d.count).sum()
+        self.drops
+            .iter()
+            .fold(0, |sum, d| sum.saturating_add(d.count))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::model::read::parse;
+
+    /// The error for `version` set to `json` (`None`: no version field) in a valid recording.
+    fn version_error(json: Option<&str>) -> String {
+        let mut doc = serde_json::to_string(&crate::testdata::recording()).unwrap();
+        doc = doc.replacen("\"version\":1,", "", 1);
+        if let Some(v) = json {
+            doc = doc.replacen('{', &format!("{{\"version\":{v},"), 1);
+        }
+        format!("{:#}", parse(doc.as_bytes(), "x.data").unwrap_err())
+    }
+
+    #[test]
+    fn wrong_versions_say_what_was_found() {
+        let reads = "is not one this fdprof reads (it reads version 1)";
+        for (json, found) in [
+            ("\"1\"", "\"1\" (a string)"),
+            ("1.0", "1.0 (not an integer)"),
+            ("1e0", "1.0 (not an integer)"),
+            ("-1", "-1 (a negative number)"),
+            ("null", "null"),
+            (
+                "18446744073709551616",
+                "18446744073709551616 (an integer beyond 64 bits)",
+            ),
+            ("2", "2"),
+            ("0", "0"),
+            ("true", "true (a boolean)"),
+            ("[1]", "[…] (an array)"),
+            ("{\"major\": 1}", "{…} (an object)"),
+        ] {
+            assert_eq!(
+                version_error(Some(json)),
+                format!("x.data: recording format version {found} {reads}"),
+                "version {json}"
+            );
+        }
+        assert_eq!(
+            version_error(Some(&format!("\"{}\"", "9".repeat(100)))),
+            format!(
+                "x.data: recording format version \"{}\"… (a string) {reads}",
+                "9".repeat(40)
+            )
+        );
+    }
+
+    #[test]
+    fn missing_version_is_named() {
+        assert_eq!(
+            version_error(None),
+            "x.data has no format version; this fdprof reads version 1"
+        );
+    }
+
+    #[test]
+    fn the_right_version_reads() {
+        let doc = serde_json::to_vec(&crate::testdata::recording()).unwrap();
+        let rec = parse(&doc, "x.data").unwrap();
+        assert_eq!(rec.version, super::VERSION);
+        assert_eq!(rec.contention.len(), 4);
     }
 }

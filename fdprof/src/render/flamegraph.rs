@@ -1,10 +1,19 @@
 //! `fdprof flamegraph`: the folded stacks drawn as an SVG by inferno, frame widths in ns of wait.
 
+use std::collections::BTreeMap;
+
 use anyhow::{Context, Result, bail};
 use inferno::flamegraph::{self, Options};
 
 use super::human::duration;
 use crate::analysis::{FlamegraphOptions, Folded, LockFilter, OpFilter};
+
+/// Frames drawn at most. Each costs ~200 bytes of SVG and more could not be told apart: past
+/// this, frames too narrow to keep the count under it are left out, as inferno leaves out
+/// those under 0.01% of the width already.
+const MAX_DRAWN: usize = 50_000;
+/// Characters of a frame name drawn, tooltip included (the folded stacks keep names whole).
+const LABEL_CHARS: usize = 256;
 
 /// The title drawn at the top of the graph.
 pub fn title(graph: &Folded) -> String {
@@ -77,10 +86,23 @@ pub fn svg(graph: &Folded) -> Result<Vec<u8>> {
             duration(graph.recording_wait_ns)
         );
     }
-    let lines: Vec<String> = graph
-        .stacks
+    // Long names are cut for drawing; stacks that become the same merge.
+    let mut stacks: BTreeMap<String, u64> = BTreeMap::new();
+    for s in &graph.stacks {
+        let weight = stacks.entry(short_labels(&s.stack)).or_default();
+        *weight = weight.saturating_add(s.wait_ns);
+    }
+    // inferno adds the weights up in a u64: halve them until their total fits.
+    let total: u128 = stacks.values().map(|&ns| u128::from(ns)).sum();
+    let shift = (128 - total.leading_zeros()).saturating_sub(64);
+    let weighted: Vec<(&str, u64)> = stacks
         .iter()
-        .map(|s| format!("{} {}", s.stack, s.wait_ns))
+        .map(|(stack, &ns)| (stack.as_str(), ns >> shift))
+        .collect();
+    let min_width = min_width(&weighted, Options::default().min_width);
+    let lines: Vec<String> = weighted
+        .iter()
+        .map(|(stack, ns)| format!("{stack} {ns}"))
         .collect();
 
     let mut options = Options::default();
@@ -91,6 +113,7 @@ pub fn svg(graph: &Folded) -> Result<Vec<u8>> {
     options.deterministic = true;
     // The stacks come sorted.
     options.no_sort = true;
+    options.min_width = min_width;
     let header = &graph.header;
     options.notes = comment_safe(&format!(
         "fdprof {} flamegraph of {}; kernel {}",
@@ -103,6 +126,49 @@ pub fn svg(graph: &Folded) -> Result<Vec<u8>> {
     flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), &mut svg)
         .context("cannot draw the flamegraph")?;
     Ok(svg)
+}
+
+/// A folded stack with every frame name cut to [`LABEL_CHARS`].
+fn short_labels(stack: &str) -> String {
+    let frames: Vec<String> = stack
+        .split(';')
+        .map(|f| match f.char_indices().nth(LABEL_CHARS) {
+            Some((end, _)) => format!("{}…", &f[..end]),
+            None => f.to_string(),
+        })
+        .collect();
+    frames.join(";")
+}
+
+/// inferno's `min_width` (a share of the width, in %) for these sorted, weighted stacks:
+/// `default`, unless the graph would have more than [`MAX_DRAWN`] frames that wide; then the
+/// width that leaves out the narrowest frames (all as narrow as the widest of those left out).
+fn min_width(stacks: &[(&str, u64)], default: f64) -> f64 {
+    // Each frame's width, merged as inferno merges them: a frame spans the consecutive stacks
+    // that share the path to it.
+    let mut widths: Vec<u64> = Vec::new();
+    let mut open: Vec<(&str, u64)> = Vec::new();
+    let mut time = 0u64;
+    for &(stack, weight) in stacks {
+        let frames: Vec<&str> = stack.split(';').collect();
+        let shared = open
+            .iter()
+            .zip(&frames)
+            .take_while(|((open, _), frame)| open == *frame)
+            .count();
+        for (_, start) in open.drain(shared..) {
+            widths.push(time - start);
+        }
+        open.extend(frames[shared..].iter().map(|&f| (f, time)));
+        time = time.saturating_add(weight);
+    }
+    widths.extend(open.iter().map(|&(_, start)| time - start));
+    if widths.len() <= MAX_DRAWN || time == 0 {
+        return default;
+    }
+    // The widest frame left out; inferno leaves out frames narrower than min_width.
+    let (_, &mut cut, _) = widths.select_nth_unstable_by(MAX_DRAWN, |a, b| b.cmp(a));
+    default.max((cut as f64 + 1.0) * 100.0 / time as f64)
 }
 
 #[cfg(test)]
@@ -135,6 +201,59 @@ mod tests {
             "filter op=alloc, lock=all · width = wait time, 6.00 ms in total · drops: 3 events \
              lost (see fdprof report)"
         );
+    }
+
+    /// Waits of `ns` at two sites whose innermost frames are `a` and `b`.
+    fn two_sites(ns: u64, a: &str, b: &str) -> crate::model::Recording {
+        let mut rec = testdata::recording();
+        rec.contention.truncate(2);
+        for (site, name) in rec.contention.iter_mut().zip([a, b]) {
+            site.kernel_stack[0].function = name.into();
+            site.total_wait_ns = ns;
+        }
+        rec
+    }
+
+    fn svg_of(rec: &crate::model::Recording) -> String {
+        let graph = analysis::folded(rec, &FlamegraphOptions::default());
+        String::from_utf8(svg(&graph).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn weights_beyond_u64_are_scaled() {
+        let text = svg_of(&two_sites(u64::MAX, "a", "b"));
+        assert!(text.contains("fg:w=\"9223372036854775807\""), "halved");
+    }
+
+    #[test]
+    fn names_ending_in_a_number_are_not_a_second_count() {
+        // inferno would read `f 9223372036854775809` as a differential count and overflow.
+        let text = svg_of(&two_sites(5, "f 9223372036854775809", "g 1.5"));
+        assert!(text.contains("f_9223372036854775809"));
+    }
+
+    #[test]
+    fn huge_graphs_leave_out_narrow_frames() {
+        let names: Vec<String> = (0..9000).map(|i| format!("op;{i};a;b;c;d;e")).collect();
+        // 54001 frames: the 6000 of weight 2 and the root are drawn, those of weight 1 not.
+        let stacks: Vec<(&str, u64)> = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.as_str(), if i < 1000 { 2 } else { 1 }))
+            .collect();
+        assert_eq!(min_width(&stacks, 0.01), 2.0 * 100.0 / 10_000.0);
+        // 3001 frames: inferno's default.
+        assert_eq!(min_width(&stacks[..500], 0.01), 0.01);
+    }
+
+    #[test]
+    fn long_names_are_cut_in_the_svg() {
+        let long = "x".repeat(LABEL_CHARS + 1);
+        assert_eq!(
+            short_labels(&format!("op;{long};y")),
+            format!("op;{}…;y", "x".repeat(LABEL_CHARS))
+        );
+        assert_eq!(short_labels("op;y"), "op;y");
     }
 
     #[test]
