@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use std::io::Write;
+
 use anyhow::Result;
 
 use crate::analysis::{self, ReportOptions, SortKey};
@@ -36,7 +38,11 @@ pub fn run(args: &ReportArgs) -> Result<()> {
     };
     let report = analysis::report(&rec, &opts);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        // Streamed: the JSON of every stack (`--top 0`) can be many times the recording's size.
+        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+        serde_json::to_writer_pretty(&mut out, &report)?;
+        writeln!(out)?;
+        out.flush()?;
     } else {
         print!("{}", crate::escape::text(&render::text(&report)));
     }

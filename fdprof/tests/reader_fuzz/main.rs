@@ -154,6 +154,14 @@ fn fdprof_refuses_hostile_files_within_1_gib() {
         for args in [
             vec!["report".as_ref(), input.as_os_str()],
             vec!["report".as_ref(), "--json".as_ref(), input.as_os_str()],
+            // Every stack, so the largest output of the largest file.
+            vec![
+                "report".as_ref(),
+                "--json".as_ref(),
+                "--top".as_ref(),
+                "0".as_ref(),
+                input.as_os_str(),
+            ],
             vec![
                 "flamegraph".as_ref(),
                 input.as_os_str(),
