@@ -2,9 +2,9 @@
 
 /// Lock identity, from the lock address and the tracepoint's flags. The discriminant is the
 /// `lock_class` of a [`ContentionKey`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[cfg_attr(
-    feature = "user",
+    feature = "serde",
     derive(serde::Serialize, serde::Deserialize),
     serde(rename_all = "snake_case")
 )]
@@ -15,6 +15,7 @@ pub enum LockKind {
     Spinlock = 1,
     Mutex = 2,
     Rwsem = 3,
+    #[default]
     Other = 4,
 }
 
@@ -113,4 +114,10 @@ mod pod {
     // SAFETY: plain #[repr(C)] data without padding holes that matter to the kernel.
     unsafe impl aya::Pod for super::ContentionKey {}
     unsafe impl aya::Pod for super::ContentionValue {}
+}
+
+impl core::fmt::Display for LockKind {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.name())
+    }
 }

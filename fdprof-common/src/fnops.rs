@@ -5,9 +5,9 @@ use crate::HIST_SLOTS;
 
 /// An fd-table operation: what a waiter was doing, and what a direct probe measured. In report
 /// order (`Ord`), `Other` last.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[cfg_attr(
-    feature = "user",
+    feature = "serde",
     derive(serde::Serialize, serde::Deserialize),
     serde(rename_all = "snake_case")
 )]
@@ -22,6 +22,7 @@ pub enum Operation {
     /// Copying the table at fork.
     Fork,
     /// Outside any fd-table operation.
+    #[default]
     Other,
 }
 
@@ -116,4 +117,10 @@ pub struct OpState {
     /// Scan origin read at allocator entry: `max(start, files->next_fd)`.
     pub origin: u32,
     pub _pad: u32,
+}
+
+impl core::fmt::Display for Operation {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.name())
+    }
 }

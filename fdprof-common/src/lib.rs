@@ -2,6 +2,9 @@
 //! once here so both sides agree on every layout and index.
 #![no_std]
 
+#[cfg(feature = "serde")]
+extern crate alloc;
+
 pub mod contention;
 pub mod counters;
 pub mod fnops;

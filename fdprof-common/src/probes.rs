@@ -66,7 +66,7 @@ pub mod target_kind {
 /// kprobe) where the kernel allows; the last two are tracepoint families.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[cfg_attr(
-    feature = "user",
+    feature = "serde",
     derive(serde::Serialize, serde::Deserialize),
     serde(rename_all = "snake_case")
 )]
@@ -167,9 +167,9 @@ impl Role {
 }
 
 /// How a function role is observed, from most to least direct.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[cfg_attr(
-    feature = "user",
+    feature = "serde",
     derive(serde::Serialize, serde::Deserialize),
     serde(rename_all = "snake_case")
 )]
@@ -179,6 +179,7 @@ pub enum Mode {
     /// kprobe/kretprobe on the function.
     Kprobe,
     /// Tracepoints only: `lock:contention_*` and the fd syscalls' entry/exit.
+    #[default]
     Tracepoint,
 }
 
@@ -264,4 +265,115 @@ pub mod program {
         KP_SPIN,
         KR_SPIN,
     ];
+}
+
+#[cfg(feature = "serde")]
+pub use attachment::Attachment;
+
+#[cfg(feature = "serde")]
+mod attachment {
+    use alloc::{string::String, vec::Vec};
+    use core::fmt;
+
+    use serde::{Deserialize, Deserializer, Serialize};
+
+    use super::Mode;
+
+    /// How one role is attached.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(tag = "how", rename_all = "snake_case")]
+    pub enum Attachment {
+        /// fentry/fexit or kprobe/kretprobe on these kernel functions.
+        Direct {
+            mode: Mode,
+            #[serde(deserialize_with = "function_names")]
+            functions: Vec<String>,
+        },
+        /// A function role left to the tracepoints: its figures come from the syscall and lock
+        /// tracepoints.
+        Tracepoint,
+        /// A tracepoint family attached as BTF-typed raw tracepoints.
+        TpBtf,
+        /// A tracepoint family attached as classic tracepoints.
+        ClassicTracepoint,
+        /// Left out by `--lock-only`.
+        Off,
+    }
+
+    impl Attachment {
+        /// The probe mode this attachment gives its role.
+        pub fn mode(&self) -> Mode {
+            match self {
+                Attachment::Direct { mode, .. } => *mode,
+                _ => Mode::Tracepoint,
+            }
+        }
+
+        pub fn is_direct(&self) -> bool {
+            matches!(self, Attachment::Direct { .. })
+        }
+    }
+
+    /// As reports print it: `fentry (alloc_fd)`, `tp_btf`, `tracepoint`, `off (--lock-only)`.
+    impl fmt::Display for Attachment {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            match self {
+                Attachment::Direct { mode, functions } => {
+                    write!(f, "{} (", mode.name())?;
+                    for (i, name) in functions.iter().enumerate() {
+                        if i > 0 {
+                            f.write_str(", ")?;
+                        }
+                        f.write_str(name)?;
+                    }
+                    f.write_str(")")
+                }
+                Attachment::Tracepoint | Attachment::ClassicTracepoint => f.write_str("tracepoint"),
+                Attachment::TpBtf => f.write_str("tp_btf"),
+                Attachment::Off => f.write_str("off (--lock-only)"),
+            }
+        }
+    }
+
+    /// A role has at most a few functions (the slow path has two), each a kernel symbol name
+    /// (at most `KSYM_NAME_LEN`, 512 bytes): a file claiming more is not one fdprof wrote.
+    fn function_names<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+        const FUNCTIONS: usize = 8;
+        const NAME: usize = 512;
+        struct Names;
+        impl<'de> serde::de::Visitor<'de> for Names {
+            type Value = Vec<String>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "at most {FUNCTIONS} function names")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut names = Vec::new();
+                while let Some(name) = seq.next_element::<String>()? {
+                    if names.len() == FUNCTIONS || name.len() > NAME {
+                        return Err(serde::de::Error::custom(alloc::format!(
+                            "more than {FUNCTIONS} functions of a role, or a name over {NAME} bytes"
+                        )));
+                    }
+                    names.push(name);
+                }
+                Ok(names)
+            }
+        }
+        d.deserialize_seq(Names)
+    }
+}
+
+impl core::fmt::Display for Role {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl core::fmt::Display for Mode {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.name())
+    }
 }

@@ -1,14 +1,15 @@
-//! How a recording session ends.
+//! A recording session: what it profiles and how it ends.
 
 /// Why recording stopped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[cfg_attr(
-    feature = "user",
+    feature = "serde",
     derive(serde::Serialize, serde::Deserialize),
     serde(rename_all = "snake_case")
 )]
 pub enum EndReason {
     /// The `-d` duration ran out.
+    #[default]
     Duration,
     /// SIGINT, SIGTERM or SIGHUP.
     Interrupted,
@@ -28,4 +29,23 @@ impl EndReason {
             EndReason::CommandExited => "command exited",
         }
     }
+}
+
+/// What a recording profiles.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(rename_all = "snake_case")
+)]
+pub enum TargetKind {
+    /// One process, all its threads (`-p`).
+    Pid,
+    /// One thread (`-t`).
+    Tid,
+    /// Every process (`-a`).
+    #[default]
+    All,
+    /// A command fdprof launched (`-- CMD`).
+    Command,
 }

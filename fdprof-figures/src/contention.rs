@@ -1,6 +1,7 @@
 //! Lock waits: per lock class and fd-table operation, per lock class, and the direct-probe
 //! figures per operation.
 
+use fdprof_common::{contention::LockKind, fnops::Operation};
 use serde::{Deserialize, Serialize};
 
 use crate::Histogram;
@@ -27,7 +28,7 @@ pub struct Contention {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct LockTotal {
     /// `file_lock`, `spinlock`, `mutex`, `rwsem` or `other`.
-    pub lock: String,
+    pub lock: LockKind,
     pub count: u64,
     pub total_wait_ns: u64,
     /// The longest single wait (exact), ns.
@@ -39,9 +40,9 @@ pub struct LockTotal {
 /// Waits on one lock class in one fd-table operation, all stacks merged.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct LockOperation {
-    pub lock: String,
+    pub lock: LockKind,
     /// `alloc`, `close`, `expand`, `dup2`, `close_range`, `exec`, `fork` or `other`.
-    pub operation: String,
+    pub operation: Operation,
     /// Contention sites (distinct stack pairs) merged into this row.
     pub sites: usize,
     pub count: u64,
@@ -76,7 +77,7 @@ pub struct StackWalks {
 /// the spinlock slow path. Operation `other` holds slow-path waits outside any probed call.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Function {
-    pub operation: String,
+    pub operation: Operation,
     pub calls: u64,
     /// `expand_files` calls that grew the table.
     pub expanded: u64,

@@ -27,8 +27,12 @@ pub const SCHEMA: &str = "fdprof-report";
 /// field keeps it.
 pub const SCHEMA_VERSION: u32 = 1;
 
-/// The lock class that is the target's own `files->file_lock`.
-pub const FILE_LOCK: &str = "file_lock";
+pub use fdprof_common::{
+    contention::LockKind,
+    fnops::Operation,
+    probes::{Attachment, Mode, Role},
+    session::{EndReason, TargetKind},
+};
 
 #[cfg(test)]
 mod tests {
@@ -38,7 +42,7 @@ mod tests {
     #[test]
     fn round_trip() {
         let mut r = Report::default();
-        r.header.mode = "fentry".into();
+        r.header.mode = Mode::Fentry;
         r.header.target.pid = Some(7);
         r.syscalls.push(Syscall {
             name: "socket".into(),

@@ -2,6 +2,10 @@
 
 use std::collections::BTreeMap;
 
+use fdprof_common::{
+    probes::{Attachment, Mode, Role},
+    session::{EndReason, TargetKind},
+};
 use serde::{Deserialize, Serialize};
 
 use crate::{
@@ -87,11 +91,14 @@ pub struct Header {
     pub started_unix_ms: u64,
     pub duration_ns: u64,
     /// `duration`, `interrupted`, `target_exited` or `command_exited`.
-    pub end_reason: String,
+    pub end_reason: EndReason,
     /// Overall probe mode: `fentry`, `kprobe` or `tracepoint`.
-    pub mode: String,
-    /// How each probe role was attached, by role.
+    pub mode: Mode,
+    /// How each probe role was attached, by role, as text (`fentry (alloc_fd)`, `tp_btf`, …).
     pub modes: BTreeMap<String, String>,
+    /// The same, typed: `{"how": "direct", "mode": "fentry", "functions": ["alloc_fd"]}`,
+    /// `{"how": "tp_btf"}`, `{"how": "tracepoint"}`, `{"how": "off"}`, ….
+    pub probes: BTreeMap<Role, Attachment>,
     /// What the recorder wants the reader to know (refused probes, approximations).
     pub notes: Vec<String>,
 }
@@ -100,7 +107,7 @@ pub struct Header {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Target {
     /// `pid`, `tid`, `all` or `command`.
-    pub kind: String,
+    pub kind: TargetKind,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pid: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

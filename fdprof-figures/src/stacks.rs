@@ -1,5 +1,6 @@
 //! The top stacks: contention sites merged by stack and ranked.
 
+use fdprof_common::{contention::LockKind, fnops::Operation};
 use serde::{Deserialize, Serialize};
 
 /// Contention sites of one lock and operation with the same stacks (the same function and
@@ -8,8 +9,8 @@ use serde::{Deserialize, Serialize};
 pub struct TopStack {
     /// 1 for the first.
     pub rank: usize,
-    pub lock: String,
-    pub operation: String,
+    pub lock: LockKind,
+    pub operation: Operation,
     /// Contention sites merged into this group.
     pub sites: usize,
     pub count: u64,

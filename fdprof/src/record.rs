@@ -1,7 +1,6 @@
 //! `fdprof record`: attach to a process, a thread, a command or the whole system; stop on
 //! `-d`, Ctrl-C or the target's exit; write one recording atomically.
 
-use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -17,6 +16,7 @@ use crate::model::{
 use crate::output::Output;
 use crate::probe::{capabilities::kernel_release, kallsyms::Kallsyms, roles::Mode};
 use crate::symbolize::{KernelSymbols, UserSymbolizer};
+use fdprof_common::session::{EndReason, TargetKind};
 
 #[derive(clap::Args, Debug)]
 #[command(group(clap::ArgGroup::new("target").required(true).args(["pid", "tid", "all", "command"])))]
@@ -213,7 +213,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
         (
             Filter::Tgid(pid),
             Target {
-                kind: "pid".into(),
+                kind: TargetKind::Pid,
                 pid: Some(pid),
                 tid: None,
                 command: vec![],
@@ -225,7 +225,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
         (
             Filter::Tid(tid),
             Target {
-                kind: "tid".into(),
+                kind: TargetKind::Tid,
                 pid: Some(tgid),
                 tid: Some(tid),
                 command: vec![],
@@ -236,7 +236,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
         (
             Filter::All,
             Target {
-                kind: "all".into(),
+                kind: TargetKind::All,
                 pid: None,
                 tid: None,
                 command: vec![],
@@ -247,7 +247,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
         (
             Filter::All,
             Target {
-                kind: "command".into(),
+                kind: TargetKind::Command,
                 pid: None,
                 tid: None,
                 command: args.command.clone(),
@@ -262,7 +262,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
     let kernel_syms = KernelSymbols::from_kallsyms(&kallsyms)?;
     let mut user_syms = UserSymbolizer::new();
 
-    let launched = if target.kind == "command" {
+    let launched = if target.kind == TargetKind::Command {
         Some(launch(&args.command)?)
     } else {
         None
@@ -309,7 +309,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
     if let Some(l) = &launched {
         l.go();
     }
-    let overall_mode = profiler.mode().name().to_string();
+    let overall_mode = profiler.mode();
     eprintln!(
         "fdprof: recording {} ({} mode{}); Ctrl-C to stop",
         target.describe(),
@@ -324,14 +324,14 @@ pub fn run(args: RecordArgs) -> Result<()> {
         profiler.tick();
         std::thread::sleep(Duration::from_millis(20));
         if STOP.load(Ordering::Relaxed) {
-            break "interrupted";
+            break EndReason::Interrupted;
         }
         if args.duration.is_some_and(|d| started.elapsed() >= d) {
-            break "duration";
+            break EndReason::Duration;
         }
         match (&launched, args.pid.or(args.tid)) {
-            (Some(l), _) if l.exited() => break "command_exited",
-            (None, Some(id)) if !alive(id) => break "target_exited",
+            (Some(l), _) if l.exited() => break EndReason::CommandExited,
+            (None, Some(id)) if !alive(id) => break EndReason::TargetExited,
             _ => {}
         }
         if let Some(pid) = user_pid
@@ -342,12 +342,8 @@ pub fn run(args: RecordArgs) -> Result<()> {
         }
     };
     let duration_ns = started.elapsed().as_nanos() as u64;
-    let modes: BTreeMap<String, String> = profiler
-        .attachments()
-        .iter()
-        .map(|(role, how)| (role.name().to_string(), how.to_string()))
-        .collect();
-    let direct = profiler.attachments().values().any(|a| a.is_direct());
+    let probes = profiler.attachments().clone();
+    let direct = probes.values().any(|a| a.is_direct());
     let mut notes = profiler.notes().to_vec();
     let snap = profiler.finish()?; // detach before the slow part
     let stats_window_ns = snap.stats_window.as_nanos() as u64;
@@ -358,14 +354,18 @@ pub fn run(args: RecordArgs) -> Result<()> {
     notes.push(
         "aggregated in the kernel: no ring buffer, so nothing is lost to a full buffer".into(),
     );
-    if target.kind == "all" {
+    if target.kind == TargetKind::All {
         notes.push("user stacks are not symbolized in system-wide mode".into());
     }
 
     let mut sym = Symbolizers {
         kernel: &kernel_syms,
         user: &mut user_syms,
-        user_pid: if target.kind == "all" { None } else { user_pid },
+        user_pid: if target.kind == TargetKind::All {
+            None
+        } else {
+            user_pid
+        },
         raw_addrs: args.raw_addrs,
     };
     let recording = Recording {
@@ -376,9 +376,10 @@ pub fn run(args: RecordArgs) -> Result<()> {
         target,
         started_unix_ms,
         duration_ns,
-        end_reason: end_reason.into(),
+        end_reason,
         mode: overall_mode,
-        modes,
+        modes: Recording::modes_text(&probes),
+        probes,
         raw_addrs: args.raw_addrs,
         contention: build::contention_sites(&snap, &mut sym),
         stack_walks: build::stack_walks(&snap),
@@ -398,9 +399,10 @@ pub fn run(args: RecordArgs) -> Result<()> {
     let waits: u64 = recording.contention.iter().map(|c| c.count).sum();
     let calls: u64 = recording.syscalls.iter().map(|s| s.calls).sum();
     eprintln!(
-        "fdprof: wrote {} ({:.2}s, {end_reason}): {calls} fd syscalls, {waits} lock waits, {} dropped",
+        "fdprof: wrote {} ({:.2}s, {}): {calls} fd syscalls, {waits} lock waits, {} dropped",
         args.output,
         duration_ns as f64 / 1e9,
+        end_reason.describe(),
         recording.total_drops()
     );
     Ok(())

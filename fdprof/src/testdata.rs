@@ -3,6 +3,13 @@
 
 use std::collections::BTreeMap;
 
+use fdprof_common::{
+    contention::LockKind,
+    fnops::Operation,
+    probes::{Attachment, Mode, Role},
+    session::{EndReason, TargetKind},
+};
+
 use crate::model::hist::Log2Hist;
 use crate::model::recording::{
     ContentionSite, DropCount, Frame, OwnCost, ProgramCost, Recording, ScanStats, SyscallStats,
@@ -29,6 +36,22 @@ pub fn hist(values: &[(u64, u64)]) -> Log2Hist {
     h
 }
 
+/// The lock kind named `name` (`file_lock`, `spinlock`, …).
+pub fn lock_kind(name: &str) -> LockKind {
+    *LockKind::ALL
+        .iter()
+        .find(|k| k.name() == name)
+        .expect("a lock kind")
+}
+
+/// The operation named `name` (`alloc`, `close`, …).
+pub fn operation(name: &str) -> Operation {
+    *Operation::ALL
+        .iter()
+        .find(|o| o.name() == name)
+        .expect("an operation")
+}
+
 pub fn site(
     lock: &str,
     operation: &str,
@@ -38,8 +61,8 @@ pub fn site(
 ) -> ContentionSite {
     let wait = hist(waits);
     ContentionSite {
-        lock: lock.into(),
-        operation: operation.into(),
+        lock: lock_kind(lock),
+        operation: self::operation(operation),
         kernel_stack,
         user_stack,
         count: wait.count,
@@ -83,16 +106,18 @@ pub fn recording() -> Recording {
         frame("_raw_spin_lock", 0x2e, None),
         frame("tcp_v4_rcv", 0x99, None),
     ];
-    let mut modes = BTreeMap::new();
-    modes.insert("contention".to_string(), "tracepoint".to_string());
-    modes.insert("syscalls".to_string(), "tracepoint".to_string());
+    let probes = BTreeMap::from([
+        (Role::Allocate, Attachment::Tracepoint),
+        (Role::LockTracepoints, Attachment::TpBtf),
+        (Role::FdSyscalls, Attachment::TpBtf),
+    ]);
     Recording {
         format: crate::model::recording::FORMAT.into(),
         version: crate::model::recording::VERSION,
         fdprof_version: "0.1.0".into(),
         kernel_release: "6.18.0-test".into(),
         target: Target {
-            kind: "pid".into(),
+            kind: TargetKind::Pid,
             pid: Some(4242),
             tid: None,
             command: vec![],
@@ -100,9 +125,10 @@ pub fn recording() -> Recording {
         },
         started_unix_ms: 1_709_210_096_000,
         duration_ns: 10_000_000_000,
-        end_reason: "duration".into(),
-        mode: "tracepoint".into(),
-        modes,
+        end_reason: EndReason::Duration,
+        mode: Mode::Tracepoint,
+        modes: Recording::modes_text(&probes),
+        probes,
         raw_addrs: false,
         functions: Vec::new(),
         stack_walks: Default::default(),
@@ -225,6 +251,20 @@ fn server_user(call: &str) -> Vec<Frame> {
     ]
 }
 
+fn direct_probes() -> BTreeMap<Role, Attachment> {
+    BTreeMap::from([
+        (
+            Role::Allocate,
+            Attachment::Direct {
+                mode: Mode::Fentry,
+                functions: vec!["alloc_fd".into()],
+            },
+        ),
+        (Role::LockTracepoints, Attachment::TpBtf),
+        (Role::FdSyscalls, Attachment::TpBtf),
+    ])
+}
+
 /// A launched command (`./server -t 2`, pid 77) in fentry mode, 2.5 s. file_lock: alloc 3 ms
 /// (two sites, same functions, different `alloc_fd` offsets; one wait of 200 µs), close 2 ms;
 /// a mutex in `other` 5 ms without a user stack. 7 drops.
@@ -235,7 +275,7 @@ pub fn command_recording() -> Recording {
         fdprof_version: "0.1.0".into(),
         kernel_release: "6.12.0-test".into(),
         target: Target {
-            kind: "command".into(),
+            kind: TargetKind::Command,
             pid: Some(77),
             tid: None,
             command: vec!["./server".into(), "-t".into(), "2".into()],
@@ -243,9 +283,10 @@ pub fn command_recording() -> Recording {
         },
         started_unix_ms: 0,
         duration_ns: 2_500_000_000,
-        end_reason: "command_exited".into(),
-        mode: "fentry".into(),
-        modes: BTreeMap::from([("contention".to_string(), "fentry".to_string())]),
+        end_reason: EndReason::CommandExited,
+        mode: Mode::Fentry,
+        modes: Recording::modes_text(&direct_probes()),
+        probes: direct_probes(),
         raw_addrs: false,
         functions: Vec::new(),
         stack_walks: Default::default(),

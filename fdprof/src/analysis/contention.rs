@@ -1,17 +1,21 @@
 //! Lock waits per lock class and fd-table operation, per lock class, and how the stacks were
 //! taken.
 
-use fdprof_figures::{Contention, FILE_LOCK, LockOperation, LockTotal, StackWalks, Unit};
+use std::collections::BTreeMap;
+
+use fdprof_figures::{Contention, LockKind, LockOperation, LockTotal, Operation, StackWalks, Unit};
 
 use super::waits::{Waits, all_wait_ns};
 use super::{histogram, share, sum};
 use crate::model::Recording;
-use fdprof_common::fnops::Operation;
 
 /// Totals over all waits, the `file_lock` totals, and the rows of [`by_lock`] and
 /// [`by_lock_operation`].
 pub fn contention(rec: &Recording) -> Contention {
-    let file_lock = rec.contention.iter().filter(|c| c.lock == FILE_LOCK);
+    let file_lock = rec
+        .contention
+        .iter()
+        .filter(|c| c.lock == LockKind::FileLock);
     Contention {
         count: sum(rec.contention.iter().map(|c| c.count)),
         total_wait_ns: all_wait_ns(&rec.contention),
@@ -23,23 +27,17 @@ pub fn contention(rec: &Recording) -> Contention {
 }
 
 /// Merged waits per lock class: `file_lock` first, then by total wait, then by name.
-fn lock_waits(rec: &Recording) -> Vec<(&str, Waits)> {
-    let mut locks: Vec<(&str, Waits)> = Vec::new();
+fn lock_waits(rec: &Recording) -> Vec<(LockKind, Waits)> {
+    let mut locks: BTreeMap<LockKind, Waits> = BTreeMap::new();
     for site in &rec.contention {
-        match locks.iter_mut().find(|(l, _)| *l == site.lock) {
-            Some((_, w)) => w.add(site),
-            None => {
-                let mut w = Waits::default();
-                w.add(site);
-                locks.push((&site.lock, w));
-            }
-        }
+        locks.entry(site.lock).or_default().add(site);
     }
+    let mut locks: Vec<(LockKind, Waits)> = locks.into_iter().collect();
     locks.sort_by(|(a, wa), (b, wb)| {
-        (*b == FILE_LOCK)
-            .cmp(&(*a == FILE_LOCK))
+        (*b == LockKind::FileLock)
+            .cmp(&(*a == LockKind::FileLock))
             .then(wb.total_wait_ns.cmp(&wa.total_wait_ns))
-            .then(a.cmp(b))
+            .then(a.name().cmp(b.name()))
     });
     locks
 }
@@ -50,7 +48,7 @@ pub fn by_lock(rec: &Recording) -> Vec<LockTotal> {
     lock_waits(rec)
         .into_iter()
         .map(|(lock, w)| LockTotal {
-            lock: lock.into(),
+            lock,
             count: w.count,
             total_wait_ns: w.total_wait_ns,
             max_wait_ns: w.max_wait_ns,
@@ -61,46 +59,38 @@ pub fn by_lock(rec: &Recording) -> Vec<LockTotal> {
 
 /// Rows per (lock, operation), all stacks merged, with quantiles and their share of the lock's
 /// and of all wait: locks in [`by_lock`] order; within a lock, operations by total wait (ties
-/// in the order of [`operation::NAMES`], then by name).
+/// in [`Operation`] order).
 pub fn by_lock_operation(rec: &Recording) -> Vec<LockOperation> {
     let all = all_wait_ns(&rec.contention);
     let locks = lock_waits(rec);
-    let mut rows: Vec<(&str, &str, Waits)> = Vec::new();
+    let mut rows: BTreeMap<(LockKind, Operation), Waits> = BTreeMap::new();
     for site in &rec.contention {
-        match rows
-            .iter_mut()
-            .find(|(l, op, _)| *l == site.lock && *op == site.operation)
-        {
-            Some((_, _, w)) => w.add(site),
-            None => {
-                let mut w = Waits::default();
-                w.add(site);
-                rows.push((&site.lock, &site.operation, w));
-            }
-        }
+        rows.entry((site.lock, site.operation))
+            .or_default()
+            .add(site);
     }
-    let lock_rank = |lock: &str| {
+    let lock_rank = |lock: LockKind| {
         locks
             .iter()
             .position(|(l, _)| *l == lock)
             .unwrap_or(usize::MAX)
     };
-    rows.sort_by(|(la, oa, wa), (lb, ob, wb)| {
-        lock_rank(la)
-            .cmp(&lock_rank(lb))
+    let mut rows: Vec<((LockKind, Operation), Waits)> = rows.into_iter().collect();
+    rows.sort_by(|((la, oa), wa), ((lb, ob), wb)| {
+        lock_rank(*la)
+            .cmp(&lock_rank(*lb))
             .then(wb.total_wait_ns.cmp(&wa.total_wait_ns))
-            .then(op_rank(oa).cmp(&op_rank(ob)))
             .then(oa.cmp(ob))
     });
     rows.into_iter()
-        .map(|(lock, op, w)| {
+        .map(|((lock, operation), w)| {
             let lock_wait = locks
                 .iter()
                 .find(|(l, _)| *l == lock)
                 .map_or(0, |(_, l)| l.total_wait_ns);
             LockOperation {
-                lock: lock.into(),
-                operation: op.into(),
+                lock,
+                operation,
                 sites: w.sites,
                 count: w.count,
                 total_wait_ns: w.total_wait_ns,
@@ -115,13 +105,6 @@ pub fn by_lock_operation(rec: &Recording) -> Vec<LockOperation> {
             }
         })
         .collect()
-}
-
-fn op_rank(op: &str) -> usize {
-    Operation::ALL
-        .iter()
-        .position(|o| o.name() == op)
-        .unwrap_or(Operation::ALL.len())
 }
 
 /// How many contention stacks were walked and how many reused.

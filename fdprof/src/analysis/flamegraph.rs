@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use fdprof_figures::{Drops, FILE_LOCK, Header};
+use fdprof_figures::{Drops, Header, LockKind, Operation};
 
 use super::stacks::frame_label;
 use super::waits::all_wait_ns;
@@ -36,10 +36,11 @@ impl OpFilter {
         }
     }
 
-    pub fn matches(self, operation: &str) -> bool {
+    pub fn matches(self, operation: Operation) -> bool {
         match self {
             OpFilter::All => true,
-            op => op.as_str() == operation,
+            OpFilter::Alloc => operation == Operation::Alloc,
+            OpFilter::Close => operation == Operation::Close,
         }
     }
 }
@@ -58,15 +59,15 @@ pub enum LockFilter {
 impl LockFilter {
     pub fn as_str(self) -> &'static str {
         match self {
-            LockFilter::FileLock => FILE_LOCK,
+            LockFilter::FileLock => LockKind::FileLock.name(),
             LockFilter::All => "all",
         }
     }
 
-    pub fn matches(self, lock: &str) -> bool {
+    pub fn matches(self, lock: LockKind) -> bool {
         match self {
             LockFilter::All => true,
-            LockFilter::FileLock => lock == FILE_LOCK,
+            LockFilter::FileLock => lock == LockKind::FileLock,
         }
     }
 }
@@ -83,7 +84,7 @@ pub struct FlamegraphOptions {
 
 impl FlamegraphOptions {
     pub fn matches(&self, site: &ContentionSite) -> bool {
-        self.op.matches(&site.operation) && self.lock.matches(&site.lock)
+        self.op.matches(site.operation) && self.lock.matches(site.lock)
     }
 }
 
@@ -122,7 +123,7 @@ pub fn folded(rec: &Recording, opts: &FlamegraphOptions) -> Folded {
         if site.total_wait_ns == 0 {
             continue;
         }
-        let mut stack = clean(&site.operation);
+        let mut stack = site.operation.name().to_string();
         push_reversed(&mut stack, &site.user_stack, opts.offsets);
         push_reversed(&mut stack, &site.kernel_stack, opts.offsets);
         let wait = merged.entry(stack).or_default();
@@ -197,11 +198,11 @@ mod tests {
 
     #[test]
     fn filters() {
-        assert!(OpFilter::All.matches("expand"));
-        assert!(OpFilter::Alloc.matches("alloc"));
-        assert!(!OpFilter::Alloc.matches("close"));
-        assert!(LockFilter::FileLock.matches("file_lock"));
-        assert!(!LockFilter::FileLock.matches("spinlock"));
-        assert!(LockFilter::All.matches("mutex"));
+        assert!(OpFilter::All.matches(Operation::Expand));
+        assert!(OpFilter::Alloc.matches(Operation::Alloc));
+        assert!(!OpFilter::Alloc.matches(Operation::Close));
+        assert!(LockFilter::FileLock.matches(LockKind::FileLock));
+        assert!(!LockFilter::FileLock.matches(LockKind::Spinlock));
+        assert!(LockFilter::All.matches(LockKind::Mutex));
     }
 }

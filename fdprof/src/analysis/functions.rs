@@ -1,6 +1,6 @@
 //! Direct-probe figures per fd-table operation (fentry/kprobe modes).
 
-use fdprof_figures::{FILE_LOCK, Function, LockOperation, Unit};
+use fdprof_figures::{Function, LockKind, LockOperation, Unit};
 
 use super::histogram::summary;
 use crate::model::Recording;
@@ -14,9 +14,9 @@ pub fn functions(rec: &Recording, rows: &[LockOperation]) -> Vec<Function> {
         .map(|f| {
             let tp = rows
                 .iter()
-                .find(|r| r.lock == FILE_LOCK && r.operation == f.operation);
+                .find(|r| r.lock == LockKind::FileLock && r.operation == f.operation);
             Function {
-                operation: f.operation.clone(),
+                operation: f.operation,
                 calls: f.calls,
                 expanded: f.expanded,
                 duration: summary(&f.duration, Unit::Ns),

@@ -11,7 +11,7 @@ pub fn header(rec: &Recording) -> Header {
     Header {
         fdprof_version: rec.fdprof_version.clone(),
         target: Target {
-            kind: t.kind.clone(),
+            kind: t.kind,
             pid: t.pid,
             tid: t.tid,
             command: t.command.clone(),
@@ -21,16 +21,15 @@ pub fn header(rec: &Recording) -> Header {
         kernel_release: rec.kernel_release.clone(),
         started_unix_ms: rec.started_unix_ms,
         duration_ns: rec.duration_ns,
-        end_reason: rec.end_reason.clone(),
-        mode: rec.mode.clone(),
+        end_reason: rec.end_reason,
+        mode: rec.mode,
         modes: rec.modes.clone(),
+        probes: rec.probes.clone(),
         notes: rec.notes.clone(),
     }
 }
 
 /// False for `record --lock-only` recordings, whose fd syscall probes were off.
 pub fn fd_activity_recorded(rec: &Recording) -> bool {
-    rec.modes
-        .get("fd_syscalls")
-        .is_none_or(|m| !m.starts_with("off"))
+    rec.fd_activity_recorded()
 }

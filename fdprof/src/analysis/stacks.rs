@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use fdprof_figures::{FILE_LOCK, Frame, ReportOptions, SortKey, TopStack};
+use fdprof_figures::{Frame, LockKind, Operation, ReportOptions, SortKey, TopStack};
 
 use super::share;
 use super::waits::{Waits, all_wait_ns};
@@ -34,7 +34,7 @@ pub fn top_stacks(rec: &Recording, opts: &ReportOptions) -> (Vec<TopStack>, usiz
         primary
             .then(wb.total_wait_ns.cmp(&wa.total_wait_ns))
             .then(wb.count.cmp(&wa.count))
-            .then((b.first.lock == FILE_LOCK).cmp(&(a.first.lock == FILE_LOCK)))
+            .then((b.first.lock == LockKind::FileLock).cmp(&(a.first.lock == LockKind::FileLock)))
     });
     if opts.top > 0 {
         groups.truncate(opts.top);
@@ -55,8 +55,8 @@ pub fn top_stacks(rec: &Recording, opts: &ReportOptions) -> (Vec<TopStack>, usiz
         .enumerate()
         .map(|(i, g)| TopStack {
             rank: i + 1,
-            lock: g.first.lock.clone(),
-            operation: g.first.operation.clone(),
+            lock: g.first.lock,
+            operation: g.first.operation,
             sites: g.waits.sites,
             count: g.waits.count,
             total_wait_ns: g.waits.total_wait_ns,
@@ -76,13 +76,13 @@ type FrameKey<'a> = (&'a str, Option<&'a str>, Option<u64>);
 
 /// Merges the contention sites by stack, in first-seen order.
 fn groups(rec: &Recording, offsets: bool) -> Vec<Group<'_>> {
-    type Key<'a> = (&'a str, &'a str, Vec<FrameKey<'a>>, Vec<FrameKey<'a>>);
+    type Key<'a> = (LockKind, Operation, Vec<FrameKey<'a>>, Vec<FrameKey<'a>>);
     let mut index: HashMap<Key<'_>, usize> = HashMap::new();
     let mut groups: Vec<Group<'_>> = Vec::new();
     for site in &rec.contention {
         let key = (
-            site.lock.as_str(),
-            site.operation.as_str(),
+            site.lock,
+            site.operation,
             frame_keys(&site.kernel_stack, offsets),
             frame_keys(&site.user_stack, offsets),
         );

@@ -1,13 +1,13 @@
 //! The traced syscalls.
 
-use fdprof_figures::{LatencyLevel, Syscall, SyscallLatency, Unit};
+use fdprof_figures::{LatencyLevel, Mode, Syscall, SyscallLatency, Unit};
 
 use super::histogram::summary;
 use crate::model::Recording;
 
 /// What the syscall latencies of `rec` span: the whole syscall in tracepoint mode.
 pub fn latency_level(rec: &Recording) -> LatencyLevel {
-    if rec.mode == "tracepoint" {
+    if rec.mode == Mode::Tracepoint {
         LatencyLevel::SyscallLevel
     } else {
         LatencyLevel::EntryToExit

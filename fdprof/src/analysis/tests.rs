@@ -53,7 +53,7 @@ fn lock_operation_rows_order_and_merge() {
     let rows = by_lock_operation(&r);
     let names: Vec<_> = rows
         .iter()
-        .map(|r| (r.lock.as_str(), r.operation.as_str()))
+        .map(|r| (r.lock.name(), r.operation.name()))
         .collect();
     // file_lock first although the spinlock has more wait.
     assert_eq!(
@@ -132,7 +132,7 @@ fn top_stacks_merge_by_name_and_sort() {
     let rec = testdata::recording();
     let (groups, total) = top_stacks(&rec, &ReportOptions::default());
     assert_eq!(total, 3);
-    assert_eq!(groups[0].operation, "alloc");
+    assert_eq!(groups[0].operation.name(), "alloc");
     assert_eq!((groups[0].sites, groups[0].count), (2, 591));
     assert_eq!(groups[0].total_wait_ns, 6_000_000);
     assert_eq!(groups[0].max_wait_ns, 100_000);
@@ -145,13 +145,13 @@ fn top_stacks_merge_by_name_and_sort() {
     let (groups, total) = top_stacks(&rec, &by_max);
     assert_eq!((groups.len(), total), (1, 3));
     // alloc and the spinlock both reach 100 µs; the tie goes to more total wait.
-    assert_eq!(groups[0].operation, "alloc");
+    assert_eq!(groups[0].operation.name(), "alloc");
 
     let by_avg = ReportOptions {
         sort: SortKey::Avg,
         ..by_max
     };
-    assert_eq!(top_stacks(&rec, &by_avg).0[0].lock, "spinlock");
+    assert_eq!(top_stacks(&rec, &by_avg).0[0].lock.name(), "spinlock");
     let by_count = ReportOptions {
         sort: SortKey::Count,
         top: 0,
@@ -209,7 +209,8 @@ fn json_carries_computed_figures() {
     assert_eq!(j["own_cost"]["programs"][0]["ns_per_run"], 200.0);
     assert_eq!(j["own_cost"]["ns_per_run"], 200.0);
     assert_eq!(j["mode"], "tracepoint");
-    assert_eq!(j["modes"]["contention"], "tracepoint");
+    assert_eq!(j["modes"]["allocate"], "tracepoint");
+    assert_eq!(j["probes"]["fd_syscalls"]["how"], "tp_btf");
     assert_eq!(j["target"]["description"], "pid 4242 (opensock)");
     assert_eq!(j["duration_ns"], 10_000_000_000u64);
     assert_eq!(j["fd_activity_recorded"], true);
@@ -270,7 +271,7 @@ fn report_json_shape() {
 fn direct_probe_figures_sit_beside_the_tracepoint_ones() {
     let mut rec = testdata::recording();
     rec.functions = vec![crate::model::recording::FunctionStats {
-        operation: "alloc".into(),
+        operation: crate::testdata::operation("alloc"),
         calls: 600,
         slowpath_wait: testdata::hist(&[(10_000, 300)]),
         ..Default::default()
@@ -285,8 +286,10 @@ fn direct_probe_figures_sit_beside_the_tracepoint_ones() {
 fn lock_only_recordings_say_fd_activity_was_not_recorded() {
     let mut rec = testdata::recording();
     assert!(report(&rec, &ReportOptions::default()).fd_activity_recorded);
-    rec.modes
-        .insert("fd_syscalls".into(), "off (--lock-only)".into());
+    rec.probes.insert(
+        fdprof_common::probes::Role::FdSyscalls,
+        fdprof_common::probes::Attachment::Off,
+    );
     assert!(!report(&rec, &ReportOptions::default()).fd_activity_recorded);
 }
 

@@ -1,60 +1,14 @@
-//! How each probe role ended up attached, and attaching the two tracepoint families (tp_btf,
-//! else classic tracepoints).
-
-use std::fmt;
+//! Attaching the two tracepoint families (tp_btf, else classic tracepoints), and the rollback
+//! every family shares.
 
 use anyhow::{Context, Result};
 use aya::{
     Btf, Ebpf,
     programs::{BtfTracePoint, Program, TracePoint},
 };
-use fdprof_common::probes::{Mode, Role};
-use serde::{Deserialize, Serialize};
+use fdprof_common::probes::Role;
 
-/// How one role is attached.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "how", rename_all = "snake_case")]
-pub enum Attachment {
-    /// fentry/fexit or kprobe/kretprobe on these kernel functions.
-    Direct { mode: Mode, functions: Vec<String> },
-    /// A function role left to the tracepoints: its figures come from the syscall and lock
-    /// tracepoints.
-    Tracepoint,
-    /// A tracepoint family attached as BTF-typed raw tracepoints.
-    TpBtf,
-    /// A tracepoint family attached as classic tracepoints.
-    ClassicTracepoint,
-    /// Left out by `--lock-only`.
-    Off,
-}
-
-impl Attachment {
-    /// The probe mode this attachment gives its role.
-    pub fn mode(&self) -> Mode {
-        match self {
-            Attachment::Direct { mode, .. } => *mode,
-            _ => Mode::Tracepoint,
-        }
-    }
-
-    pub fn is_direct(&self) -> bool {
-        matches!(self, Attachment::Direct { .. })
-    }
-}
-
-/// As reports print it: `fentry (alloc_fd)`, `tp_btf`, `tracepoint`, `off (--lock-only)`.
-impl fmt::Display for Attachment {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Attachment::Direct { mode, functions } => {
-                write!(f, "{} ({})", mode.name(), functions.join(", "))
-            }
-            Attachment::Tracepoint | Attachment::ClassicTracepoint => f.write_str("tracepoint"),
-            Attachment::TpBtf => f.write_str("tp_btf"),
-            Attachment::Off => f.write_str("off (--lock-only)"),
-        }
-    }
-}
+pub use fdprof_common::probes::Attachment;
 
 // Each family is loaded whole, then attached last to first: the closing probe (exit, end) goes
 // in before the opening one, so no entry is recorded whose exit could be missed (a stale entry

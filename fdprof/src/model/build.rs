@@ -97,10 +97,8 @@ pub fn contention_sites(snap: &Snapshot, sym: &mut Symbolizers) -> Vec<Contentio
         let site = sites
             .entry((key.lock_class, key.kernel_stack, key.user_stack))
             .or_insert_with(|| ContentionSite {
-                lock: LockKind::from_class(key.lock_class).name().to_string(),
-                operation: operation::of_stack(kstack.iter().map(|f| f.function.as_str()))
-                    .name()
-                    .to_string(),
+                lock: LockKind::from_class(key.lock_class),
+                operation: operation::of_stack(kstack.iter().map(|f| f.function.as_str())),
                 kernel_stack: kstack,
                 user_stack: ustack,
                 count: 0,
@@ -231,7 +229,7 @@ pub fn functions(snap: &Snapshot, direct: bool) -> Vec<FunctionStats> {
             slowpath_wait.sum = c(counter::SLOWPATH_WAIT_NS);
             slowpath_wait.max = c(counter::SLOWPATH_WAIT_MAX);
             FunctionStats {
-                operation: op::OPERATIONS[o as usize].name().to_string(),
+                operation: op::OPERATIONS[o as usize],
                 calls: c(counter::CALLS),
                 expanded: c(counter::EXPANDED),
                 duration: h(kind::DURATION),
@@ -248,6 +246,7 @@ pub fn functions(snap: &Snapshot, direct: bool) -> Vec<FunctionStats> {
 mod tests {
     use super::*;
     use crate::collect::snapshot::Contention;
+    use fdprof_common::fnops::Operation;
     use fdprof_common::{
         contention::{ContentionKey, lock_class},
         counters::{DROP_ENTRIES, HIST_ENTRIES, SYSCALL_COUNTER_ENTRIES},
@@ -323,12 +322,12 @@ ffffffff81000400 T tcp_v4_rcv
         assert_eq!(sites.len(), 3);
         // Sorted by total wait: the spinlock first.
         assert_eq!(
-            (sites[0].lock.as_str(), sites[0].operation.as_str()),
+            (sites[0].lock.name(), sites[0].operation.name()),
             ("spinlock", "other")
         );
         let alloc = &sites[1];
         assert_eq!(
-            (alloc.lock.as_str(), alloc.operation.as_str()),
+            (alloc.lock.name(), alloc.operation.name()),
             ("file_lock", "alloc")
         );
         assert_eq!(
@@ -353,7 +352,7 @@ ffffffff81000400 T tcp_v4_rcv
             "no raw addresses unless asked"
         );
         assert!(alloc.user_stack.is_empty());
-        assert_eq!(sites[2].operation, "close");
+        assert_eq!(sites[2].operation, Operation::Close);
     }
 
     #[test]
@@ -428,7 +427,7 @@ ffffffff81000400 T tcp_v4_rcv
         snap.fn_hists[h(op::ALLOC, kind::DURATION, 10)] = 100;
         snap.fn_hists[h(op::NONE, kind::SLOWPATH_WAIT, 6)] = 1;
         let f = functions(&snap, true);
-        let ops: Vec<&str> = f.iter().map(|x| x.operation.as_str()).collect();
+        let ops: Vec<&str> = f.iter().map(|x| x.operation.name()).collect();
         assert_eq!(ops, ["alloc", "expand", "other"]);
         assert_eq!((f[0].calls, f[0].duration.count), (100, 100));
         assert_eq!(f[1].expanded, 1);

@@ -124,6 +124,11 @@ fn check_header(data: &[u8], name: &str) -> Result<()> {
     }
     match header.version {
         Some(Json::Unsigned(v)) if v == u64::from(VERSION) => Ok(()),
+        // Version 1 kept each role's attachment only as text: nothing to read it back from.
+        Some(Json::Unsigned(v)) if v < u64::from(VERSION) => bail!(
+            "{name}: recording format version {v} was written by an older fdprof; this fdprof \
+             reads version {VERSION}: record it again"
+        ),
         None => bail!("{name} has no format version; this fdprof reads version {VERSION}"),
         Some(other) => bail!(
             "{name}: recording format version {other} is not one this fdprof reads (it reads \
@@ -433,7 +438,7 @@ mod tests {
         );
         let value = format!("\"\\u001b[31m{}\"", "y".repeat(300));
         let doc =
-            format!("{{\"format\": \"fdprof-recording\", \"version\": 1, \"target\": {value}}}");
+            format!("{{\"format\": \"fdprof-recording\", \"version\": 2, \"target\": {value}}}");
         let msg = err_of(&file(doc.as_bytes()).0);
         assert!(!msg.contains('\u{1b}') && !msg.contains('\n'), "{msg}");
         assert!(msg.len() < 400, "{msg}");

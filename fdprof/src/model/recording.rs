@@ -7,11 +7,19 @@ use std::path::Path;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
+use fdprof_common::{
+    contention::LockKind,
+    fnops::Operation,
+    probes::{Attachment, Mode, Role},
+    session::{EndReason, TargetKind},
+};
+
 use super::bounded;
 use super::hist::Log2Hist;
 
 pub const FORMAT: &str = "fdprof-recording";
-pub const VERSION: u32 = 1;
+/// 2: roles' attachments typed (`probes`), enums for lock, operation, mode and end reason.
+pub const VERSION: u32 = 2;
 
 /// One stack frame. `address` is present only when recorded with `--raw-addrs` (KASLR).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,11 +42,9 @@ pub struct Frame {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ContentionSite {
     /// `file_lock` (the target's own), `spinlock`, `mutex`, `rwsem`, `other`.
-    #[serde(deserialize_with = "bounded::name")]
-    pub lock: String,
-    /// fd-table operation (`alloc`, `close`, `expand`, …, `other`).
-    #[serde(deserialize_with = "bounded::name")]
-    pub operation: String,
+    pub lock: LockKind,
+    /// The fd-table operation on the waiter's kernel stack.
+    pub operation: Operation,
     /// Innermost frame first. Empty when the stack could not be taken (counted in drops).
     #[serde(deserialize_with = "bounded::frames")]
     pub kernel_stack: Vec<Frame>,
@@ -69,8 +75,7 @@ pub struct SyscallStats {
 /// the spinlock slow path. `operation` "other" holds slow-path waits outside any probed call.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct FunctionStats {
-    #[serde(deserialize_with = "bounded::name")]
-    pub operation: String,
+    pub operation: Operation,
     pub calls: u64,
     /// `expand_files` calls that grew the table.
     #[serde(default)]
@@ -140,9 +145,7 @@ pub struct OwnCost {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Target {
-    /// `pid`, `tid`, `all` or `command`.
-    #[serde(deserialize_with = "bounded::name")]
-    pub kind: String,
+    pub kind: TargetKind,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pid: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -164,10 +167,10 @@ pub struct Target {
 impl Target {
     /// One line naming the target, its comm and command line escaped ([`crate::escape`]).
     pub fn describe(&self) -> String {
-        let line = match self.kind.as_str() {
-            "all" => "all processes".into(),
-            "tid" => format!("thread {}", self.tid.unwrap_or(0)),
-            "command" => {
+        let line = match self.kind {
+            TargetKind::All => "all processes".into(),
+            TargetKind::Tid => format!("thread {}", self.tid.unwrap_or(0)),
+            TargetKind::Command => {
                 // The program's file name, not its path: titles and headers stay readable.
                 let mut words = self.command.iter().map(String::as_str);
                 let program = words
@@ -177,7 +180,7 @@ impl Target {
                 let line: Vec<&str> = std::iter::once(program).chain(words).collect();
                 format!("`{}` (pid {})", line.join(" "), self.pid.unwrap_or(0))
             }
-            _ => format!(
+            TargetKind::Pid => format!(
                 "pid {}{}",
                 self.pid.unwrap_or(0),
                 self.comm
@@ -213,13 +216,14 @@ pub struct Recording {
     pub target: Target,
     pub started_unix_ms: u64,
     pub duration_ns: u64,
-    /// `duration`, `interrupted`, `target_exited` or `command_exited`.
-    #[serde(deserialize_with = "bounded::name")]
-    pub end_reason: String,
-    /// Overall probe mode (`fentry`, `kprobe`, `tracepoint`).
-    #[serde(deserialize_with = "bounded::name")]
-    pub mode: String,
-    /// How each probe role was attached.
+    pub end_reason: EndReason,
+    /// Overall probe mode: the allocator's (with `--lock-only`, the lock slow path's).
+    pub mode: Mode,
+    /// How each probe role was attached. Keys are roles and values are bounded, so a map read
+    /// from a file has at most one entry per role.
+    pub probes: BTreeMap<Role, Attachment>,
+    /// The same as text (`fentry (alloc_fd)`, `tp_btf`, …), for people and scripts reading the
+    /// file; fdprof itself reads `probes`.
     #[serde(deserialize_with = "bounded::modes")]
     pub modes: BTreeMap<String, String>,
     pub raw_addrs: bool,
@@ -256,11 +260,24 @@ impl Recording {
         out.write(&json)
     }
 
+    /// The role attachments as text, for the `modes` field.
+    pub fn modes_text(probes: &BTreeMap<Role, Attachment>) -> BTreeMap<String, String> {
+        probes
+            .iter()
+            .map(|(role, how)| (role.name().to_string(), how.to_string()))
+            .collect()
+    }
+
+    /// Whether fd syscall activity was recorded (not with `--lock-only`).
+    pub fn fd_activity_recorded(&self) -> bool {
+        self.probes.get(&Role::FdSyscalls) != Some(&Attachment::Off)
+    }
+
     /// Total wait on the target's `file_lock`.
     pub fn file_lock_wait_ns(&self) -> u64 {
         self.contention
             .iter()
-            .filter(|c| c.lock == "file_lock")
+            .filter(|c| c.lock == LockKind::FileLock)
             .fold(0, |sum, c| sum.saturating_add(c.total_wait_ns))
     }
 
@@ -278,7 +295,7 @@ mod tests {
     /// The error for `version` set to `json` (`None`: no version field) in a valid recording.
     fn version_error(json: Option<&str>) -> String {
         let mut doc = serde_json::to_string(&crate::testdata::recording()).unwrap();
-        doc = doc.replacen("\"version\":1,", "", 1);
+        doc = doc.replacen("\"version\":2,", "", 1);
         if let Some(v) = json {
             doc = doc.replacen('{', &format!("{{\"version\":{v},"), 1);
         }
@@ -286,8 +303,21 @@ mod tests {
     }
 
     #[test]
+    fn older_versions_are_refused_naming_both() {
+        for v in ["1", "0"] {
+            assert_eq!(
+                version_error(Some(v)),
+                format!(
+                    "x.data: recording format version {v} was written by an older fdprof; this \
+                     fdprof reads version 2: record it again"
+                )
+            );
+        }
+    }
+
+    #[test]
     fn wrong_versions_say_what_was_found() {
-        let reads = "is not one this fdprof reads (it reads version 1)";
+        let reads = "is not one this fdprof reads (it reads version 2)";
         for (json, found) in [
             ("\"1\"", "\"1\" (a string)"),
             ("1.0", "1.0 (not an integer)"),
@@ -298,8 +328,7 @@ mod tests {
                 "18446744073709551616",
                 "18446744073709551616 (an integer beyond 64 bits)",
             ),
-            ("2", "2"),
-            ("0", "0"),
+            ("3", "3"),
             ("true", "true (a boolean)"),
             ("[1]", "[…] (an array)"),
             ("{\"major\": 1}", "{…} (an object)"),
@@ -323,7 +352,7 @@ mod tests {
     fn missing_version_is_named() {
         assert_eq!(
             version_error(None),
-            "x.data has no format version; this fdprof reads version 1"
+            "x.data has no format version; this fdprof reads version 2"
         );
     }
 

@@ -36,7 +36,7 @@ pub fn title(graph: &Folded) -> String {
     format!(
         "fdprof: {what}{ops} — {target} — {} — {} mode",
         duration(header.duration_ns),
-        crate::escape::name(&header.mode)
+        header.mode
     )
 }
 
@@ -285,7 +285,7 @@ mod tests {
     #[test]
     fn nothing_to_draw_is_one_clear_line() {
         let mut rec = testdata::recording();
-        rec.contention.retain(|c| c.lock != "file_lock");
+        rec.contention.retain(|c| c.lock.name() != "file_lock");
         let err = svg(&analysis::folded(&rec, &FlamegraphOptions::default())).unwrap_err();
         let msg = format!("{err:#}");
         assert!(!msg.contains('\n'));

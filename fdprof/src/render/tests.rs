@@ -94,7 +94,7 @@ fn svg_has_title_and_fails_clearly_when_empty() {
     parse_svg(&svg_text);
 
     let mut quiet = rec.clone();
-    quiet.contention.retain(|c| c.operation != "alloc");
+    quiet.contention.retain(|c| c.operation.name() != "alloc");
     let alloc = FlamegraphOptions {
         op: OpFilter::Alloc,
         ..Default::default()

@@ -1,9 +1,14 @@
 //! The fixed hostile cases and the seeds the random ones grow from.
 
+use fdprof::model::Recording;
 use fdprof::model::bounded;
 use fdprof::model::read::MAX_BYTES;
 use fdprof::model::recording::{Frame, FunctionStats, StackWalks, Target};
 use fdprof::testdata::{self, frame, hist, site};
+use fdprof_common::{
+    probes::{Attachment, Mode, Role},
+    session::TargetKind,
+};
 use serde_json::{Value, json};
 
 use super::mutate::max_numbers;
@@ -41,17 +46,22 @@ pub fn seeds() -> Vec<Value> {
     let base = testdata::recording();
 
     let mut direct = base.clone();
-    direct.mode = "fentry".into();
-    direct
-        .modes
-        .insert("allocate".into(), "fentry (alloc_fd)".into());
+    direct.mode = Mode::Fentry;
+    direct.probes.insert(
+        Role::Allocate,
+        Attachment::Direct {
+            mode: Mode::Fentry,
+            functions: vec!["alloc_fd".into()],
+        },
+    );
+    direct.modes = Recording::modes_text(&direct.probes);
     direct.stack_walks = StackWalks {
         walked: 40,
         reused: 600,
         refresh_every: 16,
     };
     direct.target = Target {
-        kind: "command".into(),
+        kind: TargetKind::Command,
         pid: Some(9),
         tid: None,
         command: vec!["/usr/bin/server".into(), "--threads".into(), "8".into()],
@@ -60,7 +70,7 @@ pub fn seeds() -> Vec<Value> {
     direct.functions = ["alloc", "close", "expand", "other"]
         .iter()
         .map(|op| FunctionStats {
-            operation: op.to_string(),
+            operation: testdata::operation(op),
             calls: 1000,
             expanded: 3,
             duration: hist(&[(500, 900), (90_000, 100)]),
@@ -76,11 +86,10 @@ pub fn seeds() -> Vec<Value> {
     }
 
     let mut lock_only = base.clone();
-    lock_only
-        .modes
-        .insert("fd_syscalls".into(), "off (--lock-only)".into());
+    lock_only.probes.insert(Role::FdSyscalls, Attachment::Off);
+    lock_only.modes = Recording::modes_text(&lock_only.probes);
     lock_only.target = Target {
-        kind: "all".into(),
+        kind: TargetKind::All,
         pid: None,
         tid: None,
         command: vec![],
@@ -249,7 +258,7 @@ pub fn fixed_cases() -> Vec<Case> {
                     doc_with(|d| {
                         let one = match field {
                             "functions" => serde_json::to_value(FunctionStats {
-                                operation: "alloc".into(),
+                                operation: testdata::operation("alloc"),
                                 calls: u64::MAX,
                                 ..Default::default()
                             })

@@ -130,7 +130,7 @@ fn judge(scenario: &Scenario, mode: &str, workload: &Value, report: &Report) -> 
         ok &= good;
         figures.push(text);
     }
-    let recorded_mode = &report.header.mode;
+    let recorded_mode = report.header.mode.name();
     if recorded_mode != mode {
         ok = false;
         figures.push(format!("recorded in {recorded_mode} mode"));
@@ -148,7 +148,7 @@ fn judge(scenario: &Scenario, mode: &str, workload: &Value, report: &Report) -> 
 /// switched out inside the locked section: some runs see a hundred, some none. The number is
 /// shown, not required.
 fn judge_contention(mode: &str, report: &Report) -> (bool, String) {
-    let mut ok = report.header.mode == mode;
+    let mut ok = report.header.mode.name() == mode;
     let tracepoint = report.contention.file_lock_count;
     let mut figures = vec![format!("tracepoint-seen file_lock waits {tracepoint}")];
     if mode != "tracepoint" {
@@ -161,7 +161,7 @@ fn judge_contention(mode: &str, report: &Report) -> (bool, String) {
             let empty = Histogram::default();
             let hold = functions
                 .iter()
-                .find(|f| f.operation == op)
+                .find(|f| f.operation.name() == op)
                 .map_or(&empty, |f| &f.hold);
             ok &= hold.count > 0 && hold.p50.is_some_and(|p| p < 10_000);
             figures.push(format!(
@@ -183,7 +183,7 @@ fn direct_figures(expected: &Value, report: &Report) -> (bool, String) {
         report
             .functions
             .iter()
-            .find(|f| f.operation == op)
+            .find(|f| f.operation.name() == op)
             .map_or(0, |f| f.calls)
     };
     let want_allocs: u64 = expected["allocs"]
@@ -428,7 +428,7 @@ mod tests {
             ..Default::default()
         };
         let mut r = Report::default();
-        r.header.mode = "tracepoint".into();
+        r.header.mode = fdprof_figures::Mode::Tracepoint;
         r.header
             .modes
             .insert("allocate".into(), "tracepoint".into());

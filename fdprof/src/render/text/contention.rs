@@ -57,8 +57,8 @@ pub(super) fn contention(out: &mut Vec<String>, r: &Report) {
 
 fn row(r: &LockOperation) -> Vec<String> {
     vec![
-        r.lock.clone(),
-        r.operation.clone(),
+        r.lock.to_string(),
+        r.operation.to_string(),
         r.count.to_string(),
         duration(r.total_wait_ns),
         r.avg_wait_ns.map_or("-".into(), duration_f),

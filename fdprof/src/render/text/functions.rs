@@ -15,7 +15,7 @@ pub(super) fn functions(out: &mut Vec<String>, r: &Report) {
         .iter()
         .map(|f| {
             vec![
-                f.operation.clone(),
+                f.operation.to_string(),
                 f.calls.to_string(),
                 quantiles(&f.duration),
                 quantiles(&f.hold),
@@ -58,7 +58,7 @@ pub(super) fn functions(out: &mut Vec<String>, r: &Report) {
         .iter()
         .map(|f| {
             vec![
-                f.operation.clone(),
+                f.operation.to_string(),
                 f.tracepoint_waits.to_string(),
                 duration(f.tracepoint_wait_ns),
                 f.slowpath_wait.count.to_string(),

@@ -15,13 +15,13 @@ pub(super) fn header(out: &mut Vec<String>, r: &Report) {
                 "{} for {} (ended: {})",
                 human::utc(h.started_unix_ms),
                 duration(h.duration_ns),
-                end_reason(&h.end_reason)
+                h.end_reason.describe()
             ),
         ),
-        ("probe mode".to_string(), h.mode.clone()),
+        ("probe mode".to_string(), h.mode.to_string()),
     ];
-    for (role, mode) in &h.modes {
-        kv.push((format!("  {role}"), mode.clone()));
+    for (role, how) in &h.probes {
+        kv.push((format!("  {role}"), how.to_string()));
     }
     kv.push((
         "file_lock wait".to_string(),
@@ -35,16 +35,6 @@ pub(super) fn header(out: &mut Vec<String>, r: &Report) {
     out.extend(key_values(&kv, 2));
     for note in &h.notes {
         out.push(format!("  note: {note}"));
-    }
-}
-
-fn end_reason(reason: &str) -> &str {
-    match reason {
-        "duration" => "duration reached",
-        "interrupted" => "interrupted",
-        "target_exited" => "target exited",
-        "command_exited" => "command exited",
-        other => other,
     }
 }
 

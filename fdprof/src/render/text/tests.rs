@@ -158,7 +158,7 @@ fn header() {
     assert!(line_with(&t, "kernel").ends_with("6.18.0-test"));
     assert!(line_with(&t, "recorded").contains("for 10.0 s (ended: duration reached)"));
     assert!(line_with(&t, "probe mode").ends_with("tracepoint"));
-    assert!(line_with(&t, "  contention  ").ends_with("tracepoint"));
+    assert!(line_with(&t, "  allocate  ").ends_with("tracepoint"));
     assert!(t.contains("note: tracepoint mode: waits are seen"));
     assert!(line_with(&t, "file_lock wait").ends_with("10.0 ms in 991 waits"));
 }
@@ -180,8 +180,10 @@ fn empty_recording_says_so() {
 #[test]
 fn lock_only_recordings_leave_fd_activity_out() {
     let mut rec = testdata::recording();
-    rec.modes
-        .insert("fd_syscalls".into(), "off (--lock-only)".into());
+    rec.probes.insert(
+        fdprof_common::probes::Role::FdSyscalls,
+        fdprof_common::probes::Attachment::Off,
+    );
     let t = text(&rec, &ReportOptions::default());
     assert!(t.contains(
         "== fd-table activity ==\n  not recorded (--lock-only): no scan, syscall or table figures"
@@ -194,7 +196,7 @@ fn direct_probe_figures_by_source() {
     let mut rec = testdata::recording();
     rec.functions = vec![
         crate::model::recording::FunctionStats {
-            operation: "alloc".into(),
+            operation: crate::testdata::operation("alloc"),
             calls: 600,
             duration: testdata::hist(&[(900, 600)]),
             hold: testdata::hist(&[(300, 600)]),
@@ -202,7 +204,7 @@ fn direct_probe_figures_by_source() {
             ..Default::default()
         },
         crate::model::recording::FunctionStats {
-            operation: "expand".into(),
+            operation: crate::testdata::operation("expand"),
             calls: 4,
             expanded: 3,
             ..Default::default()
