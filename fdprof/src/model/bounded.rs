@@ -22,7 +22,7 @@ pub const FRAMES: usize = 127;
 pub const SITES: usize = 16384;
 /// fd syscalls: one row per entry of `FD_SYSCALLS` at most.
 pub const SYSCALLS: usize = N_SYSCALLS as usize;
-/// fd-table functions: the probed operations and `other` (`fnops::op::NAMES`).
+/// fd-table functions: the probed operations and `other` (`fnops::op::OPERATIONS`).
 pub const FUNCTIONS: usize = op::COUNT as usize + 1;
 /// BPF programs: fdprof's eBPF object has 24; room to grow.
 pub const PROGRAMS: usize = 64;
