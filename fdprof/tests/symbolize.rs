@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use fdprof::model::recording::Frame;
+use fdprof::symbolize::Frame;
 use fdprof::symbolize::{KernelSymbols, UNKNOWN, UserSymbolizer};
 
 const CHILD_ENV: &str = "FDPROF_SYMBOLIZE_TEST_CHILD";

@@ -80,7 +80,7 @@ pub fn contention_sites(snap: &Snapshot, sym: &mut Symbolizers) -> Vec<Contentio
                     .map(|ips| {
                         trim_probe_frames(
                             ips.iter()
-                                .map(|&ip| sym.kernel.resolve(ip, sym.raw_addrs))
+                                .map(|&ip| sym.kernel.resolve(ip, sym.raw_addrs).into())
                                 .collect(),
                         )
                     })
@@ -90,7 +90,12 @@ pub fn contention_sites(snap: &Snapshot, sym: &mut Symbolizers) -> Vec<Contentio
         let ustack = user_frames
             .entry(key.user_stack)
             .or_insert_with(|| match (snap.stacks.get(&key.user_stack), sym.user_pid) {
-                (Some(ips), Some(pid)) => sym.user.resolve(pid, ips, sym.raw_addrs),
+                (Some(ips), Some(pid)) => sym
+                    .user
+                    .resolve(pid, ips, sym.raw_addrs)
+                    .into_iter()
+                    .map(Frame::from)
+                    .collect(),
                 _ => Vec::new(),
             })
             .clone();

@@ -38,6 +38,17 @@ pub struct Frame {
     pub address: Option<u64>,
 }
 
+impl From<crate::symbolize::Frame> for Frame {
+    fn from(f: crate::symbolize::Frame) -> Self {
+        Self {
+            function: f.function,
+            offset: f.offset,
+            module: f.module,
+            address: f.address,
+        }
+    }
+}
+
 /// Waits on one lock class from one pair of stacks.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ContentionSite {

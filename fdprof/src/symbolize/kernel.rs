@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-use crate::model::recording::Frame;
+use super::Frame;
 
 /// Name given to addresses that no symbol covers.
 pub const UNKNOWN: &str = "[unknown]";

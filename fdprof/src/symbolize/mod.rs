@@ -4,8 +4,11 @@
 //! Frames carry the raw address only when the caller asks for it (`--raw-addrs`): kernel
 //! addresses reveal the KASLR offset and must not leave the machine otherwise.
 
+mod frame;
 pub mod kernel;
 pub mod user;
+
+pub use frame::Frame;
 
 pub use kernel::{KernelSymbols, UNKNOWN};
 pub use user::{ExecMapping, UserSymbolizer, parse_maps};

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use blazesym::symbolize::source::{Elf, Source};
 use blazesym::symbolize::{Input, Symbolized, Symbolizer};
 
-use crate::model::recording::Frame;
+use super::Frame;
 
 use super::kernel::UNKNOWN;
 
