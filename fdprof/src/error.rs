@@ -28,15 +28,3 @@ pub fn fatal(code: u8, message: impl Into<String>) -> anyhow::Error {
     }
     .into()
 }
-
-/// Fails with exit code 2 unless the process may load BPF programs.
-pub fn require_root(what: &str) -> anyhow::Result<()> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Err(fatal(
-            EXIT_USAGE,
-            format!("{what} needs root (CAP_BPF and CAP_PERFMON): run it with sudo"),
-        ));
-    }
-    Ok(())
-}

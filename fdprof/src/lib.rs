@@ -10,6 +10,7 @@ pub mod duration;
 pub mod error;
 pub mod model;
 pub mod output;
+pub mod privileges;
 pub mod probe;
 pub mod record;
 pub mod render;

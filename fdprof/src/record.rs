@@ -12,11 +12,12 @@ use crate::collect::{
     session::{AttachOptions, Filter, KernelFunctions, Session},
     snapshot,
 };
-use crate::error::{EXIT_USAGE, fatal, require_root};
+use crate::error::{EXIT_USAGE, fatal};
 use crate::model::{
     build::{self, Symbolizers},
     recording::{self, OwnCost, Recording, Target},
 };
+use crate::privileges::{self, Capability};
 use crate::probe::{
     btf::Btf, capabilities::kernel_release, kallsyms::Kallsyms, offsets::KernelOffsets, roles::Mode,
 };
@@ -227,7 +228,12 @@ fn cpu_time_ns() -> u64 {
 
 pub fn run(args: RecordArgs) -> Result<()> {
     install_signal_handlers();
-    require_root("fdprof record")?;
+    // Kernel stacks are symbolized from /proc/kallsyms, whose addresses may need CAP_SYSLOG.
+    let mut needed = privileges::LOAD_BPF.to_vec();
+    if privileges::kallsyms_needs_syslog() {
+        needed.push(Capability::Syslog);
+    }
+    privileges::require("fdprof record", &needed)?;
     check_output(&args.output)?;
 
     let (filter, mut target) = if let Some(pid) = args.pid {
@@ -400,6 +406,14 @@ pub fn run(args: RecordArgs) -> Result<()> {
         .any(|m| m.starts_with("fentry") || m.starts_with("kprobe"));
     let functions = build::functions(&snap, direct);
     let mut notes = session.notes.clone();
+    if stats_window_ns == 0 {
+        // BPF_ENABLE_STATS takes CAP_SYS_ADMIN, which CAP_BPF and CAP_PERFMON do not give.
+        notes.push(
+            "BPF run-time statistics could not be switched on (that takes CAP_SYS_ADMIN): \
+             the programs' run times were not measured"
+                .into(),
+        );
+    }
     drop(session); // detach before the slow part
     notes.push(
         "aggregated in the kernel: no ring buffer, so nothing is lost to a full buffer".into(),

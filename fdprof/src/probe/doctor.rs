@@ -8,7 +8,7 @@ use super::{
     capabilities::{Capabilities, TracepointTrial},
     offsets::KernelOffsets,
 };
-use crate::error::require_root;
+use crate::privileges;
 
 #[derive(clap::Args, Debug)]
 pub struct DoctorArgs {
@@ -18,7 +18,7 @@ pub struct DoctorArgs {
 }
 
 pub fn run(args: &DoctorArgs) -> Result<()> {
-    require_root("fdprof doctor")?;
+    privileges::require("fdprof doctor", &privileges::LOAD_BPF)?;
     let caps = Capabilities::detect()?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&caps)?);
