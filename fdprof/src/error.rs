@@ -5,6 +5,12 @@ use std::fmt;
 /// Exit code for bad usage or missing privileges (like `perf`'s "permission" failures).
 pub const EXIT_USAGE: u8 = 2;
 
+/// Exit code for a command that was found but cannot be run, as shells use it.
+pub const EXIT_CANNOT_EXECUTE: u8 = 126;
+
+/// Exit code for a command that does not exist, as shells use it.
+pub const EXIT_NOT_FOUND: u8 = 127;
+
 /// An error that carries the exit code the process should end with.
 #[derive(Debug)]
 pub struct Fatal {

@@ -1,12 +1,15 @@
 //! `fdprof record`: attach to a process, a thread, a command or the whole system; stop on
 //! `-d`, Ctrl-C or the target's exit; write one recording atomically.
 
+mod launch;
+mod task;
+
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 
 use crate::collect::{
     session::{AttachOptions, Filter, KernelFunctions, Session},
@@ -22,6 +25,8 @@ use crate::probe::{
     btf::Btf, capabilities::kernel_release, kallsyms::Kallsyms, offsets::KernelOffsets, roles::Mode,
 };
 use crate::symbolize::{KernelSymbols, UserSymbolizer};
+use launch::Program;
+use task::{TaskKind, check_task, comm_of, process_alive, thread_alive};
 
 #[derive(clap::Args, Debug)]
 #[command(group(clap::ArgGroup::new("target").required(true).args(["pid", "tid", "all", "command"])))]
@@ -35,7 +40,8 @@ pub struct RecordArgs {
     /// Profile every process
     #[arg(short, long)]
     pub all: bool,
-    /// Stop after this long (e.g. 10s, 500ms, 2m); otherwise at Ctrl-C or when the target exits
+    /// Stop after this long (e.g. 10s, 500ms, 2m); otherwise at Ctrl-C or when the target exits.
+    /// A command still running then is sent SIGTERM (SIGKILL 5 s later)
     #[arg(short, long, value_parser = crate::duration::parse_duration)]
     pub duration: Option<Duration>,
     /// Where to write the recording
@@ -51,7 +57,11 @@ pub struct RecordArgs {
     /// Keep raw kernel and user addresses in the recording (they reveal the KASLR layout)
     #[arg(long)]
     pub raw_addrs: bool,
-    /// Launch and profile this command; recording stops when it exits
+    /// Launch and profile this command; recording stops when it exits. Its exit status (code
+    /// or signal) is kept in the recording; record's own exit status is 0 when the recording
+    /// succeeded, whatever the command's. 126/127: the command cannot run / was not found.
+    /// SIGINT, SIGTERM and SIGHUP to fdprof are passed on to it (SIGKILL 5 s later or at a
+    /// second signal); it never outlives fdprof
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
 }
@@ -64,58 +74,34 @@ pub enum ModeArg {
     Tracepoint,
 }
 
-static STOP: AtomicBool = AtomicBool::new(false);
+/// Stop signals (SIGINT, SIGTERM, SIGHUP) received.
+static STOP_SIGNALS: AtomicU32 = AtomicU32::new(0);
+/// The last stop signal sent by a process (kill(2)), to pass on to a launched command; 0 when it
+/// came from the terminal, which signals the whole foreground process group, command included.
+static FORWARD_SIGNAL: AtomicI32 = AtomicI32::new(0);
 
-extern "C" fn on_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::Relaxed);
+extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler.
+    let sent_by_a_process = unsafe { (*info).si_code } <= 0;
+    FORWARD_SIGNAL.store(if sent_by_a_process { sig } else { 0 }, Ordering::Relaxed);
+    STOP_SIGNALS.fetch_add(1, Ordering::Relaxed);
+}
+
+fn stop_signals() -> u32 {
+    STOP_SIGNALS.load(Ordering::Relaxed)
 }
 
 fn install_signal_handlers() {
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        // SAFETY: the handler only stores to an atomic.
-        unsafe { libc::signal(sig, on_signal as *const () as libc::sighandler_t) };
+        // SAFETY: the handler only stores to atomics; the sigaction struct is fully set.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_signal as *const () as libc::sighandler_t;
+            action.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(sig, &action, std::ptr::null_mut());
+        }
     }
-}
-
-/// `/proc/PID/stat` fields after the command name.
-fn stat_fields(pid: u32) -> Option<Vec<String>> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 1..];
-    Some(rest.split_whitespace().map(str::to_string).collect())
-}
-
-fn alive(pid: u32) -> bool {
-    stat_fields(pid).is_some_and(|f| f.first().is_some_and(|s| s != "Z" && s != "X"))
-}
-
-fn tgid_of(tid: u32) -> Option<u32> {
-    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("Tgid:"))
-        .and_then(|v| v.trim().parse().ok())
-}
-
-fn comm_of(pid: u32) -> Option<String> {
-    std::fs::read_to_string(format!("/proc/{pid}/comm"))
-        .ok()
-        .map(|s| s.trim().to_string())
-}
-
-/// Checks that `id` is a live user task; returns its thread-group id.
-fn check_task(id: u32, what: &str) -> Result<u32> {
-    let Some(fields) = stat_fields(id) else {
-        return Err(fatal(EXIT_USAGE, format!("no {what} with id {id}")));
-    };
-    const PF_KTHREAD: u64 = 0x0020_0000;
-    let flags: u64 = fields.get(6).and_then(|f| f.parse().ok()).unwrap_or(0);
-    if flags & PF_KTHREAD != 0 {
-        return Err(fatal(
-            EXIT_USAGE,
-            format!("{what} {id} is a kernel thread: it has no fd table of its own to profile"),
-        ));
-    }
-    tgid_of(id).with_context(|| format!("cannot read /proc/{id}/status"))
 }
 
 fn check_output(path: &Path) -> Result<()> {
@@ -144,80 +130,6 @@ fn check_output(path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// A command forked and held before `exec` until the probes are attached.
-struct Launched {
-    pid: u32,
-    gate: libc::c_int,
-}
-
-fn launch(command: &[String]) -> Result<Launched> {
-    let args: Vec<CString> = command
-        .iter()
-        .map(|a| CString::new(a.as_bytes()))
-        .collect::<Result<_, _>>()
-        .context("command contains a NUL byte")?;
-    let mut argv: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
-    argv.push(std::ptr::null());
-    let mut fds = [0; 2];
-    // SAFETY: fds is a valid array of two ints.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        bail!("pipe2: {}", std::io::Error::last_os_error());
-    }
-    // SAFETY: the child only calls async-signal-safe functions before exec.
-    let pid = unsafe { libc::fork() };
-    if pid < 0 {
-        bail!("fork: {}", std::io::Error::last_os_error());
-    }
-    if pid == 0 {
-        // Child: wait for the go byte, then exec; on a closed pipe (fdprof gave up), exit.
-        unsafe {
-            libc::close(fds[1]);
-            let mut b = 0u8;
-            if libc::read(fds[0], (&mut b as *mut u8).cast(), 1) != 1 {
-                libc::_exit(127);
-            }
-            libc::signal(libc::SIGINT, libc::SIG_DFL);
-            libc::execvp(argv[0], argv.as_ptr());
-            let msg = b"fdprof: error: cannot execute the command\n";
-            libc::write(2, msg.as_ptr().cast(), msg.len());
-            libc::_exit(127);
-        }
-    }
-    // SAFETY: closing our copy of the read end.
-    unsafe { libc::close(fds[0]) };
-    Ok(Launched {
-        pid: pid as u32,
-        gate: fds[1],
-    })
-}
-
-impl Launched {
-    fn go(&self) {
-        // SAFETY: writing one byte to our pipe; then closing it.
-        unsafe {
-            libc::write(self.gate, b"x".as_ptr().cast(), 1);
-            libc::close(self.gate);
-        }
-    }
-
-    /// Reaps the child if it exited; true when it has.
-    fn exited(&self) -> bool {
-        let mut status = 0;
-        // SAFETY: our own child.
-        unsafe { libc::waitpid(self.pid as i32, &mut status, libc::WNOHANG) == self.pid as i32 }
-    }
-
-    /// Gives up on a command that never ran (closing the gate makes it exit) and reaps it.
-    fn abandon(&self) {
-        let mut status = 0;
-        // SAFETY: our own pipe and child.
-        unsafe {
-            libc::close(self.gate);
-            libc::waitpid(self.pid as i32, &mut status, 0);
-        }
-    }
-}
-
 fn cpu_time_ns() -> u64 {
     // SAFETY: valid out-pointer.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
@@ -237,7 +149,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
     check_output(&args.output)?;
 
     let (filter, mut target) = if let Some(pid) = args.pid {
-        let tgid = check_task(pid, "process")?;
+        let tgid = check_task(pid, TaskKind::Process)?;
         if tgid != pid {
             return Err(fatal(
                 EXIT_USAGE,
@@ -254,10 +166,11 @@ pub fn run(args: RecordArgs) -> Result<()> {
                 tid: None,
                 command: vec![],
                 comm: comm_of(pid),
+                exit_status: None,
             },
         )
     } else if let Some(tid) = args.tid {
-        let tgid = check_task(tid, "thread")?;
+        let tgid = check_task(tid, TaskKind::Thread)?;
         (
             Filter::Tid(tid),
             Target {
@@ -266,6 +179,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
                 tid: Some(tid),
                 command: vec![],
                 comm: comm_of(tid),
+                exit_status: None,
             },
         )
     } else if args.all {
@@ -277,6 +191,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
                 tid: None,
                 command: vec![],
                 comm: None,
+                exit_status: None,
             },
         )
     } else {
@@ -288,8 +203,15 @@ pub fn run(args: RecordArgs) -> Result<()> {
                 tid: None,
                 command: args.command.clone(),
                 comm: None,
+                exit_status: None,
             },
         )
+    };
+
+    let program = if target.kind == "command" {
+        Some(Program::resolve(&args.command)?)
+    } else {
+        None
     };
 
     let btf = Btf::from_sys_fs()?;
@@ -301,11 +223,8 @@ pub fn run(args: RecordArgs) -> Result<()> {
     let kernel_syms = KernelSymbols::from_kallsyms(&kallsyms)?;
     let mut user_syms = UserSymbolizer::new();
 
-    let launched = if target.kind == "command" {
-        Some(launch(&args.command)?)
-    } else {
-        None
-    };
+    // Forked from the main thread: the parent-death signal follows the thread that forked.
+    let mut launched = program.as_ref().map(launch::launch).transpose()?;
     let filter = match &launched {
         Some(l) => {
             target.pid = Some(l.pid);
@@ -328,7 +247,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
     let mut session = match Session::attach(filter, &offsets, &aya_btf, &functions, attach) {
         Ok(s) => s,
         Err(e) => {
-            if let Some(l) = &launched {
+            if let Some(l) = launched {
                 l.abandon();
             }
             return Err(e);
@@ -344,8 +263,9 @@ pub fn run(args: RecordArgs) -> Result<()> {
     if let Some(pid) = user_pid {
         user_syms.snapshot_maps(pid);
     }
-    if let Some(l) = &launched {
-        l.go();
+    if let Some(l) = &mut launched {
+        // An exec that fails (detaching as the session drops) leaves nothing to record.
+        l.go()?;
     }
     // The allocator's mode names the recording's mode (the role the product is about); with
     // --lock-only, the slow path's.
@@ -373,16 +293,35 @@ pub fn run(args: RecordArgs) -> Result<()> {
     let end_reason = loop {
         session.stats.tick(started.elapsed());
         std::thread::sleep(Duration::from_millis(20));
-        if STOP.load(Ordering::Relaxed) {
+        let signals = stop_signals();
+        if let Some(l) = &mut launched {
+            // A stopped command is recorded until it has exited, whatever it does meanwhile.
+            let status = if signals > 0 {
+                l.stop(signals, FORWARD_SIGNAL.load(Ordering::Relaxed))
+            } else {
+                l.try_wait()
+            };
+            if let Some(status) = status {
+                target.exit_status = Some(status);
+                break if signals > 0 {
+                    "interrupted"
+                } else {
+                    "command_exited"
+                };
+            }
+        } else if signals > 0 {
             break "interrupted";
         }
         if args.duration.is_some_and(|d| started.elapsed() >= d) {
             break "duration";
         }
-        match (&launched, args.pid.or(args.tid)) {
-            (Some(l), _) if l.exited() => break "command_exited",
-            (None, Some(id)) if !alive(id) => break "target_exited",
-            _ => {}
+        let exited = match (args.pid, args.tid) {
+            (Some(pid), _) => !process_alive(pid),
+            (None, Some(tid)) => !thread_alive(tid),
+            _ => false,
+        };
+        if exited {
+            break "target_exited";
         }
         if let Some(pid) = user_pid
             && last_maps.elapsed() >= Duration::from_secs(1)
@@ -394,7 +333,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
     let duration_ns = started.elapsed().as_nanos() as u64;
     session.stats.stop();
     let stats_window_ns = session.stats.sampled.as_nanos() as u64;
-    if let Some(pid) = user_pid.filter(|&p| alive(p)) {
+    if let Some(pid) = user_pid.filter(|&p| process_alive(p)) {
         user_syms.snapshot_maps(pid);
     }
 
@@ -415,6 +354,12 @@ pub fn run(args: RecordArgs) -> Result<()> {
         );
     }
     drop(session); // detach before the slow part
+    if let Some(l) = &mut launched
+        && target.exit_status.is_none()
+    {
+        // The recording ended first (-d): the command must not outlive fdprof.
+        target.exit_status = Some(l.terminate(stop_signals));
+    }
     notes.push(
         "aggregated in the kernel: no ring buffer, so nothing is lost to a full buffer".into(),
     );
@@ -457,8 +402,13 @@ pub fn run(args: RecordArgs) -> Result<()> {
     recording.write(&args.output)?;
     let waits: u64 = recording.contention.iter().map(|c| c.count).sum();
     let calls: u64 = recording.syscalls.iter().map(|s| s.calls).sum();
+    let command_status = recording
+        .target
+        .exit_status
+        .map(|s| format!(", command {}", s.describe()))
+        .unwrap_or_default();
     eprintln!(
-        "fdprof: wrote {} ({:.2}s, {end_reason}): {calls} fd syscalls, {waits} lock waits, {} dropped",
+        "fdprof: wrote {} ({:.2}s, {end_reason}{command_status}): {calls} fd syscalls, {waits} lock waits, {} dropped",
         args.output.display(),
         duration_ns as f64 / 1e9,
         recording.total_drops()

@@ -51,6 +51,7 @@ fn recording() -> Recording {
             tid: None,
             command: vec!["./server".into(), "-t".into(), "2".into()],
             comm: None,
+            exit_status: None,
         },
         started_unix_ms: 0,
         duration_ns: 2_500_000_000,

@@ -133,6 +133,71 @@ pub struct Target {
     pub command: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub comm: Option<String>,
+    /// How a launched command ended; absent for other targets and in older recordings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_status: Option<ExitStatus>,
+}
+
+/// How a launched command ended: `{"code": N}` or `{"signal": N}` in JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExitStatus {
+    /// It exited with this code.
+    Code(i32),
+    /// This signal killed it.
+    Signal(i32),
+}
+
+impl ExitStatus {
+    pub fn describe(self) -> String {
+        match self {
+            ExitStatus::Code(code) => format!("exited with code {code}"),
+            ExitStatus::Signal(sig) => match signal_name(sig) {
+                Some(name) => format!("killed by signal {sig} ({name})"),
+                None => format!("killed by signal {sig}"),
+            },
+        }
+    }
+}
+
+/// The name of a standard Linux signal (x86 and arm numbering).
+fn signal_name(sig: i32) -> Option<&'static str> {
+    const NAMES: [&str; 31] = [
+        "SIGHUP",
+        "SIGINT",
+        "SIGQUIT",
+        "SIGILL",
+        "SIGTRAP",
+        "SIGABRT",
+        "SIGBUS",
+        "SIGFPE",
+        "SIGKILL",
+        "SIGUSR1",
+        "SIGSEGV",
+        "SIGUSR2",
+        "SIGPIPE",
+        "SIGALRM",
+        "SIGTERM",
+        "SIGSTKFLT",
+        "SIGCHLD",
+        "SIGCONT",
+        "SIGSTOP",
+        "SIGTSTP",
+        "SIGTTIN",
+        "SIGTTOU",
+        "SIGURG",
+        "SIGXCPU",
+        "SIGXFSZ",
+        "SIGVTALRM",
+        "SIGPROF",
+        "SIGWINCH",
+        "SIGIO",
+        "SIGPWR",
+        "SIGSYS",
+    ];
+    NAMES
+        .get(usize::try_from(sig).ok()?.checked_sub(1)?)
+        .copied()
 }
 
 impl Target {
@@ -247,5 +312,31 @@ impl Recording {
 
     pub fn total_drops(&self) -> u64 {
         self.drops.iter().map(|d| d.count).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_status_is_optional_and_tagged() {
+        let old: Target = serde_json::from_str(r#"{"kind": "command", "pid": 7}"#).unwrap();
+        assert_eq!(old.exit_status, None);
+        let json = serde_json::to_value(&old).unwrap();
+        assert!(json.get("exit_status").is_none(), "{json}");
+
+        let mut t = old;
+        t.exit_status = Some(ExitStatus::Signal(15));
+        let json = serde_json::to_value(&t).unwrap();
+        assert_eq!(json["exit_status"], serde_json::json!({"signal": 15}));
+        let back: Target = serde_json::from_value(json).unwrap();
+        assert_eq!(back.exit_status, Some(ExitStatus::Signal(15)));
+        assert_eq!(
+            ExitStatus::Signal(15).describe(),
+            "killed by signal 15 (SIGTERM)"
+        );
+        assert_eq!(ExitStatus::Signal(64).describe(), "killed by signal 64");
+        assert_eq!(ExitStatus::Code(3).describe(), "exited with code 3");
     }
 }

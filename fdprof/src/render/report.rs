@@ -151,6 +151,9 @@ fn header(out: &mut Vec<String>, rec: &Recording) {
         ),
         ("probe mode".to_string(), rec.mode.clone()),
     ];
+    if let Some(status) = rec.target.exit_status {
+        kv.insert(2, ("exit status".to_string(), status.describe()));
+    }
     for (role, mode) in &rec.modes {
         kv.push((format!("  {role}"), mode.clone()));
     }
@@ -914,6 +917,7 @@ fn hist_json(h: &Log2Hist, unit: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::recording::ExitStatus;
     use crate::render::testdata::{self, cells, line_with};
 
     #[test]
@@ -1102,6 +1106,36 @@ mod tests {
         assert!(line_with(&t, "  contention  ").ends_with("tracepoint"));
         assert!(t.contains("note: tracepoint mode: waits are seen"));
         assert!(line_with(&t, "file_lock wait").ends_with("10.0 ms in 991 waits"));
+    }
+
+    #[test]
+    fn header_and_json_show_how_the_command_ended() {
+        let mut rec = testdata::recording();
+        let t = text(&rec, &ReportOptions::default());
+        assert!(
+            !t.contains("exited with") && !t.contains("killed by"),
+            "{t}"
+        );
+        assert!(
+            json(&rec, &ReportOptions::default())["target"]
+                .get("exit_status")
+                .is_none()
+        );
+
+        rec.target.exit_status = Some(ExitStatus::Code(3));
+        let t = text(&rec, &ReportOptions::default());
+        assert!(
+            line_with(&t, "exit status").ends_with("exited with code 3"),
+            "{t}"
+        );
+        let j = json(&rec, &ReportOptions::default());
+        assert_eq!(j["target"]["exit_status"]["code"], 3);
+
+        rec.target.exit_status = Some(ExitStatus::Signal(15));
+        let t = text(&rec, &ReportOptions::default());
+        assert!(line_with(&t, "exit status").ends_with("killed by signal 15 (SIGTERM)"));
+        let j = json(&rec, &ReportOptions::default());
+        assert_eq!(j["target"]["exit_status"]["signal"], 15);
     }
 
     #[test]

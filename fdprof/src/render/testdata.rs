@@ -97,6 +97,7 @@ pub fn recording() -> Recording {
             tid: None,
             command: vec![],
             comm: Some("opensock".into()),
+            exit_status: None,
         },
         started_unix_ms: 1_709_210_096_000,
         duration_ns: 10_000_000_000,
