@@ -31,7 +31,7 @@ pub use fdprof_common::{
     contention::LockKind,
     fnops::Operation,
     probes::{Attachment, Mode, Role},
-    session::{EndReason, TargetKind},
+    session::{EndReason, ExitStatus, TargetKind},
 };
 
 #[cfg(test)]

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use fdprof_common::{
     probes::{Attachment, Mode, Role},
-    session::{EndReason, TargetKind},
+    session::{EndReason, ExitStatus, TargetKind},
 };
 use serde::{Deserialize, Serialize};
 
@@ -118,6 +118,10 @@ pub struct Target {
     /// The process name the kernel knew.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub comm: Option<String>,
+    /// How a launched command ended: `{"code": N}` or `{"signal": N}`; absent for other
+    /// targets and when it was still running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_status: Option<ExitStatus>,
     /// One line naming the target, control characters escaped: `pid 42 (nginx)`.
     pub description: String,
 }

@@ -24,7 +24,7 @@ enum Command {
     /// Run a built-in fd-table load generator (the 2015 threads' benchmarks)
     Workload(crate::commands::workload::WorkloadArgs),
     /// Record fd-table activity and file_lock contention of a process, thread, command or system
-    Record(crate::record::RecordArgs),
+    Record(crate::commands::record::RecordArgs),
     /// Print a recording's contention breakdown, top stacks, scan and syscall figures
     Report(crate::commands::report::ReportArgs),
     /// Draw a recording's waiting stacks as a flamegraph weighted by wait time
@@ -37,7 +37,7 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Doctor(args) => crate::commands::doctor::run(&args),
         Command::Workload(args) => crate::commands::workload::run(args),
-        Command::Record(args) => crate::record::run(args),
+        Command::Record(args) => crate::commands::record::run(args),
         Command::Report(args) => crate::commands::report::run(&args),
         Command::Flamegraph(args) => crate::commands::flamegraph::run(&args),
     };

@@ -5,6 +5,12 @@ use std::fmt;
 /// Exit code for bad usage or missing privileges (like `perf`'s "permission" failures).
 pub const EXIT_USAGE: u8 = 2;
 
+/// Exit code for a command that was found but cannot be run, as shells use it.
+pub const EXIT_CANNOT_EXECUTE: u8 = 126;
+
+/// Exit code for a command that does not exist, as shells use it.
+pub const EXIT_NOT_FOUND: u8 = 127;
+
 /// An error that carries the exit code the process should end with.
 #[derive(Debug)]
 pub struct Fatal {
@@ -27,16 +33,4 @@ pub fn fatal(code: u8, message: impl Into<String>) -> anyhow::Error {
         message: message.into(),
     }
     .into()
-}
-
-/// Fails with exit code 2 unless the process may load BPF programs.
-pub fn require_root(what: &str) -> anyhow::Result<()> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Err(fatal(
-            EXIT_USAGE,
-            format!("{what} needs root (CAP_BPF and CAP_PERFMON): run it with sudo"),
-        ));
-    }
-    Ok(())
 }

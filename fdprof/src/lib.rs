@@ -9,13 +9,12 @@ pub mod analysis;
 pub mod cli;
 pub mod collect;
 pub mod commands;
-pub mod duration;
 pub mod error;
 pub mod escape;
 pub mod model;
 pub mod output;
+pub mod privileges;
 pub mod probe;
-pub mod record;
 pub mod render;
 pub mod symbolize;
 #[cfg(any(test, feature = "testdata"))]

@@ -16,6 +16,7 @@ pub fn header(rec: &Recording) -> Header {
             tid: t.tid,
             command: t.command.clone(),
             comm: t.comm.clone(),
+            exit_status: t.exit_status,
             description: t.describe(),
         },
         kernel_release: rec.kernel_release.clone(),

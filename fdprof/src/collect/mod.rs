@@ -3,11 +3,14 @@
 pub mod attach;
 pub mod direct;
 pub mod kernel;
+pub mod launch;
 pub mod profiler;
 pub mod snapshot;
 pub mod stats;
+pub mod target;
 
 pub use attach::Attachment;
 pub use kernel::Kernel;
 pub use profiler::{Filter, Profiler, ProfilerOptions};
 pub use snapshot::Snapshot;
+pub use target::{Resolved, TargetSpec};

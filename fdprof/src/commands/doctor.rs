@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 
-use crate::error::require_root;
+use crate::privileges;
 use crate::probe::{btf, capabilities::Capabilities};
 
 #[derive(clap::Args, Debug)]
@@ -18,7 +18,7 @@ pub struct DoctorArgs {
 }
 
 pub fn run(args: &DoctorArgs) -> Result<()> {
-    require_root("fdprof doctor")?;
+    privileges::require("fdprof doctor", &privileges::LOAD_BPF)?;
     let caps = Capabilities::detect(&args.btf)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&caps)?);

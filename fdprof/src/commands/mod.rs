@@ -2,6 +2,8 @@
 //! library calls each subcommand makes.
 
 pub mod doctor;
+pub mod duration;
 pub mod flamegraph;
+pub mod record;
 pub mod report;
 pub mod workload;

@@ -1,5 +1,6 @@
 //! Aggregates: contention sites, log2 histograms, counters — the one model every front end reads.
 
+pub mod assemble;
 pub mod bounded;
 pub mod build;
 pub mod hist;

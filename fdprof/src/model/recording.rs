@@ -14,6 +14,8 @@ use fdprof_common::{
     session::{EndReason, TargetKind},
 };
 
+pub use fdprof_common::session::ExitStatus;
+
 use super::bounded;
 use super::hist::Log2Hist;
 
@@ -173,6 +175,9 @@ pub struct Target {
         deserialize_with = "bounded::opt_name"
     )]
     pub comm: Option<String>,
+    /// How a launched command ended; absent for other targets and in older recordings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_status: Option<ExitStatus>,
 }
 
 impl Target {
@@ -373,5 +378,31 @@ mod tests {
         let rec = parse(&doc, "x.data").unwrap();
         assert_eq!(rec.version, super::VERSION);
         assert_eq!(rec.contention.len(), 4);
+    }
+}
+
+#[cfg(test)]
+mod exit_status_tests {
+    use super::*;
+
+    #[test]
+    fn exit_status_is_optional_and_tagged() {
+        let old: Target = serde_json::from_str(r#"{"kind": "command", "pid": 7}"#).unwrap();
+        assert_eq!(old.exit_status, None);
+        let json = serde_json::to_value(&old).unwrap();
+        assert!(json.get("exit_status").is_none(), "{json}");
+
+        let mut t = old;
+        t.exit_status = Some(ExitStatus::Signal(15));
+        let json = serde_json::to_value(&t).unwrap();
+        assert_eq!(json["exit_status"], serde_json::json!({"signal": 15}));
+        let back: Target = serde_json::from_value(json).unwrap();
+        assert_eq!(back.exit_status, Some(ExitStatus::Signal(15)));
+        assert_eq!(
+            ExitStatus::Signal(15).to_string(),
+            "killed by signal 15 (SIGTERM)"
+        );
+        assert_eq!(ExitStatus::Signal(64).to_string(), "killed by signal 64");
+        assert_eq!(ExitStatus::Code(3).to_string(), "exited with code 3");
     }
 }

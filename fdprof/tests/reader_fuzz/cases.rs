@@ -66,6 +66,7 @@ pub fn seeds() -> Vec<Value> {
         tid: None,
         command: vec!["/usr/bin/server".into(), "--threads".into(), "8".into()],
         comm: None,
+        exit_status: None,
     };
     direct.functions = ["alloc", "close", "expand", "other"]
         .iter()
@@ -94,6 +95,7 @@ pub fn seeds() -> Vec<Value> {
         tid: None,
         command: vec![],
         comm: None,
+        exit_status: None,
     };
 
     let mut many = base.clone();

@@ -20,6 +20,9 @@ pub(super) fn header(out: &mut Vec<String>, r: &Report) {
         ),
         ("probe mode".to_string(), h.mode.to_string()),
     ];
+    if let Some(status) = h.target.exit_status {
+        kv.insert(2, ("exit status".to_string(), status.to_string()));
+    }
     for (role, how) in &h.probes {
         kv.push((format!("  {role}"), how.to_string()));
     }

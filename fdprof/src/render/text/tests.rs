@@ -328,3 +328,31 @@ fn report_shows_every_drop_with_a_total_and_says_none() {
     );
     assert_eq!(cells(line_with(&t, "  total  ")), ["total", "0"]);
 }
+
+#[test]
+fn header_and_json_show_how_the_command_ended() {
+    use crate::model::recording::ExitStatus;
+    let mut rec = testdata::recording();
+    let t = text(&rec, &ReportOptions::default());
+    assert!(
+        !t.contains("exited with") && !t.contains("killed by"),
+        "{t}"
+    );
+    let json = |rec: &crate::model::Recording| {
+        serde_json::to_value(crate::analysis::report(rec, &ReportOptions::default())).unwrap()
+    };
+    assert!(json(&rec)["target"].get("exit_status").is_none());
+
+    rec.target.exit_status = Some(ExitStatus::Code(3));
+    let t = text(&rec, &ReportOptions::default());
+    assert!(
+        line_with(&t, "exit status").ends_with("exited with code 3"),
+        "{t}"
+    );
+    assert_eq!(json(&rec)["target"]["exit_status"]["code"], 3);
+
+    rec.target.exit_status = Some(ExitStatus::Signal(15));
+    let t = text(&rec, &ReportOptions::default());
+    assert!(line_with(&t, "exit status").ends_with("killed by signal 15 (SIGTERM)"));
+    assert_eq!(json(&rec)["target"]["exit_status"]["signal"], 15);
+}

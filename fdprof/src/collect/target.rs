@@ -1,0 +1,186 @@
+//! What to profile: a process (`-p`), a thread (`-t`), every process (`-a`) or a launched
+//! command, resolved to the programs' filter; processes and threads read from `/proc`: is it a
+//! user task, is it still running.
+//!
+//! A process whose main thread called `pthread_exit` shows that thread as a zombie (`Z`) in
+//! `/proc/PID/stat` while its other threads run on; only `/proc/PID/task` tells it from a process
+//! that has exited and awaits its parent's `wait`.
+
+use std::fmt;
+
+use anyhow::{Context, Result};
+
+use fdprof_common::session::TargetKind;
+
+use super::profiler::Filter;
+use crate::error::{EXIT_USAGE, fatal};
+
+/// What the user asked to profile.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TargetSpec {
+    Pid(u32),
+    Tid(u32),
+    All,
+    /// A command, launched by [`super::launch`]; its pid is known once it is forked.
+    Command(Vec<String>),
+}
+
+/// A target checked against `/proc`: what the programs filter on, and how to name it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    pub kind: TargetKind,
+    pub filter: Filter,
+    /// The process (for `-t`, the thread's process).
+    pub pid: Option<u32>,
+    pub tid: Option<u32>,
+    pub comm: Option<String>,
+}
+
+/// Checks `spec` (a live user process or thread, not a thread given as a process) and gives
+/// what to filter on. A command's filter is set once it is forked ([`Resolved::launched`]).
+pub fn resolve(spec: &TargetSpec) -> Result<Resolved> {
+    Ok(match *spec {
+        TargetSpec::Pid(pid) => {
+            let tgid = check_task(pid, TaskKind::Process)?;
+            if tgid != pid {
+                return Err(fatal(
+                    EXIT_USAGE,
+                    format!(
+                        "{pid} is a thread of process {tgid}: use -p {tgid}, or -t {pid} for this \
+                         thread alone"
+                    ),
+                ));
+            }
+            Resolved {
+                kind: TargetKind::Pid,
+                filter: Filter::Tgid(pid),
+                pid: Some(pid),
+                tid: None,
+                comm: comm_of(pid),
+            }
+        }
+        TargetSpec::Tid(tid) => Resolved {
+            kind: TargetKind::Tid,
+            pid: Some(check_task(tid, TaskKind::Thread)?),
+            filter: Filter::Tid(tid),
+            tid: Some(tid),
+            comm: comm_of(tid),
+        },
+        TargetSpec::All => Resolved {
+            kind: TargetKind::All,
+            filter: Filter::All,
+            pid: None,
+            tid: None,
+            comm: None,
+        },
+        TargetSpec::Command(_) => Resolved {
+            kind: TargetKind::Command,
+            filter: Filter::All,
+            pid: None,
+            tid: None,
+            comm: None,
+        },
+    })
+}
+
+impl Resolved {
+    /// The command is forked as `pid`: profile that process.
+    pub fn launched(&mut self, pid: u32) {
+        self.pid = Some(pid);
+        self.filter = Filter::Tgid(pid);
+    }
+
+    /// Whether the process or thread given has exited (never, for `-a` and commands, whose end
+    /// is their exit status).
+    pub fn exited(&self) -> bool {
+        match self.kind {
+            TargetKind::Pid => self.pid.is_some_and(|p| !process_alive(p)),
+            TargetKind::Tid => self.tid.is_some_and(|t| !thread_alive(t)),
+            TargetKind::All | TargetKind::Command => false,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskKind {
+    Process,
+    Thread,
+}
+
+impl fmt::Display for TaskKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            TaskKind::Process => "process",
+            TaskKind::Thread => "thread",
+        })
+    }
+}
+
+/// `stat` fields after the command name (the state first) of the task at `/proc/PATH/stat`.
+fn stat_fields(path: &str) -> Option<Vec<String>> {
+    let stat = std::fs::read_to_string(format!("/proc/{path}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    Some(rest.split_whitespace().map(str::to_string).collect())
+}
+
+/// Whether `fields` (from [`stat_fields`]) show a task that has not exited: not a zombie (`Z`)
+/// nor dead (`X`).
+fn running(fields: &[String]) -> bool {
+    fields.first().is_some_and(|s| s != "Z" && s != "X")
+}
+
+/// Whether thread `tid` has not exited.
+pub fn thread_alive(tid: u32) -> bool {
+    stat_fields(&tid.to_string()).is_some_and(|f| running(&f))
+}
+
+/// Whether any thread of process `pid` has not exited, the main thread or another.
+pub fn process_alive(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().any(|t| {
+        stat_fields(&format!("{pid}/task/{}", t.file_name().to_string_lossy()))
+            .is_some_and(|f| running(&f))
+    })
+}
+
+fn tgid_of(tid: u32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+pub fn comm_of(pid: u32) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+/// Checks that `id` is a user task that has not exited; returns its thread-group id.
+pub fn check_task(id: u32, kind: TaskKind) -> Result<u32> {
+    let Some(fields) = stat_fields(&id.to_string()) else {
+        return Err(fatal(EXIT_USAGE, format!("no {kind} with id {id}")));
+    };
+    const PF_KTHREAD: u64 = 0x0020_0000;
+    let flags: u64 = fields.get(6).and_then(|f| f.parse().ok()).unwrap_or(0);
+    if flags & PF_KTHREAD != 0 {
+        return Err(fatal(
+            EXIT_USAGE,
+            format!("{kind} {id} is a kernel thread: it has no fd table of its own to profile"),
+        ));
+    }
+    let exited = match kind {
+        TaskKind::Process => !running(&fields) && !process_alive(id),
+        TaskKind::Thread => !running(&fields),
+    };
+    if exited {
+        return Err(fatal(
+            EXIT_USAGE,
+            format!("{kind} {id} has exited (zombie): there is nothing left to profile"),
+        ));
+    }
+    tgid_of(id).with_context(|| format!("cannot read /proc/{id}/status"))
+}

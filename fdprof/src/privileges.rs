@@ -1,0 +1,127 @@
+//! The privileges checked before anything is loaded: capabilities, not the user id, so a
+//! non-root process given the capabilities fdprof needs is let through.
+
+use anyhow::{Context, Result};
+
+use crate::error::{EXIT_USAGE, fatal};
+
+/// A capability fdprof may need, with its bit number in the kernel's capability sets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Capability {
+    SysAdmin = 21,
+    Syslog = 34,
+    Perfmon = 38,
+    Bpf = 39,
+}
+
+impl Capability {
+    pub fn name(self) -> &'static str {
+        match self {
+            Capability::SysAdmin => "CAP_SYS_ADMIN",
+            Capability::Syslog => "CAP_SYSLOG",
+            Capability::Perfmon => "CAP_PERFMON",
+            Capability::Bpf => "CAP_BPF",
+        }
+    }
+
+    fn held(self, effective: u64) -> bool {
+        effective & (1 << self as u32) != 0
+    }
+}
+
+/// What loading and attaching BPF tracing programs takes.
+pub const LOAD_BPF: [Capability; 2] = [Capability::Bpf, Capability::Perfmon];
+
+/// The capabilities of `needed` that the effective set `effective` (a `CapEff` bit mask) lacks.
+/// CAP_SYS_ADMIN stands in for CAP_BPF and CAP_PERFMON (kernels since 5.8 accept it for both).
+pub fn missing(effective: u64, needed: &[Capability]) -> Vec<Capability> {
+    let admin = Capability::SysAdmin.held(effective);
+    needed
+        .iter()
+        .copied()
+        .filter(|&c| !c.held(effective))
+        .filter(|&c| !(admin && LOAD_BPF.contains(&c)))
+        .collect()
+}
+
+/// The effective capability set of the calling thread (`CapEff` of `/proc/thread-self/status`).
+pub fn effective() -> Result<u64> {
+    let status = std::fs::read_to_string("/proc/thread-self/status")
+        .context("cannot read /proc/thread-self/status")?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .context("no CapEff line in /proc/thread-self/status")
+}
+
+fn sysctl(name: &str) -> Option<i64> {
+    std::fs::read_to_string(format!("/proc/sys/kernel/{name}"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// Whether `/proc/kallsyms` shows symbol addresses only to CAP_SYSLOG, as the kernel decides
+/// (`kallsyms_show_value`): with `kptr_restrict` 1, or 0 with `perf_event_paranoid` above 1.
+/// With `kptr_restrict` 2 it shows them to no one, which the kallsyms reader reports.
+pub fn kallsyms_needs_syslog() -> bool {
+    match sysctl("kptr_restrict") {
+        Some(0) => sysctl("perf_event_paranoid").is_none_or(|p| p > 1),
+        Some(1) => true,
+        _ => false,
+    }
+}
+
+fn and_list(names: &[&str]) -> String {
+    match names {
+        [] => String::new(),
+        [one] => one.to_string(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
+/// Fails with exit code 2 unless the effective set holds `needed`, naming what is missing.
+pub fn require(what: &str, needed: &[Capability]) -> Result<()> {
+    let lacking = missing(effective()?, needed);
+    if lacking.is_empty() {
+        return Ok(());
+    }
+    let names = |caps: &[Capability]| and_list(&caps.iter().map(|c| c.name()).collect::<Vec<_>>());
+    Err(fatal(
+        EXIT_USAGE,
+        format!(
+            "{what} needs {} (missing: {}); run it as root, e.g. with sudo",
+            names(needed),
+            names(&lacking)
+        ),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_capabilities_are_named() {
+        let bit = |c: Capability| 1u64 << c as u32;
+        assert_eq!(missing(0, &LOAD_BPF), LOAD_BPF);
+        assert_eq!(
+            missing(bit(Capability::Bpf), &LOAD_BPF),
+            [Capability::Perfmon]
+        );
+        let both = bit(Capability::Bpf) | bit(Capability::Perfmon);
+        assert!(missing(both, &LOAD_BPF).is_empty());
+        // CAP_SYS_ADMIN implies CAP_BPF and CAP_PERFMON, not CAP_SYSLOG.
+        let with_syslog = [Capability::Bpf, Capability::Perfmon, Capability::Syslog];
+        assert_eq!(
+            missing(bit(Capability::SysAdmin), &with_syslog),
+            [Capability::Syslog]
+        );
+        // Root's usual set (here without CAP_SYS_RESOURCE) has them all.
+        assert!(missing(0x1fffeffffff, &with_syslog).is_empty());
+        assert_eq!(and_list(&["A", "B", "C"]), "A, B and C");
+        assert_eq!(and_list(&["A", "B"]), "A and B");
+    }
+}
