@@ -35,10 +35,8 @@ pub fn own_cost(rec: &Recording) -> OwnCost {
     }
 }
 
-/// The time the programs' run-time statistics cover (older recordings: all of it).
+/// The time the programs' run-time statistics cover: none when they could not be switched on
+/// (that takes CAP_SYS_ADMIN), and then their share of a CPU is unknown.
 fn stats_window(rec: &Recording) -> u64 {
-    match rec.own_cost.stats_window_ns {
-        0 => rec.duration_ns,
-        w => w,
-    }
+    rec.own_cost.stats_window_ns
 }

@@ -200,10 +200,10 @@ impl Capabilities {
             TracepointKind::Tracepoint => "tracepoint",
             TracepointKind::Unavailable => "unavailable",
         };
-        chosen.insert("lock_tracepoints".into(), kind.into());
+        chosen.insert(Role::LockTracepoints.name().into(), kind.into());
         let syscalls_ok = fd_syscall_tracepoints.iter().all(|t| t.tracepoint.works());
         chosen.insert(
-            "fd_syscalls".into(),
+            Role::FdSyscalls.name().into(),
             if syscalls_ok {
                 "tracepoint"
             } else {

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use fdprof_figures::{Histogram, Report, SCHEMA, SCHEMA_VERSION};
+use fdprof_figures::{Histogram, Report, Role, SCHEMA, SCHEMA_VERSION};
 use serde_json::Value;
 
 use super::guest::{self, GuestOutput, Scenario, StepResult};
@@ -66,18 +66,17 @@ fn calls(report: &Report, syscall: &str) -> u64 {
         .map_or(0, |s| s.calls)
 }
 
-/// `role=mode role=mode …`.
-fn modes_line<'a>(modes: impl Iterator<Item = (&'a String, &'a str)>) -> String {
-    modes
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
+/// The doctor's `role=mode role=mode …`.
 fn modes_summary(modes: &Value) -> String {
     modes
         .as_object()
-        .map(|m| modes_line(m.iter().map(|(k, v)| (k, v.as_str().unwrap_or("?")))))
+        .map(|m| {
+            let pairs: Vec<String> = m
+                .iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("?")))
+                .collect();
+            pairs.join(" ")
+        })
         .unwrap_or_default()
 }
 
@@ -136,8 +135,13 @@ fn judge(scenario: &Scenario, mode: &str, workload: &Value, report: &Report) -> 
         figures.push(format!("recorded in {recorded_mode} mode"));
     }
     figures.push(format!("drops {}", report.drops.total));
-    let modes = report.header.modes.iter().map(|(k, v)| (k, v.as_str()));
-    figures.push(format!("[{}]", modes_line(modes)));
+    let probes: Vec<String> = report
+        .header
+        .probes
+        .iter()
+        .map(|(role, how)| format!("{role}={how}"))
+        .collect();
+    figures.push(format!("[{}]", probes.join(" ")));
     (ok, figures.join(", "))
 }
 
@@ -192,7 +196,11 @@ fn direct_figures(expected: &Value, report: &Report) -> (bool, String) {
         .unwrap_or(0);
     let want_closes = expected["fds_closed"]["close"].as_u64().unwrap_or(0);
     let (allocs, closes) = (op_calls("alloc"), op_calls("close"));
-    let close_fn = report.header.modes.get("close").map_or("?", String::as_str);
+    let close_fn = report
+        .header
+        .probes
+        .get(&Role::Close)
+        .map_or("?".into(), ToString::to_string);
     (
         allocs == want_allocs && closes == want_closes,
         format!(
@@ -251,8 +259,9 @@ fn trial(v: &Value) -> String {
 fn doctor_figures(doc: &Value) -> String {
     let chosen = &doc["chosen"];
     let mut s = format!("auto mode {}", doc["mode"].as_str().unwrap_or("?"));
-    for role in ["allocate", "close", "lock_slowpath"] {
-        let _ = write!(s, ", {role}={}", chosen[role].as_str().unwrap_or("?"));
+    for role in [Role::Allocate, Role::Close, Role::LockSlowpath] {
+        let chosen = chosen[role.name()].as_str().unwrap_or("?");
+        let _ = write!(s, ", {role}={chosen}");
     }
     // Whether any function of the role took fentry / kprobe.
     let works = |kind: &str| {
@@ -430,8 +439,8 @@ mod tests {
         let mut r = Report::default();
         r.header.mode = fdprof_figures::Mode::Tracepoint;
         r.header
-            .modes
-            .insert("allocate".into(), "tracepoint".into());
+            .probes
+            .insert(Role::Allocate, fdprof_figures::Attachment::Tracepoint);
         r.syscalls = vec![
             syscall("socket", socket),
             syscall("close", close),

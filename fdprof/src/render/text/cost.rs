@@ -62,13 +62,21 @@ pub(super) fn own_cost(out: &mut Vec<String>, r: &Report) {
             &body,
             2,
         ));
-        out.push(format!(
-            "  programs: {} of one CPU (measured over {} of the {} recording, in sampled windows)",
-            percent(c.programs_cpu_share),
-            duration(c.stats_window_ns),
-            duration(r.header.duration_ns)
-        ));
-        if c.run_count == 0 {
+        if c.stats_window_ns == 0 {
+            out.push(
+                "  programs: run times not measured (kernel BPF run-time statistics were off)"
+                    .into(),
+            );
+        } else {
+            out.push(format!(
+                "  programs: {} of one CPU (measured over {} of the {} recording, in sampled \
+                 windows)",
+                percent(c.programs_cpu_share),
+                duration(c.stats_window_ns),
+                duration(r.header.duration_ns)
+            ));
+        }
+        if c.run_count == 0 && c.stats_window_ns > 0 {
             out.push(
                 "  (all run counts are zero: kernel BPF run-time statistics were probably not enabled)"
                     .into(),

@@ -356,3 +356,22 @@ fn header_and_json_show_how_the_command_ended() {
     assert!(line_with(&t, "exit status").ends_with("killed by signal 15 (SIGTERM)"));
     assert_eq!(json(&rec)["target"]["exit_status"]["signal"], 15);
 }
+
+/// Without BPF run-time statistics (no CAP_SYS_ADMIN) the programs' share of a CPU is unknown,
+/// and the report says so rather than dividing by the whole recording.
+#[test]
+fn programs_cost_says_when_it_was_not_measured() {
+    let mut rec = testdata::recording();
+    rec.own_cost.stats_window_ns = 0;
+    let t = text(&rec, &ReportOptions::default());
+    assert!(
+        t.contains("programs: run times not measured (kernel BPF run-time statistics were off)"),
+        "{t}"
+    );
+    rec.own_cost.stats_window_ns = 250_000_000;
+    let t = text(&rec, &ReportOptions::default());
+    assert!(
+        line_with(&t, "programs: ").contains("of one CPU (measured over 250 ms of the 10.0 s"),
+        "{t}"
+    );
+}
