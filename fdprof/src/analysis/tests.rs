@@ -312,5 +312,4 @@ fn sums_saturate() {
     assert_eq!(report.top_stacks[0].total_wait_ns, u64::MAX);
     let graph = folded(&r, &FlamegraphOptions::default());
     assert_eq!(graph.total_wait_ns, u64::MAX);
-    assert!(crate::render::text(&report).contains("in 18446744073709551615 waits"));
 }

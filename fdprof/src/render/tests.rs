@@ -111,8 +111,7 @@ fn a_written_recording_renders_the_same() {
     let dir = std::env::temp_dir().join(format!("fdprof-render-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("rec.json");
-    rec.write(&crate::output::Output::from(path.clone().into_os_string()))
-        .unwrap();
+    std::fs::write(&path, serde_json::to_vec_pretty(&rec).unwrap()).unwrap();
     let back = Recording::read(&path).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
     let opts = ReportOptions::default();
