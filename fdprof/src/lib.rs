@@ -15,6 +15,7 @@ pub mod model;
 pub mod output;
 pub mod privileges;
 pub mod probe;
+pub mod procfs;
 pub mod render;
 pub mod symbolize;
 #[cfg(any(test, feature = "testdata"))]

@@ -14,6 +14,7 @@ use fdprof_common::session::TargetKind;
 
 use super::profiler::Filter;
 use crate::error::{EXIT_USAGE, fatal};
+use crate::procfs::stat_fields;
 
 /// What the user asked to profile.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -116,15 +117,8 @@ impl fmt::Display for TaskKind {
     }
 }
 
-/// `stat` fields after the command name (the state first) of the task at `/proc/PATH/stat`.
-fn stat_fields(path: &str) -> Option<Vec<String>> {
-    let stat = std::fs::read_to_string(format!("/proc/{path}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 1..];
-    Some(rest.split_whitespace().map(str::to_string).collect())
-}
-
-/// Whether `fields` (from [`stat_fields`]) show a task that has not exited: not a zombie (`Z`)
-/// nor dead (`X`).
+/// Whether `fields` (from [`stat_fields`]) show a task that has not exited: not a zombie
+/// (`Z`) nor dead (`X`).
 fn running(fields: &[String]) -> bool {
     fields.first().is_some_and(|s| s != "Z" && s != "X")
 }

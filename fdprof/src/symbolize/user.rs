@@ -367,10 +367,10 @@ impl UserSymbolizer {
 
 /// Field 22 (`starttime`, clock ticks since boot) of `/proc/PID/stat`.
 fn process_start_time(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may hold spaces and parentheses: count from its closing one.
-    let after = &stat[stat.rfind(')')? + 1..];
-    after.split_ascii_whitespace().nth(19)?.parse().ok()
+    crate::procfs::stat_fields(&pid.to_string())?
+        .get(19)?
+        .parse()
+        .ok()
 }
 
 #[cfg(test)]
