@@ -443,32 +443,11 @@ fn random_hex() -> io::Result<String> {
 mod tests {
     use super::*;
 
+    use crate::testdata::TempDir;
+
     /// A fresh directory, removed when dropped.
-    struct Dir(PathBuf);
-
-    impl Dir {
-        fn new(test: &str) -> Self {
-            let dir = std::env::temp_dir()
-                .join(format!("fdprof-output-unit-{test}-{}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&dir);
-            std::fs::create_dir(&dir).unwrap();
-            Dir(dir)
-        }
-
-        fn names(&self) -> Vec<String> {
-            let mut names: Vec<String> = std::fs::read_dir(&self.0)
-                .unwrap()
-                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-                .collect();
-            names.sort();
-            names
-        }
-    }
-
-    impl Drop for Dir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
+    fn dir(test: &str) -> TempDir {
+        TempDir::new(&format!("output-unit-{test}"))
     }
 
     #[test]
@@ -504,7 +483,7 @@ mod tests {
 
     #[test]
     fn the_named_fallback_writes_0600_and_leaves_nothing_else() {
-        let dir = Dir::new("named");
+        let dir = dir("named");
         let path = dir.0.join("out");
         std::fs::write(&path, "old").unwrap();
         std::fs::set_permissions(&path, Permissions::from_mode(0o644)).unwrap();
@@ -520,7 +499,7 @@ mod tests {
 
     #[test]
     fn the_named_fallback_removes_its_temporary_on_failure() {
-        let dir = Dir::new("named-fail");
+        let dir = dir("named-fail");
         let path = dir.0.join("out");
         let target = Target::open(&path).unwrap();
         // Something that is not a regular file appears after the early check.
@@ -533,7 +512,7 @@ mod tests {
 
     #[test]
     fn temporary_names_are_random_and_recognized() {
-        let dir = Dir::new("names");
+        let dir = dir("names");
         let path = dir.0.join("out.svg");
         let target = Target::open(&path).unwrap();
         let a = target.temp_name().unwrap().into_bytes();

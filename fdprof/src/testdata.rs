@@ -393,3 +393,36 @@ pub fn cells(line: &str) -> Vec<&str> {
         .filter(|c| !c.is_empty())
         .collect()
 }
+
+/// A fresh directory for one test, removed when dropped.
+pub struct TempDir(pub std::path::PathBuf);
+
+impl TempDir {
+    /// `/tmp/fdprof-WHAT-PID`, emptied first.
+    pub fn new(what: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("fdprof-{what}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        TempDir(dir)
+    }
+
+    pub fn join(&self, name: &str) -> std::path::PathBuf {
+        self.0.join(name)
+    }
+
+    /// The names in the directory, sorted.
+    pub fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(&self.0)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}

@@ -14,44 +14,19 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{fdprof, kernel_lock, parse_svg, require_root};
+use fdprof::testdata::TempDir;
 
 /// A fresh directory for one test, removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(test: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("fdprof-output-{test}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir(&dir).unwrap();
-        TempDir(dir)
-    }
-
-    fn join(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-
-    /// The fixture recording, written by the test itself.
-    fn recording(&self) -> PathBuf {
-        let path = self.join("rec.data");
-        let rec = fdprof::testdata::recording();
-        std::fs::write(&path, serde_json::to_vec_pretty(&rec).unwrap()).unwrap();
-        path
-    }
-
-    fn names(&self) -> Vec<String> {
-        let mut names: Vec<String> = std::fs::read_dir(&self.0)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        names.sort();
-        names
-    }
+fn temp_dir(test: &str) -> TempDir {
+    TempDir::new(&format!("output-{test}"))
 }
 
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+/// The fixture recording, written into `dir` by the test itself.
+fn recording_in(dir: &TempDir) -> PathBuf {
+    let path = dir.join("rec.data");
+    let rec = fdprof::testdata::recording();
+    std::fs::write(&path, serde_json::to_vec_pretty(&rec).unwrap()).unwrap();
+    path
 }
 
 /// Runs `cmd`, killing it and failing the test if it takes longer than `limit` (a FIFO opened
@@ -305,8 +280,8 @@ fn assert_refused(mut cmd: Command, special: Special, path: &Path, dir: &TempDir
 #[test]
 fn flamegraph_refuses_what_is_not_a_regular_file() {
     require_root(); // for mknod
-    let dir = TempDir::new("fg-refuse");
-    let rec = dir.recording();
+    let dir = temp_dir("fg-refuse");
+    let rec = recording_in(&dir);
     for special in SPECIALS {
         let (path, _listener) = special.make(&dir);
         assert_refused(flamegraph(&rec, &path), special, &path, &dir);
@@ -317,7 +292,7 @@ fn flamegraph_refuses_what_is_not_a_regular_file() {
 fn record_refuses_what_is_not_a_regular_file_before_attaching() {
     require_root();
     let _guard = kernel_lock();
-    let dir = TempDir::new("record-refuse");
+    let dir = temp_dir("record-refuse");
     for special in SPECIALS {
         let (path, _listener) = special.make(&dir);
         let elapsed = assert_refused(record(&path), special, &path, &dir);
@@ -328,8 +303,8 @@ fn record_refuses_what_is_not_a_regular_file_before_attaching() {
 
 #[test]
 fn a_planted_temporary_symlink_is_not_followed_by_flamegraph() {
-    let dir = TempDir::new("fg-plant");
-    let rec = dir.recording();
+    let dir = temp_dir("fg-plant");
+    let rec = recording_in(&dir);
     let victim = dir.join("victim");
     std::fs::write(&victim, "victim").unwrap();
     let out = dir.join("out.svg");
@@ -362,7 +337,7 @@ fn a_planted_temporary_symlink_is_not_followed_by_flamegraph() {
 fn a_planted_temporary_symlink_is_not_followed_by_record() {
     require_root();
     let _guard = kernel_lock();
-    let dir = TempDir::new("record-plant");
+    let dir = temp_dir("record-plant");
     let victim = dir.join("victim");
     std::fs::write(&victim, "victim").unwrap();
     let out = dir.join("out.data");
@@ -381,8 +356,8 @@ fn a_planted_temporary_symlink_is_not_followed_by_record() {
 
 #[test]
 fn flamegraph_files_are_0600_whatever_the_umask_and_the_old_mode() {
-    let dir = TempDir::new("fg-mode");
-    let rec = dir.recording();
+    let dir = temp_dir("fg-mode");
+    let rec = recording_in(&dir);
     let svg = dir.join("out.svg");
     let folded = dir.join("out.folded");
     for existing in [None, Some(0o644), Some(0o600)] {
@@ -414,7 +389,7 @@ fn flamegraph_files_are_0600_whatever_the_umask_and_the_old_mode() {
 fn a_recording_is_0600_whatever_the_umask_and_the_old_mode() {
     require_root();
     let _guard = kernel_lock();
-    let dir = TempDir::new("record-mode");
+    let dir = temp_dir("record-mode");
     let out = dir.join("out.data");
     std::fs::write(&out, "old").unwrap();
     std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o644)).unwrap();
@@ -442,8 +417,8 @@ fn dead_pid() -> u32 {
 
 #[test]
 fn leftovers_of_dead_runs_are_removed_and_never_followed() {
-    let dir = TempDir::new("leftovers");
-    let rec = dir.recording();
+    let dir = temp_dir("leftovers");
+    let rec = recording_in(&dir);
     let dead = dead_pid();
     let live = std::process::id();
     let dead_file = format!(".out.svg.fdprof-{dead}-0123456789abcdef.tmp");
@@ -491,8 +466,8 @@ fn leftovers_of_dead_runs_are_removed_and_never_followed() {
 
 #[test]
 fn a_failed_write_leaves_the_old_file_and_no_temporary() {
-    let dir = TempDir::new("fail");
-    let rec = dir.recording();
+    let dir = temp_dir("fail");
+    let rec = recording_in(&dir);
     let out = dir.join("out.svg");
     std::fs::write(&out, "old").unwrap();
     let mut cmd = flamegraph(&rec, &out);
@@ -521,8 +496,8 @@ fn a_failed_write_leaves_the_old_file_and_no_temporary() {
 
 #[test]
 fn dash_writes_the_svg_to_stdout() {
-    let dir = TempDir::new("fg-stdout");
-    let rec = dir.recording();
+    let dir = temp_dir("fg-stdout");
+    let rec = recording_in(&dir);
     let out = run_ok(flamegraph(&rec, Path::new("-")).current_dir(&dir.0));
     assert_svg(&out.stdout);
     assert!(String::from_utf8_lossy(&out.stderr).contains("standard output"));
@@ -533,7 +508,7 @@ fn dash_writes_the_svg_to_stdout() {
 fn dash_writes_the_recording_to_stdout() {
     require_root();
     let _guard = kernel_lock();
-    let dir = TempDir::new("record-stdout");
+    let dir = temp_dir("record-stdout");
     let out = run_ok(record(Path::new("-")).current_dir(&dir.0));
     assert_recording(&out.stdout);
     assert!(String::from_utf8_lossy(&out.stderr).contains("standard output"));

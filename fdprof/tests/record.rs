@@ -10,16 +10,6 @@ use std::time::{Duration, Instant};
 use common::*;
 use serde_json::Value;
 
-fn tmp(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("fdprof-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
-}
-
-fn read_json(path: &std::path::Path) -> Value {
-    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
-}
-
 /// A workload started with `--wait-signal`: its PID, and the child to collect output from.
 struct Waiting {
     child: Child,
@@ -118,14 +108,6 @@ fn record_deterministic(scenario: &[&str], name: &str) -> (Value, Value) {
     let recording = read_json(&out);
     assert_eq!(recording["end_reason"], "target_exited");
     (result["expected"].clone(), recording)
-}
-
-fn syscall<'a>(rec: &'a Value, name: &str) -> Option<&'a Value> {
-    rec["syscalls"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["name"] == name)
 }
 
 fn check_counts(expected: &Value, rec: &Value) {
@@ -362,14 +344,7 @@ fn close_range_counts_the_fds_it_closes() {
     require_root();
     let _guard = kernel_lock();
     let program = tmp("close_range");
-    let built = run(Command::new("cc")
-        .args(["-O2", "-o"])
-        .arg(&program)
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/programs/close_range.c"
-        )));
-    assert!(built.status.success(), "cc failed");
+    cc("close_range.c", &program, &[]);
     let out = tmp("close_range.data");
     let status = run(fdprof()
         .arg("record")

@@ -13,23 +13,8 @@ use std::time::{Duration, Instant};
 use common::*;
 use serde_json::Value;
 
-fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("fdprof-targets-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
-}
-
-fn read_json(path: &Path) -> Value {
-    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
-}
-
 fn calls(rec: &Value, name: &str) -> u64 {
-    rec["syscalls"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["name"] == name)
-        .map_or(0, |s| s["calls"].as_u64().unwrap())
+    syscall(rec, name).map_or(0, |s| s["calls"].as_u64().unwrap())
 }
 
 fn total_calls(rec: &Value) -> u64 {
@@ -89,18 +74,6 @@ fn start_record(args: &[&str]) -> (Child, std::thread::JoinHandle<String>) {
 fn signal(pid: u32, sig: libc::c_int) {
     // SAFETY: signalling a process this test started.
     unsafe { libc::kill(pid as i32, sig) };
-}
-
-fn cc(source: &str, output: &Path, flags: &[&str]) {
-    let built = run(Command::new("cc")
-        .args(["-O2", "-o"])
-        .arg(output)
-        .arg(format!(
-            "{}/tests/programs/{source}",
-            env!("CARGO_MANIFEST_DIR")
-        ))
-        .args(flags));
-    assert!(built.status.success(), "cc {source} failed");
 }
 
 /// A process whose main thread called pthread_exit is recorded until its last thread exits,

@@ -76,3 +76,41 @@ pub fn parse_svg(text: &str) -> roxmltree::Document<'_> {
     assert_eq!(doc.root_element().tag_name().name(), "svg");
     doc
 }
+
+/// `name` in this test binary's own temporary directory (made on first use).
+pub fn tmp(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "fdprof-{}-{}",
+        env!("CARGO_CRATE_NAME"),
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+/// A JSON file (a recording) as a value.
+pub fn read_json(path: &std::path::Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+/// A recording's row for syscall `name`.
+pub fn syscall<'a>(rec: &'a serde_json::Value, name: &str) -> Option<&'a serde_json::Value> {
+    rec["syscalls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == name)
+}
+
+/// Builds `tests/programs/SOURCE` into `output` with the system's C compiler.
+pub fn cc(source: &str, output: &std::path::Path, flags: &[&str]) {
+    let built = run(Command::new("cc")
+        .args(["-O2", "-o"])
+        .arg(output)
+        .arg(format!(
+            "{}/tests/programs/{source}",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .args(flags));
+    assert!(built.status.success(), "cc {source} failed");
+}

@@ -26,7 +26,7 @@ use fdprof::analysis::{self, FlamegraphOptions, LockFilter, OpFilter, ReportOpti
 use fdprof::model::Recording;
 use fdprof::model::read::MAX_BYTES;
 use fdprof::render;
-use fdprof::testdata;
+use fdprof::testdata::{self, TempDir};
 use serde_json::{Value, json};
 
 /// The address space the worker and the `fdprof` runs get.
@@ -53,7 +53,7 @@ fn reader_and_renderers_survive_hostile_recordings() {
         worker();
         return;
     }
-    let dir = TempDir::new("fuzz");
+    let dir = TempDir::new("reader-fuzz");
     let exe = std::env::current_exe().unwrap();
     let mut cmd = Command::new(exe);
     cmd.args([
@@ -100,7 +100,7 @@ fn reader_and_renderers_survive_hostile_recordings() {
 /// a panic, a signal or a hang.
 #[test]
 fn fdprof_refuses_hostile_files_within_1_gib() {
-    let dir = TempDir::new("files");
+    let dir = TempDir::new("reader-files");
     let valid = dir.0.join("valid.data");
     std::fs::write(
         &valid,
@@ -298,23 +298,6 @@ fn run_limited(cmd: &mut Command, stdin: Stdio, dir: &Path, timeout: Duration) -
         stdout: read(&out_path),
         stderr: read(&err_path),
         maxrss_kb,
-    }
-}
-
-/// A directory of this test's own, removed at the end.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(what: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("fdprof-reader-{what}-{}", std::process::id()));
-        std::fs::create_dir(&dir).unwrap();
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
