@@ -2,11 +2,11 @@
 //! `files->file_lock`).
 //!
 //! Data flows one way: **probe → collect → model → analysis → render**: [`analysis`] computes
-//! every figure once, into typed structs; [`render`] and the JSON output only present them. The binary is a thin `main` over
-//! [`cli`].
+//! every figure once, into typed structs; [`render`] and the JSON output only present them.
+//! [`commands`] holds one file per subcommand; the binary is a thin `main` over
+//! [`commands::main`]. `docs/architecture.md` draws the whole path.
 
 pub mod analysis;
-pub mod cli;
 pub mod collect;
 pub mod commands;
 pub mod error;

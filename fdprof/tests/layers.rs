@@ -37,7 +37,6 @@ const MAY_USE: &[(&str, &[&str])] = &[
             "escape",
         ],
     ),
-    ("cli", &["commands", "error", "escape"]),
     ("testdata", &["model"]),
 ];
 

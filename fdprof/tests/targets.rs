@@ -11,6 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
+use fdprof::analysis::ExitStatus;
 use serde_json::Value;
 
 fn calls(rec: &Value, name: &str) -> u64 {
@@ -266,9 +267,14 @@ fn the_command_exit_status_is_kept() {
             .find(|l| l.contains("exit status"))
             .unwrap_or_else(|| panic!("no exit status in:\n{report}"));
         assert!(line.ends_with(text), "{line}");
+        // The JSON report, read through its type.
         let json = run(fdprof().arg("report").arg("--json").arg(&out));
-        let json: Value = serde_json::from_slice(&json.stdout).unwrap();
-        assert_eq!(json["target"]["exit_status"][key], value);
+        let report: fdprof::analysis::Report = serde_json::from_slice(&json.stdout).unwrap();
+        let want = match key {
+            "code" => ExitStatus::Code(value),
+            _ => ExitStatus::Signal(value),
+        };
+        assert_eq!(report.header.target.exit_status, Some(want));
     }
     // The help says record's own status does not follow the command's.
     let help = run(fdprof().args(["record", "--help"]));

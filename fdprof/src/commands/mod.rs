@@ -1,5 +1,5 @@
-//! One file per subcommand: the command line (clap lives only here) and the sequence of
-//! library calls each subcommand makes.
+//! The command line: one file per subcommand, each with its arguments (clap lives only here)
+//! and the sequence of library calls it makes; [`main`] parses and dispatches.
 
 pub mod doctor;
 pub mod duration;
@@ -7,3 +7,58 @@ pub mod flamegraph;
 pub mod record;
 pub mod report;
 pub mod workload;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::error::Fatal;
+
+#[derive(Parser)]
+#[command(
+    name = "fdprof",
+    version,
+    about = "Profile the Linux fd table: alloc_fd, close and files->file_lock"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Show what this kernel offers and which probes `record` will use
+    Doctor(self::doctor::DoctorArgs),
+    /// Run a built-in fd-table load generator (the 2015 threads' benchmarks)
+    Workload(self::workload::WorkloadArgs),
+    /// Record fd-table activity and file_lock contention of a process, thread, command or system
+    Record(self::record::RecordArgs),
+    /// Print a recording's contention breakdown, top stacks, scan and syscall figures
+    Report(self::report::ReportArgs),
+    /// Draw a recording's waiting stacks as a flamegraph weighted by wait time
+    Flamegraph(self::flamegraph::FlamegraphArgs),
+}
+
+/// Runs the program; every error becomes one line on stderr and a non-zero exit code.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Doctor(args) => self::doctor::run(&args),
+        Command::Workload(args) => self::workload::run(args),
+        Command::Record(args) => self::record::run(args),
+        Command::Report(args) => self::report::run(&args),
+        Command::Flamegraph(args) => self::flamegraph::run(&args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            // Errors quote paths, names and file contents: escape them like any name.
+            eprintln!(
+                "fdprof: error: {}",
+                crate::escape::name(&format!("{err:#}"))
+            );
+            let code = err.downcast_ref::<Fatal>().map_or(1, |f| f.code);
+            ExitCode::from(code)
+        }
+    }
+}
