@@ -11,6 +11,7 @@ mod activity;
 mod contention;
 mod cost;
 mod histogram;
+mod live;
 mod report;
 mod stacks;
 
@@ -18,6 +19,7 @@ pub use activity::{Scan, Syscall, SyscallLatency, Table};
 pub use contention::{Contention, Function, LockOperation, LockTotal, StackWalks};
 pub use cost::{DropCounter, Drops, OwnCost, ProgramCost};
 pub use histogram::{Bucket, Histogram, LatencyLevel, Unit};
+pub use live::{Event, EventKind, Interval};
 pub use report::{Header, Report, ReportOptions, SortKey, Target};
 pub use stacks::{Frame, TopStack};
 
