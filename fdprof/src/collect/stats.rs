@@ -115,3 +115,12 @@ fn raw_prog_info(fd: i32) -> Option<(u64, u64, u64)> {
     let at = |o: usize| u64::from_ne_bytes(info[o..o + 8].try_into().unwrap());
     Some((at(192), at(200), at(208)))
 }
+
+/// fdprof's own CPU time so far (user + system, all threads), ns.
+pub fn own_cpu_ns() -> u64 {
+    // SAFETY: valid out-pointer.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let tv = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}

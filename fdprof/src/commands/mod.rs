@@ -5,6 +5,7 @@ pub mod doctor;
 pub mod duration;
 pub mod flamegraph;
 pub mod record;
+pub mod session;
 pub mod report;
 pub mod workload;
 

@@ -4,29 +4,21 @@
 //! Everything that can be refused is refused before anything is attached: privileges, the
 //! output path, the target, the command.
 
-use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use fdprof_common::{
     probes::Mode,
     session::{EndReason, TargetKind},
 };
 
-use crate::collect::{
-    Kernel, Profiler, ProfilerOptions, Resolved, TargetSpec,
-    launch::{self, Launched, Program},
-    target,
-};
+use super::session::{self, Request, Session};
+use crate::collect::{Profiler, TargetSpec, stats::own_cpu_ns, target};
 use crate::model::{
     assemble::{self, Run},
     build::Symbolizers,
-    recording::Target,
 };
 use crate::output::Output;
-use crate::privileges::{self, Capability};
-use crate::probe::kallsyms::Kallsyms;
-use crate::symbolize::{KernelSymbols, UserSymbolizer};
 
 #[derive(clap::Args, Debug)]
 #[command(group(clap::ArgGroup::new("target").required(true).args(["pid", "tid", "all", "command"])))]
@@ -77,7 +69,7 @@ pub enum ModeArg {
 
 impl ModeArg {
     /// The mode forced on every function role; `None` lets each take the most direct one.
-    fn forced(self) -> Option<Mode> {
+    pub fn forced(self) -> Option<Mode> {
         match self {
             ModeArg::Auto => None,
             ModeArg::Fentry => Some(Mode::Fentry),
@@ -98,133 +90,31 @@ impl RecordArgs {
     }
 }
 
-/// Stop signals (SIGINT, SIGTERM, SIGHUP) received.
-static STOP_SIGNALS: AtomicU32 = AtomicU32::new(0);
-/// The last stop signal sent by a process (kill(2)), to pass on to a launched command; 0 when it
-/// came from the terminal, which signals the whole foreground process group, command included.
-static FORWARD_SIGNAL: AtomicI32 = AtomicI32::new(0);
-
-extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
-    // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler.
-    let sent_by_a_process = unsafe { (*info).si_code } <= 0;
-    FORWARD_SIGNAL.store(if sent_by_a_process { sig } else { 0 }, Ordering::Relaxed);
-    STOP_SIGNALS.fetch_add(1, Ordering::Relaxed);
-}
-
-fn stop_signals() -> u32 {
-    STOP_SIGNALS.load(Ordering::Relaxed)
-}
-
-fn install_signal_handlers() {
-    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        // SAFETY: the handler only stores to atomics; the sigaction struct is fully set.
-        unsafe {
-            let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = on_signal as *const () as libc::sighandler_t;
-            action.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
-            libc::sigemptyset(&mut action.sa_mask);
-            libc::sigaction(sig, &action, std::ptr::null_mut());
-        }
-    }
-}
-
-fn cpu_time_ns() -> u64 {
-    // SAFETY: valid out-pointer.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
-    let tv = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
-    tv(ru.ru_utime) + tv(ru.ru_stime)
-}
-
 pub fn run(args: RecordArgs) -> Result<()> {
-    install_signal_handlers();
-    // Kernel stacks are symbolized from /proc/kallsyms, whose addresses may need CAP_SYSLOG.
-    let mut needed = privileges::LOAD_BPF.to_vec();
-    if privileges::kallsyms_needs_syslog() {
-        needed.push(Capability::Syslog);
-    }
-    privileges::require("fdprof record", &needed)?;
-    args.output.check()?;
-    let spec = args.target();
-    let mut resolved = target::resolve(&spec)?;
-    let program = match &spec {
-        TargetSpec::Command(command) => Some(Program::resolve(command)?),
-        _ => None,
-    };
-
-    // Read once: it is several MB, and both the stack symbolizer and the probe roles need it.
-    let kallsyms =
-        std::fs::read_to_string("/proc/kallsyms").context("cannot read /proc/kallsyms")?;
-    let kernel_syms = KernelSymbols::from_kallsyms(&kallsyms)?;
-    let kernel = Kernel::discover(&Kallsyms::parse(&kallsyms))?;
-    drop(kallsyms);
-    let mut user_syms = UserSymbolizer::new();
-
-    // Forked from the main thread: the parent-death signal follows the thread that forked.
-    let mut launched = program.as_ref().map(launch::launch).transpose()?;
-    if let Some(l) = &launched {
-        resolved.launched(l.pid);
-    }
-    let options = ProfilerOptions {
-        filter: resolved.filter,
+    let request = Request {
+        command_name: "fdprof record",
+        spec: args.target(),
         forced: args.mode.forced(),
         lock_only: args.lock_only,
     };
-    let mut profiler = match Profiler::attach(&kernel, options) {
-        Ok(p) => p,
-        Err(e) => {
-            if let Some(l) = launched {
-                l.abandon();
-            }
-            return Err(e);
-        }
-    };
-    let mut target = Target {
-        kind: resolved.kind,
-        pid: resolved.pid,
-        tid: resolved.tid,
-        command: args.command.clone(),
-        comm: resolved.comm.clone(),
-        exit_status: None,
-    };
-    let cpu_start = cpu_time_ns();
-    let started = Instant::now();
-    let started_unix_ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_millis() as u64;
-    if let Some(pid) = resolved.pid {
-        user_syms.snapshot_maps(pid);
-    }
-    if let Some(l) = &mut launched {
-        // An exec that fails (detaching as the profiler drops) leaves nothing to record.
-        l.go()?;
-    }
+    let (mut session, mut profiler) = session::start(request, || args.output.check())?;
     eprintln!(
         "fdprof: recording {} ({} mode{}); Ctrl-C to stop",
-        target.describe(),
+        session.target.describe(),
         profiler.mode(),
         args.duration
             .map(|d| format!(", for {d:?}"))
             .unwrap_or_default()
     );
 
-    let end_reason = record_until_the_end(
-        &args,
-        &mut profiler,
-        &resolved,
-        &mut launched,
-        &mut target,
-        &mut user_syms,
-        started,
-    );
-    let duration_ns = started.elapsed().as_nanos() as u64;
+    let end_reason = record_until_the_end(&args, &mut profiler, &mut session);
+    let duration_ns = session.started.elapsed().as_nanos() as u64;
     let probes = profiler.attachments().clone();
     let mode = profiler.mode();
     let mut notes = profiler.notes().to_vec();
     let snap = profiler.finish()?; // detached before the slow part
-    if let Some(pid) = resolved.pid.filter(|&p| target::process_alive(p)) {
-        user_syms.snapshot_maps(pid);
+    if let Some(pid) = session.resolved.pid.filter(|&p| target::process_alive(p)) {
+        session.user_syms.snapshot_maps(pid);
     }
     if snap.stats_window.is_zero() {
         // BPF_ENABLE_STATS takes CAP_SYS_ADMIN, which CAP_BPF and CAP_PERFMON do not give.
@@ -234,36 +124,33 @@ pub fn run(args: RecordArgs) -> Result<()> {
                 .into(),
         );
     }
-    if let Some(l) = &mut launched
-        && target.exit_status.is_none()
-    {
-        // The recording ended first (-d): the command must not outlive fdprof.
-        target.exit_status = Some(l.terminate(stop_signals));
-    }
+    // The recording ended first (-d): the command must not outlive fdprof.
+    session.end_command();
     notes.push(
         "aggregated in the kernel: no ring buffer, so nothing is lost to a full buffer".into(),
     );
-    let all = target.kind == TargetKind::All;
+    let all = session.target.kind == TargetKind::All;
     if all {
         notes.push("user stacks are not symbolized in system-wide mode".into());
     }
 
+    let user_pid = session.user_pid();
     let mut sym = Symbolizers {
-        kernel: &kernel_syms,
-        user: &mut user_syms,
-        user_pid: if all { None } else { resolved.pid },
+        kernel: &session.kernel_syms,
+        user: &mut session.user_syms,
+        user_pid,
         raw_addrs: args.raw_addrs,
     };
     let run = Run {
-        target,
-        started_unix_ms,
+        target: session.target.clone(),
+        started_unix_ms: session.started_unix_ms,
         duration_ns,
         end_reason,
         mode,
         probes,
         raw_addrs: args.raw_addrs,
         notes,
-        collector_cpu_ns: cpu_time_ns().saturating_sub(cpu_start),
+        collector_cpu_ns: own_cpu_ns().saturating_sub(session.cpu_start),
     };
     let recording = assemble::recording(&snap, run, &mut sym);
     recording.write(&args.output)?;
@@ -285,49 +172,23 @@ pub fn run(args: RecordArgs) -> Result<()> {
 }
 
 /// Polls until the recording ends, keeping the statistics sampler and the user symbolizer's map
-/// snapshots current; a launched command's exit status goes into `target`.
+/// snapshots current; a launched command's exit status goes into the session's target.
 fn record_until_the_end(
     args: &RecordArgs,
     profiler: &mut Profiler,
-    resolved: &Resolved,
-    launched: &mut Option<Launched>,
-    target: &mut Target,
-    user_syms: &mut UserSymbolizer,
-    started: Instant,
+    session: &mut Session,
 ) -> EndReason {
     let mut last_maps = Instant::now();
     loop {
         profiler.tick();
         std::thread::sleep(Duration::from_millis(20));
-        let signals = stop_signals();
-        if let Some(l) = launched {
-            // A stopped command is recorded until it has exited, whatever it does meanwhile.
-            let status = if signals > 0 {
-                l.stop(signals, FORWARD_SIGNAL.load(Ordering::Relaxed))
-            } else {
-                l.try_wait()
-            };
-            if let Some(status) = status {
-                target.exit_status = Some(status);
-                return if signals > 0 {
-                    EndReason::Interrupted
-                } else {
-                    EndReason::CommandExited
-                };
-            }
-        } else if signals > 0 {
-            return EndReason::Interrupted;
+        if let Some(reason) = session.end_reason(args.duration) {
+            return reason;
         }
-        if args.duration.is_some_and(|d| started.elapsed() >= d) {
-            return EndReason::Duration;
-        }
-        if resolved.exited() {
-            return EndReason::TargetExited;
-        }
-        if let Some(pid) = resolved.pid
+        if let Some(pid) = session.resolved.pid
             && last_maps.elapsed() >= Duration::from_secs(1)
         {
-            user_syms.snapshot_maps(pid);
+            session.user_syms.snapshot_maps(pid);
             last_maps = Instant::now();
         }
     }

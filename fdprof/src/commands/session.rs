@@ -1,0 +1,209 @@
+//! What `record` and `top` share: the start-up (privileges, target, command, kallsyms, kernel
+//! discovery, attach), the stop signals passed on to a launched command, and the checks that
+//! end a profile (signal, the target's or the command's exit, a duration).
+//!
+//! Everything that can be refused is refused before anything is attached.
+
+use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result};
+use fdprof_common::{probes::Mode, session::EndReason};
+
+use crate::collect::{
+    Kernel, Profiler, ProfilerOptions, Resolved, TargetSpec,
+    launch::{self, Launched, Program},
+    stats::own_cpu_ns,
+    target,
+};
+use crate::model::recording::Target;
+use crate::privileges::{self, Capability};
+use crate::probe::kallsyms::Kallsyms;
+use crate::symbolize::{KernelSymbols, UserSymbolizer};
+
+/// Stop signals (SIGINT, SIGTERM, SIGHUP) received.
+static STOP_SIGNALS: AtomicU32 = AtomicU32::new(0);
+/// The last stop signal sent by a process (kill(2)), to pass on to a launched command; 0 when it
+/// came from the terminal, which signals the whole foreground process group, command included.
+static FORWARD_SIGNAL: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler.
+    let sent_by_a_process = unsafe { (*info).si_code } <= 0;
+    FORWARD_SIGNAL.store(if sent_by_a_process { sig } else { 0 }, Ordering::Relaxed);
+    STOP_SIGNALS.fetch_add(1, Ordering::Relaxed);
+}
+
+/// How many stop signals fdprof has received.
+pub fn stop_signals() -> u32 {
+    STOP_SIGNALS.load(Ordering::Relaxed)
+}
+
+fn install_signal_handlers() {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: the handler only stores to atomics; the sigaction struct is fully set.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_signal as *const () as libc::sighandler_t;
+            action.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(sig, &action, std::ptr::null_mut());
+        }
+    }
+}
+
+/// What to profile and how to attach.
+pub struct Request<'a> {
+    /// The subcommand, as privilege errors name it (`fdprof record`).
+    pub command_name: &'a str,
+    pub spec: TargetSpec,
+    pub forced: Option<Mode>,
+    pub lock_only: bool,
+}
+
+/// A profile under way: the target, a launched command, the symbolizers and the start.
+pub struct Session {
+    pub resolved: Resolved,
+    pub launched: Option<Launched>,
+    pub target: Target,
+    pub kernel_syms: KernelSymbols,
+    pub user_syms: UserSymbolizer,
+    /// fdprof's CPU time at attach.
+    pub cpu_start: u64,
+    pub started: Instant,
+    pub started_unix_ms: u64,
+}
+
+/// Checks privileges, runs the subcommand's own `checks`, resolves the target and the command,
+/// discovers the kernel, launches the command (held before `exec`) and attaches; then lets the
+/// command run. A command that cannot run is refused and reaped; nothing stays attached.
+pub fn start(
+    request: Request,
+    checks: impl FnOnce() -> Result<()>,
+) -> Result<(Session, Profiler)> {
+    install_signal_handlers();
+    // Kernel stacks are symbolized from /proc/kallsyms, whose addresses may need CAP_SYSLOG.
+    let mut needed = privileges::LOAD_BPF.to_vec();
+    if privileges::kallsyms_needs_syslog() {
+        needed.push(Capability::Syslog);
+    }
+    privileges::require(request.command_name, &needed)?;
+    checks()?;
+    let spec = request.spec;
+    let mut resolved = target::resolve(&spec)?;
+    let (program, command) = match &spec {
+        TargetSpec::Command(command) => (Some(Program::resolve(command)?), command.clone()),
+        _ => (None, Vec::new()),
+    };
+
+    // Read once: it is several MB, and both the stack symbolizer and the probe roles need it.
+    let kallsyms =
+        std::fs::read_to_string("/proc/kallsyms").context("cannot read /proc/kallsyms")?;
+    let kernel_syms = KernelSymbols::from_kallsyms(&kallsyms)?;
+    let kernel = Kernel::discover(&Kallsyms::parse(&kallsyms))?;
+    drop(kallsyms);
+    let mut user_syms = UserSymbolizer::new();
+
+    // Forked from the main thread: the parent-death signal follows the thread that forked.
+    let mut launched = program.as_ref().map(launch::launch).transpose()?;
+    if let Some(l) = &launched {
+        resolved.launched(l.pid);
+    }
+    let options = ProfilerOptions {
+        filter: resolved.filter,
+        forced: request.forced,
+        lock_only: request.lock_only,
+    };
+    let profiler = match Profiler::attach(&kernel, options) {
+        Ok(p) => p,
+        Err(e) => {
+            if let Some(l) = launched {
+                l.abandon();
+            }
+            return Err(e);
+        }
+    };
+    let target = Target {
+        kind: resolved.kind,
+        pid: resolved.pid,
+        tid: resolved.tid,
+        command,
+        comm: resolved.comm.clone(),
+        exit_status: None,
+    };
+    let cpu_start = own_cpu_ns();
+    let started = Instant::now();
+    let started_unix_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis() as u64;
+    if let Some(pid) = resolved.pid {
+        user_syms.snapshot_maps(pid);
+    }
+    if let Some(l) = &mut launched {
+        // An exec that fails (detaching as the profiler drops) leaves nothing to profile.
+        l.go()?;
+    }
+    let session = Session {
+        resolved,
+        launched,
+        target,
+        kernel_syms,
+        user_syms,
+        cpu_start,
+        started,
+        started_unix_ms,
+    };
+    Ok((session, profiler))
+}
+
+impl Session {
+    /// Why the profile ends now, if it does: a stop signal (once a launched command has exited:
+    /// a stopped command is profiled until then), the command's or the target's exit, or
+    /// `duration` run out. A launched command's exit status goes into `target`.
+    pub fn end_reason(&mut self, duration: Option<Duration>) -> Option<EndReason> {
+        let signals = stop_signals();
+        if let Some(l) = &mut self.launched {
+            let status = if signals > 0 {
+                l.stop(signals, FORWARD_SIGNAL.load(Ordering::Relaxed))
+            } else {
+                l.try_wait()
+            };
+            if let Some(status) = status {
+                self.target.exit_status = Some(status);
+                return Some(if signals > 0 {
+                    EndReason::Interrupted
+                } else {
+                    EndReason::CommandExited
+                });
+            }
+        } else if signals > 0 {
+            return Some(EndReason::Interrupted);
+        }
+        if duration.is_some_and(|d| self.started.elapsed() >= d) {
+            return Some(EndReason::Duration);
+        }
+        if self.resolved.exited() {
+            return Some(EndReason::TargetExited);
+        }
+        None
+    }
+
+    /// Ends a launched command that outlived the profile (SIGTERM, SIGKILL after a grace
+    /// period): it never outlives fdprof. Its exit status goes into `target`.
+    pub fn end_command(&mut self) {
+        if let Some(l) = &mut self.launched
+            && self.target.exit_status.is_none()
+        {
+            self.target.exit_status = Some(l.terminate(stop_signals));
+        }
+    }
+
+    /// The single process whose user stacks can be symbolized (none system-wide).
+    pub fn user_pid(&self) -> Option<u32> {
+        match self.target.kind {
+            fdprof_common::session::TargetKind::All => None,
+            _ => self.resolved.pid,
+        }
+    }
+}
