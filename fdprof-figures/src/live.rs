@@ -9,11 +9,15 @@ use crate::{Frame, Report};
 
 /// What happened between two snapshots of one profiler.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(from = "IntervalJson")]
 pub struct Interval {
     /// 0 for the first interval.
     pub index: u64,
     /// Start of the interval, ns since the probes were attached.
     pub start_ns: u64,
+    /// The same as `report.header.duration_ns`, which the JSON carries: a second
+    /// `duration_ns` key at the top level would make the JSON unreadable.
+    #[serde(skip)]
     pub duration_ns: u64,
     /// The interval's figures, with the names and shapes `report --json` gives a whole
     /// recording (its fields sit at the top level of the JSON).
@@ -22,6 +26,29 @@ pub struct Interval {
     /// The events of the interval, oldest first.
     #[serde(default)]
     pub events: Vec<Event>,
+}
+
+/// An [`Interval`] as its JSON holds it: its length only in the report's header.
+#[derive(Deserialize)]
+struct IntervalJson {
+    index: u64,
+    start_ns: u64,
+    #[serde(flatten)]
+    report: Report,
+    #[serde(default)]
+    events: Vec<Event>,
+}
+
+impl From<IntervalJson> for Interval {
+    fn from(json: IntervalJson) -> Self {
+        Interval {
+            index: json.index,
+            start_ns: json.start_ns,
+            duration_ns: json.report.header.duration_ns,
+            report: json.report,
+            events: json.events,
+        }
+    }
 }
 
 /// An event read from the kernel's ring buffer.

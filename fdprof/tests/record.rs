@@ -10,52 +10,6 @@ use std::time::{Duration, Instant};
 use common::*;
 use serde_json::Value;
 
-/// A workload started with `--wait-signal`: its PID, and the child to collect output from.
-struct Waiting {
-    child: Child,
-    pid: u32,
-}
-
-fn start_workload(args: &[&str]) -> Waiting {
-    let mut child = fdprof()
-        .arg("workload")
-        .args(args)
-        .args(["--json", "--wait-signal"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let ready: Value = serde_json::from_str(&line).expect("ready line");
-    assert_eq!(ready["event"], "ready");
-    let pid = ready["pid"].as_u64().unwrap() as u32;
-    assert_eq!(pid, child.id());
-    Waiting { child, pid }
-}
-
-impl Waiting {
-    fn go(&self) {
-        // SAFETY: signalling the child this test started.
-        unsafe { libc::kill(self.pid as i32, libc::SIGUSR1) };
-    }
-
-    fn finish(mut self) -> Value {
-        let mut out = String::new();
-        self.child
-            .stdout
-            .take()
-            .unwrap()
-            .read_to_string(&mut out)
-            .unwrap();
-        let status = self.child.wait().unwrap();
-        assert!(status.success(), "workload failed");
-        serde_json::from_str(out.trim()).expect("workload result JSON")
-    }
-}
-
 /// Starts `fdprof record` and waits until it reports that it is attached.
 fn start_record(args: &[&str]) -> Child {
     let mut rec = fdprof()

@@ -11,6 +11,7 @@ mod flamegraph;
 mod functions;
 mod header;
 mod histogram;
+mod live;
 mod own_cost;
 mod scan;
 mod stacks;
@@ -28,6 +29,7 @@ pub use flamegraph::{FlamegraphOptions, Folded, FoldedStack, LockFilter, OpFilte
 pub use functions::functions;
 pub use header::{fd_activity_recorded, header};
 pub use histogram::summary;
+pub use live::{IntervalRates, OperationRate, SyscallRate, per_second, rates};
 pub use own_cost::own_cost;
 pub use scan::{scan, table};
 pub use stacks::{frame_label, top_stacks};

@@ -7,6 +7,7 @@ pub mod launch;
 pub mod profiler;
 pub mod snapshot;
 pub mod stats;
+pub mod stream;
 pub mod target;
 
 pub use attach::Attachment;

@@ -19,6 +19,20 @@ pub const RUN_LENGTH: Range = Range {
     max: Duration::from_secs(365 * 24 * 3600),
 };
 
+/// `top --interval`: shorter than 10 ms the snapshots themselves would be the load; longer than
+/// an hour is not live.
+pub const INTERVAL: Range = Range {
+    min: Duration::from_millis(10),
+    max: Duration::from_secs(3600),
+};
+
+/// `top --slow`: a wait threshold, from the shortest wait worth a record of its own to far past
+/// any sane one.
+pub const SLOW: Range = Range {
+    min: Duration::from_micros(1),
+    max: Duration::from_secs(10),
+};
+
 /// Parses a duration such as `5s`, `500ms`, `1m` and checks it against `range`.
 pub fn parse_in(text: &str, range: Range) -> Result<Duration, String> {
     let text = text.trim();
@@ -74,6 +88,16 @@ fn shown(d: Duration) -> String {
 /// The parser for `-d` (clap `value_parser`).
 pub fn parse_run_length(text: &str) -> Result<Duration, String> {
     parse_in(text, RUN_LENGTH)
+}
+
+/// The parser for `top --interval`.
+pub fn parse_interval(text: &str) -> Result<Duration, String> {
+    parse_in(text, INTERVAL)
+}
+
+/// The parser for `top --slow`.
+pub fn parse_slow(text: &str) -> Result<Duration, String> {
+    parse_in(text, SLOW)
 }
 
 #[cfg(test)]

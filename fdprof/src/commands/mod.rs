@@ -4,9 +4,11 @@
 pub mod doctor;
 pub mod duration;
 pub mod flamegraph;
+pub mod live;
 pub mod record;
-pub mod session;
 pub mod report;
+pub mod session;
+pub mod top;
 pub mod workload;
 
 use std::process::ExitCode;
@@ -34,6 +36,8 @@ enum Command {
     Workload(self::workload::WorkloadArgs),
     /// Record fd-table activity and file_lock contention of a process, thread, command or system
     Record(self::record::RecordArgs),
+    /// Watch fd-table activity and file_lock contention live, one interval at a time
+    Top(self::top::TopArgs),
     /// Print a recording's contention breakdown, top stacks, scan and syscall figures
     Report(self::report::ReportArgs),
     /// Draw a recording's waiting stacks as a flamegraph weighted by wait time
@@ -47,6 +51,7 @@ pub fn main() -> ExitCode {
         Command::Doctor(args) => self::doctor::run(&args),
         Command::Workload(args) => self::workload::run(args),
         Command::Record(args) => self::record::run(args),
+        Command::Top(args) => self::top::run(args),
         Command::Report(args) => self::report::run(&args),
         Command::Flamegraph(args) => self::flamegraph::run(&args),
     };

@@ -77,10 +77,7 @@ pub struct Session {
 /// Checks privileges, runs the subcommand's own `checks`, resolves the target and the command,
 /// discovers the kernel, launches the command (held before `exec`) and attaches; then lets the
 /// command run. A command that cannot run is refused and reaped; nothing stays attached.
-pub fn start(
-    request: Request,
-    checks: impl FnOnce() -> Result<()>,
-) -> Result<(Session, Profiler)> {
+pub fn start(request: Request, checks: impl FnOnce() -> Result<()>) -> Result<(Session, Profiler)> {
     install_signal_handlers();
     // Kernel stacks are symbolized from /proc/kallsyms, whose addresses may need CAP_SYSLOG.
     let mut needed = privileges::LOAD_BPF.to_vec();

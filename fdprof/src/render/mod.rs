@@ -7,6 +7,7 @@ pub mod flamegraph;
 pub mod folded;
 pub mod human;
 pub mod layout;
+pub mod live;
 pub mod text;
 
 pub use flamegraph::svg;

@@ -1,7 +1,10 @@
 //! Helpers shared by the integration tests that touch the kernel for real.
 #![allow(dead_code)]
 
-use std::process::{Command, Output};
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, Output, Stdio};
+
+use serde_json::Value;
 use std::sync::{Mutex, MutexGuard};
 
 /// Serializes tests that load BPF programs, so leak checks see only their own programs.
@@ -113,4 +116,50 @@ pub fn cc(source: &str, output: &std::path::Path, flags: &[&str]) {
         ))
         .args(flags));
     assert!(built.status.success(), "cc {source} failed");
+}
+
+/// A workload started with `--wait-signal`: its PID, and the child to collect output from.
+pub struct Waiting {
+    pub child: Child,
+    pub pid: u32,
+}
+
+pub fn start_workload(args: &[&str]) -> Waiting {
+    let mut child = fdprof()
+        .arg("workload")
+        .args(args)
+        .args(["--json", "--wait-signal"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let ready: Value = serde_json::from_str(&line).expect("ready line");
+    assert_eq!(ready["event"], "ready");
+    let pid = ready["pid"].as_u64().unwrap() as u32;
+    assert_eq!(pid, child.id());
+    Waiting { child, pid }
+}
+
+impl Waiting {
+    pub fn go(&self) {
+        // SAFETY: signalling the child this test started.
+        unsafe { libc::kill(self.pid as i32, libc::SIGUSR1) };
+    }
+
+    pub fn finish(mut self) -> Value {
+        let mut out = String::new();
+        self.child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut out)
+            .unwrap();
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "workload failed");
+        serde_json::from_str(out.trim()).expect("workload result JSON")
+    }
 }

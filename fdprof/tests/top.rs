@@ -1,0 +1,277 @@
+//! `fdprof top` on the real kernel: per-interval figures that add up exactly to the workload
+//! generator's ground truth, `-n`, the batch blocks, and bad input.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use fdprof_figures::{Interval, Report};
+
+/// Starts `fdprof top ARGS` (stdout piped) and waits until it says it is attached.
+fn start_top(args: &[&str]) -> Child {
+    let mut top = fdprof()
+        .arg("top")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(top.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    assert!(line.contains("watching"), "top did not start: {line}");
+    std::thread::spawn(move || {
+        let mut rest = String::new();
+        let _ = stderr.read_to_string(&mut rest);
+        eprint!("{rest}");
+    });
+    top
+}
+
+/// Waits for `top` to exit successfully and parses its JSON lines.
+fn intervals(mut top: Child) -> Vec<Interval> {
+    let mut out = String::new();
+    top.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    let status = top.wait().unwrap();
+    assert!(status.success(), "top failed: {status}");
+    parse_lines(&out)
+}
+
+fn parse_lines(out: &str) -> Vec<Interval> {
+    out.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not an Interval: {e}: {l}")))
+        .collect()
+}
+
+fn calls(report: &Report, name: &str) -> u64 {
+    report
+        .syscalls
+        .iter()
+        .find(|s| s.name == name)
+        .map_or(0, |s| s.calls)
+}
+
+/// Indices count up from 0 and each interval starts where the one before ended.
+fn check_sequence(ivs: &[Interval]) {
+    for (i, iv) in ivs.iter().enumerate() {
+        assert_eq!(iv.index, i as u64);
+        assert_eq!(iv.report.header.duration_ns, iv.duration_ns);
+        if i > 0 {
+            let before = &ivs[i - 1];
+            assert_eq!(iv.start_ns, before.start_ns + before.duration_ns);
+        }
+    }
+}
+
+#[test]
+fn intervals_add_up_to_the_generators_counts() {
+    require_root();
+    let _guard = kernel_lock();
+    let w = start_workload(&["socket-close", "-t", "1", "--ops", "200000"]);
+    let pid = w.pid.to_string();
+    let top = start_top(&["-p", &pid, "--jsonl", "--interval", "200ms"]);
+    w.go();
+    let expected = w.finish()["expected"].clone();
+    let ivs = intervals(top);
+    assert!(ivs.len() > 1, "one interval only: {}", ivs.len());
+    check_sequence(&ivs);
+    assert_eq!(
+        ivs.last().unwrap().report.header.end_reason.name(),
+        "target_exited"
+    );
+    let expected_calls = expected["syscalls"].as_object().unwrap();
+    for (name, n) in expected_calls {
+        let sum: u64 = ivs.iter().map(|iv| calls(&iv.report, name)).sum();
+        assert_eq!(
+            sum,
+            n.as_u64().unwrap(),
+            "{name} over {} intervals",
+            ivs.len()
+        );
+    }
+    // Nothing else: the intervals hold the measured phase and only it.
+    let all: u64 = ivs
+        .iter()
+        .flat_map(|iv| iv.report.syscalls.iter().map(|s| s.calls))
+        .sum();
+    let want: u64 = expected_calls.values().map(|v| v.as_u64().unwrap()).sum();
+    assert_eq!(all, want);
+    assert_no_programs_left();
+}
+
+#[test]
+fn a_launched_command_is_watched_until_it_exits() {
+    require_root();
+    let _guard = kernel_lock();
+    let ops = 200_000u64;
+    let out = run(fdprof()
+        .args(["top", "--jsonl", "--interval", "200ms", "--"])
+        .arg(env!("CARGO_BIN_EXE_fdprof"))
+        .args([
+            "workload",
+            "socket-close",
+            "-t",
+            "1",
+            "--ops",
+            &ops.to_string(),
+        ]));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The workload's summary shares top's stdout: keep the JSON lines.
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: String = text
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let ivs = parse_lines(&lines);
+    assert!(ivs.len() > 1, "one interval only");
+    check_sequence(&ivs);
+    let last = ivs.last().unwrap();
+    assert_eq!(last.report.header.end_reason.name(), "command_exited");
+    assert!(last.report.header.target.exit_status.is_some());
+    // Only the loop calls socket(); close is also called at start-up.
+    let sum = |name| ivs.iter().map(|iv| calls(&iv.report, name)).sum::<u64>();
+    assert_eq!(sum("socket"), ops);
+    assert!(sum("close") >= ops);
+    assert_no_programs_left();
+}
+
+#[test]
+fn count_stops_after_that_many_intervals() {
+    require_root();
+    let _guard = kernel_lock();
+    let out = run(fdprof().args(["top", "-n", "3", "-a", "--interval", "100ms", "--jsonl"]));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ivs = parse_lines(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(ivs.len(), 3);
+    check_sequence(&ivs);
+    assert_no_programs_left();
+}
+
+#[test]
+fn batch_prints_a_block_per_interval() {
+    require_root();
+    let _guard = kernel_lock();
+    let out = run(fdprof()
+        .args(["top", "--batch", "--interval", "100ms", "--"])
+        .arg(env!("CARGO_BIN_EXE_fdprof"))
+        .args([
+            "workload", "opensock", "-t", "2", "-n", "200", "-d", "500ms",
+        ])
+        .stdin(Stdio::null()));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let headers = text
+        .lines()
+        .filter(|l| l.starts_with("fdprof top - "))
+        .count();
+    assert!(headers > 1, "{text}");
+    assert_eq!(
+        text.lines().filter(|l| l.starts_with("file_lock")).count(),
+        headers,
+        "{text}"
+    );
+    let syscall_lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("fd syscalls/s"))
+        .collect();
+    assert_eq!(syscall_lines.len(), headers, "{text}");
+    assert!(
+        syscall_lines.iter().any(|l| l.contains("socket ")),
+        "{text}"
+    );
+    assert_no_programs_left();
+}
+
+#[test]
+fn interrupt_ends_cleanly_after_the_last_interval() {
+    require_root();
+    let _guard = kernel_lock();
+    let top = start_top(&["-a", "--jsonl", "--interval", "200ms"]);
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: signalling the child this test started.
+    unsafe { libc::kill(top.id() as i32, libc::SIGINT) };
+    let started = Instant::now();
+    let ivs = intervals(top);
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(!ivs.is_empty());
+    check_sequence(&ivs);
+    assert_eq!(
+        ivs.last().unwrap().report.header.end_reason.name(),
+        "interrupted"
+    );
+    assert_no_programs_left();
+}
+
+#[test]
+fn a_target_that_exits_ends_top_after_its_last_interval() {
+    require_root();
+    let _guard = kernel_lock();
+    let mut sleeper = std::process::Command::new("sleep")
+        .arg("0.7")
+        .spawn()
+        .unwrap();
+    let top = start_top(&[
+        "-p",
+        &sleeper.id().to_string(),
+        "--jsonl",
+        "--interval",
+        "200ms",
+    ]);
+    // Reaped here so that /proc shows it gone, not a zombie.
+    sleeper.wait().unwrap();
+    let ivs = intervals(top);
+    assert!(!ivs.is_empty());
+    assert_eq!(
+        ivs.last().unwrap().report.header.end_reason.name(),
+        "target_exited"
+    );
+    assert_no_programs_left();
+}
+
+#[test]
+fn bad_input_is_refused_in_one_line() {
+    require_root();
+    let _guard = kernel_lock();
+    let pid_max = std::fs::read_to_string("/proc/sys/kernel/pid_max").unwrap();
+    let missing = (pid_max.trim().parse::<u64>().unwrap() + 1).to_string();
+    let out = run(fdprof().args(["top", "-p", &missing, "--jsonl"]));
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("no process"), "{stderr}");
+    assert!(out.stdout.is_empty());
+    for (interval, says) in [
+        ("0", "must be positive"),
+        ("garbage", "not a duration"),
+        ("5ms", "shorter than the shortest"),
+        ("2h", "longer than the longest"),
+    ] {
+        let out = run(fdprof().args(["top", "-a", "--interval", interval]));
+        assert_eq!(out.status.code(), Some(2), "{interval}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        // clap adds a usage hint below its one error line.
+        let errors: Vec<&str> = stderr.lines().filter(|l| l.contains("error")).collect();
+        assert_eq!(errors.len(), 1, "{stderr}");
+        assert!(errors[0].contains(says), "{interval}: {stderr}");
+        assert!(out.stdout.is_empty());
+    }
+    let out = run(fdprof().args(["top", "-a", "--slow", "0.5us"]));
+    assert_eq!(out.status.code(), Some(2));
+    assert_no_programs_left();
+}
