@@ -62,4 +62,23 @@ mod tests {
         let back: Report = serde_json::from_value(v).unwrap();
         assert_eq!(back, r);
     }
+
+    /// An interval's JSON has one `duration_ns` (the report header's) and reads back whole.
+    #[test]
+    fn interval_round_trip() {
+        let mut iv = Interval {
+            index: 3,
+            start_ns: 3_000,
+            duration_ns: 1_000,
+            ..Default::default()
+        };
+        iv.report.header.duration_ns = 1_000;
+        let text = serde_json::to_string(&iv).unwrap();
+        assert_eq!(text.matches("\"duration_ns\"").count(), 1, "{text}");
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["index"], 3);
+        assert_eq!(v["duration_ns"], 1_000);
+        let back: Interval = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, iv);
+    }
 }

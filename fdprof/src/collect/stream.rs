@@ -58,7 +58,7 @@ pub struct IntervalDelta {
 /// What the collector sends.
 #[derive(Debug)]
 pub enum Update {
-    Interval(IntervalDelta),
+    Interval(Box<IntervalDelta>),
     // EVENTS JOIN HERE: the ring-buffer reader's events become a second variant, e.g.
     // `Event(RawEvent)`, sent through `Collector::sender` by a task spawned on
     // `Collector::handle` (or select!ed in `collect` below).
@@ -180,7 +180,7 @@ async fn collect(
         };
         cpu_earlier = cpu;
         // A consumer that has gone has nothing left to show: the stop follows from it.
-        let _ = updates.send(Update::Interval(delta));
+        let _ = updates.send(Update::Interval(Box::new(delta)));
     };
     loop {
         tokio::select! {

@@ -74,3 +74,84 @@ pub fn interval(
         events: Vec::new(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use fdprof_common::{
+        counters::{DROP_ENTRIES, HIST_ENTRIES, SYSCALL_COUNTER_ENTRIES, global, per_syscall},
+        fnops::{FN_COUNTER_ENTRIES, FN_HIST_ENTRIES},
+        session::TargetKind,
+        syscalls::FD_SYSCALLS,
+    };
+
+    use super::*;
+    use crate::collect::Snapshot;
+    use crate::symbolize::{KernelSymbols, UserSymbolizer};
+
+    /// A snapshot `elapsed_ms` after attach with `calls` socket() calls, sized as the maps are.
+    fn snapshot(elapsed_ms: u64, calls: u64) -> Snapshot {
+        let mut snap = Snapshot {
+            elapsed: Duration::from_millis(elapsed_ms),
+            syscall_counters: vec![0; SYSCALL_COUNTER_ENTRIES as usize],
+            globals: vec![0; global::COUNT as usize],
+            hists: vec![0; HIST_ENTRIES as usize],
+            drops: vec![0; DROP_ENTRIES as usize],
+            fn_counters: vec![0; FN_COUNTER_ENTRIES as usize],
+            fn_hists: vec![0; FN_HIST_ENTRIES as usize],
+            ..Default::default()
+        };
+        let socket = FD_SYSCALLS.iter().position(|s| s.name == "socket").unwrap() as u32;
+        snap.syscall_counters[(socket * per_syscall::COUNT + per_syscall::CALLS) as usize] = calls;
+        snap
+    }
+
+    #[test]
+    fn an_interval_holds_its_delta_only_with_the_report_of_a_recording() {
+        let (earlier, now) = (snapshot(1000, 5), snapshot(1500, 12));
+        let delta = IntervalDelta {
+            index: 1,
+            start: earlier.elapsed,
+            duration: now.elapsed - earlier.elapsed,
+            delta: now.delta(&earlier),
+            collector_cpu_ns: 42,
+            last: false,
+        };
+        let facts = Facts {
+            target: Target {
+                kind: TargetKind::Pid,
+                pid: Some(7),
+                tid: None,
+                command: Vec::new(),
+                comm: Some("srv".into()),
+                exit_status: None,
+            },
+            started_unix_ms: 1_000_000,
+            mode: Mode::Tracepoint,
+            probes: BTreeMap::new(),
+            notes: Vec::new(),
+        };
+        let kernel = KernelSymbols::parse("ffffffff81000100 T alloc_fd\n").unwrap();
+        let mut user = UserSymbolizer::new();
+        let mut sym = Symbolizers {
+            kernel: &kernel,
+            user: &mut user,
+            user_pid: None,
+            raw_addrs: false,
+        };
+        let iv = interval(&delta, &facts, EndReason::Duration, &mut sym);
+        assert_eq!(
+            (iv.index, iv.start_ns, iv.duration_ns),
+            (1, 1e9 as u64, 5e8 as u64)
+        );
+        let header = &iv.report.header;
+        assert_eq!(header.duration_ns, iv.duration_ns);
+        assert_eq!(header.started_unix_ms, 1_001_000);
+        assert_eq!(header.target.description, "pid 7 (srv)");
+        assert_eq!(iv.report.syscalls.len(), 1);
+        assert_eq!(iv.report.syscalls[0].name, "socket");
+        assert_eq!(iv.report.syscalls[0].calls, 7);
+        assert_eq!(iv.report.own_cost.collector_cpu_ns, 42);
+    }
+}
