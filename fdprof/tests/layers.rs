@@ -24,6 +24,7 @@ const MAY_USE: &[(&str, &[&str])] = &[
     (
         "commands",
         &[
+            "tui",
             "render",
             "analysis",
             "model",
@@ -35,6 +36,12 @@ const MAY_USE: &[(&str, &[&str])] = &[
             "output",
             "error",
             "escape",
+        ],
+    ),
+    (
+        "tui",
+        &[
+            "analysis", "render", "model", "error", "escape", "output", "procfs",
         ],
     ),
     ("testdata", &["model"]),
