@@ -9,7 +9,7 @@ mod contention;
 mod events;
 mod fd;
 mod header;
-mod help;
+pub mod help;
 mod stacks;
 
 use ratatui::Frame;
