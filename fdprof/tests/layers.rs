@@ -40,9 +40,7 @@ const MAY_USE: &[(&str, &[&str])] = &[
     ),
     (
         "tui",
-        &[
-            "analysis", "render", "model", "error", "escape", "output", "procfs",
-        ],
+        &["analysis", "render", "model", "error", "escape", "output"],
     ),
     ("testdata", &["model"]),
 ];

@@ -20,7 +20,7 @@ pub fn draw(frame: &mut Frame, area: Rect, state: &State) {
     frame.render_widget(block, area);
     let [table, spark] = Layout::vertical([Constraint::Min(0), Constraint::Length(1)]).areas(inner);
     let Some((report, duration_ns)) = state.report() else {
-        frame.render_widget(Paragraph::new(waiting()), table);
+        frame.render_widget(Paragraph::new(waiting(state)), table);
         return;
     };
     let rows = &report.contention.by_lock_operation;

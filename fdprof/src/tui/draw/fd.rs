@@ -19,7 +19,7 @@ pub fn draw(frame: &mut Frame, area: Rect, state: &State) {
     let inner = block.inner(area);
     frame.render_widget(block, area);
     let lines = match state.report() {
-        None => vec![waiting()],
+        None => vec![waiting(state)],
         Some((report, _)) if !report.fd_activity_recorded => {
             vec![Line::from("fd activity not recorded (lock only)")]
         }

@@ -18,7 +18,10 @@ pub const HEIGHT: u16 = 3;
 pub fn draw(frame: &mut Frame, area: Rect, state: &State) {
     let mut first = vec![Span::styled("fdprof top", head_style())];
     let Some((report, duration_ns)) = state.report() else {
-        first.push(Span::raw("  waiting for the first interval…  ? help"));
+        first.push(Span::raw(format!(
+            "  {}  ? help",
+            super::waiting_text(state)
+        )));
         frame.render_widget(Paragraph::new(Line::from(first)), area);
         return;
     };

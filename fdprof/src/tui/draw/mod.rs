@@ -80,9 +80,18 @@ fn scrolled(lines: Vec<Line<'static>>, pane: Pane, state: &State) -> Paragraph<'
     Paragraph::new(lines).scroll((state.scroll(pane).min(last), 0))
 }
 
-/// The line a pane shows before the first interval.
-fn waiting() -> Line<'static> {
-    Line::from("waiting for the first interval…")
+/// What a pane shows when its view has no report yet.
+fn waiting(state: &State) -> Line<'static> {
+    Line::from(waiting_text(state))
+}
+
+/// Before the first interval, or after a reset before the collector's new totals.
+fn waiting_text(state: &State) -> &'static str {
+    if state.shown().interval.is_some() {
+        "totals reset: waiting for the next interval…"
+    } else {
+        "waiting for the first interval…"
+    }
 }
 
 /// How many innermost frames of a kernel stack are the lock's own (`_raw_spin_lock`, the

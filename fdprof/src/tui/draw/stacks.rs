@@ -23,7 +23,7 @@ pub fn draw(frame: &mut Frame, area: Rect, state: &State) {
     let inner = block.inner(area);
     frame.render_widget(block, area);
     let Some((report, duration_ns)) = state.report() else {
-        frame.render_widget(scrolled(vec![waiting()], Pane::Stacks, state), inner);
+        frame.render_widget(scrolled(vec![waiting(state)], Pane::Stacks, state), inner);
         return;
     };
     let stacks = ordered(&report.top_stacks, state);

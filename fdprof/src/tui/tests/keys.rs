@@ -115,6 +115,8 @@ fn r_resets_the_totals() {
     assert!(state.live().cumulative.is_none());
     state.view = View::Cumulative;
     assert!(state.report().is_none());
+    let screen = render(&state, 80, 24);
+    assert!(screen[0].contains("totals reset: waiting for the next interval"));
     // The collector's next interval brings the new totals.
     state.on_update(update(2));
     assert!(state.report().is_some());
