@@ -21,3 +21,4 @@ pub mod symbolize;
 #[cfg(any(test, feature = "testdata"))]
 #[doc(hidden)]
 pub mod testdata;
+pub mod tui;

@@ -24,6 +24,7 @@ const MAY_USE: &[(&str, &[&str])] = &[
     (
         "commands",
         &[
+            "tui",
             "render",
             "analysis",
             "model",
@@ -36,6 +37,10 @@ const MAY_USE: &[(&str, &[&str])] = &[
             "error",
             "escape",
         ],
+    ),
+    (
+        "tui",
+        &["analysis", "render", "model", "error", "escape", "output"],
     ),
     ("testdata", &["model"]),
 ];

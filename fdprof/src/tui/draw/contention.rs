@@ -1,0 +1,76 @@
+//! One row per (lock, operation) of the view, and a sparkline of `file_lock` wait per second
+//! over the last intervals.
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Style};
+use ratatui::text::Line;
+use ratatui::widgets::{Paragraph, Sparkline};
+
+use super::{cpu, head_style, opt_duration, pane_block, rate, scrolled, waiting};
+use crate::analysis::LockOperation;
+use crate::render::human;
+use crate::tui::state::{Pane, State};
+
+const HEAD: &str = "lock      operation   cont/s wait/CPU     avg     p50     p99     max of lock";
+
+pub fn draw(frame: &mut Frame, area: Rect, state: &State) {
+    let block = pane_block("contention".into(), Pane::Contention, state);
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    let [table, spark] = Layout::vertical([Constraint::Min(0), Constraint::Length(1)]).areas(inner);
+    let Some((report, duration_ns)) = state.report() else {
+        frame.render_widget(Paragraph::new(waiting(state)), table);
+        return;
+    };
+    let rows = &report.contention.by_lock_operation;
+    let mut lines = vec![Line::styled(HEAD, head_style())];
+    if rows.is_empty() {
+        lines.push(Line::from("no lock waits"));
+    }
+    lines.extend(rows.iter().map(|r| Line::from(row(r, duration_ns))));
+    frame.render_widget(scrolled(lines, Pane::Contention, state), table);
+    sparkline(frame, spark, state);
+}
+
+fn row(r: &LockOperation, duration_ns: u64) -> String {
+    format!(
+        "{:<9} {:<11} {:>6} {:>8} {:>7} {:>7} {:>7} {:>7} {:>7}",
+        r.lock.to_string(),
+        r.operation.to_string(),
+        rate(r.count, duration_ns),
+        cpu(r.total_wait_ns, duration_ns),
+        r.avg_wait_ns.map_or("-".into(), human::duration_f),
+        opt_duration(r.p50_wait_ns),
+        opt_duration(r.p99_wait_ns),
+        human::duration(r.max_wait_ns),
+        human::percent(r.share_of_lock),
+    )
+}
+
+/// `file_lock` wait per second of each kept interval (ns/s), newest right, with the latest.
+fn sparkline(frame: &mut Frame, area: Rect, state: &State) {
+    let history = &state.shown().history;
+    let values: Vec<u64> = history
+        .iter()
+        .map(|s| super::per_second(s.file_lock_wait_ns, s.duration_ns).unwrap_or(0.0) as u64)
+        .collect();
+    let now = history
+        .back()
+        .map_or("-".into(), |s| cpu(s.file_lock_wait_ns, s.duration_ns));
+    let label = format!("file_lock wait/s {now:>6} ");
+    let [text, bars] = Layout::horizontal([
+        Constraint::Length(label.chars().count() as u16),
+        Constraint::Min(0),
+    ])
+    .areas(area);
+    frame.render_widget(Paragraph::new(label), text);
+    // The newest intervals when the line is narrower than the history.
+    let shown = &values[values.len().saturating_sub(bars.width as usize)..];
+    frame.render_widget(
+        Sparkline::default()
+            .data(shown)
+            .style(Style::new().fg(Color::Magenta)),
+        bars,
+    );
+}

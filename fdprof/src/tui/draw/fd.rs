@@ -1,0 +1,91 @@
+//! fd-table activity: allocations and closes per syscall, the lowest-free-fd scan (with a log2
+//! histogram of its distance), the `next_fd` hit rate, the table's size and growth.
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::text::Line;
+
+use super::{head_style, pane_block, rate, scrolled, waiting};
+use crate::analysis::{Histogram, Report};
+use crate::escape;
+use crate::render::human;
+use crate::tui::state::{Pane, State};
+
+/// Widest histogram bar, in characters.
+const BAR: u64 = 12;
+
+pub fn draw(frame: &mut Frame, area: Rect, state: &State) {
+    let block = pane_block("fd table".into(), Pane::Fd, state);
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    let lines = match state.report() {
+        None => vec![waiting(state)],
+        Some((report, _)) if !report.fd_activity_recorded => {
+            vec![Line::from("fd activity not recorded (lock only)")]
+        }
+        Some((report, duration_ns)) => lines(report, duration_ns),
+    };
+    frame.render_widget(scrolled(lines, Pane::Fd, state), inner);
+}
+
+fn lines(r: &Report, duration_ns: u64) -> Vec<Line<'static>> {
+    let mut out = vec![Line::styled(
+        "syscall    call/s alloc/s close/s",
+        head_style(),
+    )];
+    for s in &r.syscalls {
+        out.push(Line::from(format!(
+            "{:<10} {:>6} {:>7} {:>7}",
+            escape::name(&s.name),
+            rate(s.calls, duration_ns),
+            rate(s.allocs, duration_ns),
+            rate(s.fds_closed, duration_ns),
+        )));
+    }
+    if r.syscalls.is_empty() {
+        out.push(Line::from("no fd syscalls"));
+    }
+    let scan = &r.scan;
+    out.push(Line::from(format!(
+        "next_fd hit {}  below origin {}",
+        human::percent(scan.next_fd_hit_rate),
+        scan.below_origin
+    )));
+    let t = &r.table;
+    out.push(Line::from(format!(
+        "table {} → {} fds, {} expansions",
+        t.max_fds_first, t.max_fds_max, t.expansions
+    )));
+    out.push(Line::from(format!(
+        "scan bits p50 {} p99 {} max {}",
+        opt_count(scan.bits.p50),
+        opt_count(scan.bits.p99),
+        opt_count(scan.bits.max),
+    )));
+    out.extend(bars(&scan.bits).into_iter().map(Line::from));
+    out
+}
+
+fn opt_count(v: Option<u64>) -> String {
+    v.map_or("-".into(), |v| v.to_string())
+}
+
+/// One line per non-empty log2 bucket, bars scaled to the fullest.
+fn bars(h: &Histogram) -> Vec<String> {
+    let fullest = h.buckets.iter().map(|b| b.count).max().unwrap_or(0).max(1);
+    h.buckets
+        .iter()
+        .map(|b| {
+            // At least one block for a non-empty bucket, so a lone outlier stays visible.
+            let width = (b.count.saturating_mul(BAR) / fullest).max(1) as usize;
+            format!(
+                "{:>6}-{:<6} {:<bar$} {}",
+                b.low,
+                b.high,
+                "█".repeat(width),
+                b.count,
+                bar = BAR as usize
+            )
+        })
+        .collect()
+}

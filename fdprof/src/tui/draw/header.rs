@@ -1,0 +1,77 @@
+//! Three lines on top: the target, kernel, view and interval; how each probe role is
+//! attached; what was lost and what fdprof itself costs.
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+use super::{cpu, head_style};
+use crate::analysis::Report;
+use crate::escape;
+use crate::render::human;
+use crate::tui::state::{State, View};
+
+pub const HEIGHT: u16 = 3;
+
+pub fn draw(frame: &mut Frame, area: Rect, state: &State) {
+    let mut first = vec![Span::styled("fdprof top", head_style())];
+    let Some((report, duration_ns)) = state.report() else {
+        first.push(Span::raw(format!(
+            "  {}  ? help",
+            super::waiting_text(state)
+        )));
+        frame.render_widget(Paragraph::new(Line::from(first)), area);
+        return;
+    };
+    let h = &report.header;
+    let view = match state.view {
+        View::Interval => format!("interval {}", human::duration(duration_ns)),
+        View::Cumulative => format!("cumulative {}", human::duration(duration_ns)),
+    };
+    first.push(Span::raw(format!(
+        "  {}  kernel {}  {view}",
+        escape::name(&h.target.description),
+        escape::name(&h.kernel_release),
+    )));
+    if state.paused() {
+        first.push(Span::styled(
+            "  PAUSED",
+            Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD),
+        ));
+    }
+    first.push(Span::raw("  ? help"));
+    let probes: Vec<String> = h
+        .modes
+        .iter()
+        .map(|(role, how)| format!("{} {}", escape::name(role), escape::name(how)))
+        .collect();
+    let lines = vec![
+        Line::from(first),
+        Line::from(format!("probes: {}", probes.join(", "))),
+        Line::from(cost_line(report, duration_ns)),
+    ];
+    frame.render_widget(Paragraph::new(lines), area);
+}
+
+/// Drops and fdprof's own cost over the view's duration.
+fn cost_line(report: &Report, duration_ns: u64) -> String {
+    let d = &report.drops;
+    let drops = if !d.known {
+        "drops unknown".to_string()
+    } else if d.none {
+        "no drops".to_string()
+    } else {
+        format!("drops {} (figures are lower bounds)", d.total)
+    };
+    let c = &report.own_cost;
+    // The programs' share is of the window their statistics were on: as run time per second.
+    let programs = c
+        .programs_cpu_share
+        .map_or("-".into(), |s| format!("{}/s", human::duration_f(s * 1e9)));
+    format!(
+        "{drops}  fdprof: collector {} CPU, programs {programs}",
+        cpu(c.collector_cpu_ns, duration_ns),
+    )
+}

@@ -1,0 +1,37 @@
+//! `fdprof top`'s screen: a terminal UI over the intervals a live profiler streams.
+//!
+//! [`state`] holds what the screen shows and turns keys into changes (no drawing); [`draw`]
+//! lays one frame out from a [`State`] (no state changes); [`app`] runs the terminal: raw
+//! mode, the alternate screen, keys and updates multiplexed. Figures come computed from
+//! `analysis` (one [`Report`] per interval and one cumulative); the screen only chooses,
+//! orders and formats them.
+
+pub mod app;
+pub mod draw;
+pub mod state;
+
+#[cfg(test)]
+mod tests;
+
+use crate::analysis::{Event, Interval, Report};
+
+pub use app::{Exit, drive, run};
+pub use state::{Action, Pane, SortColumn, State, View};
+
+/// What the collector sends the screen.
+#[derive(Debug, Clone)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one interval a second: moving a few hundred bytes is nothing, boxing is noise"
+)]
+pub enum Update {
+    /// One interval, with the report over every interval since the start (or the last reset
+    /// the collector heard of). Events in `interval.events` go to the events pane too: send
+    /// each event once, here or as [`Update::Event`].
+    Interval {
+        interval: Interval,
+        cumulative: Report,
+    },
+    /// One event as soon as it is read.
+    Event(Event),
+}

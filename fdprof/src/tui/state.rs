@@ -1,0 +1,279 @@
+//! What the screen shows and how keys change it; nothing here draws. The figures come whole
+//! from the collector (one [`Report`] per interval, one over all intervals since the start or
+//! the last reset): the state only keeps, bounds and chooses among them.
+
+use std::collections::VecDeque;
+
+use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+
+use crate::analysis::{Event, Interval, Report};
+
+use super::Update;
+
+/// Intervals of `file_lock` wait kept for the sparkline.
+pub const HISTORY: usize = 60;
+/// Events kept for the events pane, newest last.
+pub const EVENTS: usize = 200;
+
+/// What the key asks of the loop beyond changing the state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Nothing beyond the state: redraw.
+    Continue,
+    /// Leave the screen now.
+    Quit,
+    /// Start the cumulative totals anew: the collector must hear of it.
+    ResetTotals,
+}
+
+/// The pane that scrolls with Up/Down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pane {
+    Contention,
+    Stacks,
+    Fd,
+    Events,
+}
+
+impl Pane {
+    pub const ALL: [Pane; 4] = [Pane::Contention, Pane::Stacks, Pane::Fd, Pane::Events];
+
+    fn index(self) -> usize {
+        Pane::ALL.iter().position(|&p| p == self).unwrap_or(0)
+    }
+
+    fn step(self, forward: bool) -> Pane {
+        let n = Pane::ALL.len();
+        let i = if forward {
+            self.index() + 1
+        } else {
+            self.index() + n - 1
+        };
+        Pane::ALL[i % n]
+    }
+}
+
+/// How the stacks pane is ordered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SortColumn {
+    TotalWait,
+    Count,
+    Max,
+}
+
+impl SortColumn {
+    fn next(self) -> SortColumn {
+        match self {
+            SortColumn::TotalWait => SortColumn::Count,
+            SortColumn::Count => SortColumn::Max,
+            SortColumn::Max => SortColumn::TotalWait,
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            SortColumn::TotalWait => "total wait",
+            SortColumn::Count => "count",
+            SortColumn::Max => "max",
+        }
+    }
+}
+
+/// Which report the panes show.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum View {
+    /// The last interval.
+    Interval,
+    /// Every interval since the start or the last reset.
+    Cumulative,
+}
+
+/// `file_lock` wait in one interval, for the sparkline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WaitSample {
+    pub file_lock_wait_ns: u64,
+    pub duration_ns: u64,
+}
+
+/// What arrived from the collector. Paused, the screen shows a copy frozen at the pause.
+#[derive(Debug, Clone, Default)]
+pub struct Feed {
+    pub interval: Option<Interval>,
+    /// `None` before the first interval and after a reset until the collector's next one.
+    pub cumulative: Option<Report>,
+    pub history: VecDeque<WaitSample>,
+    /// Oldest first.
+    pub events: VecDeque<Event>,
+}
+
+/// The whole screen's state.
+#[derive(Debug, Clone)]
+pub struct State {
+    live: Feed,
+    frozen: Option<Feed>,
+    pub help: bool,
+    pub sort: SortColumn,
+    pub focus: Pane,
+    /// Lines scrolled, per pane (in [`Pane::ALL`] order).
+    scroll: [u16; 4],
+    pub view: View,
+    /// The applied stack filter: a stack is shown when one of its functions contains it.
+    pub filter: String,
+    /// The filter being typed after `/`, until Enter or Esc.
+    pub editing: Option<String>,
+    /// The index of the last interval before the latest reset (`None`: never reset, or reset
+    /// before any interval).
+    pub reset_after: Option<u64>,
+    pub resets: u32,
+}
+
+impl Default for State {
+    fn default() -> Self {
+        State {
+            live: Feed::default(),
+            frozen: None,
+            help: false,
+            sort: SortColumn::TotalWait,
+            focus: Pane::Contention,
+            scroll: [0; 4],
+            view: View::Interval,
+            filter: String::new(),
+            editing: None,
+            reset_after: None,
+            resets: 0,
+        }
+    }
+}
+
+impl State {
+    pub fn paused(&self) -> bool {
+        self.frozen.is_some()
+    }
+
+    /// What the panes draw: the live feed, or its copy from the moment of the pause.
+    pub fn shown(&self) -> &Feed {
+        self.frozen.as_ref().unwrap_or(&self.live)
+    }
+
+    /// What arrived, paused or not.
+    pub fn live(&self) -> &Feed {
+        &self.live
+    }
+
+    /// The report of the current view, with the duration it covers (ns).
+    pub fn report(&self) -> Option<(&Report, u64)> {
+        let feed = self.shown();
+        match self.view {
+            View::Interval => feed.interval.as_ref().map(|i| (&i.report, i.duration_ns)),
+            View::Cumulative => feed.cumulative.as_ref().map(|r| (r, r.header.duration_ns)),
+        }
+    }
+
+    pub fn scroll(&self, pane: Pane) -> u16 {
+        self.scroll[pane.index()]
+    }
+
+    pub fn on_update(&mut self, update: Update) {
+        let feed = &mut self.live;
+        match update {
+            Update::Interval {
+                interval,
+                cumulative,
+            } => {
+                if feed.history.len() == HISTORY {
+                    feed.history.pop_front();
+                }
+                feed.history.push_back(WaitSample {
+                    file_lock_wait_ns: interval.report.contention.file_lock_wait_ns,
+                    duration_ns: interval.duration_ns,
+                });
+                for event in &interval.events {
+                    push_event(&mut feed.events, event.clone());
+                }
+                feed.interval = Some(interval);
+                feed.cumulative = Some(cumulative);
+            }
+            Update::Event(event) => push_event(&mut feed.events, event),
+        }
+    }
+
+    /// One key: `q`/Ctrl-C quit (in the filter prompt `q` is text, Ctrl-C still quits),
+    /// `p`/space pause, `?` help, `s` sort, Tab/arrows panes and scrolling, `r` reset,
+    /// `z` interval/cumulative, `/` stack filter.
+    pub fn on_key(&mut self, key: KeyEvent) -> Action {
+        if key.kind == KeyEventKind::Release {
+            return Action::Continue;
+        }
+        if key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c') {
+            return Action::Quit;
+        }
+        if let Some(text) = &mut self.editing {
+            match key.code {
+                KeyCode::Enter => {
+                    self.filter = text.trim().to_string();
+                    self.editing = None;
+                    self.scroll[Pane::Stacks.index()] = 0;
+                }
+                KeyCode::Esc => self.editing = None,
+                KeyCode::Backspace => {
+                    text.pop();
+                }
+                KeyCode::Char(c) if !c.is_control() => text.push(c),
+                _ => {}
+            }
+            return Action::Continue;
+        }
+        if self.help {
+            match key.code {
+                KeyCode::Char('q') => return Action::Quit,
+                KeyCode::Char('?') | KeyCode::Esc => self.help = false,
+                _ => {}
+            }
+            return Action::Continue;
+        }
+        match key.code {
+            KeyCode::Char('q') => return Action::Quit,
+            KeyCode::Char('p') | KeyCode::Char(' ') => {
+                self.frozen = match self.frozen {
+                    Some(_) => None,
+                    None => Some(self.live.clone()),
+                }
+            }
+            KeyCode::Char('?') => self.help = true,
+            KeyCode::Char('s') => self.sort = self.sort.next(),
+            KeyCode::Tab | KeyCode::Right => self.focus = self.focus.step(true),
+            KeyCode::BackTab | KeyCode::Left => self.focus = self.focus.step(false),
+            KeyCode::Down => {
+                let s = &mut self.scroll[self.focus.index()];
+                *s = s.saturating_add(1);
+            }
+            KeyCode::Up => {
+                let s = &mut self.scroll[self.focus.index()];
+                *s = s.saturating_sub(1);
+            }
+            KeyCode::Char('r') => {
+                self.reset_after = self.live.interval.as_ref().map(|i| i.index);
+                self.resets += 1;
+                self.live.cumulative = None;
+                return Action::ResetTotals;
+            }
+            KeyCode::Char('z') => {
+                self.view = match self.view {
+                    View::Interval => View::Cumulative,
+                    View::Cumulative => View::Interval,
+                }
+            }
+            KeyCode::Char('/') => self.editing = Some(self.filter.clone()),
+            KeyCode::Esc if !self.filter.is_empty() => self.filter.clear(),
+            _ => {}
+        }
+        Action::Continue
+    }
+}
+
+fn push_event(events: &mut VecDeque<Event>, event: Event) {
+    if events.len() == EVENTS {
+        events.pop_front();
+    }
+    events.push_back(event);
+}
