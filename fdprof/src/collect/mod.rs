@@ -2,6 +2,7 @@
 
 pub mod attach;
 pub mod direct;
+pub mod events;
 pub mod kernel;
 pub mod launch;
 pub mod profiler;
@@ -10,6 +11,7 @@ pub mod stats;
 pub mod target;
 
 pub use attach::Attachment;
+pub use events::{EventStream, RawEvent, RawKind};
 pub use kernel::Kernel;
 pub use profiler::{Filter, Profiler, ProfilerOptions};
 pub use snapshot::Snapshot;

@@ -169,6 +169,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
         filter: resolved.filter,
         forced: args.mode.forced(),
         lock_only: args.lock_only,
+        ..ProfilerOptions::default()
     };
     let mut profiler = match Profiler::attach(&kernel, options) {
         Ok(p) => p,
