@@ -55,6 +55,14 @@ pub fn expand_probed() -> bool {
         .is_some_and(|&v| v != 0)
 }
 
+/// Whether user space reads the events ring buffer.
+#[inline(always)]
+pub fn events_on() -> bool {
+    CONFIG
+        .get(fdprof_common::fnops::CONFIG_EVENTS)
+        .is_some_and(|&v| v != 0)
+}
+
 #[inline(always)]
 fn global<T: Copy>(v: &'static T) -> T {
     // SAFETY: a valid static; volatile so the loader's value is read, not the compile-time one.

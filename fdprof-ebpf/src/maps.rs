@@ -32,11 +32,14 @@ pub static DROPS: PerCpuArray<u64> = PerCpuArray::with_max_entries(DROP_ENTRIES,
 #[map]
 pub static EVENTS: RingBuf = RingBuf::with_byte_size(RING_BYTES, 0);
 
-/// Sends `record`, stamped with the time and the current pid/tid. The ring buffer's reserve
-/// takes its own short spinlock (no lock of the target's); a full buffer is a counted drop,
-/// never a wait.
+/// Sends `record`, stamped with the time and the current pid/tid, when user space reads the
+/// events. The ring buffer's reserve takes its own short spinlock (no lock of the target's); a
+/// full buffer is a counted drop, never a wait.
 #[inline(always)]
 pub fn emit(mut record: EventRecord) {
+    if !crate::kernel::events_on() {
+        return;
+    }
     let pid_tgid = bpf_get_current_pid_tgid();
     record.at_ns = unsafe { bpf_ktime_get_ns() };
     record.pid = (pid_tgid >> 32) as u32;

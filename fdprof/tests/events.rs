@@ -134,7 +134,10 @@ fn expansions_are_those_the_snapshot_counts() {
             _ => None,
         })
         .collect();
-    assert_eq!(snap.drops[(drop::PROBE_EVENTS * drop::COUNT + drop::RINGBUF_FULL) as usize], 0);
+    assert_eq!(
+        snap.drops[(drop::PROBE_EVENTS * drop::COUNT + drop::RINGBUF_FULL) as usize],
+        0
+    );
     assert_eq!(
         grown.len() as u64,
         snap.globals[global::EXPANSIONS as usize],
@@ -230,6 +233,7 @@ fn every_file_lock_wait_is_a_slow_wait_at_one_ns() {
     // Each wait is both aggregated and sent, at the same contention_end: equal unless the ring
     // buffer was full (events lost, counted) or the aggregate map was (waits not aggregated).
     let sent = slow.len() as u64;
+    eprintln!("{sent} events, {contended} waits, {lost} lost events, {unaggregated} unaggregated");
     assert!(
         sent + lost >= contended && sent <= contended + unaggregated,
         "{sent} events, {contended} waits, {lost} lost events, {unaggregated} unaggregated"
@@ -249,6 +253,28 @@ fn every_file_lock_wait_is_a_slow_wait_at_one_ns() {
         };
         assert!(wait_ns >= 1);
         assert!(kernel_stack.is_some());
+    }
+    assert_no_programs_left();
+}
+
+/// Where tp_btf is refused, each family falls back to classic tracepoints: those programs (the
+/// event-sending ones included) must pass the verifier too, and attach.
+#[test]
+fn classic_tracepoint_fallbacks_load_and_attach() {
+    require_root();
+    let _guard = kernel_lock();
+    {
+        let mut ebpf = aya::EbpfLoader::new()
+            .load(fdprof::probe::object::PROFILER)
+            .unwrap();
+        for family in [
+            fdprof_common::probes::Role::LockTracepoints,
+            fdprof_common::probes::Role::FdSyscalls,
+            fdprof_common::probes::Role::TaskExits,
+        ] {
+            fdprof::collect::attach::classic(&mut ebpf, family)
+                .unwrap_or_else(|e| panic!("{family}: {e:#}"));
+        }
     }
     assert_no_programs_left();
 }

@@ -161,15 +161,19 @@ impl Profiler {
         })
     }
 
-    /// The events ring buffer, to read with an [`EventStream`]; `None` once taken. Call it
-    /// inside a tokio runtime with IO enabled.
+    /// The events ring buffer, to read with an [`EventStream`]; `None` once taken. The
+    /// programs send events from then on only. Call it inside a tokio runtime with IO enabled.
     pub fn take_events(&mut self) -> Option<Result<EventStream>> {
         let map = self.ebpf.take_map(map::EVENTS)?;
-        Some(
-            RingBuf::try_from(map)
-                .map_err(anyhow::Error::from)
-                .and_then(EventStream::new),
-        )
+        Some(self.start_events(map))
+    }
+
+    fn start_events(&mut self, map: aya::maps::Map) -> Result<EventStream> {
+        let stream = EventStream::new(RingBuf::try_from(map)?)?;
+        let mut config: Array<_, u32> =
+            Array::try_from(self.ebpf.map_mut(map::CONFIG).context("no map CONFIG")?)?;
+        config.set(fnops::CONFIG_EVENTS, 1, 0)?;
+        Ok(stream)
     }
 
     /// `CLOCK_MONOTONIC` at attach, in ns: the origin of the events' time.
