@@ -46,7 +46,9 @@ pub mod hist {
 pub mod drop {
     pub const PROBE_CONTENTION: u32 = 0;
     pub const PROBE_SYSCALLS: u32 = 1;
-    pub const PROBES: u32 = 2;
+    /// Events lost to a full `EVENTS` ring buffer.
+    pub const PROBE_EVENTS: u32 = 2;
+    pub const PROBES: u32 = 3;
 
     /// A map had no room (for syscalls: another thread's entry took the in-flight slot).
     pub const MAP_FULL: u32 = 0;
@@ -54,11 +56,18 @@ pub mod drop {
     pub const USER_STACK: u32 = 2;
     /// A value could not be read from the kernel or user memory.
     pub const READ_FAILED: u32 = 3;
-    pub const COUNT: u32 = 4;
+    /// The events ring buffer had no room (user space reads too slowly).
+    pub const RINGBUF_FULL: u32 = 4;
+    pub const COUNT: u32 = 5;
 
-    pub const PROBE_NAMES: [&str; PROBES as usize] = ["contention", "syscalls"];
-    pub const REASON_NAMES: [&str; COUNT as usize] =
-        ["map_full", "kernel_stack", "user_stack", "read_failed"];
+    pub const PROBE_NAMES: [&str; PROBES as usize] = ["contention", "syscalls", "events"];
+    pub const REASON_NAMES: [&str; COUNT as usize] = [
+        "map_full",
+        "kernel_stack",
+        "user_stack",
+        "read_failed",
+        "ringbuf_full",
+    ];
 }
 
 pub const SYSCALL_COUNTER_ENTRIES: u32 = N_SYSCALLS * per_syscall::COUNT;

@@ -101,6 +101,12 @@ pub mod kind {
 
 /// Index in the `CONFIG` array: 1 when the allocator is probed directly.
 pub const CONFIG_DIRECT_ALLOC: u32 = 0;
+/// Index in the `CONFIG` array: 1 when `expand_files` is probed directly, so expansion events
+/// come from there (with their duration) and not from the syscall tracepoints.
+pub const CONFIG_DIRECT_EXPAND: u32 = 1;
+/// Index in the `CONFIG` array: 1 once user space reads the events ring buffer; until then
+/// nothing is sent (a `record` never reads it, and a buffer nobody reads only counts drops).
+pub const CONFIG_EVENTS: u32 = 2;
 
 pub const FN_COUNTER_ENTRIES: u32 = (op::COUNT + 1) * counter::COUNT;
 pub const FN_HIST_ENTRIES: u32 = (op::COUNT + 1) * kind::COUNT * HIST_SLOTS;
@@ -114,7 +120,8 @@ pub struct OpState {
     pub start_ns: u64,
     /// Slow-path wait accumulated inside this call.
     pub wait_ns: u64,
-    /// Scan origin read at allocator entry: `max(start, files->next_fd)`.
+    /// Scan origin read at allocator entry: `max(start, files->next_fd)`; for `expand_files`,
+    /// `max_fds` at entry.
     pub origin: u32,
     pub _pad: u32,
 }

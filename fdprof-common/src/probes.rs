@@ -14,7 +14,9 @@ pub mod map {
     pub const FN_COUNTERS: &str = "FN_COUNTERS";
     pub const FN_HISTS: &str = "FN_HISTS";
     pub const CONFIG: &str = "CONFIG";
-    pub const ALL: [&str; 9] = [
+    /// Ring buffer of `events::EventRecord`s.
+    pub const EVENTS: &str = "EVENTS";
+    pub const ALL: [&str; 10] = [
         STACKS,
         CONTENTION,
         SYSCALL_COUNTERS,
@@ -24,6 +26,7 @@ pub mod map {
         FN_COUNTERS,
         FN_HISTS,
         CONFIG,
+        EVENTS,
     ];
 }
 
@@ -40,7 +43,12 @@ pub mod setting {
     pub const OFF_FDT_OPEN_FDS: &str = "OFF_FDT_OPEN_FDS";
     /// Which argument of the allocator is `start`: 0 for `alloc_fd`, 1 for `__alloc_fd`.
     pub const ALLOC_START_ARG: &str = "ALLOC_START_ARG";
-    pub const ALL: [&str; 9] = [
+    /// Offsets of `task_struct.signal` and `signal_struct.live` (thread exits).
+    pub const OFF_TASK_SIGNAL: &str = "OFF_TASK_SIGNAL";
+    pub const OFF_SIGNAL_LIVE: &str = "OFF_SIGNAL_LIVE";
+    /// Waits of at least this many ns are sent as slow-wait events (u64).
+    pub const SLOW_NS: &str = "SLOW_NS";
+    pub const ALL: [&str; 12] = [
         TARGET_KIND,
         TARGET_ID,
         OFF_TASK_FILES,
@@ -50,6 +58,9 @@ pub mod setting {
         OFF_FDT_MAX_FDS,
         OFF_FDT_OPEN_FDS,
         ALLOC_START_ARG,
+        OFF_TASK_SIGNAL,
+        OFF_SIGNAL_LIVE,
+        SLOW_NS,
     ];
 }
 
@@ -63,7 +74,7 @@ pub mod target_kind {
 }
 
 /// What a probe role observes. The first six are kernel functions, probed directly (fentry or
-/// kprobe) where the kernel allows; the last two are tracepoint families.
+/// kprobe) where the kernel allows; the last three are tracepoint families.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[cfg_attr(
     feature = "serde",
@@ -79,6 +90,8 @@ pub enum Role {
     LockSlowpath,
     LockTracepoints,
     FdSyscalls,
+    /// `sched:sched_process_exit`: the target's threads ending (events only).
+    TaskExits,
 }
 
 impl Role {
@@ -101,6 +114,7 @@ impl Role {
             Role::LockSlowpath => "lock_slowpath",
             Role::LockTracepoints => "lock_tracepoints",
             Role::FdSyscalls => "fd_syscalls",
+            Role::TaskExits => "task_exits",
         }
     }
 
@@ -116,7 +130,7 @@ impl Role {
                 (program::FE_SPIN, program::FX_SPIN),
                 (program::FE_SPIN2, program::FX_SPIN2),
             ],
-            Role::LockTracepoints | Role::FdSyscalls => &[],
+            Role::LockTracepoints | Role::FdSyscalls | Role::TaskExits => &[],
         }
     }
 
@@ -129,7 +143,7 @@ impl Role {
             Role::Dup2 => (program::KP_DUP2, program::KR_DUP2),
             Role::CloseRange => (program::KP_CRANGE, program::KR_CRANGE),
             Role::LockSlowpath => (program::KP_SPIN, program::KR_SPIN),
-            Role::LockTracepoints | Role::FdSyscalls => return None,
+            Role::LockTracepoints | Role::FdSyscalls | Role::TaskExits => return None,
         })
     }
 
@@ -144,6 +158,7 @@ impl Role {
                 (program::SYS_ENTER, "sys_enter"),
                 (program::SYS_EXIT, "sys_exit"),
             ],
+            Role::TaskExits => &[(program::TASK_EXIT, "sched_process_exit")],
             _ => &[],
         }
     }
@@ -161,6 +176,7 @@ impl Role {
                 (program::TP_SYS_ENTER, "raw_syscalls", "sys_enter"),
                 (program::TP_SYS_EXIT, "raw_syscalls", "sys_exit"),
             ],
+            Role::TaskExits => &[(program::TP_TASK_EXIT, "sched", "sched_process_exit")],
             _ => &[],
         }
     }
@@ -229,7 +245,9 @@ pub mod program {
     pub const KR_CRANGE: &str = "fdprof_kr_crange";
     pub const KP_SPIN: &str = "fdprof_kp_spin";
     pub const KR_SPIN: &str = "fdprof_kr_spin";
-    pub const ALL: [&str; 34] = [
+    pub const TASK_EXIT: &str = "fdprof_task_exit";
+    pub const TP_TASK_EXIT: &str = "fdprof_tp_task_exit";
+    pub const ALL: [&str; 36] = [
         LOCK_BEGIN,
         LOCK_END,
         TP_LOCK_BEGIN,
@@ -264,6 +282,8 @@ pub mod program {
         KR_CRANGE,
         KP_SPIN,
         KR_SPIN,
+        TASK_EXIT,
+        TP_TASK_EXIT,
     ];
 }
 

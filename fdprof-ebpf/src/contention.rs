@@ -24,6 +24,7 @@ use aya_ebpf::{
 use fdprof_common::{
     contention::{ContentionKey, ContentionValue, OpenWait, STACK_REFRESH, lcb, lock_class},
     counters::{drop, global},
+    events::{EventRecord, kind},
     log2_slot,
 };
 
@@ -230,6 +231,17 @@ fn end(lock: u64) {
         user_stack: wait.user_stack,
         slot: log2_slot(ns),
     };
+    // The site's stacks already in hand; the operation is told from them in user space.
+    if ns >= kernel::slow_ns() {
+        maps::emit(EventRecord {
+            kind: kind::SLOW_WAIT,
+            value: ns,
+            lock_class: key.lock_class,
+            kernel_stack: key.kernel_stack,
+            user_stack: key.user_stack,
+            ..EventRecord::default()
+        });
+    }
     if let Some(v) = CONTENTION.get_ptr_mut(&key) {
         // SAFETY: per-CPU value, this CPU only.
         unsafe {

@@ -14,6 +14,7 @@ use aya_ebpf::{
 };
 use fdprof_common::{
     HIST_SLOTS,
+    events::{self, EventRecord, flag},
     fnops::{FN_COUNTER_ENTRIES, FN_HIST_ENTRIES, OpState, counter, kind, op},
     log2_slot,
 };
@@ -131,10 +132,40 @@ fn alloc_exit(ret: i64) {
     }
 }
 
+/// The current table's `max_fds` (0 when unreadable).
+#[inline(always)]
+fn current_max_fds() -> u32 {
+    kernel::current_files()
+        .and_then(kernel::table_state)
+        .map_or(0, |(_, _, max_fds)| max_fds)
+}
+
+/// `expand_files` entry: its op state keeps `max_fds` before (in `origin`).
+#[inline(always)]
+fn expand_enter() {
+    op_enter(op::EXPAND, current_max_fds());
+}
+
+/// `expand_files` exit: an expansion event when `max_fds` grew during the call (whatever the
+/// kernel's return convention), with the call's duration.
 #[inline(always)]
 fn expand_exit(ret: i64) {
-    if op_exit(op::EXPAND).is_some() && ret == 1 {
+    let Some(state) = op_exit(op::EXPAND) else {
+        return;
+    };
+    if ret == 1 {
         bump(op::EXPAND, counter::EXPANDED, 1);
+    }
+    let new_max_fds = current_max_fds();
+    if new_max_fds > state.origin {
+        maps::emit(EventRecord {
+            kind: events::kind::EXPANSION,
+            flags: flag::DURATION,
+            value: unsafe { bpf_ktime_get_ns() }.saturating_sub(state.start_ns),
+            old_max_fds: state.origin,
+            new_max_fds,
+            ..EventRecord::default()
+        });
     }
 }
 
@@ -272,7 +303,7 @@ fentry_pair!(fdprof_fe_crange, fdprof_fx_crange, op::CLOSE_RANGE);
 
 #[fentry]
 pub fn fdprof_fe_expand(_ctx: FEntryContext) -> i32 {
-    op_enter(op::EXPAND, 0);
+    expand_enter();
     0
 }
 
@@ -341,7 +372,7 @@ kprobe_pair!(fdprof_kp_crange, fdprof_kr_crange, op::CLOSE_RANGE);
 
 #[kprobe]
 pub fn fdprof_kp_expand(_ctx: ProbeContext) -> u32 {
-    op_enter(op::EXPAND, 0);
+    expand_enter();
     0
 }
 

@@ -26,6 +26,13 @@ static OFF_FILES_FILE_LOCK: u32 = 0;
 static OFF_FDT_MAX_FDS: u32 = 0;
 #[unsafe(no_mangle)]
 static OFF_FDT_OPEN_FDS: u32 = 0;
+#[unsafe(no_mangle)]
+static OFF_TASK_SIGNAL: u32 = 0;
+#[unsafe(no_mangle)]
+static OFF_SIGNAL_LIVE: u32 = 0;
+/// Waits of at least this many ns are sent as events; never unless set.
+#[unsafe(no_mangle)]
+static SLOW_NS: u64 = u64::MAX;
 
 /// Settings user space writes after attaching (a global is fixed before load, but which
 /// probes attach is only known after): `CONFIG[DIRECT_ALLOC]` = 1 once the allocator itself
@@ -40,10 +47,42 @@ pub fn scan_in_syscalls() -> bool {
         .is_none_or(|&v| v == 0)
 }
 
+/// Whether `expand_files` is probed directly: expansion events come from there.
 #[inline(always)]
-fn global(v: &'static u32) -> u32 {
-    // SAFETY: a valid static; volatile so the loader's value is read, not the compile-time 0.
+pub fn expand_probed() -> bool {
+    CONFIG
+        .get(fdprof_common::fnops::CONFIG_DIRECT_EXPAND)
+        .is_some_and(|&v| v != 0)
+}
+
+/// Whether user space reads the events ring buffer.
+#[inline(always)]
+pub fn events_on() -> bool {
+    CONFIG
+        .get(fdprof_common::fnops::CONFIG_EVENTS)
+        .is_some_and(|&v| v != 0)
+}
+
+#[inline(always)]
+fn global<T: Copy>(v: &'static T) -> T {
+    // SAFETY: a valid static; volatile so the loader's value is read, not the compile-time one.
     unsafe { core::ptr::read_volatile(v) }
+}
+
+/// The slow-wait threshold.
+#[inline(always)]
+pub fn slow_ns() -> u64 {
+    global(&SLOW_NS)
+}
+
+/// `current->signal` and its `live` count (threads that have not yet passed `do_exit`'s
+/// decrement).
+#[inline(always)]
+pub fn current_signal_live() -> Option<(u64, i32)> {
+    let task = unsafe { bpf_get_current_task() };
+    let signal = read::<u64>(task + u64::from(global(&OFF_TASK_SIGNAL))).filter(|&s| s != 0)?;
+    let live = read::<i32>(signal + u64::from(global(&OFF_SIGNAL_LIVE)))?;
+    Some((signal, live))
 }
 
 /// The current thread's tid when it belongs to what is being profiled. Programs take the tid

@@ -2,11 +2,13 @@
 //! programs are easy to spot in `bpftool prog show` (names are cut at 15 characters).
 //!
 //! Everything is aggregated in the kernel, in per-CPU maps where the path is hot; user space
-//! reads the maps when the recording ends. Nothing is streamed per event.
+//! reads the maps when the recording ends. Only the few events that each deserve a record of
+//! their own (slow waits, table expansions, thread exits) are streamed, through a ring buffer.
 #![no_std]
 #![no_main]
 
 mod contention;
+mod exits;
 mod fdops;
 mod kernel;
 mod maps;

@@ -1,12 +1,14 @@
 //! Maps shared by the program families, and small helpers to bump per-CPU counters.
 
 use aya_ebpf::{
+    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
     macros::map,
-    maps::{PerCpuArray, StackTrace},
+    maps::{PerCpuArray, RingBuf, StackTrace},
 };
 use fdprof_common::{
     HIST_SLOTS,
     counters::{DROP_ENTRIES, HIST_ENTRIES, SYSCALL_COUNTER_ENTRIES, drop, global, hist},
+    events::{EventRecord, RING_BYTES},
     log2_slot,
 };
 
@@ -25,6 +27,27 @@ pub static HISTS: PerCpuArray<u64> = PerCpuArray::with_max_entries(HIST_ENTRIES,
 
 #[map]
 pub static DROPS: PerCpuArray<u64> = PerCpuArray::with_max_entries(DROP_ENTRIES, 0);
+
+/// The events that each deserve a record of their own (slow waits, expansions, exits).
+#[map]
+pub static EVENTS: RingBuf = RingBuf::with_byte_size(RING_BYTES, 0);
+
+/// Sends `record`, stamped with the time and the current pid/tid, when user space reads the
+/// events. The ring buffer's reserve takes its own short spinlock (no lock of the target's); a
+/// full buffer is a counted drop, never a wait.
+#[inline(always)]
+pub fn emit(mut record: EventRecord) {
+    if !crate::kernel::events_on() {
+        return;
+    }
+    let pid_tgid = bpf_get_current_pid_tgid();
+    record.at_ns = unsafe { bpf_ktime_get_ns() };
+    record.pid = (pid_tgid >> 32) as u32;
+    record.tid = pid_tgid as u32;
+    if EVENTS.output::<EventRecord>(&record, 0).is_err() {
+        dropped(drop::PROBE_EVENTS, drop::RINGBUF_FULL);
+    }
+}
 
 #[inline(always)]
 pub fn add(map: &PerCpuArray<u64>, index: u32, n: u64) {

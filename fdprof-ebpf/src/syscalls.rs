@@ -10,6 +10,7 @@ use aya_ebpf::{
 };
 use fdprof_common::{
     counters::{drop, global, per_syscall},
+    events::{EventRecord, kind},
     syscalls::{
         CLOSE_RANGE_CLOEXEC, Effect, F_DUPFD, F_DUPFD_CLOEXEC, FD_SYSCALLS, IN_FLIGHT_SLOTS,
         MAX_NR, NOT_TRACED, SYSCALL_INDEX, SyscallEntry,
@@ -195,15 +196,25 @@ fn on_exit(ret: i64) {
 }
 
 /// The table grows exactly when the new fd does not fit the table seen at entry; only then is
-/// `max_fds` read again.
+/// `max_fds` read again. Each counted growth is also an event, unless `expand_files` is probed
+/// directly: that probe sends it, with its duration, so a growth is never sent twice.
 #[inline(always)]
 fn check_growth(fd: u32, entry: &SyscallEntry) {
     if fd < entry.max_fds {
         return;
     }
     maps::add(&maps::GLOBALS, global::EXPANSIONS, 1);
-    if let Some((_, _, max_fds)) = kernel::current_files().and_then(kernel::table_state) {
-        maps::set_max(&maps::GLOBALS, global::MAX_FDS_SEEN, u64::from(max_fds));
+    let new_max_fds = kernel::current_files()
+        .and_then(kernel::table_state)
+        .map_or(0, |(_, _, max_fds)| max_fds);
+    maps::set_max(&maps::GLOBALS, global::MAX_FDS_SEEN, u64::from(new_max_fds));
+    if !kernel::expand_probed() {
+        maps::emit(EventRecord {
+            kind: kind::EXPANSION,
+            old_max_fds: entry.max_fds,
+            new_max_fds,
+            ..EventRecord::default()
+        });
     }
 }
 

@@ -85,6 +85,8 @@ fn offsets_match_bpftool() {
         ("fdtable", "max_fds", "fdtable_max_fds"),
         ("fdtable", "open_fds", "fdtable_open_fds"),
         ("fdtable", "full_fds_bits", "fdtable_full_fds_bits"),
+        ("task_struct", "signal", "task_struct_signal"),
+        ("signal_struct", "live", "signal_struct_live"),
     ];
     for (s, f, key) in fields {
         let bits = btf.structs[s][f];

@@ -2,6 +2,7 @@
 
 pub mod attach;
 pub mod direct;
+pub mod events;
 pub mod kernel;
 pub mod launch;
 pub mod profiler;
@@ -11,6 +12,7 @@ pub mod stream;
 pub mod target;
 
 pub use attach::Attachment;
+pub use events::{EventStream, RawEvent, RawKind};
 pub use kernel::Kernel;
 pub use profiler::{Filter, Profiler, ProfilerOptions};
 pub use snapshot::Snapshot;

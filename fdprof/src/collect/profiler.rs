@@ -3,11 +3,14 @@
 //! `record` takes one snapshot at the end; a live view takes one per interval and shows the
 //! difference between the last two.
 
-use std::collections::BTreeMap;
-use std::time::Instant;
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow};
-use aya::{Ebpf, EbpfLoader, maps::Array};
+use aya::{
+    Ebpf, EbpfLoader,
+    maps::{Array, RingBuf, StackTraceMap},
+};
 use fdprof_common::{
     fnops,
     probes::{Mode, Role, map, setting, target_kind},
@@ -16,6 +19,7 @@ use fdprof_common::{
 use super::{
     attach::{self, Attachment},
     direct,
+    events::EventStream,
     kernel::Kernel,
     snapshot::{self, Snapshot},
     stats::{self, StatsSampler},
@@ -38,6 +42,8 @@ pub struct ProfilerOptions {
     pub forced: Option<Mode>,
     /// Lock contention only: no fd syscall or fd function probes (the cheapest recording).
     pub lock_only: bool,
+    /// Lock waits at least this long are sent as slow-wait events.
+    pub slow: Duration,
 }
 
 impl Default for ProfilerOptions {
@@ -46,6 +52,7 @@ impl Default for ProfilerOptions {
             filter: Filter::All,
             forced: None,
             lock_only: false,
+            slow: Duration::from_micros(100),
         }
     }
 }
@@ -59,6 +66,7 @@ pub struct Profiler {
     lock_only: bool,
     stats: StatsSampler,
     attached_at: Instant,
+    attached_ns: u64,
 }
 
 impl Profiler {
@@ -71,6 +79,7 @@ impl Profiler {
             Filter::Tid(t) => (target_kind::TID, t),
         };
         let o = kernel.offsets;
+        let slow_ns = u64::try_from(opts.slow.as_nanos()).unwrap_or(u64::MAX);
         let mut ebpf = EbpfLoader::new()
             .btf(Some(&kernel.btf))
             .override_global(setting::TARGET_KIND, &kind, true)
@@ -86,6 +95,9 @@ impl Profiler {
             .override_global(setting::OFF_FDT_MAX_FDS, &o.fdtable_max_fds, true)
             .override_global(setting::OFF_FDT_OPEN_FDS, &o.fdtable_open_fds, true)
             .override_global(setting::ALLOC_START_ARG, &kernel.alloc_start_arg(), true)
+            .override_global(setting::OFF_TASK_SIGNAL, &o.task_struct_signal, true)
+            .override_global(setting::OFF_SIGNAL_LIVE, &o.signal_struct_live, true)
+            .override_global(setting::SLOW_NS, &slow_ns, true)
             .load(object::PROFILER)
             .context("cannot load fdprof's eBPF object")?;
         let mut attachments = BTreeMap::new();
@@ -103,14 +115,21 @@ impl Profiler {
                 opts.forced,
                 &mut notes,
             )?;
-            if role.role == Role::Allocate && how.is_direct() {
+            let direct_config = match role.role {
+                Role::Allocate => Some(fnops::CONFIG_DIRECT_ALLOC),
+                Role::Expand => Some(fnops::CONFIG_DIRECT_EXPAND),
+                _ => None,
+            };
+            if let Some(index) = direct_config
+                && how.is_direct()
+            {
                 let mut config: Array<_, u32> =
                     Array::try_from(ebpf.map_mut(map::CONFIG).context("no map CONFIG")?)?;
-                config.set(fnops::CONFIG_DIRECT_ALLOC, 1, 0)?;
+                config.set(index, 1, 0)?;
             }
             attachments.insert(role.role, how);
         }
-        for family in [Role::LockTracepoints, Role::FdSyscalls] {
+        for family in [Role::LockTracepoints, Role::FdSyscalls, Role::TaskExits] {
             if opts.lock_only && family == Role::FdSyscalls {
                 attachments.insert(family, Attachment::Off);
                 continue;
@@ -138,7 +157,45 @@ impl Profiler {
             lock_only: opts.lock_only,
             stats: StatsSampler::new(),
             attached_at: Instant::now(),
+            attached_ns: monotonic_ns(),
         })
+    }
+
+    /// The events ring buffer, to read with an [`EventStream`]; `None` once taken. The
+    /// programs send events from then on only. Call it inside a tokio runtime with IO enabled.
+    pub fn take_events(&mut self) -> Option<Result<EventStream>> {
+        let map = self.ebpf.take_map(map::EVENTS)?;
+        Some(self.start_events(map))
+    }
+
+    fn start_events(&mut self, map: aya::maps::Map) -> Result<EventStream> {
+        let stream = EventStream::new(RingBuf::try_from(map)?)?;
+        let mut config: Array<_, u32> =
+            Array::try_from(self.ebpf.map_mut(map::CONFIG).context("no map CONFIG")?)?;
+        config.set(fnops::CONFIG_EVENTS, 1, 0)?;
+        Ok(stream)
+    }
+
+    /// `CLOCK_MONOTONIC` at attach, in ns: the origin of the events' time.
+    pub fn attached_ns(&self) -> u64 {
+        self.attached_ns
+    }
+
+    /// The addresses of the stacks `ids` refers to (an event's stacks), innermost first;
+    /// negative and unknown ids are left out.
+    pub fn stacks(&self, ids: impl IntoIterator<Item = i32>) -> Result<HashMap<i32, Vec<u64>>> {
+        let stacks: StackTraceMap<_> =
+            StackTraceMap::try_from(self.ebpf.map(map::STACKS).context("no map STACKS")?)?;
+        let mut out = HashMap::new();
+        for id in ids {
+            if id >= 0
+                && !out.contains_key(&id)
+                && let Ok(s) = stacks.get(&(id as u32), 0)
+            {
+                out.insert(id, s.frames().iter().map(|f| f.ip).collect());
+            }
+        }
+        Ok(out)
     }
 
     /// How each role was attached.
@@ -185,4 +242,15 @@ impl Profiler {
         self.stats.stop();
         self.snapshot()
     }
+}
+
+/// `CLOCK_MONOTONIC` now, the clock of `bpf_ktime_get_ns`.
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec to write to.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }

@@ -6,6 +6,7 @@
 //! The consumer (a screen, a JSON printer) reads [`Update`]s with [`Collector::recv_timeout`]
 //! on its own thread, so turning deltas into figures never delays a tick.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow};
@@ -16,7 +17,11 @@ use tokio::{
     time::{self, Instant, MissedTickBehavior},
 };
 
-use super::{Profiler, Snapshot, stats::own_cpu_ns};
+use super::{
+    Profiler, Snapshot,
+    events::{EventStream, RawEvent},
+    stats::own_cpu_ns,
+};
 
 /// How the collector runs.
 #[derive(Debug, Clone, Copy)]
@@ -27,6 +32,9 @@ pub struct StreamOptions {
     pub tick: Duration,
     /// Stop by itself after this many intervals.
     pub count: Option<u64>,
+    /// Read the kernel's ring-buffer events ([`Profiler::take_events`]) and send them as
+    /// [`Update::Events`]; the programs send none until then.
+    pub events: bool,
 }
 
 impl Default for StreamOptions {
@@ -35,6 +43,7 @@ impl Default for StreamOptions {
             interval: Duration::from_secs(1),
             tick: Duration::from_millis(20),
             count: None,
+            events: false,
         }
     }
 }
@@ -49,6 +58,8 @@ pub struct IntervalDelta {
     pub duration: Duration,
     /// The interval's counts and sums (maxima are those of the run so far).
     pub delta: Snapshot,
+    /// Everything since attach, at the interval's end (for cumulative views).
+    pub total: Snapshot,
     /// fdprof's CPU time during the interval (every thread).
     pub collector_cpu_ns: u64,
     /// The last interval of the profile (partial unless `count` ended it).
@@ -59,9 +70,12 @@ pub struct IntervalDelta {
 #[derive(Debug)]
 pub enum Update {
     Interval(Box<IntervalDelta>),
-    // EVENTS JOIN HERE: the ring-buffer reader's events become a second variant, e.g.
-    // `Event(RawEvent)`, sent through `Collector::sender` by a task spawned on
-    // `Collector::handle` (or select!ed in `collect` below).
+    /// Events read from the ring buffer, with the addresses of the stacks they refer to. An
+    /// event sent before an interval's boundary arrives before that [`Update::Interval`].
+    Events {
+        events: Vec<RawEvent>,
+        stacks: HashMap<i32, Vec<u64>>,
+    },
 }
 
 /// What [`Collector::recv_timeout`] found.
@@ -91,6 +105,7 @@ impl Collector {
             .worker_threads(1)
             .thread_name("fdprof-collect")
             .enable_time()
+            .enable_io()
             .build()
             .context("cannot start the collector's runtime")?;
         let (sender, updates) = mpsc::unbounded_channel();
@@ -175,6 +190,7 @@ async fn collect(
             start: earlier.elapsed,
             duration: now.elapsed.saturating_sub(earlier.elapsed),
             delta: now.delta(earlier),
+            total: now.clone(),
             collector_cpu_ns: cpu.saturating_sub(cpu_earlier),
             last,
         };
@@ -182,9 +198,21 @@ async fn collect(
         // A consumer that has gone has nothing left to show: the stop follows from it.
         let _ = updates.send(Update::Interval(Box::new(delta)));
     };
+    // Taken here, inside the runtime: the stream registers the ring buffer's fd with it.
+    let mut events = match opts.events {
+        true => profiler.take_events().transpose()?,
+        false => None,
+    };
     loop {
         tokio::select! {
             _ = ticks.tick() => profiler.tick(),
+            batch = next_events(&mut events) => {
+                let events = batch?;
+                if !events.is_empty() {
+                    let stacks = profiler.stacks(events.iter().flat_map(RawEvent::stack_ids))?;
+                    let _ = updates.send(Update::Events { events, stacks });
+                }
+            }
             _ = boundaries.tick() => {
                 let now = profiler.snapshot()?;
                 let last = opts.count.is_some_and(|n| index + 1 >= n);
@@ -202,4 +230,12 @@ async fn collect(
     let last = profiler.finish()?;
     send(&last, &earlier, index, true);
     Ok(last)
+}
+
+/// The next batch of events, or never when events are not read.
+async fn next_events(events: &mut Option<EventStream>) -> Result<Vec<RawEvent>> {
+    match events {
+        Some(stream) => stream.next_batch().await,
+        None => std::future::pending().await,
+    }
 }

@@ -10,7 +10,7 @@ use fdprof_common::{
 };
 
 use crate::analysis::{self, Interval, ReportOptions};
-use crate::collect::{Profiler, stream::IntervalDelta};
+use crate::collect::{Profiler, Snapshot, stream::IntervalDelta};
 use crate::model::{
     assemble::{self, Run},
     build::Symbolizers,
@@ -70,9 +70,29 @@ pub fn interval(
         start_ns: delta.start.as_nanos() as u64,
         duration_ns: delta.duration.as_nanos() as u64,
         report: analysis::report(&recording, &ReportOptions::default()),
-        // EVENTS JOIN HERE: the interval's events, oldest first.
+        // The caller adds the interval's events, oldest first.
         events: Vec::new(),
     }
+}
+
+/// The report over everything from `since` (a total snapshot: the start, or the last reset)
+/// to the end of `delta`'s interval: the screen's cumulative view.
+pub fn cumulative(
+    delta: &IntervalDelta,
+    since: &Snapshot,
+    facts: &Facts,
+    sym: &mut Symbolizers,
+) -> crate::analysis::Report {
+    let whole = IntervalDelta {
+        index: delta.index,
+        start: since.elapsed,
+        duration: delta.total.elapsed.saturating_sub(since.elapsed),
+        delta: delta.total.delta(since),
+        total: Snapshot::default(),
+        collector_cpu_ns: 0,
+        last: delta.last,
+    };
+    interval(&whole, facts, EndReason::Duration, sym).report
 }
 
 #[cfg(test)]
@@ -115,6 +135,7 @@ mod tests {
             start: earlier.elapsed,
             duration: now.elapsed - earlier.elapsed,
             delta: now.delta(&earlier),
+            total: now.clone(),
             collector_cpu_ns: 42,
             last: false,
         };

@@ -96,6 +96,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
         spec: args.target(),
         forced: args.mode.forced(),
         lock_only: args.lock_only,
+        slow: None,
     };
     let (mut session, mut profiler) = session::start(request, || args.output.check())?;
     eprintln!(

@@ -59,6 +59,8 @@ pub struct Request<'a> {
     pub spec: TargetSpec,
     pub forced: Option<Mode>,
     pub lock_only: bool,
+    /// The slow-wait threshold of the events (`None`: the profiler's default).
+    pub slow: Option<std::time::Duration>,
 }
 
 /// A profile under way: the target, a launched command, the symbolizers and the start.
@@ -106,10 +108,12 @@ pub fn start(request: Request, checks: impl FnOnce() -> Result<()>) -> Result<(S
     if let Some(l) = &launched {
         resolved.launched(l.pid);
     }
+    let defaults = ProfilerOptions::default();
     let options = ProfilerOptions {
         filter: resolved.filter,
         forced: request.forced,
         lock_only: request.lock_only,
+        slow: request.slow.unwrap_or(defaults.slow),
     };
     let profiler = match Profiler::attach(&kernel, options) {
         Ok(p) => p,

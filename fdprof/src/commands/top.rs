@@ -1,9 +1,13 @@
 //! `fdprof top`: a live view of a process, a thread, a command or the whole system, one
-//! interval at a time: `--jsonl` prints each interval's figures as one JSON line, `--batch` as a
-//! plain-text block (like `top -b`). `-n`, a signal or the target's exit ends it, after the last
-//! (partial) interval.
+//! interval at a time: on a terminal, the screen (`tui`); `--jsonl` prints each interval's
+//! figures as one JSON line, `--batch` (or no terminal) as a plain-text block, like `top -b`.
+//! `q`, `-n`, a signal or the target's exit ends it, after the last (partial) interval.
 
 use std::io::{IsTerminal, Write};
+use std::sync::{
+    Arc,
+    atomic::{AtomicBool, Ordering},
+};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -12,12 +16,14 @@ use fdprof_common::session::EndReason;
 use super::live::{self, Facts};
 use super::record::ModeArg;
 use super::session::{self, Request};
+use crate::analysis::Event;
 use crate::collect::{
-    TargetSpec,
+    Snapshot, TargetSpec,
     stream::{Collector, Received, StreamOptions, Update},
     target,
 };
-use crate::model::build::Symbolizers;
+use crate::model::{build::Symbolizers, events::EventSymbolizer};
+use crate::tui;
 
 #[derive(clap::Args, Debug)]
 #[command(group(clap::ArgGroup::new("target").required(true).args(["pid", "tid", "all", "command"])))]
@@ -43,7 +49,8 @@ pub struct TopArgs {
     /// Report each file_lock wait longer than this as an event (1 µs to 10 s)
     #[arg(long, value_parser = super::duration::parse_slow)]
     pub slow: Option<Duration>,
-    /// Print one plain-text block per interval (the default until the interactive screen)
+    /// Print one plain-text block per interval, as `top -b` does (the default when standard
+    /// output is not a terminal); otherwise the interactive screen
     #[arg(long, conflicts_with = "jsonl")]
     pub batch: bool,
     /// Print one JSON object per interval and line: that interval's figures, the fields of
@@ -73,29 +80,80 @@ impl TopArgs {
 /// How often the end of the profile (signal, exit) is checked.
 const POLL: Duration = Duration::from_millis(20);
 
-pub fn run(args: TopArgs) -> Result<()> {
-    if !args.jsonl && !args.batch && std::io::stdout().is_terminal() {
-        eprintln!("fdprof: the interactive screen is not there yet: printing batch blocks");
+/// Where the intervals go.
+enum Sink {
+    Jsonl,
+    Batch,
+    /// The screen, on a thread of its own; it sets `quit` when the user quits and `reset` when
+    /// the totals are to start anew.
+    Screen {
+        updates: tokio::sync::mpsc::Sender<tui::Update>,
+        quit: Arc<AtomicBool>,
+        reset: Arc<AtomicBool>,
+        thread: std::thread::JoinHandle<Result<tui::Exit>>,
+    },
+}
+
+impl Sink {
+    fn choose(args: &TopArgs) -> Self {
+        if args.jsonl {
+            Sink::Jsonl
+        } else if args.batch || !std::io::stdout().is_terminal() {
+            Sink::Batch
+        } else {
+            let (updates, feed) = tokio::sync::mpsc::channel(64);
+            let quit = Arc::new(AtomicBool::new(false));
+            let reset = Arc::new(AtomicBool::new(false));
+            let (quit_seen, reset_asked) = (quit.clone(), reset.clone());
+            let thread = std::thread::spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()?;
+                let exit = runtime.block_on(tui::run(feed, || {
+                    reset_asked.store(true, Ordering::Relaxed);
+                }));
+                quit_seen.store(true, Ordering::Relaxed);
+                exit
+            });
+            Sink::Screen {
+                updates,
+                quit,
+                reset,
+                thread,
+            }
+        }
     }
-    // TODO(events): `args.slow` goes to the ring-buffer events (ProfilerOptions has no
-    // threshold yet).
+
+    /// Whether the screen was closed (`q`): the profile ends.
+    fn closed(&self) -> bool {
+        matches!(self, Sink::Screen { quit, .. } if quit.load(Ordering::Relaxed))
+    }
+}
+
+pub fn run(args: TopArgs) -> Result<()> {
     let request = Request {
         command_name: "fdprof top",
         spec: args.target(),
         forced: args.mode.forced(),
         lock_only: args.lock_only,
+        slow: args.slow,
     };
     let (mut session, profiler) = session::start(request, || Ok(()))?;
     let mut facts = Facts::of(&profiler, session.target.clone(), session.started_unix_ms);
-    eprintln!(
-        "fdprof: watching {} ({} mode, every {:?}); Ctrl-C to stop",
-        session.target.describe(),
-        profiler.mode(),
-        args.interval
-    );
+    let mut events = EventSymbolizer::new(profiler.attached_ns());
+    let sink = Sink::choose(&args);
+    if !matches!(sink, Sink::Screen { .. }) {
+        eprintln!(
+            "fdprof: watching {} ({} mode, every {:?}); Ctrl-C to stop",
+            session.target.describe(),
+            profiler.mode(),
+            args.interval
+        );
+    }
     let options = StreamOptions {
         interval: args.interval,
         count: args.count,
+        events: true,
         ..StreamOptions::default()
     };
     let mut collector = Collector::start(profiler, options)?;
@@ -103,17 +161,37 @@ pub fn run(args: TopArgs) -> Result<()> {
     let mut last_maps = Instant::now();
     let mut end = None;
     let mut write_error = None;
+    // Events of the interval under way, and the total the cumulative view counts from.
+    let mut pending: Vec<Event> = Vec::new();
+    let mut since = Snapshot::default();
     loop {
         let received = collector.recv_timeout(POLL);
-        if end.is_none()
-            && let Some(reason) = session.end_reason(None)
-        {
-            end = Some(reason);
-            collector.stop();
+        if end.is_none() {
+            let reason = match sink.closed() {
+                true => Some(EndReason::Interrupted),
+                false => session.end_reason(None),
+            };
+            if let Some(reason) = reason {
+                end = Some(reason);
+                collector.stop();
+            }
         }
+        let mut sym = Symbolizers {
+            kernel: &session.kernel_syms,
+            user: &mut session.user_syms,
+            user_pid,
+            raw_addrs: false,
+        };
         let delta = match received {
             Received::Idle => continue,
             Received::Ended => break,
+            Received::Update(Update::Events {
+                events: raw,
+                stacks,
+            }) => {
+                pending.extend(events.events(&raw, &stacks, &mut sym));
+                continue;
+            }
             Received::Update(Update::Interval(delta)) => delta,
         };
         if write_error.is_some() {
@@ -122,7 +200,7 @@ pub fn run(args: TopArgs) -> Result<()> {
         if let Some(pid) = user_pid.filter(|&p| target::process_alive(p))
             && last_maps.elapsed() >= Duration::from_secs(1)
         {
-            session.user_syms.snapshot_maps(pid);
+            sym.user.snapshot_maps(pid);
             last_maps = Instant::now();
         }
         let why = match (delta.last, end) {
@@ -130,20 +208,29 @@ pub fn run(args: TopArgs) -> Result<()> {
             _ => EndReason::Duration,
         };
         facts.target.exit_status = session.target.exit_status;
-        let mut sym = Symbolizers {
-            kernel: &session.kernel_syms,
-            user: &mut session.user_syms,
-            user_pid,
-            raw_addrs: false,
+        let mut interval = live::interval(&delta, &facts, why, &mut sym);
+        interval.events = std::mem::take(&mut pending);
+        let written = match &sink {
+            Sink::Jsonl => {
+                let line =
+                    serde_json::to_string(&interval).context("cannot serialize an interval")?;
+                print(&(line + "\n"))
+            }
+            Sink::Batch => print(&crate::render::live::interval(&interval)),
+            Sink::Screen { updates, reset, .. } => {
+                if reset.swap(false, Ordering::Relaxed) {
+                    since = delta.total.clone();
+                }
+                let cumulative = live::cumulative(&delta, &since, &facts, &mut sym);
+                // A closed screen is noticed at the top of the loop.
+                let _ = updates.blocking_send(tui::Update::Interval {
+                    interval,
+                    cumulative,
+                });
+                Ok(())
+            }
         };
-        let interval = live::interval(&delta, &facts, why, &mut sym);
-        let text = if args.jsonl {
-            serde_json::to_string(&interval).context("cannot serialize an interval")? + "\n"
-        } else {
-            crate::render::live::interval(&interval)
-        };
-        let mut out = std::io::stdout().lock();
-        if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        if let Err(e) = written {
             // Nobody reads any more (`| head`): stop, detach, and say nothing of a closed pipe.
             collector.stop();
             write_error = Some(e);
@@ -151,10 +238,26 @@ pub fn run(args: TopArgs) -> Result<()> {
     }
     collector.finish()?;
     session.end_command();
+    if let Sink::Screen {
+        updates, thread, ..
+    } = sink
+    {
+        // The feed ends: the screen restores the terminal and returns.
+        drop(updates);
+        thread
+            .join()
+            .map_err(|_| anyhow::anyhow!("the screen failed"))??;
+    }
     match write_error {
         Some(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
             Err(e).context("cannot write to standard output")
         }
         _ => Ok(()),
     }
+}
+
+/// Writes `text` to standard output at once.
+fn print(text: &str) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes()).and_then(|()| out.flush())
 }

@@ -41,7 +41,7 @@ fn slots_max(slots: &[u64]) -> u64 {
 
 /// Drops the frames of fdprof's own program and the tracing plumbing that called it from the
 /// top of a kernel stack, so the stack starts at the lock function.
-fn trim_probe_frames(mut frames: Vec<Frame>) -> Vec<Frame> {
+pub(super) fn trim_probe_frames(mut frames: Vec<Frame>) -> Vec<Frame> {
     let plumbing = |f: &Frame| {
         let n = f.function.as_str();
         n == "[unknown]"

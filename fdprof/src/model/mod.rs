@@ -3,6 +3,7 @@
 pub mod assemble;
 pub mod bounded;
 pub mod build;
+pub mod events;
 pub mod hist;
 pub mod operation;
 pub mod read;

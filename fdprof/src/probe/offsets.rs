@@ -15,11 +15,14 @@ pub struct KernelOffsets {
     pub fdtable_max_fds: u32,
     pub fdtable_open_fds: u32,
     pub fdtable_full_fds_bits: u32,
+    /// Thread exits: which one ends the process.
+    pub task_struct_signal: u32,
+    pub signal_struct_live: u32,
 }
 
 impl KernelOffsets {
     /// `(struct, field)` pairs in the order of [`KernelOffsets::values`].
-    pub const FIELDS: [(&'static str, &'static str); 7] = [
+    pub const FIELDS: [(&'static str, &'static str); 9] = [
         ("task_struct", "files"),
         ("files_struct", "next_fd"),
         ("files_struct", "fdt"),
@@ -27,11 +30,13 @@ impl KernelOffsets {
         ("fdtable", "max_fds"),
         ("fdtable", "open_fds"),
         ("fdtable", "full_fds_bits"),
+        ("task_struct", "signal"),
+        ("signal_struct", "live"),
     ];
 
     pub fn from_btf(btf: &Btf) -> Result<Self> {
         let off = |(s, f): (&str, &str)| btf.member_offset(s, f);
-        let [a, b, c, d, e, f, g] = Self::FIELDS;
+        let [a, b, c, d, e, f, g, h, i] = Self::FIELDS;
         Ok(Self {
             task_struct_files: off(a)?,
             files_struct_next_fd: off(b)?,
@@ -40,11 +45,13 @@ impl KernelOffsets {
             fdtable_max_fds: off(e)?,
             fdtable_open_fds: off(f)?,
             fdtable_full_fds_bits: off(g)?,
+            task_struct_signal: off(h)?,
+            signal_struct_live: off(i)?,
         })
     }
 
     /// The offsets in the order of [`KernelOffsets::FIELDS`].
-    pub fn values(&self) -> [u32; 7] {
+    pub fn values(&self) -> [u32; 9] {
         [
             self.task_struct_files,
             self.files_struct_next_fd,
@@ -53,6 +60,8 @@ impl KernelOffsets {
             self.fdtable_max_fds,
             self.fdtable_open_fds,
             self.fdtable_full_fds_bits,
+            self.task_struct_signal,
+            self.signal_struct_live,
         ]
     }
 }

@@ -1,0 +1,55 @@
+//! Thread exits of the target from `sched:sched_process_exit` (tp_btf, or classic tracepoint):
+//! one event per thread, marked `PROCESS` once, when the whole process has ended.
+//!
+//! Which exit ends the process: `do_exit` decrements `signal->live` before this tracepoint on
+//! every kernel from 6.1 to 6.18, and the thread that takes it to 0 is the last (its
+//! `group_dead`, which only recent kernels pass to the tracepoint: 6.18 does, 6.1 does not). `pid == tid`
+//! is not it: the leader may exit first. Reading `live == 0` is not enough alone: two threads
+//! exiting together may both read 0 after the last decrement. So the first thread that reads 0
+//! claims the process in `ENDED`, keyed by its `signal_struct` and tgid, and only that one is
+//! marked: exactly one `PROCESS` event per process.
+
+use aya_ebpf::{
+    helpers::bpf_get_current_pid_tgid,
+    macros::{btf_tracepoint, map, tracepoint},
+    maps::LruHashMap,
+    programs::{BtfTracePointContext, TracePointContext},
+};
+use fdprof_common::events::{EventRecord, flag, kind};
+
+use crate::{kernel, maps};
+
+const BPF_NOEXIST: u64 = 1;
+
+/// Processes whose end was sent: (`signal_struct` address, tgid).
+#[map]
+static ENDED: LruHashMap<[u64; 2], u8> = LruHashMap::with_max_entries(4096, 0);
+
+#[inline(always)]
+fn exited() {
+    if kernel::target_tid().is_none() {
+        return;
+    }
+    let tgid = bpf_get_current_pid_tgid() >> 32;
+    let ends_process = match kernel::current_signal_live() {
+        Some((signal, 0)) => ENDED.insert(&[signal, tgid], &1, BPF_NOEXIST).is_ok(),
+        _ => false,
+    };
+    maps::emit(EventRecord {
+        kind: kind::EXIT,
+        flags: if ends_process { flag::PROCESS } else { 0 },
+        ..EventRecord::default()
+    });
+}
+
+#[btf_tracepoint(function = "sched_process_exit")]
+pub fn fdprof_task_exit(_ctx: BtfTracePointContext) -> i32 {
+    exited();
+    0
+}
+
+#[tracepoint]
+pub fn fdprof_tp_task_exit(_ctx: TracePointContext) -> u32 {
+    exited();
+    0
+}

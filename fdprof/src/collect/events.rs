@@ -1,0 +1,251 @@
+//! The events ring buffer: records decoded as the programs wrote them ([`RawEvent`]), read
+//! asynchronously (the buffer's fd becomes readable when the kernel adds a record; nothing
+//! polls).
+
+use anyhow::{Context, Result};
+use aya::maps::{MapData, RingBuf};
+use fdprof_common::{
+    contention::LockKind,
+    events::{EventRecord, flag, kind},
+};
+use tokio::io::unix::AsyncFd;
+
+/// One event as the kernel sent it: times are `CLOCK_MONOTONIC` ns, stacks are ids in the
+/// profiler's stack map ([`super::Profiler::stacks`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RawEvent {
+    pub at_ns: u64,
+    pub pid: u32,
+    pub tid: u32,
+    pub what: RawKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RawKind {
+    SlowWait {
+        lock: LockKind,
+        wait_ns: u64,
+        /// `None` when the stack could not be taken.
+        kernel_stack: Option<i32>,
+        user_stack: Option<i32>,
+    },
+    Expansion {
+        old_max_fds: u32,
+        new_max_fds: u32,
+        /// Where `expand_files` is probed directly.
+        duration_ns: Option<u64>,
+    },
+    Exit {
+        /// The last thread of its process.
+        process: bool,
+    },
+}
+
+impl RawEvent {
+    /// Decodes one ring-buffer record; `None` for a record of another size or an unknown kind.
+    pub fn decode(bytes: &[u8]) -> Option<Self> {
+        if bytes.len() != size_of::<EventRecord>() {
+            return None;
+        }
+        // SAFETY: the length is checked; EventRecord is plain data valid for any bytes, and
+        // read_unaligned copes with the ring buffer's 8-byte alignment either way.
+        let r: EventRecord = unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast()) };
+        let stack = |id: i32| (id >= 0).then_some(id);
+        let what = match r.kind {
+            kind::SLOW_WAIT => RawKind::SlowWait {
+                lock: LockKind::from_class(r.lock_class),
+                wait_ns: r.value,
+                kernel_stack: stack(r.kernel_stack),
+                user_stack: stack(r.user_stack),
+            },
+            kind::EXPANSION => RawKind::Expansion {
+                old_max_fds: r.old_max_fds,
+                new_max_fds: r.new_max_fds,
+                duration_ns: (r.flags & flag::DURATION != 0).then_some(r.value),
+            },
+            kind::EXIT => RawKind::Exit {
+                process: r.flags & flag::PROCESS != 0,
+            },
+            _ => return None,
+        };
+        Some(Self {
+            at_ns: r.at_ns,
+            pid: r.pid,
+            tid: r.tid,
+            what,
+        })
+    }
+
+    /// The stack ids this event refers to.
+    pub fn stack_ids(&self) -> impl Iterator<Item = i32> {
+        let (k, u) = match self.what {
+            RawKind::SlowWait {
+                kernel_stack,
+                user_stack,
+                ..
+            } => (kernel_stack, user_stack),
+            _ => (None, None),
+        };
+        k.into_iter().chain(u)
+    }
+}
+
+/// The events ring buffer of a [`super::Profiler`], registered with the tokio reactor: create
+/// and read it inside a runtime with IO enabled (creating it elsewhere panics).
+pub struct EventStream {
+    ring: AsyncFd<RingBuf<MapData>>,
+    /// Records that did not decode (none, unless the object and fdprof disagree).
+    pub undecoded: u64,
+}
+
+impl EventStream {
+    pub fn new(ring: RingBuf<MapData>) -> Result<Self> {
+        // SAFETY: the RingBuf owns its map's fd, open and the same until it is dropped with
+        // the AsyncFd.
+        let ring = unsafe { AsyncFd::register_with_interest(ring, tokio::io::Interest::READABLE) }
+            .context("cannot watch the events ring buffer")?;
+        Ok(Self { ring, undecoded: 0 })
+    }
+
+    /// Waits until there are events, then returns all there are, oldest first.
+    pub async fn next_batch(&mut self) -> Result<Vec<RawEvent>> {
+        loop {
+            let mut guard = self
+                .ring
+                .readable_mut()
+                .await
+                .context("cannot wait for the events ring buffer")?;
+            let (ring, undecoded) = (guard.get_inner_mut(), &mut self.undecoded);
+            let batch = drain(ring, undecoded);
+            // Empty: the readiness was consumed; wait for the kernel's next wakeup.
+            guard.clear_ready();
+            if !batch.is_empty() {
+                return Ok(batch);
+            }
+        }
+    }
+
+    /// The events there are now, without waiting.
+    pub fn try_batch(&mut self) -> Vec<RawEvent> {
+        drain(self.ring.get_mut(), &mut self.undecoded)
+    }
+}
+
+fn drain(ring: &mut RingBuf<MapData>, undecoded: &mut u64) -> Vec<RawEvent> {
+    let mut out = Vec::new();
+    while let Some(item) = ring.next() {
+        match RawEvent::decode(&item) {
+            Some(e) => out.push(e),
+            None => *undecoded += 1,
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bytes(r: &EventRecord) -> Vec<u8> {
+        // SAFETY: plain #[repr(C)] data without padding.
+        unsafe {
+            std::slice::from_raw_parts((r as *const EventRecord).cast::<u8>(), size_of_val(r))
+        }
+        .to_vec()
+    }
+
+    #[test]
+    fn record_has_no_padding() {
+        // 2 u64 + 10 u32/i32: any hole would make the size larger.
+        assert_eq!(size_of::<EventRecord>(), 2 * 8 + 10 * 4);
+    }
+
+    #[test]
+    fn decodes_each_kind() {
+        let base = EventRecord {
+            at_ns: 5,
+            pid: 10,
+            tid: 11,
+            ..EventRecord::default()
+        };
+        let slow = EventRecord {
+            kind: kind::SLOW_WAIT,
+            value: 1234,
+            lock_class: 0,
+            kernel_stack: 7,
+            user_stack: -14,
+            ..base
+        };
+        assert_eq!(
+            RawEvent::decode(&bytes(&slow)),
+            Some(RawEvent {
+                at_ns: 5,
+                pid: 10,
+                tid: 11,
+                what: RawKind::SlowWait {
+                    lock: LockKind::FileLock,
+                    wait_ns: 1234,
+                    kernel_stack: Some(7),
+                    user_stack: None,
+                },
+            })
+        );
+        assert_eq!(
+            RawEvent::decode(&bytes(&slow))
+                .unwrap()
+                .stack_ids()
+                .collect::<Vec<_>>(),
+            [7]
+        );
+        let grown = EventRecord {
+            kind: kind::EXPANSION,
+            old_max_fds: 64,
+            new_max_fds: 256,
+            value: 99,
+            ..base
+        };
+        assert_eq!(
+            RawEvent::decode(&bytes(&grown)).unwrap().what,
+            RawKind::Expansion {
+                old_max_fds: 64,
+                new_max_fds: 256,
+                duration_ns: None
+            }
+        );
+        let timed = EventRecord {
+            flags: flag::DURATION,
+            ..grown
+        };
+        assert!(matches!(
+            RawEvent::decode(&bytes(&timed)).unwrap().what,
+            RawKind::Expansion {
+                duration_ns: Some(99),
+                ..
+            }
+        ));
+        let exit = EventRecord {
+            kind: kind::EXIT,
+            flags: flag::PROCESS,
+            ..base
+        };
+        assert_eq!(
+            RawEvent::decode(&bytes(&exit)).unwrap().what,
+            RawKind::Exit { process: true }
+        );
+    }
+
+    #[test]
+    fn refuses_unknown_kinds_and_sizes() {
+        let r = EventRecord {
+            kind: 99,
+            ..EventRecord::default()
+        };
+        assert_eq!(RawEvent::decode(&bytes(&r)), None);
+        let exit = bytes(&EventRecord {
+            kind: kind::EXIT,
+            ..EventRecord::default()
+        });
+        assert_eq!(RawEvent::decode(&exit[..exit.len() - 1]), None);
+        assert_eq!(RawEvent::decode(&[]), None);
+    }
+}
