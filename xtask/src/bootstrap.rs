@@ -18,8 +18,9 @@ const TOOLCHAIN_PACKAGES: &[&str] = &["rustc-web", "cargo-web", "rust-web-src"];
 const LLVM_PACKAGE: &str = "llvm-22-dev";
 const LLVM_PREFIX: &str = "/usr/lib/llvm-22";
 const BPF_LINKER_VERSION: &str = "0.13.0";
-/// Used by the tests as an independent reader of the kernel's BTF.
-const TEST_PACKAGES: &[&str] = &["bpftool"];
+/// What the tests run: bpftool (an independent reader of the kernel's BTF) and tmux (a real
+/// terminal for `fdprof top`'s screen).
+const TEST_PACKAGES: &[&str] = &["bpftool", "tmux"];
 
 fn installed(package: &str) -> bool {
     Command::new("dpkg-query")

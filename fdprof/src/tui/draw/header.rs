@@ -30,18 +30,18 @@ pub fn draw(frame: &mut Frame, area: Rect, state: &State) {
         View::Interval => format!("interval {}", human::duration(duration_ns)),
         View::Cumulative => format!("cumulative {}", human::duration(duration_ns)),
     };
-    first.push(Span::raw(format!(
-        "  {}  kernel {}  {view}",
-        escape::name(&h.target.description),
-        escape::name(&h.kernel_release),
-    )));
+    // What the screen is in comes first, so a narrow terminal cuts the target, not the state.
     if state.paused() {
         first.push(Span::styled(
             "  PAUSED",
             Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD),
         ));
     }
-    first.push(Span::raw("  ? help"));
+    first.push(Span::raw(format!(
+        "  {view}  ? help  {}  kernel {}",
+        escape::name(&h.target.description),
+        escape::name(&h.kernel_release),
+    )));
     let probes: Vec<String> = h
         .modes
         .iter()

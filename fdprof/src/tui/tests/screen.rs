@@ -10,8 +10,13 @@ const SIZES: [(u16, u16); 2] = [(100, 30), (80, 24)];
 fn header_names_target_kernel_probes_drops_and_cost() {
     for (w, h) in SIZES {
         let screen = render(&fed(), w, h);
-        assert!(screen[0].starts_with("fdprof top  pid 4242 (opensock)  kernel 6.18.0-test"));
-        assert!(screen[0].contains("interval 10.0 s"), "{}", screen[0]);
+        assert!(
+            screen[0].starts_with(
+                "fdprof top  interval 10.0 s  ? help  pid 4242 (opensock)  kernel 6.18.0-test"
+            ),
+            "{}",
+            screen[0]
+        );
         assert_eq!(
             screen[1].trim_end(),
             "probes: allocate tracepoint, fd_syscalls tp_btf, lock_tracepoints tp_btf"
@@ -180,7 +185,11 @@ fn paused_screen_says_so_and_keeps_its_figures() {
     state.on_key(ch('p'));
     state.on_update(Update::Event(slow_wait(20_000_000_000, 5_000_000)));
     let screen = render(&state, 100, 30);
-    assert!(screen[0].contains("PAUSED"));
+    assert!(
+        screen[0].starts_with("fdprof top  PAUSED  interval"),
+        "{}",
+        screen[0]
+    );
     row_with(&screen, "events (2)");
     assert!(!screen.iter().any(|r| r.contains("20.000s")));
 }

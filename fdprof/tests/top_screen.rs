@@ -1,0 +1,214 @@
+//! `fdprof top`'s screen in a real terminal: tmux (Debian's package; `cargo xtask bootstrap`
+//! installs it) runs top in a 100×30 session on its own server socket, the test types keys with
+//! `send-keys` and reads the screen with `capture-pane`. Every way out (q, the target exiting,
+//! SIGTERM) must exit 0, leave the terminal's settings as they were (`stty -a` before and
+//! after, in the same pane) and nothing loaded.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// One tmux server and session running `fdprof top` inside a shell that records the terminal's
+/// settings before and after, top's pid and its exit status.
+struct Screen {
+    socket: String,
+    dir: PathBuf,
+}
+
+impl Screen {
+    /// Starts `fdprof top ARGS` in a 100×30 tmux session.
+    fn start(name: &str, args: &str) -> Self {
+        let dir = tmp(name);
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let socket = format!("fdprof-test-{name}-{}", std::process::id());
+        let fdprof = env!("CARGO_BIN_EXE_fdprof");
+        let d = dir.display();
+        // The inner shell execs top, so top is the pane's foreground process and its pid is
+        // the one written; the outer shell then records how it ended and the settings after.
+        let script = format!(
+            "stty -a > {d}/before; sh -c 'echo $$ > {d}/pid; exec {fdprof} top {args}'; \
+             echo $? > {d}/status; stty -a > {d}/after; sleep 600"
+        );
+        let started = run(Command::new("tmux").args([
+            "-L",
+            &socket,
+            "new-session",
+            "-d",
+            "-x",
+            "100",
+            "-y",
+            "30",
+            "sh",
+            "-c",
+            &script,
+        ]));
+        assert!(started.status.success(), "tmux: {started:?}");
+        Screen { socket, dir }
+    }
+
+    fn tmux(&self, args: &[&str]) -> String {
+        let out = run(Command::new("tmux").args(["-L", &self.socket]).args(args));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn screen(&self) -> String {
+        self.tmux(&["capture-pane", "-p"])
+    }
+
+    fn keys(&self, keys: &str) {
+        self.tmux(&["send-keys", keys]);
+    }
+
+    /// Waits up to `limit` for the screen to satisfy `cond`; the last screen either way.
+    fn wait_for(&self, limit: Duration, cond: impl Fn(&str) -> bool) -> (bool, String) {
+        let start = Instant::now();
+        loop {
+            let screen = self.screen();
+            if cond(&screen) || start.elapsed() > limit {
+                return (cond(&screen), screen);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn file(&self, name: &str) -> Option<String> {
+        std::fs::read_to_string(self.dir.join(name)).ok()
+    }
+
+    /// Waits for top to have exited; its exit status.
+    fn exit_status(&self, limit: Duration) -> Option<i32> {
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            if let (Some(status), Some(_)) = (self.file("status"), self.file("after")) {
+                return status.trim().parse().ok();
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        None
+    }
+
+    /// top exited 0 and left the terminal's settings as they were.
+    fn assert_clean_exit(&self) {
+        let status = self.exit_status(Duration::from_secs(20));
+        assert_eq!(
+            status,
+            Some(0),
+            "top's exit status; screen:\n{}",
+            self.screen()
+        );
+        assert_eq!(
+            self.file("before").unwrap(),
+            self.file("after").unwrap(),
+            "stty -a differs after top"
+        );
+    }
+}
+
+impl Drop for Screen {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["-L", &self.socket, "kill-server"])
+            .output();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn workload(args: &str) -> String {
+    format!("-- {} workload {args}", env!("CARGO_BIN_EXE_fdprof"))
+}
+
+/// A `file_lock` row of `operation` whose contentions/s (the first figure) is not zero.
+fn busy_row(screen: &str, operation: &str) -> bool {
+    screen.lines().any(|l| {
+        let mut words = l.split_whitespace().skip_while(|w| *w != "file_lock");
+        words.next() == Some("file_lock")
+            && words.next() == Some(operation)
+            && words
+                .next()
+                .and_then(|rate| rate.parse::<f64>().ok())
+                .is_some_and(|rate| rate > 0.0)
+    })
+}
+
+#[test]
+fn the_screen_shows_contention_answers_keys_and_quits_cleanly() {
+    require_root();
+    let _guard = kernel_lock();
+    let screen = Screen::start(
+        "keys",
+        &format!(
+            "--interval 500ms {}",
+            workload("opensock -t 2 -n 2000 -d 20s")
+        ),
+    );
+    let (found, text) = screen.wait_for(Duration::from_secs(15), |s| {
+        busy_row(s, "alloc") && busy_row(s, "close")
+    });
+    assert!(found, "no busy file_lock alloc and close rows:\n{text}");
+
+    screen.keys("s");
+    let (sorted, text) = screen.wait_for(Duration::from_secs(3), |s| s.contains("stacks by count"));
+    assert!(sorted, "s did not sort the stacks by count:\n{text}");
+
+    screen.keys("p");
+    let (paused, text) = screen.wait_for(Duration::from_secs(3), |s| s.contains("PAUSED"));
+    assert!(paused, "p did not pause:\n{text}");
+    screen.keys("p");
+    let (resumed, text) = screen.wait_for(Duration::from_secs(3), |s| !s.contains("PAUSED"));
+    assert!(resumed, "p did not resume:\n{text}");
+
+    screen.keys("?");
+    let (help, text) = screen.wait_for(Duration::from_secs(3), |s| {
+        s.contains("reset the cumulative totals")
+    });
+    assert!(help, "? did not open the help:\n{text}");
+    screen.keys("?");
+    let (closed, text) = screen.wait_for(Duration::from_secs(3), |s| {
+        !s.contains("reset the cumulative totals")
+    });
+    assert!(closed, "? did not close the help:\n{text}");
+
+    screen.keys("q");
+    screen.assert_clean_exit();
+    assert_no_programs_left();
+}
+
+#[test]
+fn the_target_exiting_ends_top_cleanly() {
+    require_root();
+    let _guard = kernel_lock();
+    let screen = Screen::start(
+        "exits",
+        &format!(
+            "--interval 300ms {}",
+            workload("opensock -t 2 -n 500 -d 2s")
+        ),
+    );
+    screen.assert_clean_exit();
+    assert_no_programs_left();
+}
+
+#[test]
+fn sigterm_ends_top_cleanly() {
+    require_root();
+    let _guard = kernel_lock();
+    let screen = Screen::start(
+        "term",
+        &format!(
+            "--interval 300ms {}",
+            workload("opensock -t 2 -n 500 -d 30s")
+        ),
+    );
+    let (up, text) = screen.wait_for(Duration::from_secs(15), |s| s.contains("file_lock"));
+    assert!(up, "top did not draw:\n{text}");
+    let pid: i32 = screen.file("pid").unwrap().trim().parse().unwrap();
+    // SAFETY: signalling the top this test started.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    screen.assert_clean_exit();
+    assert_no_programs_left();
+}
