@@ -8,7 +8,7 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
-use fdprof_figures::{Interval, Report};
+use fdprof_figures::{EventKind, Interval, Report};
 
 /// Starts `fdprof top ARGS` (stdout piped) and waits until it says it is attached.
 fn start_top(args: &[&str]) -> Child {
@@ -273,5 +273,69 @@ fn bad_input_is_refused_in_one_line() {
     }
     let out = run(fdprof().args(["top", "-a", "--slow", "0.5us"]));
     assert_eq!(out.status.code(), Some(2));
+    assert_no_programs_left();
+}
+
+/// The ring-buffer events reach the intervals: a table that grows shows one expansion event per
+/// growth the interval figures count, each from the old size to the new, and the target's exit
+/// (its last thread) ends the stream.
+#[test]
+fn events_arrive_with_the_intervals() {
+    require_root();
+    let _guard = kernel_lock();
+    let out = run(fdprof()
+        .args([
+            "top",
+            "--jsonl",
+            "--interval",
+            "100ms",
+            "--slow",
+            "1us",
+            "--",
+        ])
+        .arg(env!("CARGO_BIN_EXE_fdprof"))
+        .args(["workload", "holes", "-n", "3000", "--ops", "10"]));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: String = text
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let ivs = parse_lines(&lines);
+    let expansions: Vec<(u64, u64)> = ivs
+        .iter()
+        .flat_map(|iv| &iv.events)
+        .filter_map(|e| match e.what {
+            EventKind::Expansion {
+                old_max_fds,
+                new_max_fds,
+                ..
+            } => Some((old_max_fds, new_max_fds)),
+            _ => None,
+        })
+        .collect();
+    let counted: u64 = ivs.iter().map(|iv| iv.report.table.expansions).sum();
+    assert!(counted > 0, "the table did not grow");
+    assert_eq!(expansions.len() as u64, counted);
+    assert!(
+        expansions.iter().all(|(old, new)| old < new),
+        "{expansions:?}"
+    );
+    assert_eq!(
+        expansions.last().unwrap().1,
+        4096,
+        "3000 fds take a 4096-slot table"
+    );
+    let exits = ivs
+        .iter()
+        .flat_map(|iv| &iv.events)
+        .filter(|e| matches!(e.what, EventKind::Exit { process: true }))
+        .count();
+    assert_eq!(exits, 1, "the workload's process exits once");
     assert_no_programs_left();
 }

@@ -125,7 +125,11 @@ fn workload(args: &str) -> String {
 /// A `file_lock` row of `operation` whose contentions/s (the first figure) is not zero.
 fn busy_row(screen: &str, operation: &str) -> bool {
     screen.lines().any(|l| {
-        let mut words = l.split_whitespace().skip_while(|w| *w != "file_lock");
+        // Pane borders (`│`) touch the first word.
+        let mut words = l
+            .split(|c: char| c.is_whitespace() || c == '│')
+            .filter(|w| !w.is_empty())
+            .skip_while(|w| *w != "file_lock");
         words.next() == Some("file_lock")
             && words.next() == Some(operation)
             && words

@@ -108,9 +108,20 @@ impl Collector {
             .enable_io()
             .build()
             .context("cannot start the collector's runtime")?;
+        let mut profiler = profiler;
+        // Taken before the runtime runs anything, inside it (the stream registers the ring
+        // buffer's fd with it): the programs send events from here on, so a command let go
+        // after `start` returns is seen from its first instruction.
+        let events = match opts.events {
+            true => {
+                let _inside = runtime.enter();
+                profiler.take_events().transpose()?
+            }
+            false => None,
+        };
         let (sender, updates) = mpsc::unbounded_channel();
         let (stop, stopped) = watch::channel(false);
-        let task = runtime.spawn(collect(profiler, opts, sender.clone(), stopped));
+        let task = runtime.spawn(collect(profiler, events, opts, sender.clone(), stopped));
         Ok(Self {
             runtime,
             updates,
@@ -172,6 +183,7 @@ impl Collector {
 /// The collector's task: ticks, snapshots every interval, and the final snapshot at the end.
 async fn collect(
     mut profiler: Profiler,
+    mut events: Option<EventStream>,
     opts: StreamOptions,
     updates: mpsc::UnboundedSender<Update>,
     mut stopped: watch::Receiver<bool>,
@@ -197,11 +209,6 @@ async fn collect(
         cpu_earlier = cpu;
         // A consumer that has gone has nothing left to show: the stop follows from it.
         let _ = updates.send(Update::Interval(Box::new(delta)));
-    };
-    // Taken here, inside the runtime: the stream registers the ring buffer's fd with it.
-    let mut events = match opts.events {
-        true => profiler.take_events().transpose()?,
-        false => None,
     };
     loop {
         tokio::select! {

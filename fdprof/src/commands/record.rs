@@ -99,6 +99,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
         slow: None,
     };
     let (mut session, mut profiler) = session::start(request, || args.output.check())?;
+    session.go()?;
     eprintln!(
         "fdprof: recording {} ({} mode{}); Ctrl-C to stop",
         session.target.describe(),

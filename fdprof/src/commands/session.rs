@@ -104,7 +104,7 @@ pub fn start(request: Request, checks: impl FnOnce() -> Result<()>) -> Result<(S
     let mut user_syms = UserSymbolizer::new();
 
     // Forked from the main thread: the parent-death signal follows the thread that forked.
-    let mut launched = program.as_ref().map(launch::launch).transpose()?;
+    let launched = program.as_ref().map(launch::launch).transpose()?;
     if let Some(l) = &launched {
         resolved.launched(l.pid);
     }
@@ -141,10 +141,6 @@ pub fn start(request: Request, checks: impl FnOnce() -> Result<()>) -> Result<(S
     if let Some(pid) = resolved.pid {
         user_syms.snapshot_maps(pid);
     }
-    if let Some(l) = &mut launched {
-        // An exec that fails (detaching as the profiler drops) leaves nothing to profile.
-        l.go()?;
-    }
     let session = Session {
         resolved,
         launched,
@@ -162,6 +158,16 @@ impl Session {
     /// Why the profile ends now, if it does: a stop signal (once a launched command has exited:
     /// a stopped command is profiled until then), the command's or the target's exit, or
     /// `duration` run out. A launched command's exit status goes into `target`.
+    /// Lets a launched command exec, once everything that must see it from its first
+    /// instruction is attached and reading. An exec that fails (detaching as the profiler
+    /// drops) leaves nothing to profile.
+    pub fn go(&mut self) -> Result<()> {
+        match &mut self.launched {
+            Some(l) => l.go(),
+            None => Ok(()),
+        }
+    }
+
     pub fn end_reason(&mut self, duration: Option<Duration>) -> Option<EndReason> {
         let signals = stop_signals();
         if let Some(l) = &mut self.launched {

@@ -157,6 +157,8 @@ pub fn run(args: TopArgs) -> Result<()> {
         ..StreamOptions::default()
     };
     let mut collector = Collector::start(profiler, options)?;
+    // The events are read from here on: a launched command runs now.
+    session.go()?;
     let user_pid = session.user_pid();
     let mut last_maps = Instant::now();
     let mut end = None;
