@@ -33,7 +33,7 @@ pub use histogram::summary;
 pub use live::{IntervalRates, OperationRate, SyscallRate, per_second, rates};
 pub use own_cost::own_cost;
 pub use scan::{scan, table};
-pub use series::{playback, rates as series_rates, series_len};
+pub use series::{playback, playback_total, rates as series_rates, series_len};
 pub use stacks::{frame_label, top_stacks};
 pub use syscalls::{latency_level, syscalls, syscalls_by_calls};
 

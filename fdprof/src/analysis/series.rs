@@ -2,7 +2,7 @@
 //! intervals `top --from` plays back.
 
 use fdprof_common::{contention::LockKind, fnops::Operation};
-use fdprof_figures::{Interval, RateRow, Rates, ReportOptions};
+use fdprof_figures::{Interval, RateRow, Rates, Report, ReportOptions};
 
 use super::{live::per_second, share, sum};
 use crate::model::{
@@ -46,7 +46,9 @@ fn rate_row(index: u64, s: &Sample, fd_activity: bool) -> RateRow {
         file_lock_wait_ns_per_s: per_second(sum(file_lock().map(|w| w.total_wait_ns)), d),
         fd_syscalls_per_s: activity(sum(s.syscalls.iter().map(|c| c.calls))),
         allocations_per_s: activity(s.allocations),
-        next_fd_hit_rate: share(s.next_fd_hits, s.allocations),
+        // A hit and its allocation are counted at different points of the syscall, so an
+        // interval's boundary may split them: at most every allocation hit.
+        next_fd_hit_rate: share(s.next_fd_hits, s.allocations).map(|r| r.min(1.0)),
         expansions: s.expansions,
         max_fds: s.max_fds,
         drops: s.drops,
@@ -75,6 +77,21 @@ pub fn playback(rec: &Recording, index: usize) -> Option<Interval> {
         report,
         events: Vec::new(),
     })
+}
+
+/// The report over intervals `from..=to` of `rec`'s series (the screen's cumulative view);
+/// `None` without a series or when `to` is past its end.
+pub fn playback_total(rec: &Recording, from: usize, to: usize) -> Option<Report> {
+    let samples = rec.series.as_ref()?.samples.get(from.min(to)..=to)?;
+    let all = series::merged(samples);
+    let last = to + 1 == rec.series.as_ref()?.samples.len();
+    let mut report = super::report(
+        &series::sample_recording(rec, &all, last),
+        &ReportOptions::default(),
+    );
+    report.top_stacks.clear();
+    report.stacks_total = 0;
+    Some(report)
 }
 
 #[cfg(test)]
@@ -202,5 +219,10 @@ mod tests {
         assert_eq!(last.report.header.end_reason, rec.end_reason);
         assert_eq!(playback(&rec, 2), None);
         assert_eq!(playback(&crate::testdata::recording(), 0), None);
+        let total = playback_total(&rec, 0, 1).unwrap();
+        assert_eq!(total.header.duration_ns, 500_000_000);
+        assert_eq!(total.contention.count, 115);
+        assert_eq!(playback_total(&rec, 1, 1).unwrap().contention.count, 0);
+        assert_eq!(playback_total(&rec, 0, 2), None);
     }
 }

@@ -137,6 +137,47 @@ pub fn sample(start_ns: u64, duration_ns: u64, delta: &Snapshot, sym: &mut Symbo
     }
 }
 
+/// One sample of everything in `samples` (consecutive): counts and sums added, the maxima's
+/// maximum, from the first start for their durations together.
+pub fn merged(samples: &[Sample]) -> Sample {
+    let mut all = Sample {
+        start_ns: samples.first().map_or(0, |s| s.start_ns),
+        ..Default::default()
+    };
+    for s in samples {
+        all.duration_ns = all.duration_ns.saturating_add(s.duration_ns);
+        for w in &s.waits {
+            match all
+                .waits
+                .iter_mut()
+                .find(|a| (a.lock, a.operation) == (w.lock, w.operation))
+            {
+                Some(a) => {
+                    a.count = a.count.saturating_add(w.count);
+                    a.total_wait_ns = a.total_wait_ns.saturating_add(w.total_wait_ns);
+                    a.max_wait_ns = a.max_wait_ns.max(w.max_wait_ns);
+                }
+                None => all.waits.push(w.clone()),
+            }
+        }
+        for c in &s.syscalls {
+            match all.syscalls.iter_mut().find(|a| a.name == c.name) {
+                Some(a) => {
+                    a.calls = a.calls.saturating_add(c.calls);
+                    a.errors = a.errors.saturating_add(c.errors);
+                }
+                None => all.syscalls.push(c.clone()),
+            }
+        }
+        all.allocations = all.allocations.saturating_add(s.allocations);
+        all.next_fd_hits = all.next_fd_hits.saturating_add(s.next_fd_hits);
+        all.max_fds = all.max_fds.max(s.max_fds);
+        all.expansions = all.expansions.saturating_add(s.expansions);
+        all.drops = all.drops.saturating_add(s.drops);
+    }
+    all
+}
+
 /// A recording of one sample of `rec`'s series: `rec`'s facts, the sample's figures. Its
 /// contention sites have no stacks and empty histograms, its syscalls no latencies, its drops
 /// one counter (`all`, `total`): what a sample does not keep.
@@ -360,5 +401,13 @@ mod tests {
         assert_eq!(one.contention[0].count, 3);
         assert_eq!(one.syscalls[0].calls, 9);
         assert_eq!(one.total_drops(), 2);
+        let both = merged(&[sample.clone(), sample]);
+        assert_eq!(
+            (both.start_ns, both.duration_ns),
+            (2_000_000_000, 2_000_000_000)
+        );
+        assert_eq!((both.waits.len(), both.waits[0].count), (1, 6));
+        assert_eq!((both.syscalls[0].calls, both.syscalls[0].errors), (18, 2));
+        assert_eq!(both.drops, 4);
     }
 }
