@@ -47,7 +47,8 @@ pub struct RecordArgs {
     #[arg(short, long, default_value = "fdprof.data")]
     pub output: Output,
     /// Also keep a per-interval series of this length (10 ms to 1 h): counts, waits and table
-    /// figures per interval, which `report` shows as rates over time and `top --from` plays back
+    /// figures per interval, which `report` shows as rates over time and `top --from` plays back.
+    /// About 0.1 to 2 KB an interval: at 1 s, hours fit in the 64 MiB `report` reads
     #[arg(long, value_parser = super::duration::parse_interval)]
     pub interval: Option<Duration>,
     /// Probe mode: auto picks the most direct one this kernel allows
