@@ -12,6 +12,7 @@ mod contention;
 mod cost;
 mod histogram;
 mod live;
+mod rates;
 mod report;
 mod stacks;
 
@@ -20,6 +21,7 @@ pub use contention::{Contention, Function, LockOperation, LockTotal, StackWalks}
 pub use cost::{DropCounter, Drops, OwnCost, ProgramCost};
 pub use histogram::{Bucket, Histogram, LatencyLevel, Unit};
 pub use live::{Event, EventKind, Interval};
+pub use rates::{RateRow, Rates};
 pub use report::{Header, Report, ReportOptions, SortKey, Target};
 pub use stacks::{Frame, TopStack};
 

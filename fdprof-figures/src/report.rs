@@ -52,6 +52,9 @@ pub struct Report {
     pub drops: Drops,
     /// What recording cost: the eBPF programs' run time and the collector's CPU time.
     pub own_cost: OwnCost,
+    /// Rates over time, for a recording made with `record --interval`; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rates: Option<crate::Rates>,
 }
 
 impl Default for Report {
@@ -75,6 +78,7 @@ impl Default for Report {
             table: Table::default(),
             drops: Drops::default(),
             own_cost: OwnCost::default(),
+            rates: None,
         }
     }
 }

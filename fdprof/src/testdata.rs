@@ -223,6 +223,7 @@ pub fn recording() -> Recording {
             stats_window_ns: 0,
         },
         notes: vec!["tracepoint mode: waits are seen from lock:contention_begin".into()],
+        series: None,
     }
 }
 
@@ -376,6 +377,7 @@ pub fn command_recording() -> Recording {
             stats_window_ns: 0,
         },
         notes: vec![],
+        series: None,
     }
 }
 

@@ -216,3 +216,40 @@ fn sigterm_ends_top_cleanly() {
     screen.assert_clean_exit();
     assert_no_programs_left();
 }
+
+/// `top --from`: a recorded series on the screen, without privileges; q ends it cleanly.
+#[test]
+fn a_played_back_series_shows_its_contention_and_quits_cleanly() {
+    use fdprof::model::series::{Sample, SampleWaits, Series};
+    use fdprof_common::{contention::LockKind, fnops::Operation};
+    let mut rec = fdprof::testdata::recording();
+    rec.series = Some(Series {
+        interval_ns: 200_000_000,
+        samples: (0..3u64)
+            .map(|i| Sample {
+                start_ns: i * 200_000_000,
+                duration_ns: 200_000_000,
+                waits: vec![SampleWaits {
+                    lock: LockKind::FileLock,
+                    operation: Operation::Close,
+                    count: 1000,
+                    total_wait_ns: 2_000_000,
+                    max_wait_ns: 9_000,
+                }],
+                ..Default::default()
+            })
+            .collect(),
+    });
+    let path = tmp("played-back.data");
+    std::fs::write(&path, serde_json::to_vec(&rec).unwrap()).unwrap();
+    let screen = Screen::start("from", &format!("--from {}", path.display()));
+    // 1000 waits of 2 µs in each 200 ms: 5000 a second.
+    let row = |s: &str| {
+        s.lines()
+            .any(|l| l.contains("file_lock close         5000"))
+    };
+    let (busy, text) = screen.wait_for(Duration::from_secs(15), row);
+    assert!(busy, "no close row at 5000/s:\n{text}");
+    screen.keys("q");
+    screen.assert_clean_exit();
+}

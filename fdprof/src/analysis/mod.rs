@@ -14,6 +14,7 @@ mod histogram;
 mod live;
 mod own_cost;
 mod scan;
+mod series;
 mod stacks;
 mod syscalls;
 mod waits;
@@ -32,6 +33,7 @@ pub use histogram::summary;
 pub use live::{IntervalRates, OperationRate, SyscallRate, per_second, rates};
 pub use own_cost::own_cost;
 pub use scan::{scan, table};
+pub use series::{playback, playback_total, rates as series_rates, series_len};
 pub use stacks::{frame_label, top_stacks};
 pub use syscalls::{latency_level, syscalls, syscalls_by_calls};
 
@@ -60,6 +62,7 @@ pub fn report(rec: &Recording, opts: &ReportOptions) -> Report {
         table: table(rec),
         drops: drops(rec),
         own_cost: own_cost(rec),
+        rates: series_rates(rec),
     }
 }
 

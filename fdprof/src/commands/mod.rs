@@ -5,6 +5,7 @@ pub mod doctor;
 pub mod duration;
 pub mod flamegraph;
 pub mod live;
+pub mod playback;
 pub mod record;
 pub mod report;
 pub mod session;

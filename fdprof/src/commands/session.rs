@@ -39,7 +39,7 @@ pub fn stop_signals() -> u32 {
     STOP_SIGNALS.load(Ordering::Relaxed)
 }
 
-fn install_signal_handlers() {
+pub(super) fn install_signal_handlers() {
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
         // SAFETY: the handler only stores to atomics; the sigaction struct is fully set.
         unsafe {

@@ -26,7 +26,7 @@ use crate::model::{build::Symbolizers, events::EventSymbolizer};
 use crate::tui;
 
 #[derive(clap::Args, Debug)]
-#[command(group(clap::ArgGroup::new("target").required(true).args(["pid", "tid", "all", "command"])))]
+#[command(group(clap::ArgGroup::new("target").required(true).args(["pid", "tid", "all", "command", "from"])))]
 pub struct TopArgs {
     /// Watch this process (all its threads, including ones created later)
     #[arg(short, long)]
@@ -57,6 +57,11 @@ pub struct TopArgs {
     /// `report --json` at the top level
     #[arg(long)]
     pub jsonl: bool,
+    /// Play back a recording made with `record --interval` (no privileges, nothing attached):
+    /// on the screen at the recorded pace; with --jsonl or --batch as fast as they are written
+    #[arg(long, value_name = "RECORDING",
+          conflicts_with_all = ["mode", "lock_only", "slow", "interval"])]
+    pub from: Option<std::path::PathBuf>,
     /// Stop after this many intervals
     #[arg(short = 'n', long = "count", value_name = "COUNT",
           value_parser = clap::value_parser!(u64).range(1..))]
@@ -81,7 +86,7 @@ impl TopArgs {
 const POLL: Duration = Duration::from_millis(20);
 
 /// Where the intervals go.
-enum Sink {
+pub(super) enum Sink {
     Jsonl,
     Batch,
     /// The screen, on a thread of its own; it sets `quit` when the user quits and `reset` when
@@ -95,7 +100,7 @@ enum Sink {
 }
 
 impl Sink {
-    fn choose(args: &TopArgs) -> Self {
+    pub(super) fn choose(args: &TopArgs) -> Self {
         if args.jsonl {
             Sink::Jsonl
         } else if args.batch || !std::io::stdout().is_terminal() {
@@ -125,12 +130,15 @@ impl Sink {
     }
 
     /// Whether the screen was closed (`q`): the profile ends.
-    fn closed(&self) -> bool {
+    pub(super) fn closed(&self) -> bool {
         matches!(self, Sink::Screen { quit, .. } if quit.load(Ordering::Relaxed))
     }
 }
 
 pub fn run(args: TopArgs) -> Result<()> {
+    if let Some(path) = &args.from {
+        return super::playback::run(&args, path);
+    }
     let request = Request {
         command_name: "fdprof top",
         spec: args.target(),
@@ -259,7 +267,7 @@ pub fn run(args: TopArgs) -> Result<()> {
 }
 
 /// Writes `text` to standard output at once.
-fn print(text: &str) -> std::io::Result<()> {
+pub(super) fn print(text: &str) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes()).and_then(|()| out.flush())
 }

@@ -55,5 +55,6 @@ pub fn recording(snap: &Snapshot, run: Run, sym: &mut Symbolizers) -> Recording 
             stats_window_ns: snap.stats_window.as_nanos() as u64,
         },
         notes: run.notes,
+        series: None,
     }
 }

@@ -10,7 +10,12 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::marker::PhantomData;
 
-use fdprof_common::{counters::drop, fnops::op, syscalls::N_SYSCALLS};
+use fdprof_common::{
+    contention::LockKind,
+    counters::drop,
+    fnops::{Operation, op},
+    syscalls::N_SYSCALLS,
+};
 use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
 /// Slots of a log2 histogram: values are u64, so `log2_slot` gives 0..=64.
@@ -32,6 +37,10 @@ pub const DROPS: usize = (drop::PROBES * drop::COUNT) as usize + PROGRAMS;
 pub const MODES: usize = 32;
 /// Notes: a few per role at most.
 pub const NOTES: usize = 64;
+/// Samples of a series: a million intervals (11.6 days at 1 s; the file's size bounds it first).
+pub const SAMPLES: usize = 1_000_000;
+/// Wait rows of one sample: one per (lock, operation).
+pub const SAMPLE_WAITS: usize = LockKind::ALL.len() * Operation::ALL.len();
 /// Words of a command line: execve takes at most 6 MiB of strings and pointers, at least 9
 /// bytes a word.
 pub const ARG_WORDS: usize = 1 << 20;
@@ -75,6 +84,16 @@ pub fn programs<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<
 
 pub fn drops<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec<T>, D::Error> {
     seq(d, PhantomData, DROPS, "drop counters")
+}
+
+pub fn samples<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec<T>, D::Error> {
+    seq(d, PhantomData, SAMPLES, "series samples")
+}
+
+pub fn sample_waits<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Vec<T>, D::Error> {
+    seq(d, PhantomData, SAMPLE_WAITS, "wait rows in a sample")
 }
 
 pub fn notes<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {

@@ -8,6 +8,7 @@ pub mod hist;
 pub mod operation;
 pub mod read;
 pub mod recording;
+pub mod series;
 
 pub use hist::Log2Hist;
 pub use recording::Recording;

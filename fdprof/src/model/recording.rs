@@ -260,6 +260,9 @@ pub struct Recording {
     pub own_cost: OwnCost,
     #[serde(default, deserialize_with = "bounded::notes")]
     pub notes: Vec<String>,
+    /// `record --interval`: one sample per interval; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub series: Option<super::series::Series>,
 }
 
 impl Recording {

@@ -5,7 +5,7 @@ use crate::analysis::{self, Interval};
 use crate::render::{human, layout};
 
 /// A rate as `0`, `1.23`, `45.6`, `789`, `12345`.
-fn rate(per_s: Option<f64>) -> String {
+pub(crate) fn rate(per_s: Option<f64>) -> String {
     match per_s {
         None => "-".into(),
         Some(v) if v >= 100.0 => format!("{v:.0}"),

@@ -4,8 +4,10 @@ use fdprof::model::Recording;
 use fdprof::model::bounded;
 use fdprof::model::read::MAX_BYTES;
 use fdprof::model::recording::{Frame, FunctionStats, StackWalks, Target};
+use fdprof::model::series::{Sample, SampleSyscall, SampleWaits, Series};
 use fdprof::testdata::{self, frame, hist, site};
 use fdprof_common::{
+    contention::LockKind,
     probes::{Attachment, Mode, Role},
     session::TargetKind,
 };
@@ -101,7 +103,36 @@ pub fn seeds() -> Vec<Value> {
     let mut many = base.clone();
     many.contention = (0..60).map(|i| deep_site(i, 1 + i % 12)).collect();
 
-    [base, direct, lock_only, many]
+    // `record --interval`: a series for the mutations to reach.
+    let mut series = base.clone();
+    series.series = Some(Series {
+        interval_ns: 1_000_000_000,
+        samples: (0..4u64)
+            .map(|i| Sample {
+                start_ns: i * 1_000_000_000,
+                duration_ns: 1_000_000_000,
+                waits: vec![SampleWaits {
+                    lock: LockKind::FileLock,
+                    operation: testdata::operation("close"),
+                    count: 10 * i,
+                    total_wait_ns: 5_000 * i,
+                    max_wait_ns: 900,
+                }],
+                syscalls: vec![SampleSyscall {
+                    name: "socket".into(),
+                    calls: 1000 + i,
+                    errors: i,
+                }],
+                allocations: 1000 + i,
+                next_fd_hits: 990,
+                max_fds: 256,
+                expansions: i % 2,
+                drops: i / 3,
+            })
+            .collect(),
+    });
+
+    [base, direct, lock_only, many, series]
         .iter()
         .map(|r| serde_json::to_value(r).unwrap())
         .collect()

@@ -412,6 +412,16 @@ fn render_all(path: &Path, every_option: bool) -> bool {
         assert!(text.ends_with('\n'));
         serde_json::to_string_pretty(&report).unwrap();
     }
+    // `top --from`: each interval of a series played back (the first 100), and the total.
+    let len = analysis::series_len(&rec).unwrap_or(0);
+    for i in 0..len.min(100) {
+        let iv = analysis::playback(&rec, i).unwrap();
+        render::live::interval(&iv);
+        serde_json::to_string(&iv).unwrap();
+    }
+    if len > 0 {
+        render::text(&analysis::playback_total(&rec, 0, len - 1).unwrap());
+    }
     for lock in [LockFilter::FileLock, LockFilter::All] {
         for op in [OpFilter::All, OpFilter::Alloc] {
             let opts = FlamegraphOptions {

@@ -6,6 +6,7 @@ mod contention;
 mod cost;
 mod functions;
 mod header;
+mod rates;
 mod stacks;
 
 #[cfg(test)]
@@ -29,6 +30,7 @@ pub fn text(report: &Report) -> String {
         section(&mut out, "fd-table activity");
         out.push("  not recorded (--lock-only): no scan, syscall or table figures".into());
     }
+    rates::rates(&mut out, report);
     cost::drops(&mut out, report);
     cost::own_cost(&mut out, report);
     let mut s = out.join("\n");

@@ -1,0 +1,101 @@
+//! `fdprof top --from RECORDING`: plays back the series of a recording made with
+//! `record --interval`, through the same outputs as a live `top`. Nothing is attached, so no
+//! privileges are needed. The screen shows each interval when its time comes (the recorded
+//! pace); `--jsonl` and `--batch` write them all at once, for scripts. `-n` stops early.
+
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+
+use super::session;
+use super::top::{Sink, TopArgs, print};
+use crate::analysis;
+use crate::error::{EXIT_USAGE, fatal};
+use crate::model::Recording;
+use crate::tui;
+
+/// How often a paced playback checks for a quit or a signal.
+const POLL: Duration = Duration::from_millis(20);
+
+pub fn run(args: &TopArgs, path: &Path) -> Result<()> {
+    let rec = Recording::read(path)?;
+    let Some(len) = analysis::series_len(&rec) else {
+        return Err(fatal(
+            EXIT_USAGE,
+            format!(
+                "{}: this recording has no series to play back: make one with `fdprof record \
+                 --interval 1s …`",
+                path.display()
+            ),
+        ));
+    };
+    session::install_signal_handlers();
+    let len = args.count.map_or(len, |n| len.min(n as usize));
+    let sink = Sink::choose(args);
+    let paced = matches!(sink, Sink::Screen { .. });
+    let started = Instant::now();
+    // Where the screen's cumulative view starts (r resets it).
+    let mut since = 0;
+    let mut write_error = None;
+    'intervals: for index in 0..len {
+        let interval = analysis::playback(&rec, index).context("a sample went missing")?;
+        if paced {
+            // Shown when the interval ended in the recording.
+            let due = Duration::from_nanos(interval.start_ns.saturating_add(interval.duration_ns));
+            while started.elapsed() < due {
+                if sink.closed() || session::stop_signals() > 0 {
+                    break 'intervals;
+                }
+                std::thread::sleep(POLL.min(due.saturating_sub(started.elapsed())));
+            }
+        }
+        if sink.closed() || session::stop_signals() > 0 {
+            break;
+        }
+        let written = match &sink {
+            Sink::Jsonl => {
+                let line =
+                    serde_json::to_string(&interval).context("cannot serialize an interval")?;
+                print(&(line + "\n"))
+            }
+            Sink::Batch => print(&crate::render::live::interval(&interval)),
+            Sink::Screen { updates, reset, .. } => {
+                if reset.swap(false, Ordering::Relaxed) {
+                    since = index;
+                }
+                let cumulative = analysis::playback_total(&rec, since, index)
+                    .context("a sample went missing")?;
+                let _ = updates.blocking_send(tui::Update::Interval {
+                    interval,
+                    cumulative,
+                });
+                Ok(())
+            }
+        };
+        if let Err(e) = written {
+            write_error = Some(e);
+            break;
+        }
+    }
+    if let Sink::Screen {
+        updates, thread, ..
+    } = sink
+    {
+        // The screen stays on the last interval until it is closed (q), like a finished top.
+        while !thread.is_finished() && session::stop_signals() == 0 {
+            std::thread::sleep(POLL);
+        }
+        drop(updates);
+        thread
+            .join()
+            .map_err(|_| anyhow::anyhow!("the screen failed"))??;
+    }
+    match write_error {
+        Some(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(e).context("cannot write to standard output")
+        }
+        _ => Ok(()),
+    }
+}

@@ -1,0 +1,413 @@
+//! The per-interval series of `record --interval`: one compact [`Sample`] per interval, enough
+//! for rates over time (counts, sums, maxima), never a full report: no stacks, histograms or
+//! quantiles. Zero counters and empty rows are left out of the file, so an idle interval costs
+//! a few dozen bytes and a busy one a few hundred.
+
+use serde::{Deserialize, Serialize};
+
+use fdprof_common::{contention::LockKind, fnops::Operation};
+
+use super::bounded;
+use super::build::{self, Symbolizers};
+use super::recording::{ContentionSite, DropCount, Recording, ScanStats, SyscallStats, TableStats};
+use crate::collect::Snapshot;
+
+/// The series: the interval asked for and one sample per interval, oldest first. The last
+/// sample is the partial interval up to the end of the recording; the samples' counts add up
+/// to the recording's.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Series {
+    /// `record --interval`, ns.
+    pub interval_ns: u64,
+    #[serde(deserialize_with = "bounded::samples")]
+    pub samples: Vec<Sample>,
+}
+
+/// What happened in one interval.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    /// Start since the probes were attached, ns.
+    pub start_ns: u64,
+    pub duration_ns: u64,
+    /// Waits per (lock, operation) with at least one wait.
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "bounded::sample_waits"
+    )]
+    pub waits: Vec<SampleWaits>,
+    /// Syscalls called at least once.
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "bounded::syscalls"
+    )]
+    pub syscalls: Vec<SampleSyscall>,
+    /// `alloc_fd` allocations and those that took `files->next_fd` as it was.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub allocations: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub next_fd_hits: u64,
+    /// The largest `fdt->max_fds` seen so far (a maximum is of the run, not the interval).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub max_fds: u64,
+    /// Syscalls during which the table grew.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub expansions: u64,
+    /// Events lost, every drop counter together.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub drops: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SampleWaits {
+    pub lock: LockKind,
+    pub operation: Operation,
+    pub count: u64,
+    pub total_wait_ns: u64,
+    /// The longest wait of the run so far at this (lock, operation)'s stacks.
+    pub max_wait_ns: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SampleSyscall {
+    #[serde(deserialize_with = "bounded::name")]
+    pub name: String,
+    pub calls: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub errors: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// The sample of one interval from its delta snapshot. Kernel stacks are symbolized (through
+/// `sym`) only to tell the operation; user stacks are not looked at.
+pub fn sample(start_ns: u64, duration_ns: u64, delta: &Snapshot, sym: &mut Symbolizers) -> Sample {
+    let mut kernel_only = Symbolizers {
+        kernel: sym.kernel,
+        user: sym.user,
+        user_pid: None,
+        raw_addrs: false,
+    };
+    let mut waits: Vec<SampleWaits> = Vec::new();
+    for site in build::contention_sites(delta, &mut kernel_only) {
+        match waits
+            .iter_mut()
+            .find(|w| (w.lock, w.operation) == (site.lock, site.operation))
+        {
+            Some(w) => {
+                w.count = w.count.saturating_add(site.count);
+                w.total_wait_ns = w.total_wait_ns.saturating_add(site.total_wait_ns);
+                w.max_wait_ns = w.max_wait_ns.max(site.max_wait_ns);
+            }
+            None => waits.push(SampleWaits {
+                lock: site.lock,
+                operation: site.operation,
+                count: site.count,
+                total_wait_ns: site.total_wait_ns,
+                max_wait_ns: site.max_wait_ns,
+            }),
+        }
+    }
+    waits.sort_by_key(|w| (w.lock, w.operation));
+    let syscalls = build::syscalls(delta)
+        .into_iter()
+        .map(|s| SampleSyscall {
+            name: s.name,
+            calls: s.calls,
+            errors: s.errors,
+        })
+        .collect();
+    let scan = build::scan(delta);
+    let table = build::table(delta);
+    Sample {
+        start_ns,
+        duration_ns,
+        waits,
+        syscalls,
+        allocations: scan.allocations,
+        next_fd_hits: scan.next_fd_hits,
+        max_fds: table.max_fds_max,
+        expansions: table.expansions,
+        drops: build::drops(delta)
+            .iter()
+            .fold(0, |sum, d| sum.saturating_add(d.count)),
+    }
+}
+
+/// One sample of everything in `samples` (consecutive): counts and sums added, the maxima's
+/// maximum, from the first start for their durations together.
+pub fn merged(samples: &[Sample]) -> Sample {
+    let mut all = Sample {
+        start_ns: samples.first().map_or(0, |s| s.start_ns),
+        ..Default::default()
+    };
+    for s in samples {
+        all.duration_ns = all.duration_ns.saturating_add(s.duration_ns);
+        for w in &s.waits {
+            match all
+                .waits
+                .iter_mut()
+                .find(|a| (a.lock, a.operation) == (w.lock, w.operation))
+            {
+                Some(a) => {
+                    a.count = a.count.saturating_add(w.count);
+                    a.total_wait_ns = a.total_wait_ns.saturating_add(w.total_wait_ns);
+                    a.max_wait_ns = a.max_wait_ns.max(w.max_wait_ns);
+                }
+                None => all.waits.push(w.clone()),
+            }
+        }
+        for c in &s.syscalls {
+            match all.syscalls.iter_mut().find(|a| a.name == c.name) {
+                Some(a) => {
+                    a.calls = a.calls.saturating_add(c.calls);
+                    a.errors = a.errors.saturating_add(c.errors);
+                }
+                None => all.syscalls.push(c.clone()),
+            }
+        }
+        all.allocations = all.allocations.saturating_add(s.allocations);
+        all.next_fd_hits = all.next_fd_hits.saturating_add(s.next_fd_hits);
+        all.max_fds = all.max_fds.max(s.max_fds);
+        all.expansions = all.expansions.saturating_add(s.expansions);
+        all.drops = all.drops.saturating_add(s.drops);
+    }
+    all
+}
+
+/// A recording of one sample of `rec`'s series: `rec`'s facts, the sample's figures. Its
+/// contention sites have no stacks and empty histograms, its syscalls no latencies, its drops
+/// one counter (`all`, `total`): what a sample does not keep.
+pub fn sample_recording(rec: &Recording, sample: &Sample, last: bool) -> Recording {
+    let contention = sample
+        .waits
+        .iter()
+        .map(|w| ContentionSite {
+            lock: w.lock,
+            operation: w.operation,
+            kernel_stack: Vec::new(),
+            user_stack: Vec::new(),
+            count: w.count,
+            total_wait_ns: w.total_wait_ns,
+            max_wait_ns: w.max_wait_ns,
+            wait: Default::default(),
+        })
+        .collect();
+    let syscalls = sample
+        .syscalls
+        .iter()
+        .map(|s| SyscallStats {
+            name: s.name.clone(),
+            calls: s.calls,
+            errors: s.errors,
+            ..Default::default()
+        })
+        .collect();
+    Recording {
+        format: rec.format.clone(),
+        version: rec.version,
+        fdprof_version: rec.fdprof_version.clone(),
+        kernel_release: rec.kernel_release.clone(),
+        target: rec.target.clone(),
+        started_unix_ms: rec.started_unix_ms + sample.start_ns / 1_000_000,
+        duration_ns: sample.duration_ns,
+        end_reason: match last {
+            true => rec.end_reason,
+            false => fdprof_common::session::EndReason::Duration,
+        },
+        mode: rec.mode,
+        probes: rec.probes.clone(),
+        modes: rec.modes.clone(),
+        raw_addrs: rec.raw_addrs,
+        contention,
+        stack_walks: Default::default(),
+        functions: Vec::new(),
+        syscalls,
+        scan: ScanStats {
+            allocations: sample.allocations,
+            next_fd_hits: sample.next_fd_hits,
+            origin: rec.scan.origin.clone(),
+            ..Default::default()
+        },
+        table: TableStats {
+            max_fds_first: rec.table.max_fds_first,
+            max_fds_max: sample.max_fds,
+            expansions: sample.expansions,
+        },
+        drops: vec![DropCount {
+            probe: "all".into(),
+            reason: "total".into(),
+            count: sample.drops,
+        }],
+        own_cost: Default::default(),
+        notes: rec.notes.clone(),
+        series: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use fdprof_common::{
+        contention::ContentionKey,
+        counters::{DROP_ENTRIES, HIST_ENTRIES, SYSCALL_COUNTER_ENTRIES, global, per_syscall},
+        fnops::{FN_COUNTER_ENTRIES, FN_HIST_ENTRIES},
+        syscalls::FD_SYSCALLS,
+    };
+
+    use super::*;
+    use crate::collect::snapshot::Contention;
+    use crate::symbolize::{KernelSymbols, UserSymbolizer};
+
+    fn empty() -> Snapshot {
+        Snapshot {
+            elapsed: Duration::from_millis(1000),
+            syscall_counters: vec![0; SYSCALL_COUNTER_ENTRIES as usize],
+            globals: vec![0; global::COUNT as usize],
+            hists: vec![0; HIST_ENTRIES as usize],
+            drops: vec![0; DROP_ENTRIES as usize],
+            fn_counters: vec![0; FN_COUNTER_ENTRIES as usize],
+            fn_hists: vec![0; FN_HIST_ENTRIES as usize],
+            ..Default::default()
+        }
+    }
+
+    fn key(stack: i32, slot: u32) -> ContentionKey {
+        ContentionKey {
+            lock_class: 0,
+            kernel_stack: stack,
+            user_stack: -1,
+            slot,
+        }
+    }
+
+    #[test]
+    fn a_sample_merges_sites_per_lock_and_operation_and_keeps_counts() {
+        let mut snap = empty();
+        let socket = FD_SYSCALLS.iter().position(|s| s.name == "socket").unwrap() as u32;
+        let at = |c: u32| (socket * per_syscall::COUNT + c) as usize;
+        snap.syscall_counters[at(per_syscall::CALLS)] = 40;
+        snap.syscall_counters[at(per_syscall::ERRORS)] = 2;
+        snap.globals[global::NEXT_FD_HITS as usize] = 30;
+        snap.globals[global::EXPANSIONS as usize] = 1;
+        snap.globals[global::MAX_FDS_SEEN as usize] = 256;
+        snap.drops[0] = 3;
+        // Two stacks in alloc_fd (two slots each) and one in file_close_fd.
+        snap.stacks.insert(1, vec![0xffffffff81000110]);
+        snap.stacks.insert(2, vec![0xffffffff81000110]);
+        snap.stacks.insert(3, vec![0xffffffff81000210]);
+        let waits = |count, total_ns, max_ns| Contention {
+            count,
+            total_ns,
+            max_ns,
+        };
+        snap.contention = vec![
+            (key(1, 10), waits(4, 4_000, 1_500)),
+            (key(1, 12), waits(1, 5_000, 5_000)),
+            (key(2, 10), waits(2, 2_000, 1_100)),
+            (key(3, 10), waits(7, 7_000, 1_200)),
+        ];
+        let kernel =
+            KernelSymbols::parse("ffffffff81000100 T alloc_fd\nffffffff81000200 T file_close_fd\n")
+                .unwrap();
+        let mut user = UserSymbolizer::new();
+        let mut sym = Symbolizers {
+            kernel: &kernel,
+            user: &mut user,
+            user_pid: Some(1),
+            raw_addrs: true,
+        };
+        let s = sample(5, 1_000, &snap, &mut sym);
+        assert_eq!((s.start_ns, s.duration_ns), (5, 1_000));
+        let rows: Vec<_> = s
+            .waits
+            .iter()
+            .map(|w| (w.operation, w.count, w.total_wait_ns, w.max_wait_ns))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                (Operation::Alloc, 7, 11_000, 5_000),
+                (Operation::Close, 7, 7_000, 1_200)
+            ]
+        );
+        assert!(s.waits.iter().all(|w| w.lock == LockKind::FileLock));
+        assert_eq!(s.syscalls.len(), 1);
+        assert_eq!(
+            (
+                s.syscalls[0].name.as_str(),
+                s.syscalls[0].calls,
+                s.syscalls[0].errors
+            ),
+            ("socket", 40, 2)
+        );
+        assert_eq!(
+            (s.next_fd_hits, s.max_fds, s.expansions, s.drops),
+            (30, 256, 1, 3)
+        );
+    }
+
+    #[test]
+    fn an_idle_sample_is_small_and_reads_back() {
+        let idle = Sample {
+            start_ns: 1_000_000_000,
+            duration_ns: 1_000_000_000,
+            max_fds: 64,
+            ..Default::default()
+        };
+        let text = serde_json::to_string(&idle).unwrap();
+        assert_eq!(
+            text,
+            r#"{"start_ns":1000000000,"duration_ns":1000000000,"max_fds":64}"#
+        );
+        assert_eq!(serde_json::from_str::<Sample>(&text).unwrap(), idle);
+    }
+
+    #[test]
+    fn a_sample_recording_keeps_the_facts_and_the_sample() {
+        let rec = crate::testdata::recording();
+        let sample = Sample {
+            start_ns: 2_000_000_000,
+            duration_ns: 1_000_000_000,
+            waits: vec![SampleWaits {
+                lock: LockKind::FileLock,
+                operation: Operation::Close,
+                count: 3,
+                total_wait_ns: 900,
+                max_wait_ns: 400,
+            }],
+            syscalls: vec![SampleSyscall {
+                name: "close".into(),
+                calls: 9,
+                errors: 1,
+            }],
+            drops: 2,
+            ..Default::default()
+        };
+        let one = sample_recording(&rec, &sample, false);
+        assert_eq!(one.target.describe(), rec.target.describe());
+        assert_eq!(one.started_unix_ms, rec.started_unix_ms + 2_000);
+        assert_eq!(one.duration_ns, 1_000_000_000);
+        assert_eq!(one.end_reason, fdprof_common::session::EndReason::Duration);
+        assert_eq!(
+            sample_recording(&rec, &sample, true).end_reason,
+            rec.end_reason
+        );
+        assert_eq!(one.contention.len(), 1);
+        assert_eq!(one.contention[0].count, 3);
+        assert_eq!(one.syscalls[0].calls, 9);
+        assert_eq!(one.total_drops(), 2);
+        let both = merged(&[sample.clone(), sample]);
+        assert_eq!(
+            (both.start_ns, both.duration_ns),
+            (2_000_000_000, 2_000_000_000)
+        );
+        assert_eq!((both.waits.len(), both.waits[0].count), (1, 6));
+        assert_eq!((both.syscalls[0].calls, both.syscalls[0].errors), (18, 2));
+        assert_eq!(both.drops, 4);
+    }
+}
