@@ -126,6 +126,9 @@ pub struct Target {
     /// targets and when it was still running.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_status: Option<ExitStatus>,
+    /// The process's live threads at the end of a live view's interval; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<u32>,
     /// One line naming the target, control characters escaped: `pid 42 (nginx)`.
     pub description: String,
 }

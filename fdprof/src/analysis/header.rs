@@ -17,6 +17,7 @@ pub fn header(rec: &Recording) -> Header {
             command: t.command.clone(),
             comm: t.comm.clone(),
             exit_status: t.exit_status,
+            threads: t.threads,
             description: t.describe(),
         },
         kernel_release: rec.kernel_release.clone(),

@@ -139,6 +139,19 @@ pub fn process_alive(pid: u32) -> bool {
     })
 }
 
+/// The threads of process `pid` that have not exited; `None` once it is gone.
+pub fn live_threads(pid: u32) -> Option<u32> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let live = tasks
+        .flatten()
+        .filter(|t| {
+            stat_fields(&format!("{pid}/task/{}", t.file_name().to_string_lossy()))
+                .is_some_and(|f| running(&f))
+        })
+        .count();
+    (live > 0).then_some(live as u32)
+}
+
 fn tgid_of(tid: u32) -> Option<u32> {
     let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
     status

@@ -147,6 +147,7 @@ mod tests {
                 command: Vec::new(),
                 comm: Some("srv".into()),
                 exit_status: None,
+                threads: None,
             },
             started_unix_ms: 1_000_000,
             mode: Mode::Tracepoint,

@@ -131,6 +131,7 @@ pub fn start(request: Request, checks: impl FnOnce() -> Result<()>) -> Result<(S
         command,
         comm: resolved.comm.clone(),
         exit_status: None,
+        threads: None,
     };
     let cpu_start = own_cpu_ns();
     let started = Instant::now();

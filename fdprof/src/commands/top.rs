@@ -218,6 +218,7 @@ pub fn run(args: TopArgs) -> Result<()> {
             _ => EndReason::Duration,
         };
         facts.target.exit_status = session.target.exit_status;
+        facts.target.threads = user_pid.and_then(target::live_threads);
         let mut interval = live::interval(&delta, &facts, why, &mut sym);
         interval.events = std::mem::take(&mut pending);
         let written = match &sink {

@@ -175,9 +175,12 @@ pub struct Target {
         deserialize_with = "bounded::opt_name"
     )]
     pub comm: Option<String>,
-    /// How a launched command ended; absent for other targets and in older recordings.
+    /// How a launched command ended; absent for other targets, and when it was still running.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_status: Option<ExitStatus>,
+    /// The process's live threads when last looked at (live views); absent in recordings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<u32>,
 }
 
 impl Target {

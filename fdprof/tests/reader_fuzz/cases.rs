@@ -69,6 +69,7 @@ pub fn seeds() -> Vec<Value> {
         command: vec!["/usr/bin/server".into(), "--threads".into(), "8".into()],
         comm: None,
         exit_status: None,
+        threads: None,
     };
     direct.functions = ["alloc", "close", "expand", "other"]
         .iter()
@@ -98,6 +99,7 @@ pub fn seeds() -> Vec<Value> {
         command: vec![],
         comm: None,
         exit_status: None,
+        threads: None,
     };
 
     let mut many = base.clone();

@@ -37,8 +37,13 @@ pub fn draw(frame: &mut Frame, area: Rect, state: &State) {
             Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD),
         ));
     }
+    let threads = match h.target.threads {
+        Some(1) => "  1 thread".to_string(),
+        Some(n) => format!("  {n} threads"),
+        None => String::new(),
+    };
     first.push(Span::raw(format!(
-        "  {view}  ? help  {}  kernel {}",
+        "  {view}  ? help  {}{threads}  kernel {}",
         escape::name(&h.target.description),
         escape::name(&h.kernel_release),
     )));

@@ -278,3 +278,17 @@ fn pane(screen: &[String], title: &str) -> Vec<String> {
         .take_while(|row| !row.starts_with('─'))
         .collect()
 }
+
+#[test]
+fn the_header_counts_the_target_threads_when_known() {
+    let mut report = interval_report();
+    report.header.target.threads = Some(2);
+    let mut state = State::default();
+    state.on_update(update_with(0, report));
+    let screen = render(&state, 100, 30);
+    assert!(
+        screen[0].contains("pid 4242 (opensock)  2 threads  kernel"),
+        "{}",
+        screen[0]
+    );
+}
