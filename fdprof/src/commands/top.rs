@@ -82,6 +82,11 @@ impl TopArgs {
     }
 }
 
+/// Mapped files the user symbolizer may hold before it starts afresh.
+const USER_FILES: usize = 256;
+/// Symbolized event stacks kept for reuse.
+const EVENT_STACKS: usize = 16_384;
+
 /// How often the end of the profile (signal, exit) is checked.
 const POLL: Duration = Duration::from_millis(20);
 
@@ -217,6 +222,13 @@ pub fn run(args: TopArgs) -> Result<()> {
             (true, Some(reason)) => reason,
             _ => EndReason::Duration,
         };
+        // Bounded caches: a long live view keeps its memory flat while processes come and go.
+        // The target's own snapshot stays: it symbolizes the stacks of a target that exited.
+        sym.user.trim(
+            |p| Some(p) == user_pid || target::process_alive(p),
+            USER_FILES,
+        );
+        events.trim(EVENT_STACKS);
         facts.target.exit_status = session.target.exit_status;
         facts.target.threads = user_pid.and_then(target::live_threads);
         let mut interval = live::interval(&delta, &facts, why, &mut sym);

@@ -25,6 +25,16 @@ impl EventSymbolizer {
         }
     }
 
+    /// Forgets the symbolized stacks once there are more than `max` (a stack id is reused by
+    /// the kernel for another stack only when the map is full, and pids come and go): a live
+    /// view's memory stays bounded.
+    pub fn trim(&mut self, max: usize) {
+        if self.kernel.len() + self.user.len() > max {
+            self.kernel.clear();
+            self.user.clear();
+        }
+    }
+
     /// `stacks` holds the addresses of the events' stack ids
     /// ([`crate::collect::Profiler::stacks`]); an id missing there gives an empty stack.
     pub fn event(

@@ -195,6 +195,16 @@ impl UserSymbolizer {
         }
     }
 
+    /// Forgets the processes `keep` says are gone; once the files opened for all of them pass
+    /// `max_files`, starts afresh (a live process is read again when next seen), so a live view
+    /// that runs for hours while processes come and go keeps its memory bounded.
+    pub fn trim(&mut self, keep: impl Fn(u32) -> bool, max_files: usize) {
+        self.procs.retain(|pid, _| keep(*pid));
+        if self.files.len() > max_files {
+            *self = Self::new();
+        }
+    }
+
     /// Reads `/proc/PID/maps` and remembers its executable mappings, opening files not seen
     /// before. When the process is gone (or the maps cannot be read) the previous snapshot is kept
     /// and `false` is returned. Mappings of the previous snapshot that no new mapping overlaps
@@ -458,6 +468,31 @@ ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0  [vsyscall]
         assert!(f.iter().all(|f| f.address.is_none()));
         let raw = u.resolve(pid, &[0x1000], true);
         assert_eq!(raw[0].address, Some(0x1000));
+    }
+
+    /// Gone processes are forgotten, and past the file budget everything is, so memory stays
+    /// bounded however many processes come and go; a live one is read again when next seen.
+    #[test]
+    fn trim_forgets_the_gone_and_bounds_the_files() {
+        let me = std::process::id();
+        let mut u = UserSymbolizer::new();
+        assert!(u.snapshot_maps(me));
+        assert!(u.has_snapshot(me));
+        u.trim(|pid| pid == me, usize::MAX);
+        assert!(u.has_snapshot(me), "a live process stays");
+        u.trim(|_| false, usize::MAX);
+        assert!(!u.has_snapshot(me), "a gone process is forgotten");
+        assert!(u.snapshot_maps(me));
+        assert!(!u.files.is_empty());
+        u.trim(|_| true, 0);
+        assert!(
+            u.files.is_empty() && !u.has_snapshot(me),
+            "over the budget: afresh"
+        );
+        // Resolving reads the process again.
+        let frames = u.resolve(me, &[start_time_of_this_process as usize as u64], false);
+        assert_eq!(frames.len(), 1);
+        assert!(u.has_snapshot(me));
     }
 
     #[test]
