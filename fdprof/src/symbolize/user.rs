@@ -490,7 +490,7 @@ ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0  [vsyscall]
             "over the budget: afresh"
         );
         // Resolving reads the process again.
-        let frames = u.resolve(me, &[start_time_of_this_process as usize as u64], false);
+        let frames = u.resolve(me, &[start_time_of_this_process as *const () as u64], false);
         assert_eq!(frames.len(), 1);
         assert!(u.has_snapshot(me));
     }
