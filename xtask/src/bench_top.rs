@@ -221,6 +221,14 @@ fn rss(fdprof: &Path, minutes: u64) -> Result<()> {
         "slope (least squares)",
         slope(&samples) * 60.0
     );
+    // Caches that fill up to a bound (the kernel's maps are bounded) grow early and then stop:
+    // the second half's slope tells a plateau from a leak.
+    let second_half = &samples[samples.len() / 2..];
+    println!(
+        "{:<28} {:>6.1} kB/min",
+        format!("slope from {:.0} s", second_half[0].0),
+        slope(second_half) * 60.0
+    );
     Ok(())
 }
 
