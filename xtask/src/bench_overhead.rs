@@ -5,6 +5,8 @@
 //! the recording size per second of profile. A floor row runs the workload bare under empty
 //! programs on the same tracepoints: the most any tracepoint-mode profiler could reach. Then
 //! the cost of one syscall, bare, under the floor and under `fdprof record`.
+//! `fdprof top` (1 s intervals) runs the same probes as `record`: its ratio should match.
+//! Options: `--rounds N` (default 5), `--only NAME,NAME` (the baseline and these variants).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -81,6 +83,12 @@ fn variants() -> Vec<Variant> {
             empty_hooks: &[],
         },
         Variant {
+            name: "fdprof top",
+            wrap: top_wrap,
+            output: None,
+            empty_hooks: &[],
+        },
+        Variant {
             name: "perf lock record",
             wrap: |_, out| {
                 vec![
@@ -110,6 +118,31 @@ fn variants() -> Vec<Variant> {
             empty_hooks: &[],
         },
     ]
+}
+
+/// `fdprof top --jsonl --interval 1s` with its intervals in `top.jsonl`: a shell keeps the
+/// bench's stdout as fd 3 for the workload, so top's lines (tens of kB, not written atomically
+/// to a pipe) cannot split the workload's result line.
+fn top_wrap(fdprof: &Path, out: &Path) -> Vec<String> {
+    [
+        "sh",
+        "-c",
+        r#"top_out="$1"; shift; exec 3>&1 >"$top_out"; exec "$@""#,
+        "sh",
+        &out.join("top.jsonl").display().to_string(),
+        &fdprof.display().to_string(),
+        "top",
+        "--jsonl",
+        "--interval",
+        "1s",
+        "--",
+        "sh",
+        "-c",
+        r#"exec "$@" >&3 3>&-"#,
+        "sh",
+    ]
+    .map(String::from)
+    .to_vec()
 }
 
 fn have(tool: &str) -> bool {
@@ -178,7 +211,7 @@ pub fn run(args: &[String]) -> Result<()> {
     let fdprof = fdprof_release();
     let out: PathBuf = root().join("target/bench/overhead");
     std::fs::create_dir_all(&out)?;
-    let variants = variants();
+    let variants = selected(variants(), args)?;
     // Each variant runs between two baseline runs and is compared with their mean: this VM's
     // speed drifts by ±10% within a minute, which medians of separate columns do not cancel.
     let mut ops: Vec<Vec<f64>> = vec![Vec::new(); variants.len()];
@@ -236,5 +269,33 @@ pub fn run(args: &[String]) -> Result<()> {
             size
         );
     }
+    if args.iter().any(|a| a == "--only") {
+        return Ok(());
+    }
     crate::bench_syscost::run(&fdprof, &out, rounds)
+}
+
+/// `--only NAME,NAME`: the baseline and the variants named (the syscall-cost bench is skipped).
+fn selected(all: Vec<Variant>, args: &[String]) -> Result<Vec<Variant>> {
+    let Some(i) = args.iter().position(|a| a == "--only") else {
+        return Ok(all);
+    };
+    let names: Vec<&str> = args
+        .get(i + 1)
+        .context("--only takes variant names, comma-separated")?
+        .split(',')
+        .collect();
+    if let Some(unknown) = names.iter().find(|n| !all.iter().any(|v| v.name == **n)) {
+        let known: Vec<&str> = all.iter().map(|v| v.name).collect();
+        bail!(
+            "--only: no variant {unknown:?} (variants: {})",
+            known.join(", ")
+        );
+    }
+    Ok(all
+        .into_iter()
+        .enumerate()
+        .filter(|(i, v)| *i == 0 || names.contains(&v.name))
+        .map(|(_, v)| v)
+        .collect())
 }

@@ -3,6 +3,7 @@
 mod bench_floor;
 mod bench_overhead;
 mod bench_syscost;
+mod bench_top;
 mod bench_workload;
 mod bootstrap;
 mod run;
@@ -28,10 +29,11 @@ enum Task {
     Demo,
     /// Bootstrap, then run formatting, lints and every test (needs root: tests attach for real)
     Test,
-    /// Benchmarks: `workload` (generator vs C), `overhead` (cost of profiling here) or
-    /// `vm-overhead` (cost of each probe mode inside the qemu guests)
+    /// Benchmarks: `workload` (generator vs C), `overhead` (cost of profiling here),
+    /// `top` (fdprof top's own CPU and memory) or `vm-overhead` (cost of each probe mode inside
+    /// the qemu guests)
     Bench {
-        #[arg(value_parser = ["workload", "overhead", "vm-overhead"])]
+        #[arg(value_parser = ["workload", "overhead", "top", "vm-overhead"])]
         what: String,
         /// Passed to the benchmark (e.g. --rounds 7)
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -64,6 +66,7 @@ fn main() {
         Task::Bench { what, args } => bootstrap::run().and_then(|()| match what.as_str() {
             "workload" => bench_workload::run(&args),
             "vm-overhead" => vm_test::bench::run(&args),
+            "top" => bench_top::run(&args),
             _ => bench_overhead::run(&args),
         }),
         Task::VmTest {

@@ -1,0 +1,265 @@
+//! `cargo xtask bench top`: what `fdprof top` itself costs at a 1 s interval. First its CPU,
+//! as a share of one CPU, while it watches opensock -t 2 (tens of live contention stacks) for
+//! 30 s: from `/proc/PID/stat` (utime + stime) and from the intervals' own
+//! `collector_cpu_share`. Then its resident memory while it watches the whole system for
+//! `--minutes N` (default 1): VmRSS every 10 s, with start, end, max and the slope.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use fdprof_figures::Interval;
+
+use crate::run::{build_release, fdprof_release};
+
+const WORKLOAD_SECS: u64 = 30;
+const RSS_EVERY: Duration = Duration::from_secs(10);
+
+pub fn run(args: &[String]) -> Result<()> {
+    let minutes = minutes_arg(args)?;
+    build_release()?;
+    let fdprof = fdprof_release();
+    cpu(&fdprof)?;
+    rss(&fdprof, minutes)
+}
+
+fn minutes_arg(args: &[String]) -> Result<u64> {
+    match args.iter().position(|a| a == "--minutes") {
+        None => Ok(1),
+        Some(i) => match args.get(i + 1).map(|s| s.parse()) {
+            Some(Ok(n)) if n > 0 => Ok(n),
+            _ => bail!("--minutes takes a whole number of minutes > 0"),
+        },
+    }
+}
+
+fn top(fdprof: &Path) -> Command {
+    let mut c = Command::new(fdprof);
+    c.args(["top", "--jsonl", "--interval", "1s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    c
+}
+
+/// Seconds of CPU (user + system) `pid` has used, all its threads, not its children.
+fn cpu_secs(pid: u32) -> Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let rest = stat.rsplit_once(')').context("unreadable stat")?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = fields[11].parse::<u64>()? + fields[12].parse::<u64>()?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    Ok(ticks as f64 / hz)
+}
+
+fn rss_kb(pid: u32) -> Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .context("no VmRSS")
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn wait_ok(mut child: Child, what: &str) -> Result<()> {
+    let status = child.wait()?;
+    if !status.success() {
+        bail!("{what} failed ({status})");
+    }
+    Ok(())
+}
+
+/// top's CPU while it watches opensock -t 2 for 30 s.
+fn cpu(fdprof: &Path) -> Result<()> {
+    let workload = format!("{WORKLOAD_SECS}s");
+    let mut child = top(fdprof)
+        .arg("--")
+        .arg(fdprof)
+        .args([
+            "workload", "opensock", "-t", "2", "-n", "4000", "-d", &workload,
+        ])
+        .spawn()
+        .context("cannot run fdprof top")?;
+    let pid = child.id();
+    let started = Instant::now();
+    let stdout = child.stdout.take().context("no stdout")?;
+    // (seconds since start, top's CPU seconds) at each interval line, read as it arrives.
+    let mut marks: Vec<(f64, f64)> = Vec::new();
+    let (mut stacks, mut shares) = (Vec::new(), Vec::new());
+    for line in BufReader::new(stdout).lines() {
+        let line = line?;
+        let Ok(interval) = serde_json::from_str::<Interval>(&line) else {
+            continue;
+        };
+        if let Ok(cpu) = cpu_secs(pid) {
+            marks.push((started.elapsed().as_secs_f64(), cpu));
+        }
+        // The last, partial interval is too short to count its stacks or share.
+        if interval.duration_ns >= 900_000_000 {
+            stacks.push(interval.report.stacks_total as f64);
+            shares.extend(interval.report.own_cost.collector_cpu_share);
+        }
+    }
+    let total = marks.last().context("top printed no interval")?;
+    wait_ok(child, "fdprof top")?;
+    let (first, last) = (marks[0], marks[marks.len() - 1]);
+    let steady = (last.1 - first.1) / (last.0 - first.0);
+    if stacks.is_empty() {
+        bail!("top printed no whole interval");
+    }
+    let max_stacks = stacks.iter().copied().fold(0.0, f64::max);
+    println!(
+        "\nfdprof top --jsonl --interval 1s -- fdprof workload opensock -t 2 -n 4000 -d \
+         {WORKLOAD_SECS}s ({} whole intervals)",
+        stacks.len()
+    );
+    println!("{:<44} {:>10}", "figure", "value");
+    println!(
+        "{:<44} {:>10.0}",
+        "live stacks per interval (median)",
+        median(&mut stacks)
+    );
+    println!(
+        "{:<44} {:>10.0}",
+        "live stacks per interval (max)", max_stacks
+    );
+    println!(
+        "{:<44} {:>9.2}%",
+        "CPU of one CPU, whole run (/proc stat)",
+        100.0 * total.1 / total.0
+    );
+    println!(
+        "{:<44} {:>9.2}%",
+        "CPU of one CPU, first to last interval",
+        100.0 * steady
+    );
+    if !shares.is_empty() {
+        let max = shares.iter().copied().fold(0.0, f64::max);
+        println!(
+            "{:<44} {:>9.2}%",
+            "collector_cpu_share per interval (median)",
+            100.0 * median(&mut shares)
+        );
+        println!(
+            "{:<44} {:>9.2}%",
+            "collector_cpu_share per interval (max)",
+            100.0 * max
+        );
+    }
+    Ok(())
+}
+
+/// top's VmRSS every 10 s while it watches every process for `minutes`.
+fn rss(fdprof: &Path, minutes: u64) -> Result<()> {
+    let mut child = top(fdprof)
+        .arg("-a")
+        .spawn()
+        .context("cannot run fdprof top -a")?;
+    let pid = child.id();
+    let stdout = child.stdout.take().context("no stdout")?;
+    // Drain the intervals (top would block on a full pipe), keeping the largest stack count.
+    let reader = std::thread::spawn(move || {
+        let (mut intervals, mut max_stacks) = (0u64, 0usize);
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Ok(interval) = serde_json::from_str::<Interval>(&line) {
+                intervals += 1;
+                max_stacks = max_stacks.max(interval.report.stacks_total);
+            }
+        }
+        (intervals, max_stacks)
+    });
+    eprintln!("==> fdprof top -a for {minutes} min, VmRSS every 10 s");
+    let started = Instant::now();
+    let end = started + Duration::from_secs(60 * minutes);
+    let mut samples: Vec<(f64, f64)> = Vec::new();
+    let mut next = started + RSS_EVERY;
+    while next <= end {
+        std::thread::sleep(next.saturating_duration_since(Instant::now()));
+        if let Some(status) = child.try_wait()? {
+            bail!("fdprof top -a ended early ({status})");
+        }
+        let kb = rss_kb(pid)? as f64;
+        let t = started.elapsed().as_secs_f64();
+        if samples.len() % 6 == 5 {
+            eprintln!("  {:>5.0} s  {kb:>8.0} kB", t);
+        }
+        samples.push((t, kb));
+        next += RSS_EVERY;
+    }
+    // SAFETY: pid is our child, not yet waited for, so it cannot have been reused.
+    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    wait_ok(child, "fdprof top -a")?;
+    let (intervals, max_stacks) = reader.join().expect("the reader thread");
+    let (start, last) = (samples[0], samples[samples.len() - 1]);
+    let max = samples.iter().map(|s| s.1).fold(0.0, f64::max);
+    println!(
+        "\nfdprof top --jsonl --interval 1s -a for {minutes} min: {intervals} intervals, up to \
+         {max_stacks} stacks in one; VmRSS every 10 s"
+    );
+    println!("{:<28} {:>12}", "figure", "value");
+    println!(
+        "{:<28} {:>9.0} kB",
+        format!("start (at {:.0} s)", start.0),
+        start.1
+    );
+    println!(
+        "{:<28} {:>9.0} kB",
+        format!("end (at {:.0} s)", last.0),
+        last.1
+    );
+    println!("{:<28} {:>9.0} kB", "max", max);
+    println!(
+        "{:<28} {:>6.1} kB/min",
+        "slope (least squares)",
+        slope(&samples) * 60.0
+    );
+    // Caches that fill up to a bound (the kernel's maps are bounded) grow early and then stop:
+    // the second half's slope tells a plateau from a leak.
+    let second_half = &samples[samples.len() / 2..];
+    println!(
+        "{:<28} {:>6.1} kB/min",
+        format!("slope from {:.0} s", second_half[0].0),
+        slope(second_half) * 60.0
+    );
+    Ok(())
+}
+
+/// Least-squares slope of y over x.
+fn slope(points: &[(f64, f64)]) -> f64 {
+    let n = points.len() as f64;
+    let mx = points.iter().map(|p| p.0).sum::<f64>() / n;
+    let my = points.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    if sxx == 0.0 { 0.0 } else { sxy / sxx }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slope_of_a_line_and_of_a_flat_series() {
+        let line: Vec<(f64, f64)> = (0..10).map(|i| (i as f64, 3.0 * i as f64 + 7.0)).collect();
+        assert!((slope(&line) - 3.0).abs() < 1e-9);
+        assert_eq!(slope(&[(0.0, 5.0), (10.0, 5.0), (20.0, 5.0)]), 0.0);
+        assert_eq!(slope(&[(1.0, 5.0)]), 0.0);
+    }
+
+    #[test]
+    fn minutes_default_and_bad_values() {
+        assert_eq!(minutes_arg(&[]).unwrap(), 1);
+        let args = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(minutes_arg(&args(&["--minutes", "10"])).unwrap(), 10);
+        assert!(minutes_arg(&args(&["--minutes", "0"])).is_err());
+        assert!(minutes_arg(&args(&["--minutes"])).is_err());
+    }
+}
