@@ -4,8 +4,6 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Read};
-use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -64,37 +62,6 @@ async fn until_process_exit(stream: &mut EventStream) -> Vec<RawEvent> {
     }
     assert_eq!(stream.undecoded, 0);
     events
-}
-
-/// A workload held by `--wait-signal`: its PID once ready.
-fn start_waiting(args: &[&str]) -> (Child, u32) {
-    let mut child = fdprof()
-        .arg("workload")
-        .args(args)
-        .args(["--json", "--wait-signal"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let ready: Value = serde_json::from_str(&line).expect("ready line");
-    let pid = ready["pid"].as_u64().unwrap() as u32;
-    (child, pid)
-}
-
-fn finish_waiting(mut child: Child) -> Value {
-    let mut out = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
-    assert!(child.wait().unwrap().success(), "workload failed");
-    serde_json::from_str(out.trim()).expect("workload result JSON")
 }
 
 #[test]
@@ -162,7 +129,8 @@ fn expansions_are_those_the_snapshot_counts() {
 fn each_thread_exits_once_and_the_process_once() {
     require_root();
     let _guard = kernel_lock();
-    let (child, pid) = start_waiting(&["open-close", "-t", "2", "--ops", "1000"]);
+    let workload = start_workload(&["open-close", "-t", "2", "--ops", "1000"]);
+    let pid = workload.pid;
     let mut profiler = attach(pid, Duration::from_secs(3600));
     // Every thread exists before the signal: the main one and the two workers.
     let tids: BTreeSet<u32> = std::fs::read_dir(format!("/proc/{pid}/task"))
@@ -173,12 +141,11 @@ fn each_thread_exits_once_and_the_process_once() {
     let rt = runtime();
     let events = rt.block_on(async {
         let mut stream = profiler.take_events().unwrap().unwrap();
-        // SAFETY: signalling the child this test started.
-        unsafe { libc::kill(pid as i32, libc::SIGUSR1) };
+        workload.go();
         until_process_exit(&mut stream).await
     });
     drop(profiler);
-    finish_waiting(child);
+    workload.finish();
     let exits: Vec<(u32, u32, bool)> = events
         .iter()
         .filter_map(|e| match e.what {
@@ -198,17 +165,17 @@ fn each_thread_exits_once_and_the_process_once() {
 fn every_file_lock_wait_is_a_slow_wait_at_one_ns() {
     require_root();
     let _guard = kernel_lock();
-    let (child, pid) = start_waiting(&["opensock", "-t", "2", "-n", "4000", "-d", "2s"]);
+    let workload = start_workload(&["opensock", "-t", "2", "-n", "4000", "-d", "2s"]);
+    let pid = workload.pid;
     let mut profiler = attach(pid, Duration::from_nanos(1));
     let rt = runtime();
     let events = rt.block_on(async {
         let mut stream = profiler.take_events().unwrap().unwrap();
-        // SAFETY: signalling the child this test started.
-        unsafe { libc::kill(pid as i32, libc::SIGUSR1) };
+        workload.go();
         until_process_exit(&mut stream).await
     });
     let snap = profiler.finish().unwrap();
-    finish_waiting(child);
+    workload.finish();
     let slow: Vec<&RawEvent> = events
         .iter()
         .filter(|e| {

@@ -40,6 +40,17 @@ fn intervals(mut top: Child) -> Vec<Interval> {
     parse_lines(&out)
 }
 
+/// The intervals among a launched command's output, which shares top's stdout.
+fn json_lines(stdout: &[u8]) -> Vec<Interval> {
+    let text = String::from_utf8_lossy(stdout);
+    let lines: String = text
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    parse_lines(&lines)
+}
+
 fn parse_lines(out: &str) -> Vec<Interval> {
     out.lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not an Interval: {e}: {l}")))
@@ -124,13 +135,7 @@ fn a_launched_command_is_watched_until_it_exits() {
         String::from_utf8_lossy(&out.stderr)
     );
     // The workload's summary shares top's stdout: keep the JSON lines.
-    let text = String::from_utf8_lossy(&out.stdout);
-    let lines: String = text
-        .lines()
-        .filter(|l| l.starts_with('{'))
-        .map(|l| format!("{l}\n"))
-        .collect();
-    let ivs = parse_lines(&lines);
+    let ivs = json_lines(&out.stdout);
     assert!(ivs.len() > 1, "one interval only");
     check_sequence(&ivs);
     let last = ivs.last().unwrap();
@@ -300,13 +305,7 @@ fn events_arrive_with_the_intervals() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let text = String::from_utf8_lossy(&out.stdout);
-    let lines: String = text
-        .lines()
-        .filter(|l| l.starts_with('{'))
-        .map(|l| format!("{l}\n"))
-        .collect();
-    let ivs = parse_lines(&lines);
+    let ivs = json_lines(&out.stdout);
     let expansions: Vec<(u64, u64)> = ivs
         .iter()
         .flat_map(|iv| &iv.events)

@@ -79,23 +79,6 @@ pub fn run(args: &TopArgs, path: &Path) -> Result<()> {
             break;
         }
     }
-    if let Sink::Screen {
-        updates, thread, ..
-    } = sink
-    {
-        // The screen stays on the last interval until it is closed (q), like a finished top.
-        while !thread.is_finished() && session::stop_signals() == 0 {
-            std::thread::sleep(POLL);
-        }
-        drop(updates);
-        thread
-            .join()
-            .map_err(|_| anyhow::anyhow!("the screen failed"))??;
-    }
-    match write_error {
-        Some(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-            Err(e).context("cannot write to standard output")
-        }
-        _ => Ok(()),
-    }
+    // The screen stays on the last interval until it is closed (q), like a finished top.
+    sink.close(write_error, true)
 }

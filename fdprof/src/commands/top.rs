@@ -134,6 +134,30 @@ impl Sink {
         }
     }
 
+    /// Ends the output: a screen gets no more intervals and its thread is joined (with
+    /// `linger`, only once the user has closed it or a signal came); a write error other than
+    /// a closed pipe (`| head`) is the result.
+    pub(super) fn close(self, write_error: Option<std::io::Error>, linger: bool) -> Result<()> {
+        if let Sink::Screen {
+            updates, thread, ..
+        } = self
+        {
+            while linger && !thread.is_finished() && session::stop_signals() == 0 {
+                std::thread::sleep(POLL);
+            }
+            drop(updates);
+            thread
+                .join()
+                .map_err(|_| anyhow::anyhow!("the screen failed"))??;
+        }
+        match write_error {
+            Some(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                Err(e).context("cannot write to standard output")
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Whether the screen was closed (`q`): the profile ends.
     pub(super) fn closed(&self) -> bool {
         matches!(self, Sink::Screen { quit, .. } if quit.load(Ordering::Relaxed))
@@ -261,22 +285,8 @@ pub fn run(args: TopArgs) -> Result<()> {
     }
     collector.finish()?;
     session.end_command();
-    if let Sink::Screen {
-        updates, thread, ..
-    } = sink
-    {
-        // The feed ends: the screen restores the terminal and returns.
-        drop(updates);
-        thread
-            .join()
-            .map_err(|_| anyhow::anyhow!("the screen failed"))??;
-    }
-    match write_error {
-        Some(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-            Err(e).context("cannot write to standard output")
-        }
-        _ => Ok(()),
-    }
+    // The feed ends: the screen restores the terminal and returns.
+    sink.close(write_error, false)
 }
 
 /// Writes `text` to standard output at once.
