@@ -147,7 +147,10 @@ fn judge(scenario: &Scenario, mode: &str, workload: &Value, report: &Report) -> 
 
 /// Two threads on one table: file_lock waits as the tracepoint and the slow-path probe saw
 /// them (the probe on the slow path also sees pending-bit spinners, so it sees at least as
-/// many), and, in the direct modes, hold times of alloc and close (median below 10 µs).
+/// many), and, in the direct modes, hold times of alloc and close: measured, and with a median
+/// far below a scheduler tick (1 ms), which a hold that wrongly kept the slow-path wait inside
+/// would not be. Not a speed check: under TCG the median moves between log2 buckets from run
+/// to run (4–16 µs seen), so a tight bound only measured the emulator.
 /// Single-threaded TCG runs one vCPU at a time, so a wait needs the holder's vCPU to be
 /// switched out inside the locked section: some runs see a hundred, some none. The number is
 /// shown, not required.
@@ -167,7 +170,7 @@ fn judge_contention(mode: &str, report: &Report) -> (bool, String) {
                 .iter()
                 .find(|f| f.operation.name() == op)
                 .map_or(&empty, |f| &f.hold);
-            ok &= hold.count > 0 && hold.p50.is_some_and(|p| p < 10_000);
+            ok &= hold.count > 0 && hold.p50.is_some_and(|p| p < 1_000_000);
             figures.push(format!(
                 "{op} hold n={} p50={} p99={} max={}",
                 hold.count,
