@@ -84,6 +84,18 @@ pub fn resolve(spec: &TargetSpec) -> Result<Resolved> {
     })
 }
 
+impl TargetSpec {
+    /// The target a command line names: `-p`, else `-t`, else `-a`, else the command.
+    pub fn of(pid: Option<u32>, tid: Option<u32>, all: bool, command: &[String]) -> Self {
+        match (pid, tid, all) {
+            (Some(pid), _, _) => TargetSpec::Pid(pid),
+            (None, Some(tid), _) => TargetSpec::Tid(tid),
+            (None, None, true) => TargetSpec::All,
+            _ => TargetSpec::Command(command.to_vec()),
+        }
+    }
+}
+
 impl Resolved {
     /// The command is forked as `pid`: profile that process.
     pub fn launched(&mut self, pid: u32) {
@@ -128,7 +140,8 @@ pub fn thread_alive(tid: u32) -> bool {
     stat_fields(&tid.to_string()).is_some_and(|f| running(&f))
 }
 
-/// Whether any thread of process `pid` has not exited, the main thread or another.
+/// Whether any thread of process `pid` has not exited, the main thread or another (stops at
+/// the first: the record loop asks every 20 ms).
 pub fn process_alive(pid: u32) -> bool {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return false;

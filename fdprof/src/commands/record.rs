@@ -92,12 +92,7 @@ impl ModeArg {
 
 impl RecordArgs {
     fn target(&self) -> TargetSpec {
-        match (self.pid, self.tid, self.all) {
-            (Some(pid), _, _) => TargetSpec::Pid(pid),
-            (None, Some(tid), _) => TargetSpec::Tid(tid),
-            (None, None, true) => TargetSpec::All,
-            _ => TargetSpec::Command(self.command.clone()),
-        }
+        TargetSpec::of(self.pid, self.tid, self.all, &self.command)
     }
 }
 

@@ -73,12 +73,7 @@ pub struct TopArgs {
 
 impl TopArgs {
     fn target(&self) -> TargetSpec {
-        match (self.pid, self.tid, self.all) {
-            (Some(pid), _, _) => TargetSpec::Pid(pid),
-            (None, Some(tid), _) => TargetSpec::Tid(tid),
-            (None, None, true) => TargetSpec::All,
-            _ => TargetSpec::Command(self.command.clone()),
-        }
+        TargetSpec::of(self.pid, self.tid, self.all, &self.command)
     }
 }
 
