@@ -42,7 +42,7 @@ const MAY_USE: &[(&str, &[&str])] = &[
         "tui",
         &["analysis", "render", "model", "error", "escape", "output"],
     ),
-    ("testdata", &["model"]),
+    ("testdata", &["model", "collect"]),
 ];
 
 /// The top-level modules named by `crate::NAME` in `text`.

@@ -99,12 +99,7 @@ pub fn cumulative(
 mod tests {
     use std::time::Duration;
 
-    use fdprof_common::{
-        counters::{DROP_ENTRIES, HIST_ENTRIES, SYSCALL_COUNTER_ENTRIES, global, per_syscall},
-        fnops::{FN_COUNTER_ENTRIES, FN_HIST_ENTRIES},
-        session::TargetKind,
-        syscalls::FD_SYSCALLS,
-    };
+    use fdprof_common::{counters::per_syscall, session::TargetKind, syscalls::FD_SYSCALLS};
 
     use super::*;
     use crate::collect::Snapshot;
@@ -114,13 +109,7 @@ mod tests {
     fn snapshot(elapsed_ms: u64, calls: u64) -> Snapshot {
         let mut snap = Snapshot {
             elapsed: Duration::from_millis(elapsed_ms),
-            syscall_counters: vec![0; SYSCALL_COUNTER_ENTRIES as usize],
-            globals: vec![0; global::COUNT as usize],
-            hists: vec![0; HIST_ENTRIES as usize],
-            drops: vec![0; DROP_ENTRIES as usize],
-            fn_counters: vec![0; FN_COUNTER_ENTRIES as usize],
-            fn_hists: vec![0; FN_HIST_ENTRIES as usize],
-            ..Default::default()
+            ..crate::testdata::zeroed_snapshot()
         };
         let socket = FD_SYSCALLS.iter().position(|s| s.name == "socket").unwrap() as u32;
         snap.syscall_counters[(socket * per_syscall::COUNT + per_syscall::CALLS) as usize] = calls;

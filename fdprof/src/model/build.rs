@@ -251,12 +251,8 @@ pub fn functions(snap: &Snapshot, direct: bool) -> Vec<FunctionStats> {
 mod tests {
     use super::*;
     use crate::collect::snapshot::Contention;
+    use fdprof_common::contention::{ContentionKey, lock_class};
     use fdprof_common::fnops::Operation;
-    use fdprof_common::{
-        contention::{ContentionKey, lock_class},
-        counters::{DROP_ENTRIES, HIST_ENTRIES, SYSCALL_COUNTER_ENTRIES},
-        fnops::{FN_COUNTER_ENTRIES, FN_HIST_ENTRIES},
-    };
 
     const KALLSYMS: &str = "\
 ffffffff81000000 T _raw_spin_lock
@@ -268,15 +264,7 @@ ffffffff81000400 T tcp_v4_rcv
 
     /// A snapshot of zeroed maps, sized as the programs size them.
     fn empty() -> Snapshot {
-        Snapshot {
-            syscall_counters: vec![0; SYSCALL_COUNTER_ENTRIES as usize],
-            globals: vec![0; global::COUNT as usize],
-            hists: vec![0; HIST_ENTRIES as usize],
-            drops: vec![0; DROP_ENTRIES as usize],
-            fn_counters: vec![0; FN_COUNTER_ENTRIES as usize],
-            fn_hists: vec![0; FN_HIST_ENTRIES as usize],
-            ..Default::default()
-        }
+        crate::testdata::zeroed_snapshot()
     }
 
     fn key(lock_class: u32, kernel_stack: i32, slot: u32) -> ContentionKey {

@@ -254,8 +254,7 @@ mod tests {
 
     use fdprof_common::{
         contention::ContentionKey,
-        counters::{DROP_ENTRIES, HIST_ENTRIES, SYSCALL_COUNTER_ENTRIES, global, per_syscall},
-        fnops::{FN_COUNTER_ENTRIES, FN_HIST_ENTRIES},
+        counters::{global, per_syscall},
         syscalls::FD_SYSCALLS,
     };
 
@@ -266,13 +265,7 @@ mod tests {
     fn empty() -> Snapshot {
         Snapshot {
             elapsed: Duration::from_millis(1000),
-            syscall_counters: vec![0; SYSCALL_COUNTER_ENTRIES as usize],
-            globals: vec![0; global::COUNT as usize],
-            hists: vec![0; HIST_ENTRIES as usize],
-            drops: vec![0; DROP_ENTRIES as usize],
-            fn_counters: vec![0; FN_COUNTER_ENTRIES as usize],
-            fn_hists: vec![0; FN_HIST_ENTRIES as usize],
-            ..Default::default()
+            ..crate::testdata::zeroed_snapshot()
         }
     }
 
