@@ -1,5 +1,5 @@
 //! `cargo xtask bench top`: what `fdprof top` itself costs at a 1 s interval. First its CPU,
-//! as a share of one CPU, while it watches opensock -t 2 (tens of live contention stacks) for
+//! as a share of one CPU, while it watches opensock -t 8 (about 50 live contention stacks) for
 //! 30 s: from `/proc/PID/stat` (utime + stime) and from the intervals' own
 //! `collector_cpu_share`. Then its resident memory while it watches the whole system for
 //! `--minutes N` (default 1): VmRSS every 10 s, with start, end, max and the slope.
@@ -77,14 +77,15 @@ fn wait_ok(mut child: Child, what: &str) -> Result<()> {
     Ok(())
 }
 
-/// top's CPU while it watches opensock -t 2 for 30 s.
+/// top's CPU while it watches opensock -t 8 for 30 s: eight threads, each closing and
+/// allocating from its own call sites, keep some 50 distinct stacks contended per interval.
 fn cpu(fdprof: &Path) -> Result<()> {
     let workload = format!("{WORKLOAD_SECS}s");
     let mut child = top(fdprof)
         .arg("--")
         .arg(fdprof)
         .args([
-            "workload", "opensock", "-t", "2", "-n", "4000", "-d", &workload,
+            "workload", "opensock", "-t", "8", "-n", "4000", "-d", &workload,
         ])
         .spawn()
         .context("cannot run fdprof top")?;
@@ -117,7 +118,7 @@ fn cpu(fdprof: &Path) -> Result<()> {
     }
     let max_stacks = stacks.iter().copied().fold(0.0, f64::max);
     println!(
-        "\nfdprof top --jsonl --interval 1s -- fdprof workload opensock -t 2 -n 4000 -d \
+        "\nfdprof top --jsonl --interval 1s -- fdprof workload opensock -t 8 -n 4000 -d \
          {WORKLOAD_SECS}s ({} whole intervals)",
         stacks.len()
     );

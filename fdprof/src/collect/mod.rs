@@ -1,6 +1,7 @@
 //! The profiler: attaching the programs, and reading what they aggregated as snapshots.
 
 pub mod attach;
+pub mod batch;
 pub mod direct;
 pub mod events;
 pub mod kernel;

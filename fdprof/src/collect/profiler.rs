@@ -221,9 +221,9 @@ impl Profiler {
         &self.notes
     }
 
-    /// Keeps the run-time statistics sampler going; call it every few tens of ms.
-    pub fn tick(&mut self) {
-        self.stats.tick(self.attached_at.elapsed());
+    /// Keeps the run-time statistics sampler going: call it again after the time it returns.
+    pub fn tick(&mut self) -> Duration {
+        self.stats.tick(self.attached_at.elapsed())
     }
 
     /// Everything aggregated since attach: per-CPU sums of the maps, the stacks they refer to

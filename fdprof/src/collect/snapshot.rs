@@ -4,11 +4,14 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use super::stats::ProgramStats;
-use anyhow::{Context, Result};
+use std::os::fd::{AsFd, AsRawFd};
+
+use super::{batch, stats::ProgramStats};
+use anyhow::{Context, Result, anyhow};
 use aya::{
     Ebpf,
-    maps::{PerCpuArray, PerCpuHashMap, StackTraceMap},
+    maps::{IterableMap, PerCpuArray, PerCpuHashMap, StackTraceMap},
+    util::nr_cpus,
 };
 use fdprof_common::{
     HIST_SLOTS,
@@ -84,6 +87,14 @@ fn per_cpu_array(
 ) -> Result<Vec<u64>> {
     let map: PerCpuArray<_, u64> =
         PerCpuArray::try_from(ebpf.map(name).with_context(|| format!("no map {name}"))?)?;
+    let cpus = nr_cpus().map_err(|(path, e)| anyhow!("cannot read {path}: {e}"))?;
+    let fd = map.map().fd().as_fd().as_raw_fd();
+    if let Some(values) = batch::per_cpu_u64s(fd, len, cpus) {
+        return Ok((0..len)
+            .zip(values.chunks_exact(cpus))
+            .map(|(i, v)| combine(i, v))
+            .collect());
+    }
     (0..len)
         .map(|i| {
             let values = map.get(&i, 0)?;

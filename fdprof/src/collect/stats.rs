@@ -38,9 +38,11 @@ impl StatsSampler {
         }
     }
 
-    /// Switches statistics on or off for the moment `elapsed` into the recording.
-    pub fn tick(&mut self, elapsed: Duration) {
-        let want = elapsed.as_nanos() % self.period.as_nanos() < self.window.as_nanos();
+    /// Switches statistics on or off for the moment `elapsed` into the recording, and says how
+    /// long until the next switch is due (a little after it, so the next call is past it).
+    pub fn tick(&mut self, elapsed: Duration) -> Duration {
+        let phase = Duration::from_nanos((elapsed.as_nanos() % self.period.as_nanos()) as u64);
+        let want = phase < self.window;
         match (&self.on, want) {
             (None, true) => {
                 self.on = aya::sys::enable_stats(aya::sys::Stats::RunTime)
@@ -50,6 +52,11 @@ impl StatsSampler {
             (Some(_), false) => self.stop(),
             _ => {}
         }
+        let next = match want {
+            true => self.window - phase,
+            false => self.period - phase,
+        };
+        next + Duration::from_millis(1)
     }
 
     /// Time the statistics have been on, the current window included.

@@ -1,5 +1,5 @@
 //! The streaming collector of a live profile (`fdprof top`): a tokio runtime owns the attached
-//! [`Profiler`]; one task ticks its statistics sampler and, every interval, takes a snapshot and
+//! [`Profiler`]; one task switches its statistics sampler when due and, every interval, takes a snapshot and
 //! sends what happened since the last one ([`Snapshot::delta`]) down a channel. Stopping takes
 //! the final snapshot (the last, partial interval) and detaches.
 //!
@@ -28,8 +28,6 @@ use super::{
 pub struct StreamOptions {
     /// Time between snapshots.
     pub interval: Duration,
-    /// Time between statistics-sampler ticks ([`Profiler::tick`]).
-    pub tick: Duration,
     /// Stop by itself after this many intervals.
     pub count: Option<u64>,
     /// Read the kernel's ring-buffer events ([`Profiler::take_events`]) and send them as
@@ -41,7 +39,6 @@ impl Default for StreamOptions {
     fn default() -> Self {
         Self {
             interval: Duration::from_secs(1),
-            tick: Duration::from_millis(20),
             count: None,
             events: false,
         }
@@ -188,8 +185,10 @@ async fn collect(
     updates: mpsc::UnboundedSender<Update>,
     mut stopped: watch::Receiver<bool>,
 ) -> Result<Snapshot> {
-    let mut ticks = time::interval(opts.tick);
-    ticks.set_missed_tick_behavior(MissedTickBehavior::Skip);
+    // The sampler switches twice every 10 s: sleeping until then, not polling, keeps an idle
+    // collector asleep.
+    let sampler = time::sleep(profiler.tick());
+    tokio::pin!(sampler);
     let mut boundaries = time::interval_at(Instant::now() + opts.interval, opts.interval);
     boundaries.set_missed_tick_behavior(MissedTickBehavior::Skip);
     let mut earlier = Snapshot::default();
@@ -212,7 +211,7 @@ async fn collect(
     };
     loop {
         tokio::select! {
-            _ = ticks.tick() => profiler.tick(),
+            _ = &mut sampler => sampler.as_mut().reset(Instant::now() + profiler.tick()),
             batch = next_events(&mut events) => {
                 let events = batch?;
                 if !events.is_empty() {
