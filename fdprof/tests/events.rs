@@ -78,7 +78,11 @@ fn expansions_are_those_the_snapshot_counts() {
     // Launched held before exec, so the table grows under the probes.
     let mut command = vec![env!("CARGO_BIN_EXE_fdprof").to_string()];
     command.extend(scenario.iter().map(|s| s.to_string()));
-    let mut launched = launch::launch(&launch::Program::resolve(&command).unwrap()).unwrap();
+    let mut launched = launch::launch(
+        &launch::Program::resolve(&command).unwrap(),
+        launch::Streams::Inherit,
+    )
+    .unwrap();
     let mut profiler = attach(launched.pid, Duration::from_secs(3600));
     let rt = runtime();
     let events = rt.block_on(async {

@@ -217,6 +217,52 @@ fn sigterm_ends_top_cleanly() {
     assert_no_programs_left();
 }
 
+#[test]
+fn a_launched_commands_output_waits_until_the_screen_is_gone() {
+    require_root();
+    let _guard = kernel_lock();
+    // The command prints to both streams and reads its standard input before the workload
+    // starts: on the screen's terminal the lines would scroll it and the read would take keys.
+    let dir = tmp("top-launched-output");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = dir.join("noisy.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "echo OUT-MARK\necho ERR-MARK >&2\nread line || echo STDIN-EOF\nexec {} workload \
+             opensock -t 2 -n 500 -d 4s\n",
+            env!("CARGO_BIN_EXE_fdprof")
+        ),
+    )
+    .unwrap();
+    let screen = Screen::start(
+        "output",
+        &format!("--interval 300ms -- /bin/sh {}", script.display()),
+    );
+    let (up, text) = screen.wait_for(Duration::from_secs(15), |s| busy_row(s, "close"));
+    assert!(up, "top did not draw:\n{text}");
+    assert!(
+        !text.contains("MARK"),
+        "the command's output reached the screen:\n{text}"
+    );
+    screen.assert_clean_exit();
+    let after = screen.screen();
+    for line in [
+        "the command's output while the screen was up",
+        "OUT-MARK",
+        "ERR-MARK",
+        "STDIN-EOF",
+    ] {
+        assert!(
+            after.contains(line),
+            "no {line:?} after the screen:\n{after}"
+        );
+    }
+    assert_no_programs_left();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `top --from`: a recorded series on the screen, without privileges; q ends it cleanly.
 #[test]
 fn a_played_back_series_shows_its_contention_and_quits_cleanly() {

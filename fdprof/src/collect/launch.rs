@@ -156,10 +156,23 @@ fn cloexec_pipe() -> Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
+/// Where a launched command's standard streams go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Streams {
+    /// fdprof's own.
+    Inherit,
+    /// Standard input from `/dev/null`, output and errors into one pipe
+    /// ([`Launched::take_output`]): a full-screen view owns the terminal, and a command
+    /// printing to it, or reading keys from it, would scroll the screen and steal its keys.
+    Captured,
+}
+
 /// A command forked and held before `exec` until the probes are attached.
 pub struct Launched {
     pub pid: u32,
     name: String,
+    /// The read end of the command's output pipe, with [`Streams::Captured`].
+    output: Option<OwnedFd>,
     /// Written to let the child exec; closed (without a byte) to make it give up.
     gate: Option<OwnedFd>,
     /// The child writes its `execve` errno here; end of file means the exec succeeded.
@@ -172,11 +185,19 @@ pub struct Launched {
 /// Forks the child that will run `program` once [`Launched::go`] is called. It dies with
 /// SIGKILL when fdprof does (the parent-death signal, which follows the forking thread: fork
 /// from the main thread only).
-pub fn launch(program: &Program) -> Result<Launched> {
+pub fn launch(program: &Program, streams: Streams) -> Result<Launched> {
     let mut argv: Vec<*const libc::c_char> = program.argv.iter().map(|a| a.as_ptr()).collect();
     argv.push(std::ptr::null());
     let (gate_r, gate_w) = cloexec_pipe()?;
     let (result_r, result_w) = cloexec_pipe()?;
+    // (standard input, the output pipe's ends), opened before the fork.
+    let captured = match streams {
+        Streams::Inherit => None,
+        Streams::Captured => {
+            let null = std::fs::File::open("/dev/null").context("cannot open /dev/null")?;
+            Some((OwnedFd::from(null), cloexec_pipe()?))
+        }
+    };
     // SAFETY: no preconditions.
     let parent = unsafe { libc::getpid() };
     // SAFETY: the child only calls async-signal-safe functions before exec.
@@ -198,6 +219,12 @@ pub fn launch(program: &Program) -> Result<Launched> {
             if libc::read(gate_r.as_raw_fd(), (&mut b as *mut u8).cast(), 1) != 1 {
                 libc::_exit(EXIT_NOT_FOUND.into());
             }
+            // dup2 clears close-on-exec on the copies; the originals close at exec.
+            if let Some((null, (_, out_w))) = &captured {
+                libc::dup2(null.as_raw_fd(), 0);
+                libc::dup2(out_w.as_raw_fd(), 1);
+                libc::dup2(out_w.as_raw_fd(), 2);
+            }
             libc::execv(program.path.as_ptr(), argv.as_ptr());
             let errno = *libc::__errno_location();
             libc::write(
@@ -212,6 +239,7 @@ pub fn launch(program: &Program) -> Result<Launched> {
     Ok(Launched {
         pid: pid as u32,
         name: program.name.clone(),
+        output: captured.map(|(_, (out_r, _))| out_r),
         gate: Some(gate_w),
         exec_result: result_r,
         status: None,
@@ -228,6 +256,11 @@ fn decode(status: libc::c_int) -> ExitStatus {
 }
 
 impl Launched {
+    /// The read end of the command's output, once, with [`Streams::Captured`].
+    pub fn take_output(&mut self) -> Option<OwnedFd> {
+        self.output.take()
+    }
+
     /// Lets the command exec and waits for the outcome. A failed exec (a format the kernel cannot
     /// run, a file changed since it was checked) is reaped and reported like a shell would.
     pub fn go(&mut self) -> Result<()> {

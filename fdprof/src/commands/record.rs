@@ -12,7 +12,7 @@ use fdprof_common::{
     session::{EndReason, TargetKind},
 };
 
-use super::session::{self, Request, Session};
+use super::session::{self, Request, Session, Streams};
 use crate::collect::{
     TargetSpec,
     stats::own_cpu_ns,
@@ -103,6 +103,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
         forced: args.mode.forced(),
         lock_only: args.lock_only,
         slow: None,
+        streams: Streams::Inherit,
     };
     let (mut session, profiler) = session::start(request, || args.output.check())?;
     session.go()?;

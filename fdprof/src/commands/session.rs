@@ -52,6 +52,8 @@ pub(super) fn install_signal_handlers() {
     }
 }
 
+pub use crate::collect::launch::Streams;
+
 /// What to profile and how to attach.
 pub struct Request<'a> {
     /// The subcommand, as privilege errors name it (`fdprof record`).
@@ -61,6 +63,8 @@ pub struct Request<'a> {
     pub lock_only: bool,
     /// The slow-wait threshold of the events (`None`: the profiler's default).
     pub slow: Option<std::time::Duration>,
+    /// Where a launched command's output goes.
+    pub streams: Streams,
 }
 
 /// A profile under way: the target, a launched command, the symbolizers and the start.
@@ -104,7 +108,10 @@ pub fn start(request: Request, checks: impl FnOnce() -> Result<()>) -> Result<(S
     let mut user_syms = UserSymbolizer::new();
 
     // Forked from the main thread: the parent-death signal follows the thread that forked.
-    let launched = program.as_ref().map(launch::launch).transpose()?;
+    let launched = program
+        .as_ref()
+        .map(|p| launch::launch(p, request.streams))
+        .transpose()?;
     if let Some(l) = &launched {
         resolved.launched(l.pid);
     }
@@ -156,9 +163,11 @@ pub fn start(request: Request, checks: impl FnOnce() -> Result<()>) -> Result<(S
 }
 
 impl Session {
-    /// Why the profile ends now, if it does: a stop signal (once a launched command has exited:
-    /// a stopped command is profiled until then), the command's or the target's exit, or
-    /// `duration` run out. A launched command's exit status goes into `target`.
+    /// The launched command's output pipe, once (see [`Streams::Captured`]).
+    pub fn take_output(&mut self) -> Option<std::os::fd::OwnedFd> {
+        self.launched.as_mut().and_then(Launched::take_output)
+    }
+
     /// Lets a launched command exec, once everything that must see it from its first
     /// instruction is attached and reading. An exec that fails (detaching as the profiler
     /// drops) leaves nothing to profile.
@@ -169,6 +178,9 @@ impl Session {
         }
     }
 
+    /// Why the profile ends now, if it does: a stop signal (once a launched command has exited:
+    /// a stopped command is profiled until then), the command's or the target's exit, or
+    /// `duration` run out. A launched command's exit status goes into `target`.
     pub fn end_reason(&mut self, duration: Option<Duration>) -> Option<EndReason> {
         let signals = stop_signals();
         if let Some(l) = &mut self.launched {

@@ -13,9 +13,10 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use fdprof_common::session::EndReason;
 
+use super::command_output::CommandOutput;
 use super::live::{self, Facts};
 use super::record::ModeArg;
-use super::session::{self, Request};
+use super::session::{self, Request, Streams};
 use crate::analysis::Event;
 use crate::collect::{
     Snapshot, TargetSpec,
@@ -66,7 +67,9 @@ pub struct TopArgs {
     #[arg(short = 'n', long = "count", value_name = "COUNT",
           value_parser = clap::value_parser!(u64).range(1..))]
     pub count: Option<u64>,
-    /// Launch and watch this command until it exits; it is sent SIGTERM when top stops first
+    /// Launch and watch this command until it exits; it is sent SIGTERM when top stops first.
+    /// Under the screen, its input is /dev/null and its output (the last 64 KiB) is printed
+    /// once the screen is gone
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
 }
@@ -101,10 +104,15 @@ pub(super) enum Sink {
 }
 
 impl Sink {
+    /// Whether `args` ask for the screen (not `--jsonl`, not `--batch`, on a terminal).
+    pub(super) fn is_screen(args: &TopArgs) -> bool {
+        !args.jsonl && !args.batch && std::io::stdout().is_terminal()
+    }
+
     pub(super) fn choose(args: &TopArgs) -> Self {
         if args.jsonl {
             Sink::Jsonl
-        } else if args.batch || !std::io::stdout().is_terminal() {
+        } else if !Self::is_screen(args) {
             Sink::Batch
         } else {
             let (updates, feed) = tokio::sync::mpsc::channel(64);
@@ -170,8 +178,13 @@ pub fn run(args: TopArgs) -> Result<()> {
         forced: args.mode.forced(),
         lock_only: args.lock_only,
         slow: args.slow,
+        streams: match Sink::is_screen(&args) {
+            true => Streams::Captured,
+            false => Streams::Inherit,
+        },
     };
     let (mut session, profiler) = session::start(request, || Ok(()))?;
+    let command_output = session.take_output().map(CommandOutput::start);
     let mut facts = Facts::of(&profiler, session.target.clone(), session.started_unix_ms);
     let mut events = EventSymbolizer::new(profiler.attached_ns());
     let sink = Sink::choose(&args);
@@ -281,7 +294,11 @@ pub fn run(args: TopArgs) -> Result<()> {
     collector.finish()?;
     session.end_command();
     // The feed ends: the screen restores the terminal and returns.
-    sink.close(write_error, false)
+    let closed = sink.close(write_error, false);
+    if let Some(text) = command_output.and_then(CommandOutput::finish) {
+        eprint!("{text}");
+    }
+    closed
 }
 
 /// Writes `text` to standard output at once.
