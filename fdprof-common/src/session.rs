@@ -58,6 +58,9 @@ pub enum TargetKind {
     All,
     /// A command fdprof launched (`-- CMD`).
     Command,
+    /// The processes of one name that `fdprof daemon` follows (`--comm`, or the names of its
+    /// `-p` list), those that exited included.
+    Name,
 }
 
 /// How a launched command ended: `{"code": N}` or `{"signal": N}` in JSON.

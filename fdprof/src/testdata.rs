@@ -430,20 +430,3 @@ impl Drop for TempDir {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
-
-/// A snapshot of zeroed maps, sized as the programs size them.
-pub fn zeroed_snapshot() -> crate::collect::Snapshot {
-    use fdprof_common::{
-        counters::{DROP_ENTRIES, HIST_ENTRIES, SYSCALL_COUNTER_ENTRIES, global},
-        fnops::{FN_COUNTER_ENTRIES, FN_HIST_ENTRIES},
-    };
-    crate::collect::Snapshot {
-        syscall_counters: vec![0; SYSCALL_COUNTER_ENTRIES as usize],
-        globals: vec![0; global::COUNT as usize],
-        hists: vec![0; HIST_ENTRIES as usize],
-        drops: vec![0; DROP_ENTRIES as usize],
-        fn_counters: vec![0; FN_COUNTER_ENTRIES as usize],
-        fn_hists: vec![0; FN_HIST_ENTRIES as usize],
-        ..Default::default()
-    }
-}

@@ -52,6 +52,19 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    /// Nothing counted yet, every array sized as the maps are (a snapshot `read` could return).
+    pub fn zeroed() -> Self {
+        Snapshot {
+            syscall_counters: vec![0; SYSCALL_COUNTER_ENTRIES as usize],
+            globals: vec![0; global::COUNT as usize],
+            hists: vec![0; HIST_ENTRIES as usize],
+            drops: vec![0; DROP_ENTRIES as usize],
+            fn_counters: vec![0; FN_COUNTER_ENTRIES as usize],
+            fn_hists: vec![0; FN_HIST_ENTRIES as usize],
+            ..Default::default()
+        }
+    }
+
     /// `hist` `id` as 64 slot counts.
     pub fn hist_slots(&self, id: u32) -> &[u64] {
         let start = (id * HIST_SLOTS) as usize;

@@ -104,12 +104,12 @@ impl Resolved {
     }
 
     /// Whether the process or thread given has exited (never, for `-a` and commands, whose end
-    /// is their exit status).
+    /// is their exit status, nor for the daemon's names, which outlive their processes).
     pub fn exited(&self) -> bool {
         match self.kind {
             TargetKind::Pid => self.pid.is_some_and(|p| !process_alive(p)),
             TargetKind::Tid => self.tid.is_some_and(|t| !thread_alive(t)),
-            TargetKind::All | TargetKind::Command => false,
+            TargetKind::All | TargetKind::Command | TargetKind::Name => false,
         }
     }
 }

@@ -109,7 +109,7 @@ mod tests {
     fn snapshot(elapsed_ms: u64, calls: u64) -> Snapshot {
         let mut snap = Snapshot {
             elapsed: Duration::from_millis(elapsed_ms),
-            ..crate::testdata::zeroed_snapshot()
+            ..crate::collect::Snapshot::zeroed()
         };
         let socket = FD_SYSCALLS.iter().position(|s| s.name == "socket").unwrap() as u32;
         snap.syscall_counters[(socket * per_syscall::COUNT + per_syscall::CALLS) as usize] = calls;

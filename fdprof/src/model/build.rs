@@ -264,7 +264,7 @@ ffffffff81000400 T tcp_v4_rcv
 
     /// A snapshot of zeroed maps, sized as the programs size them.
     fn empty() -> Snapshot {
-        crate::testdata::zeroed_snapshot()
+        crate::collect::Snapshot::zeroed()
     }
 
     fn key(lock_class: u32, kernel_stack: i32, slot: u32) -> ContentionKey {

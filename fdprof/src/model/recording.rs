@@ -199,6 +199,10 @@ impl Target {
                 let line: Vec<&str> = std::iter::once(program).chain(words).collect();
                 format!("`{}` (pid {})", line.join(" "), self.pid.unwrap_or(0))
             }
+            TargetKind::Name => format!(
+                "processes named {}",
+                self.comm.as_deref().unwrap_or_default()
+            ),
             TargetKind::Pid => format!(
                 "pid {}{}",
                 self.pid.unwrap_or(0),

@@ -265,7 +265,7 @@ mod tests {
     fn empty() -> Snapshot {
         Snapshot {
             elapsed: Duration::from_millis(1000),
-            ..crate::testdata::zeroed_snapshot()
+            ..crate::collect::Snapshot::zeroed()
         }
     }
 
