@@ -20,6 +20,8 @@ mod syscalls;
 mod waits;
 
 #[cfg(test)]
+mod merge_tests;
+#[cfg(test)]
 mod tests;
 
 pub use fdprof_figures::*;
