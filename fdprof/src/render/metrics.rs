@@ -306,3 +306,5 @@ fn write(e: &Exposition, encoder: &mut DescriptorEncoder) -> fmt::Result {
     )
 }
 
+#[cfg(test)]
+mod tests;
