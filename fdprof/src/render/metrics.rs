@@ -83,28 +83,30 @@ impl Collector for MetricsCollector {
 
 /// `e` as OpenMetrics text, ending with `# EOF`.
 pub fn encode(e: Exposition) -> String {
-    let registry = MetricsCollector::new(move || e.clone()).into_registry();
     let mut out = String::new();
-    prometheus_client::encoding::text::encode(&mut out, &registry)
+    prometheus_client::encoding::text::encode(&mut out, &registry_of(e))
         .expect("writing to a String cannot fail");
     out
 }
 
 /// `e` in the Prometheus text format 0.0.4 (what `promtool check metrics` reads).
 pub fn encode_text(e: Exposition) -> String {
-    let registry = MetricsCollector::new(move || e.clone()).into_registry();
     let mut out = String::new();
-    prometheus_client::encoding::prometheus_text::encode(&mut out, &registry)
+    prometheus_client::encoding::prometheus_text::encode(&mut out, &registry_of(e))
         .expect("writing to a String cannot fail");
     out
 }
 
-/// One metric family: its descriptor, then each series.
-struct Family<'e, 'a> {
+fn registry_of(e: Exposition) -> Registry {
+    MetricsCollector::new(move || e.clone()).into_registry()
+}
+
+/// Writes metric families: each one's descriptor, then all its series.
+struct Families<'e, 'a> {
     encoder: &'e mut DescriptorEncoder<'a>,
 }
 
-impl Family<'_, '_> {
+impl Families<'_, '_> {
     fn counters<L: EncodeLabelSet, V: EncodeCounterValue>(
         &mut self,
         name: &str,
@@ -184,7 +186,7 @@ fn seconds(ns: u64) -> f64 {
 
 /// Every family, each once, its series for every target.
 fn write(e: &Exposition, encoder: &mut DescriptorEncoder) -> fmt::Result {
-    let mut out = Family { encoder };
+    let mut out = Families { encoder };
     // Syscalls, the scan and the table are not recorded with --lock-only: no series then,
     // rather than zeros.
     let fd_activity = || e.targets.iter().filter(|(_, r)| r.fd_activity_recorded);

@@ -4,11 +4,12 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
 
 use fdprof_common::probes::{Attachment, Role};
 use fdprof_figures::{Histogram, Report};
 
-use super::{Exposition, SCAN_SLOTS, WAIT_SLOTS, encode, encode_text, slot_le};
+use super::{Exposition, MetricsCollector, SCAN_SLOTS, WAIT_SLOTS, encode, encode_text, slot_le};
 use crate::analysis::{self, ReportOptions};
 use crate::model::Recording;
 use crate::testdata;
@@ -379,6 +380,28 @@ fn lock_only_targets_have_no_fd_activity_series() {
         "{names:?}"
     );
     assert!(!names.is_empty());
+}
+
+/// The daemon's way: one registered collector whose closure reads the state at each scrape.
+#[test]
+fn the_collector_reads_the_state_at_each_scrape() {
+    let state = Arc::new(Mutex::new(exposition()));
+    let shared = Arc::clone(&state);
+    let registry = MetricsCollector::new(move || shared.lock().unwrap().clone()).into_registry();
+    let scrape = || {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &registry).unwrap();
+        samples(&out)
+    };
+    assert_eq!(value(&scrape(), "fdprof_targets", &[]), 3.0);
+    state.lock().unwrap().attached = 1;
+    state.lock().unwrap().targets.truncate(1);
+    let s = scrape();
+    assert_eq!(value(&s, "fdprof_targets", &[]), 1.0);
+    assert!(
+        s.iter()
+            .all(|s| s.labels.get("target").is_none_or(|t| t == "opensock"))
+    );
 }
 
 /// Names from figures are untrusted bytes: quotes, backslashes, newlines.
