@@ -1,6 +1,6 @@
-//! Sinks on the analysis: the text report, folded stacks and flamegraph SVGs. They only lay out
-//! and format the figures [`crate::analysis`] computed; the JSON report is the analysis
-//! [`Report`](crate::analysis::Report) serialized as it is.
+//! Sinks on the analysis: the text report, folded stacks, flamegraph SVGs and the daemon's
+//! [`metrics`]. They only lay out and format the figures [`crate::analysis`] computed; the JSON
+//! report is the analysis [`Report`](crate::analysis::Report) serialized as it is.
 
 pub mod doctor;
 pub mod flamegraph;
@@ -8,6 +8,7 @@ pub mod folded;
 pub mod human;
 pub mod layout;
 pub mod live;
+pub mod metrics;
 pub mod text;
 
 pub use flamegraph::svg;

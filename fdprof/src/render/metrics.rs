@@ -1,0 +1,312 @@
+//! `fdprof daemon`'s `/metrics`: the typed figures of every target as metric samples, encoded at
+//! scrape time by one prometheus-client [`Collector`]. Nothing is counted here: ns become
+//! seconds and each log2 slot of the kernel becomes one classic bucket, nothing else.
+//!
+//! Log2 slot `s` holds `[2^(s-1), 2^s - 1]` (slot 0 holds 0) and a Prometheus bucket counts
+//! `(previous le, le]`, so the bucket of slot `s` has `le = 2^s - 1` exactly; values are whole
+//! ns (or bits), so no value lies between two slots' bounds.
+
+use std::fmt;
+
+use fdprof_figures::{Histogram, Report};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{
+    DescriptorEncoder, EncodeCounterValue, EncodeGaugeValue, EncodeLabelSet, EncodeMetric,
+    NoLabelSet,
+};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::registry::{Registry, Unit};
+
+/// `Content-Type` of [`encode`]'s output, what Prometheus asks for first.
+pub const OPENMETRICS_CONTENT_TYPE: &str =
+    "application/openmetrics-text; version=1.0.0; charset=utf-8";
+/// `Content-Type` of [`encode_text`]'s output, for scrapers that do not accept OpenMetrics.
+pub const TEXT_CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
+
+/// The last log2 slot with a bucket of its own in `fdprof_lock_wait_seconds`: 2^35 ns ≈ 34 s.
+pub const WAIT_SLOTS: u32 = 35;
+/// The last log2 slot with a bucket of its own in `fdprof_alloc_scan_bits`: 2^21 bits, past
+/// the default `fs.nr_open` of 2^20.
+pub const SCAN_SLOTS: u32 = 21;
+
+const NS_PER_SECOND: f64 = 1e9;
+
+/// The label set of a family's only series.
+const NO_LABELS: [(&str, &str); 0] = [];
+
+/// What one scrape exposes.
+#[derive(Debug, Clone, Default)]
+pub struct Exposition {
+    /// Each target's running-total report, by target name (e.g. the comm `nginx`).
+    pub targets: Vec<(String, Report)>,
+    /// All targets merged: its drops, programs' run time and collector CPU time are the daemon's.
+    pub daemon: Report,
+    /// Processes attached now.
+    pub attached: usize,
+}
+
+/// The daemon's one collector: `scrape` builds the [`Exposition`] at each scrape (under the
+/// daemon's lock), and it is encoded once the closure has returned.
+pub struct MetricsCollector {
+    scrape: Box<dyn Fn() -> Exposition + Send + Sync>,
+}
+
+impl MetricsCollector {
+    pub fn new(scrape: impl Fn() -> Exposition + Send + Sync + 'static) -> Self {
+        MetricsCollector {
+            scrape: Box::new(scrape),
+        }
+    }
+
+    /// A registry holding only this collector, to encode with
+    /// `prometheus_client::encoding::text::encode` (OpenMetrics) or `prometheus_text::encode`.
+    pub fn into_registry(self) -> Registry {
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(self));
+        registry
+    }
+}
+
+impl fmt::Debug for MetricsCollector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MetricsCollector").finish_non_exhaustive()
+    }
+}
+
+impl Collector for MetricsCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> fmt::Result {
+        write(&(self.scrape)(), &mut encoder)
+    }
+}
+
+/// `e` as OpenMetrics text, ending with `# EOF`.
+pub fn encode(e: Exposition) -> String {
+    let mut out = String::new();
+    prometheus_client::encoding::text::encode(&mut out, &registry_of(e))
+        .expect("writing to a String cannot fail");
+    out
+}
+
+/// `e` in the Prometheus text format 0.0.4 (what `promtool check metrics` reads).
+pub fn encode_text(e: Exposition) -> String {
+    let mut out = String::new();
+    prometheus_client::encoding::prometheus_text::encode(&mut out, &registry_of(e))
+        .expect("writing to a String cannot fail");
+    out
+}
+
+fn registry_of(e: Exposition) -> Registry {
+    MetricsCollector::new(move || e.clone()).into_registry()
+}
+
+/// Writes metric families: each one's descriptor, then all its series.
+struct Families<'e, 'a> {
+    encoder: &'e mut DescriptorEncoder<'a>,
+}
+
+impl Families<'_, '_> {
+    fn counters<L: EncodeLabelSet, V: EncodeCounterValue>(
+        &mut self,
+        name: &str,
+        help: &str,
+        unit: Option<&Unit>,
+        series: impl IntoIterator<Item = (L, V)>,
+    ) -> fmt::Result {
+        let mut family = self
+            .encoder
+            .encode_descriptor(name, help, unit, MetricType::Counter)?;
+        for (labels, value) in series {
+            ConstCounter::new(value).encode(family.encode_family(&labels)?)?;
+        }
+        Ok(())
+    }
+
+    fn gauges<L: EncodeLabelSet, V: EncodeGaugeValue>(
+        &mut self,
+        name: &str,
+        help: &str,
+        series: impl IntoIterator<Item = (L, V)>,
+    ) -> fmt::Result {
+        let mut family = self
+            .encoder
+            .encode_descriptor(name, help, None, MetricType::Gauge)?;
+        for (labels, value) in series {
+            ConstGauge::new(value).encode(family.encode_family(&labels)?)?;
+        }
+        Ok(())
+    }
+
+    /// `series`: labels, the log2 histogram, its sum and count in the exposed unit.
+    fn histograms<'h, L: EncodeLabelSet>(
+        &mut self,
+        name: &str,
+        help: &str,
+        unit: &Unit,
+        last_slot: u32,
+        scale: f64,
+        series: impl IntoIterator<Item = (L, &'h Histogram, f64, u64)>,
+    ) -> fmt::Result {
+        let mut family =
+            self.encoder
+                .encode_descriptor(name, help, Some(unit), MetricType::Histogram)?;
+        for (labels, histogram, sum, count) in series {
+            let buckets = buckets(histogram, last_slot, scale);
+            family
+                .encode_family(&labels)?
+                .encode_histogram::<NoLabelSet>(sum, count, &buckets, None)?;
+        }
+        Ok(())
+    }
+}
+
+/// The upper bound of log2 slot `slot`, `2^slot - 1`, divided by `scale`.
+pub fn slot_le(slot: u32, scale: f64) -> f64 {
+    ((1u64 << slot) - 1) as f64 / scale
+}
+
+/// One bucket per slot `0..=last_slot`, then +Inf with the slots above: `(le, count in the
+/// bucket alone)`, as prometheus-client adds them up.
+fn buckets(histogram: &Histogram, last_slot: u32, scale: f64) -> Vec<(f64, u64)> {
+    let mut buckets: Vec<(f64, u64)> = (0..=last_slot)
+        .map(|slot| (slot_le(slot, scale), 0))
+        .chain([(f64::INFINITY, 0)])
+        .collect();
+    for b in &histogram.buckets {
+        let slot = fdprof_common::log2_slot(b.low).min(last_slot + 1) as usize;
+        buckets[slot].1 += b.count;
+    }
+    buckets
+}
+
+fn seconds(ns: u64) -> f64 {
+    ns as f64 / NS_PER_SECOND
+}
+
+/// Every family, each once, its series for every target.
+fn write(e: &Exposition, encoder: &mut DescriptorEncoder) -> fmt::Result {
+    let mut out = Families { encoder };
+    // Syscalls, the scan and the table are not recorded with --lock-only: no series then,
+    // rather than zeros.
+    let fd_activity = || e.targets.iter().filter(|(_, r)| r.fd_activity_recorded);
+    out.counters(
+        "fdprof_fd_allocations",
+        "fds taken with alloc_fd (not dup2/dup3), by the syscall that took them.",
+        None,
+        fd_activity().flat_map(|(target, r)| {
+            r.syscalls.iter().map(move |s| {
+                let labels = [("target", target.as_str()), ("syscall", s.name.as_str())];
+                (labels, s.allocs)
+            })
+        }),
+    )?;
+    out.counters(
+        "fdprof_fd_closes",
+        "fds removed from the table, by the syscall that closed them.",
+        None,
+        fd_activity().flat_map(|(target, r)| {
+            r.syscalls.iter().map(move |s| {
+                let labels = [("target", target.as_str()), ("syscall", s.name.as_str())];
+                (labels, s.fds_closed)
+            })
+        }),
+    )?;
+    out.counters(
+        "fdprof_lock_contentions",
+        "Lock waits, by lock class and the fd-table operation that waited.",
+        None,
+        e.targets.iter().flat_map(|(target, r)| {
+            r.contention.by_lock_operation.iter().map(move |row| {
+                let labels = [
+                    ("target", target.as_str()),
+                    ("lock", row.lock.name()),
+                    ("operation", row.operation.name()),
+                ];
+                (labels, row.count)
+            })
+        }),
+    )?;
+    out.histograms(
+        "fdprof_lock_wait",
+        "Lock wait time, by lock class and fd-table operation (buckets: the kernel's log2 slots).",
+        &Unit::Seconds,
+        WAIT_SLOTS,
+        NS_PER_SECOND,
+        e.targets.iter().flat_map(|(target, r)| {
+            r.contention.by_lock_operation.iter().map(move |row| {
+                let labels = [
+                    ("target", target.as_str()),
+                    ("lock", row.lock.name()),
+                    ("operation", row.operation.name()),
+                ];
+                (labels, &row.wait, seconds(row.total_wait_ns), row.count)
+            })
+        }),
+    )?;
+    out.histograms(
+        "fdprof_alloc_scan",
+        "Distance alloc_fd searched past next_fd for the lowest free fd (buckets: log2 slots).",
+        &Unit::Other("bits".into()),
+        SCAN_SLOTS,
+        1.0,
+        fd_activity().map(|(target, r)| {
+            let bits = &r.scan.bits;
+            (
+                [("target", target.as_str())],
+                bits,
+                bits.sum as f64,
+                bits.count,
+            )
+        }),
+    )?;
+    out.gauges(
+        "fdprof_fd_table_size",
+        "The largest fdt->max_fds seen: the fd table's size in fds.",
+        fd_activity().map(|(target, r)| ([("target", target.as_str())], r.table.max_fds_max)),
+    )?;
+    out.counters(
+        "fdprof_fd_table_expansions",
+        "Syscalls during which the fd table grew.",
+        None,
+        fd_activity().map(|(target, r)| ([("target", target.as_str())], r.table.expansions)),
+    )?;
+    out.counters(
+        "fdprof_events_dropped",
+        "Events lost, by probe and reason: every other figure is a lower bound while it grows.",
+        None,
+        e.daemon.drops.counters.iter().map(|d| {
+            let labels = [("probe", d.probe.as_str()), ("reason", d.reason.as_str())];
+            (labels, d.count)
+        }),
+    )?;
+    out.counters(
+        "fdprof_program_run",
+        "Run time of each fdprof eBPF program (kernel statistics, in sampled windows).",
+        Some(&Unit::Seconds),
+        e.daemon
+            .own_cost
+            .programs
+            .iter()
+            .map(|p| ([("program", p.name.as_str())], seconds(p.run_time_ns))),
+    )?;
+    out.counters(
+        "fdprof_collector_cpu",
+        "CPU time (user + system) fdprof's collector spent.",
+        Some(&Unit::Seconds),
+        [(NO_LABELS, seconds(e.daemon.own_cost.collector_cpu_ns))],
+    )?;
+    out.gauges(
+        "fdprof_targets",
+        "Processes attached now.",
+        [(NO_LABELS, e.attached as u64)],
+    )?;
+    out.gauges(
+        "fdprof_build_info",
+        "The fdprof serving these metrics; always 1.",
+        [([("version", env!("CARGO_PKG_VERSION"))], 1u64)],
+    )
+}
+
+#[cfg(test)]
+mod tests;
