@@ -258,8 +258,9 @@ pub fn dashboard_raw_expressions() -> Vec<String> {
     out
 }
 
-/// Every panel's query as Grafana would send it with all jobs and instances selected and
-/// `target` chosen, and a 5 s rate interval: ready for `Prometheus::query`.
+/// Every panel's query as Grafana would send it with all jobs and instances selected, `target`
+/// chosen (a regex: the name of one target, or `.*` for all) and a 5 s rate interval (at least
+/// four of `start`'s 1 s scrapes): ready for `Prometheus::query`.
 pub fn dashboard_expressions(target: &str) -> Vec<String> {
     dashboard_raw_expressions()
         .into_iter()
