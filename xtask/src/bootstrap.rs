@@ -2,12 +2,16 @@
 //! does and how long each step took. A second run on a ready machine takes seconds.
 //!
 //! Kernel side: a rustc with `rust-src` of the same release (a rustup toolchain that has it, else
-//! Debian's `rustc-web` + `rust-web-src`) and `bpf-linker` built against LLVM 22. Tests: `bpftool`.
+//! Debian's `rustc-web` + `rust-web-src`) and `bpf-linker` built against LLVM 22. Tests: `bpftool`,
+//! `tmux`, and `prometheus` (with `promtool`) for the daemon's and the dashboard's tests, which
+//! run their own Prometheus: the packaged service is never left running (`service_guard`).
 
 use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
+
+mod service_guard;
 
 // Shared with fdprof/build.rs, which uses the parts this file does not.
 #[allow(dead_code)]
@@ -18,9 +22,10 @@ const TOOLCHAIN_PACKAGES: &[&str] = &["rustc-web", "cargo-web", "rust-web-src"];
 const LLVM_PACKAGE: &str = "llvm-22-dev";
 const LLVM_PREFIX: &str = "/usr/lib/llvm-22";
 const BPF_LINKER_VERSION: &str = "0.13.0";
-/// What the tests run: bpftool (an independent reader of the kernel's BTF) and tmux (a real
-/// terminal for `fdprof top`'s screen).
-const TEST_PACKAGES: &[&str] = &["bpftool", "tmux"];
+/// What the tests run: bpftool (an independent reader of the kernel's BTF), tmux (a real
+/// terminal for `fdprof top`'s screen) and prometheus + promtool (scrape `fdprof daemon`, check
+/// the dashboard's queries and the scrape config).
+const TEST_PACKAGES: &[&str] = &["bpftool", "tmux", "prometheus"];
 
 fn installed(package: &str) -> bool {
     Command::new("dpkg-query")
@@ -76,7 +81,14 @@ fn apt_install(packages: &[&str]) -> Result<()> {
     apt_get(&["update"])?;
     let mut args = vec!["install", "-y", "--no-install-recommends"];
     args.extend_from_slice(packages);
-    apt_get(&args)
+    // Packages such as prometheus start their service from postinst: the guard forbids that
+    // for the install's duration (restoring any policy the machine had), and afterwards makes
+    // sure a systemd host neither runs nor boots the packaged services.
+    let guard = service_guard::NoServiceStarts::install()?;
+    let installed = apt_get(&args);
+    guard.restore()?;
+    installed?;
+    service_guard::disable_packaged_services(packages)
 }
 
 pub fn run() -> Result<()> {

@@ -163,3 +163,4 @@ impl Waiting {
         serde_json::from_str(out.trim()).expect("workload result JSON")
     }
 }
+pub mod prometheus;
