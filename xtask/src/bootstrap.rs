@@ -24,8 +24,9 @@ const LLVM_PREFIX: &str = "/usr/lib/llvm-22";
 const BPF_LINKER_VERSION: &str = "0.13.0";
 /// What the tests run: bpftool (an independent reader of the kernel's BTF), tmux (a real
 /// terminal for `fdprof top`'s screen) and prometheus + promtool (scrape `fdprof daemon`, check
-/// the dashboard's queries and the scrape config).
-const TEST_PACKAGES: &[&str] = &["bpftool", "tmux", "prometheus"];
+/// the dashboard's queries and the scrape config) and systemd (`systemd-analyze verify` checks
+/// the unit example in `dashboards/`; most Debian hosts have it already).
+const TEST_PACKAGES: &[&str] = &["bpftool", "tmux", "prometheus", "systemd"];
 
 fn installed(package: &str) -> bool {
     Command::new("dpkg-query")
