@@ -17,6 +17,7 @@ pub mod privileges;
 pub mod probe;
 pub mod procfs;
 pub mod render;
+pub mod service;
 pub mod symbolize;
 #[cfg(any(test, feature = "testdata"))]
 #[doc(hidden)]

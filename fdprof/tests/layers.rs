@@ -24,6 +24,7 @@ const MAY_USE: &[(&str, &[&str])] = &[
     (
         "commands",
         &[
+            "service",
             "tui",
             "render",
             "analysis",
@@ -34,6 +35,19 @@ const MAY_USE: &[(&str, &[&str])] = &[
             "privileges",
             "procfs",
             "output",
+            "error",
+            "escape",
+        ],
+    ),
+    (
+        "service",
+        &[
+            "render",
+            "analysis",
+            "model",
+            "symbolize",
+            "collect",
+            "probe",
             "error",
             "escape",
         ],

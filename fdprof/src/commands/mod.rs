@@ -2,6 +2,7 @@
 //! and the sequence of library calls it makes; [`main`] parses and dispatches.
 
 pub mod command_output;
+pub mod daemon;
 pub mod doctor;
 pub mod duration;
 pub mod flamegraph;
@@ -44,6 +45,9 @@ enum Command {
     Report(self::report::ReportArgs),
     /// Draw a recording's waiting stacks as a flamegraph weighted by wait time
     Flamegraph(self::flamegraph::FlamegraphArgs),
+    /// Serve the figures of processes as they come and go: Prometheus metrics, reports,
+    /// flamegraphs and a live stream over HTTP
+    Daemon(self::daemon::DaemonArgs),
 }
 
 /// Runs the program; every error becomes one line on stderr and a non-zero exit code.
@@ -56,6 +60,7 @@ pub fn main() -> ExitCode {
         Command::Top(args) => self::top::run(args),
         Command::Report(args) => self::report::run(&args),
         Command::Flamegraph(args) => self::flamegraph::run(&args),
+        Command::Daemon(args) => self::daemon::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

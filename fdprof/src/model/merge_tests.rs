@@ -34,7 +34,7 @@ fn cumulative(elapsed_s: u64, k: u64) -> Snapshot {
     let mut s = Snapshot {
         elapsed: Duration::from_secs(elapsed_s),
         stats_window: Duration::from_millis(300 * k),
-        ..testdata::zeroed_snapshot()
+        ..crate::collect::Snapshot::zeroed()
     };
     let cell = |lock_class, kernel_stack, slot| ContentionKey {
         lock_class,
@@ -193,7 +193,7 @@ fn empty_like(r: &Recording) -> Recording {
 fn intervals_add_up_to_the_whole_run() {
     let start = Snapshot {
         elapsed: Duration::ZERO,
-        ..testdata::zeroed_snapshot()
+        ..crate::collect::Snapshot::zeroed()
     };
     let (first, second) = (cumulative(1, 1), cumulative(2, 2));
     let whole = assembled(&second, &start, 30);
@@ -214,7 +214,7 @@ fn intervals_add_up_to_the_whole_run() {
 fn adding_nothing_changes_nothing_and_adding_to_nothing_copies() {
     let start = Snapshot {
         elapsed: Duration::ZERO,
-        ..testdata::zeroed_snapshot()
+        ..crate::collect::Snapshot::zeroed()
     };
     let r = assembled(&cumulative(2, 2), &start, 30);
     let mut same = r.clone();

@@ -1,0 +1,196 @@
+//! `fdprof daemon`: the always-on service (`service/`), its command line and config file.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use serde::Deserialize;
+
+use crate::collect::Kernel;
+use crate::error::{EXIT_USAGE, fatal};
+use crate::privileges::{self, Capability};
+use crate::probe::kallsyms::Kallsyms;
+use crate::service::{
+    self,
+    config::{Config, Targets, Watch},
+    log,
+};
+use crate::symbolize::KernelSymbols;
+
+/// A comm is at most this many bytes (TASK_COMM_LEN less its NUL): a longer name never matches.
+const COMM_MAX: usize = 15;
+/// The largest config file read.
+const CONFIG_MAX: u64 = 64 * 1024;
+
+#[derive(clap::Args, Debug)]
+#[command(
+    group(clap::ArgGroup::new("targets").required(true).args(["pid", "comm", "all", "config"])),
+    after_help = "Bounds (memory stays flat however long it runs; what they turn away is counted \
+                  in fdprof_events_dropped_total{probe=\"daemon\"}): 64 processes attached at \
+                  once, 32 target names, the last 300 intervals per name for ?seconds=N, 128 \
+                  stacks per name and interval and in each name's running total (the rest are \
+                  folded into one stack-less row per lock and operation; no count is lost).\n\n\
+                  Endpoints (read-only): /metrics (OpenMetrics), /report.json?seconds=N&target=, \
+                  /flamegraph.svg?seconds=N&op=alloc|close|all&lock=file_lock|all&target=, \
+                  /api/v1/stream (one SSE event per interval), /healthz.\n\n\
+                  Signals: SIGHUP reloads --config (a broken file keeps the old config); SIGTERM \
+                  or SIGINT detaches everything and exits 0.\n\n\
+                  Config file (TOML): one of `pid = [1234]`, `comm = [\"nginx\"]` or `all = \
+                  true`; optional `interval = \"1s\"`, `slow = \"100us\"`."
+)]
+pub struct DaemonArgs {
+    /// Where to serve HTTP; a non-loopback address needs --allow-remote
+    #[arg(long, default_value = "127.0.0.1:9464")]
+    pub listen: SocketAddr,
+    /// Allow --listen on an address other hosts can reach (the endpoints stay read-only)
+    #[arg(long)]
+    pub allow_remote: bool,
+    /// Profile these processes (each labelled by its comm); one that exits is dropped
+    #[arg(short, long, num_args = 1.., value_name = "PID")]
+    pub pid: Vec<u32>,
+    /// Profile every process with this comm, as they start and exit
+    #[arg(long, num_args = 1.., value_name = "NAME")]
+    pub comm: Vec<String>,
+    /// Profile every process, as one target named `all`
+    #[arg(short, long)]
+    pub all: bool,
+    /// Read the targets, interval and slow threshold from this TOML file; SIGHUP reads it again
+    #[arg(long, conflicts_with_all = ["pid", "comm", "all"])]
+    pub config: Option<PathBuf>,
+    /// Time between intervals of figures and target discovery (10 ms to 1 h)
+    #[arg(long, default_value = "1s", value_parser = super::duration::parse_interval)]
+    pub interval: Duration,
+    /// Waits at least this long count as slow waits (1 µs to 10 s)
+    #[arg(long, default_value = "100us", value_parser = super::duration::parse_slow)]
+    pub slow: Duration,
+    /// Log every attach, detach and reload in detail
+    #[arg(short, long)]
+    pub verbose: bool,
+}
+
+/// A config file's fields.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    pid: Option<Vec<u32>>,
+    comm: Option<Vec<String>>,
+    all: Option<bool>,
+    interval: Option<String>,
+    slow: Option<String>,
+}
+
+pub fn run(args: DaemonArgs) -> Result<()> {
+    if !args.listen.ip().is_loopback() && !args.allow_remote {
+        return Err(fatal(
+            EXIT_USAGE,
+            format!(
+                "{} is not a loopback address: add --allow-remote to serve other hosts",
+                args.listen
+            ),
+        ));
+    }
+    let defaults = (args.interval, args.slow);
+    let watch = match &args.config {
+        Some(path) => read_config(path, defaults)?,
+        None => Watch {
+            targets: targets(&args.pid, &args.comm, args.all)?,
+            interval: args.interval,
+            slow: args.slow,
+        },
+    };
+    let mut needed = privileges::LOAD_BPF.to_vec();
+    if privileges::kallsyms_needs_syslog() {
+        needed.push(Capability::Syslog);
+    }
+    privileges::require("fdprof daemon", &needed)?;
+    log::set_verbose(args.verbose);
+    if !args.listen.ip().is_loopback() {
+        log::warn(&format!(
+            "serving on {}, reachable from other hosts (--allow-remote)",
+            args.listen
+        ));
+    }
+    log::info(&format!("watching {}", service::describe(&watch)));
+    let kallsyms =
+        std::fs::read_to_string("/proc/kallsyms").context("cannot read /proc/kallsyms")?;
+    let kernel_syms = KernelSymbols::from_kallsyms(&kallsyms)?;
+    let kernel = Kernel::discover(&Kallsyms::parse(&kallsyms))?;
+    drop(kallsyms);
+    let reload: Option<service::Reload> = args
+        .config
+        .clone()
+        .map(|path| Box::new(move || read_config(&path, defaults)) as service::Reload);
+    let config = Config {
+        listen: args.listen,
+        watch,
+        verbose: args.verbose,
+    };
+    service::run(config, kernel, kernel_syms, reload)
+}
+
+fn targets(pids: &[u32], comms: &[String], all: bool) -> Result<Targets> {
+    let given = usize::from(!pids.is_empty()) + usize::from(!comms.is_empty()) + usize::from(all);
+    if given != 1 {
+        return Err(fatal(EXIT_USAGE, "give exactly one of pid, comm or all"));
+    }
+    if all {
+        return Ok(Targets::All);
+    }
+    if !pids.is_empty() {
+        if let Some(p) = pids.iter().find(|&&p| p == 0) {
+            return Err(fatal(EXIT_USAGE, format!("{p} is not a process id")));
+        }
+        return Ok(Targets::Pids(pids.to_vec()));
+    }
+    for c in comms {
+        if c.is_empty() || c.len() > COMM_MAX {
+            return Err(fatal(
+                EXIT_USAGE,
+                format!(
+                    "comm {:?} can never match: a comm is 1 to {COMM_MAX} bytes",
+                    crate::escape::name(c)
+                ),
+            ));
+        }
+    }
+    Ok(Targets::Comms(comms.to_vec()))
+}
+
+/// Reads a config file; every error is one line naming the file.
+fn read_config(path: &Path, (interval, slow): (Duration, Duration)) -> Result<Watch> {
+    let shown = path.display();
+    let bad = |why: String| fatal(EXIT_USAGE, format!("bad config {shown}: {why}"));
+    let meta = std::fs::metadata(path).map_err(|e| bad(e.to_string()))?;
+    if !meta.is_file() {
+        return Err(bad("not a regular file".into()));
+    }
+    if meta.len() > CONFIG_MAX {
+        return Err(bad(format!("larger than {CONFIG_MAX} bytes")));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+    let file: File = toml::from_str(&text).map_err(|e| bad(one_line(&e.to_string())))?;
+    let duration = |text: Option<String>, default, parse: fn(&str) -> Result<Duration, String>| {
+        text.map_or(Ok(default), |t| parse(&t)).map_err(&bad)
+    };
+    Ok(Watch {
+        targets: targets(
+            file.pid.as_deref().unwrap_or_default(),
+            file.comm.as_deref().unwrap_or_default(),
+            file.all.unwrap_or(false),
+        )
+        .map_err(|e| bad(e.to_string()))?,
+        interval: duration(file.interval, interval, super::duration::parse_interval)?,
+        slow: duration(file.slow, slow, super::duration::parse_slow)?,
+    })
+}
+
+/// A parser's message (several lines, with a caret under the spot) as one line.
+fn one_line(message: &str) -> String {
+    message
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.chars().all(|c| matches!(c, '|' | '^' | ' ')))
+        .collect::<Vec<_>>()
+        .join(" ")
+}

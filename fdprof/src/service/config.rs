@@ -1,0 +1,48 @@
+//! What the daemon watches and how: from the command line, or from a config file that SIGHUP
+//! reads again. The parsing is the command's (`commands/daemon.rs`); this is the typed result.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// The processes the daemon profiles.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Targets {
+    /// These processes, labelled by their comm; one that exits is dropped.
+    Pids(Vec<u32>),
+    /// Every process with one of these comms, as they start and exit.
+    Comms(Vec<String>),
+    /// Every process, as one target named `all`.
+    All,
+}
+
+/// What a config file (or the command line) sets; SIGHUP swaps in a new one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Watch {
+    pub targets: Targets,
+    /// Time between the figures' intervals (and target discovery).
+    pub interval: Duration,
+    /// Waits at least this long are counted as slow waits (the programs' threshold).
+    pub slow: Duration,
+}
+
+/// How the daemon runs. `listen` is fixed for its life; `watch` may be reloaded.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub watch: Watch,
+    /// `-v`: log every attach, detach and scrape.
+    pub verbose: bool,
+}
+
+/// The bounds that keep the daemon's memory flat however long it runs (stated in `--help` and
+/// in the docs); what they turn away is counted as a drop.
+pub mod bounds {
+    /// Processes attached at once (each has its own programs).
+    pub const PROCESSES: usize = 64;
+    /// Target names kept (and exported as `target` label values).
+    pub const NAMES: usize = 32;
+    /// Intervals kept per name for `?seconds=N` (5 minutes at the default 1 s).
+    pub const INTERVALS: usize = 300;
+    /// Contention sites kept per name per interval, and in each name's running total.
+    pub const SITES: usize = 128;
+}

@@ -1,0 +1,187 @@
+//! The daemon's HTTP endpoints, all read-only (GET): nothing a request says can attach to a
+//! process or change what is probed. Each is a sink on the same figures: the histories'
+//! recordings, turned into figures by `analysis` and formatted by `render`.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::{
+    Router,
+    extract::{Query, State as Shared},
+    http::{HeaderMap, StatusCode, header},
+    response::{
+        IntoResponse, Response,
+        sse::{Event, KeepAlive, Sse},
+    },
+    routing::get,
+};
+use futures_util::stream::{self, Stream};
+use prometheus_client::registry::Registry;
+use serde::Deserialize;
+use tokio::sync::broadcast::error::RecvError;
+
+use crate::analysis::{self, FlamegraphOptions, LockFilter, OpFilter, ReportOptions};
+use crate::model::Recording;
+use crate::render::{self, metrics};
+
+use super::state::State;
+
+/// What every handler reads.
+pub struct App {
+    pub state: Arc<State>,
+    pub registry: Registry,
+}
+
+pub fn router(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/", get(index))
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(scrape))
+        .route("/report.json", get(report))
+        .route("/flamegraph.svg", get(flamegraph))
+        .route("/api/v1/stream", get(stream))
+        .with_state(app)
+}
+
+type Reply = Result<Response, (StatusCode, String)>;
+
+fn bad(message: impl Into<String>) -> (StatusCode, String) {
+    (StatusCode::BAD_REQUEST, message.into() + "\n")
+}
+
+async fn index() -> &'static str {
+    "fdprof daemon: /metrics /report.json?seconds=N /flamegraph.svg?seconds=N&op=&lock= \
+     /api/v1/stream /healthz\n"
+}
+
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+/// OpenMetrics when the scraper accepts it (Prometheus asks for it first), else the text
+/// format 0.0.4.
+async fn scrape(Shared(app): Shared<Arc<App>>, headers: HeaderMap) -> Reply {
+    let openmetrics = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("application/openmetrics-text"));
+    let mut body = String::new();
+    let (encoded, content_type) = match openmetrics {
+        true => (
+            prometheus_client::encoding::text::encode(&mut body, &app.registry),
+            metrics::OPENMETRICS_CONTENT_TYPE,
+        ),
+        false => (
+            prometheus_client::encoding::prometheus_text::encode(&mut body, &app.registry),
+            metrics::TEXT_CONTENT_TYPE,
+        ),
+    };
+    encoded.map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")))?;
+    Ok(([(header::CONTENT_TYPE, content_type)], body).into_response())
+}
+
+/// The window a request asks for.
+#[derive(Debug, Deserialize)]
+struct Window {
+    /// The last this many seconds (default: every interval kept).
+    seconds: Option<String>,
+    /// One target name (default: every target together).
+    target: Option<String>,
+    op: Option<String>,
+    lock: Option<String>,
+}
+
+impl Window {
+    /// The recording of the window, or why there is none.
+    fn recording(&self, state: &State) -> Result<Recording, (StatusCode, String)> {
+        let h = state.read();
+        let kept = h.daemon.kept_seconds().max(1);
+        let seconds = match &self.seconds {
+            None => kept,
+            Some(s) => s
+                .parse::<u64>()
+                .ok()
+                .filter(|&n| n > 0)
+                .ok_or_else(|| bad(format!("seconds must be a whole number > 0, not {s:?}")))?,
+        };
+        let history = match &self.target {
+            None => &h.daemon,
+            Some(name) => h.names.get(name).ok_or_else(|| {
+                (
+                    StatusCode::NOT_FOUND,
+                    format!(
+                        "no target named {:?} (targets: {})\n",
+                        crate::escape::name(name),
+                        h.names.keys().cloned().collect::<Vec<_>>().join(", ")
+                    ),
+                )
+            })?,
+        };
+        history.window(seconds).ok_or_else(|| {
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "no interval has ended yet\n".into(),
+            )
+        })
+    }
+}
+
+async fn report(Shared(app): Shared<Arc<App>>, Query(window): Query<Window>) -> Reply {
+    let rec = window.recording(&app.state)?;
+    let report = analysis::report(&rec, &ReportOptions::default());
+    let json = serde_json::to_string_pretty(&report)
+        .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")))?;
+    Ok(([(header::CONTENT_TYPE, "application/json")], json + "\n").into_response())
+}
+
+async fn flamegraph(Shared(app): Shared<Arc<App>>, Query(window): Query<Window>) -> Reply {
+    let op = match window.op.as_deref() {
+        None | Some("all") => OpFilter::All,
+        Some("alloc") => OpFilter::Alloc,
+        Some("close") => OpFilter::Close,
+        Some(other) => return Err(bad(format!("op is alloc, close or all, not {other:?}"))),
+    };
+    let lock = match window.lock.as_deref() {
+        None | Some("file_lock") => LockFilter::FileLock,
+        Some("all") => LockFilter::All,
+        Some(other) => return Err(bad(format!("lock is file_lock or all, not {other:?}"))),
+    };
+    let rec = window.recording(&app.state)?;
+    let opts = FlamegraphOptions {
+        op,
+        lock,
+        offsets: false,
+    };
+    let graph = analysis::folded(&rec, &opts);
+    let svg = render::svg(&graph).map_err(|e| {
+        (
+            StatusCode::NOT_FOUND,
+            format!("{}\n", crate::escape::name(&e.to_string())),
+        )
+    })?;
+    Ok(([(header::CONTENT_TYPE, "image/svg+xml")], svg).into_response())
+}
+
+/// One SSE event per interval, the interval's figures as `top --jsonl` prints them; a reader
+/// too slow for [`super::state`]'s buffer skips ahead.
+async fn stream(
+    Shared(app): Shared<Arc<App>>,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    let receiver = app.state.subscribe();
+    let events = stream::unfold(receiver, |mut receiver| async move {
+        loop {
+            match receiver.recv().await {
+                Ok(json) => {
+                    return Some((
+                        Ok(Event::default().event("interval").data(&*json)),
+                        receiver,
+                    ));
+                }
+                Err(RecvError::Lagged(_)) => continue,
+                Err(RecvError::Closed) => return None,
+            }
+        }
+    });
+    Sse::new(events).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+}

@@ -1,0 +1,105 @@
+//! What the collector shares with the HTTP endpoints: the histories (behind a lock held only
+//! to add an interval or to copy what a request needs) and the stream of interval JSON.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock, RwLockReadGuard};
+use std::time::Duration;
+
+use fdprof_figures::Interval as IntervalFigures;
+use tokio::sync::broadcast;
+
+use crate::analysis::{self, ReportOptions};
+use crate::model::Recording;
+
+use super::history::{History, Interval};
+use super::watcher;
+
+/// Intervals the SSE stream buffers for a slow reader before it skips ahead.
+const STREAM_BUFFER: usize = 16;
+
+pub struct Histories {
+    /// By target name.
+    pub names: BTreeMap<String, History>,
+    /// Every name together, plus what only the daemon has (its drops, its CPU).
+    pub daemon: History,
+    /// Processes attached now.
+    pub attached: usize,
+    pub interval: Duration,
+}
+
+pub struct State {
+    histories: RwLock<Histories>,
+    /// Each interval's figures as JSON, one SSE event each.
+    stream: broadcast::Sender<Arc<str>>,
+}
+
+impl State {
+    pub fn new(daemon: Recording, interval: Duration) -> Arc<Self> {
+        Arc::new(Self {
+            histories: RwLock::new(Histories {
+                names: BTreeMap::new(),
+                daemon: History::new(daemon),
+                attached: 0,
+                interval,
+            }),
+            stream: broadcast::channel(STREAM_BUFFER).0,
+        })
+    }
+
+    pub fn read(&self) -> RwLockReadGuard<'_, Histories> {
+        self.histories.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<str>> {
+        self.stream.subscribe()
+    }
+
+    /// Adds an interval's figures; `empty` gives the recording a new name's history starts
+    /// from. Sends the daemon's interval to the stream.
+    pub fn push(
+        &self,
+        figures: watcher::IntervalFigures,
+        attached: usize,
+        interval: Duration,
+        empty: impl Fn(&str) -> Recording,
+    ) {
+        let watcher::IntervalFigures {
+            index,
+            start_ns,
+            names,
+            daemon,
+        } = figures;
+        // The JSON is made outside the lock: a scrape never waits for it.
+        let json = serde_json::to_string(&IntervalFigures {
+            index,
+            start_ns,
+            duration_ns: daemon.duration_ns,
+            report: analysis::report(&daemon, &ReportOptions::default()),
+            events: Vec::new(),
+        });
+        {
+            let mut h = self.histories.write().unwrap_or_else(|e| e.into_inner());
+            for (name, rec) in names {
+                h.names
+                    .entry(name.clone())
+                    .or_insert_with(|| History::new(empty(&name)))
+                    .push(Interval {
+                        index,
+                        start_ns,
+                        rec,
+                    });
+            }
+            h.daemon.push(Interval {
+                index,
+                start_ns,
+                rec: daemon,
+            });
+            h.attached = attached;
+            h.interval = interval;
+        }
+        if let Ok(json) = json {
+            // Nobody listening is not an error.
+            let _ = self.stream.send(json.into());
+        }
+    }
+}

@@ -1,0 +1,497 @@
+//! The daemon's collector: one [`Profiler`] per target process (each filtered to its process),
+//! attached as processes appear and finished as they exit. Every interval it takes each one's
+//! snapshot, turns the delta into a symbolized [`Recording`] (the assembler `record` uses) and
+//! adds the recordings up per target name: the interval of each name and of the whole daemon.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use fdprof_common::{
+    probes::{Attachment, Mode, Role},
+    session::{EndReason, TargetKind},
+};
+
+use crate::collect::{
+    Filter, Kernel, Profiler, ProfilerOptions, Snapshot, stats::own_cpu_ns, target,
+};
+use crate::model::{
+    Recording,
+    assemble::{self, Run},
+    build::Symbolizers,
+    merge,
+    recording::{DropCount, Target},
+};
+use crate::symbolize::{KernelSymbols, UserSymbolizer};
+
+use super::config::{Targets, Watch, bounds};
+use super::log;
+
+/// The name of the one target of `-a`.
+pub const ALL: &str = "all";
+/// The drop counters of what the daemon's bounds turn away (probe `daemon`).
+pub const DAEMON_PROBE: &str = "daemon";
+pub const PROCESS_BOUND: &str = "process_bound";
+pub const NAME_BOUND: &str = "name_bound";
+pub const ATTACH_FAILED: &str = "attach_failed";
+/// Mapped files the user symbolizer may hold before it starts afresh.
+const USER_FILES: usize = 256;
+
+/// A process being profiled.
+struct Process {
+    name: String,
+    profiler: Profiler,
+    /// Its snapshot at the end of the last interval.
+    earlier: Snapshot,
+}
+
+/// One interval's figures: each name's and the whole daemon's.
+pub struct IntervalFigures {
+    pub index: u64,
+    /// Start, since the daemon started.
+    pub start_ns: u64,
+    pub names: BTreeMap<String, Recording>,
+    pub daemon: Recording,
+}
+
+pub struct Watcher {
+    kernel: Kernel,
+    kernel_syms: KernelSymbols,
+    user_syms: UserSymbolizer,
+    watch: Watch,
+    /// By pid.
+    processes: BTreeMap<u32, Process>,
+    /// Finished since the last interval (exited, or no longer wanted): their last delta.
+    finished: Vec<(String, u32, Recording)>,
+    /// Pids not profiled, and why (counted once each), forgotten once they exit.
+    refused: HashMap<u32, &'static str>,
+    /// `-p` pids that exited: never attached again, even if the pid is reused.
+    gone: BTreeSet<u32>,
+    /// Names seen so far (the bound on label values).
+    names: BTreeSet<String>,
+    /// `--comm` names no process had when last looked for, already logged as awaited.
+    awaited: BTreeSet<String>,
+    /// Counts of what the bounds turned away this interval, by reason.
+    dropped: BTreeMap<&'static str, u64>,
+    /// The facts of the first profiler (all are attached alike): the mode, per role.
+    mode: Mode,
+    probes: BTreeMap<Role, Attachment>,
+    started: Instant,
+    started_unix_ms: u64,
+    /// End of the last interval, since `started`.
+    last_end: Duration,
+    cpu_earlier: u64,
+    index: u64,
+}
+
+impl Watcher {
+    pub fn new(kernel: Kernel, kernel_syms: KernelSymbols, watch: Watch) -> Self {
+        Self {
+            kernel,
+            kernel_syms,
+            user_syms: UserSymbolizer::new(),
+            watch,
+            processes: BTreeMap::new(),
+            finished: Vec::new(),
+            refused: HashMap::new(),
+            gone: BTreeSet::new(),
+            names: BTreeSet::new(),
+            awaited: BTreeSet::new(),
+            dropped: BTreeMap::new(),
+            mode: Mode::Tracepoint,
+            probes: BTreeMap::new(),
+            started: Instant::now(),
+            started_unix_ms: unix_ms(),
+            last_end: Duration::ZERO,
+            cpu_earlier: own_cpu_ns(),
+            index: 0,
+        }
+    }
+
+    pub fn watch(&self) -> &Watch {
+        &self.watch
+    }
+
+    pub fn started_unix_ms(&self) -> u64 {
+        self.started_unix_ms
+    }
+
+    /// Processes attached now.
+    pub fn attached(&self) -> usize {
+        self.processes.len()
+    }
+
+    /// Takes a new config: processes it no longer wants are finished (their last figures go
+    /// into the next interval); new ones are attached at the next [`Watcher::discover`]. The
+    /// slow-wait threshold applies to processes attached from now on.
+    pub fn reload(&mut self, watch: Watch) {
+        self.watch = watch;
+        self.gone.clear();
+        self.refused.clear();
+        self.awaited.clear();
+        let unwanted: Vec<u32> = self
+            .processes
+            .iter()
+            .filter(|(pid, p)| !self.wants(**pid, &p.name))
+            .map(|(pid, _)| *pid)
+            .collect();
+        for pid in unwanted {
+            self.finish(pid, "no longer a target");
+        }
+    }
+
+    fn wants(&self, pid: u32, name: &str) -> bool {
+        match &self.watch.targets {
+            Targets::Pids(pids) => pids.contains(&pid),
+            Targets::Comms(comms) => comms.iter().any(|c| c == name),
+            Targets::All => name == ALL,
+        }
+    }
+
+    /// Keeps the programs' run-time statistics sampled; call it again after what it returns.
+    pub fn tick(&mut self) -> Duration {
+        self.processes
+            .values_mut()
+            .map(|p| p.profiler.tick())
+            .min()
+            .unwrap_or(self.watch.interval)
+    }
+
+    /// Attaches the processes the targets name that are not attached yet, within the bounds.
+    pub fn discover(&mut self) {
+        let wanted: Vec<(u32, String)> = match &self.watch.targets {
+            Targets::All => vec![(0, ALL.to_string())],
+            Targets::Pids(pids) => {
+                let mut alive = Vec::new();
+                let pids: Vec<u32> = pids
+                    .iter()
+                    .copied()
+                    .filter(|p| !self.gone.contains(p))
+                    .collect();
+                for p in pids {
+                    match target::comm_of(p).filter(|_| target::process_alive(p)) {
+                        Some(comm) => alive.push((p, comm)),
+                        None if !self.processes.contains_key(&p) => {
+                            log::warn(&format!("pid {p} is not running: dropped from the targets"));
+                            self.gone.insert(p);
+                        }
+                        None => {}
+                    }
+                }
+                alive
+            }
+            Targets::Comms(comms) => {
+                let found = processes_named(comms);
+                for comm in comms {
+                    let running = found.iter().any(|(_, c)| c == comm);
+                    if running {
+                        self.awaited.remove(comm);
+                    } else if self.awaited.insert(comm.clone()) {
+                        log::info(&format!(
+                            "no process named {comm} is running: waiting for one"
+                        ));
+                    }
+                }
+                found
+            }
+        };
+        self.refused
+            .retain(|pid, _| *pid == 0 || target::process_alive(*pid));
+        for (pid, name) in wanted {
+            if self.processes.contains_key(&pid) || self.refused.contains_key(&pid) {
+                continue;
+            }
+            let refusal = if self.processes.len() >= bounds::PROCESSES {
+                Some(PROCESS_BOUND)
+            } else if !self.names.contains(&name) && self.names.len() >= bounds::NAMES {
+                Some(NAME_BOUND)
+            } else {
+                None
+            };
+            if let Some(reason) = refusal {
+                log::warn(&format!(
+                    "not profiling pid {pid} ({name}): {} (at most {} processes, {} names)",
+                    reason.replace('_', " "),
+                    bounds::PROCESSES,
+                    bounds::NAMES
+                ));
+                self.refuse(pid, reason);
+                continue;
+            }
+            self.attach(pid, name);
+        }
+    }
+
+    fn refuse(&mut self, pid: u32, reason: &'static str) {
+        self.refused.insert(pid, reason);
+        *self.dropped.entry(reason).or_default() += 1;
+    }
+
+    fn attach(&mut self, pid: u32, name: String) {
+        let filter = match pid {
+            0 => Filter::All,
+            p => Filter::Tgid(p),
+        };
+        let options = ProfilerOptions {
+            filter,
+            forced: None,
+            lock_only: false,
+            slow: self.watch.slow,
+        };
+        let profiler = match Profiler::attach(&self.kernel, options) {
+            Ok(p) => p,
+            Err(e) => {
+                log::error(&format!("cannot profile pid {pid} ({name}): {e:#}"));
+                self.refuse(pid, ATTACH_FAILED);
+                return;
+            }
+        };
+        if self.probes.is_empty() {
+            self.mode = profiler.mode();
+            self.probes = profiler.attachments().clone();
+            log::info(&format!("probes attach in {} mode", self.mode));
+        }
+        match pid {
+            0 => log::info("profiling every process"),
+            p => log::info(&format!("profiling pid {p} ({name})")),
+        }
+        if pid != 0 {
+            self.user_syms.snapshot_maps(pid);
+        }
+        self.names.insert(name.clone());
+        self.processes.insert(
+            pid,
+            Process {
+                name,
+                profiler,
+                earlier: Snapshot::zeroed(),
+            },
+        );
+    }
+
+    /// Finishes (detaches) `pid`, keeping its last delta for the next interval.
+    fn finish(&mut self, pid: u32, why: &str) {
+        let Some(p) = self.processes.remove(&pid) else {
+            return;
+        };
+        log::info(&format!("stopped profiling pid {pid} ({}): {why}", p.name));
+        let earlier = p.earlier;
+        let name = p.name;
+        let probes = p.profiler.attachments().clone();
+        match p.profiler.finish() {
+            Ok(last) => {
+                let rec = self.assemble(pid, &name, &last.delta(&earlier), probes);
+                self.finished.push((name, pid, rec));
+            }
+            Err(e) => log::error(&format!("the last figures of pid {pid} are lost: {e:#}")),
+        }
+    }
+
+    /// Ends an interval: every process's delta, added up per name and for the daemon. A
+    /// process that exited is finished (its last delta included).
+    pub fn interval(&mut self) -> IntervalFigures {
+        let exited: Vec<u32> = self
+            .processes
+            .keys()
+            .copied()
+            .filter(|&pid| pid != 0 && !target::process_alive(pid))
+            .collect();
+        for pid in exited {
+            self.finish(pid, "it exited");
+            if matches!(self.watch.targets, Targets::Pids(_)) {
+                self.gone.insert(pid);
+            }
+        }
+        let mut per_process: Vec<(String, Recording)> = std::mem::take(&mut self.finished)
+            .into_iter()
+            .map(|(name, _, rec)| (name, rec))
+            .collect();
+        let pids: Vec<u32> = self.processes.keys().copied().collect();
+        for pid in pids {
+            let p = &self.processes[&pid];
+            let now = match p.profiler.snapshot() {
+                Ok(s) => s,
+                Err(e) => {
+                    log::error(&format!("cannot read the figures of pid {pid}: {e:#}"));
+                    continue;
+                }
+            };
+            let (name, delta) = (p.name.clone(), now.delta(&p.earlier));
+            let probes = p.profiler.attachments().clone();
+            if pid != 0 && target::process_alive(pid) {
+                self.user_syms.snapshot_maps(pid);
+            }
+            let rec = self.assemble(pid, &name, &delta, probes);
+            per_process.push((name, rec));
+            if let Some(p) = self.processes.get_mut(&pid) {
+                p.earlier = now;
+            }
+        }
+        let live: BTreeSet<u32> = self.processes.keys().copied().collect();
+        self.user_syms.trim(|p| live.contains(&p), USER_FILES);
+
+        let end = self.started.elapsed();
+        let (start, duration) = (self.last_end, end.saturating_sub(self.last_end));
+        self.last_end = end;
+        let cpu = own_cpu_ns();
+        let collector_cpu_ns = cpu.saturating_sub(self.cpu_earlier);
+        self.cpu_earlier = cpu;
+
+        // Every name seen so far has an interval, empty when none of its processes ran.
+        let mut names: BTreeMap<String, Recording> = self
+            .names
+            .iter()
+            .map(|n| (n.clone(), self.empty(n, start, duration)))
+            .collect();
+        for (name, rec) in per_process {
+            if let Some(into) = names.get_mut(&name) {
+                merge::add(into, &rec);
+            }
+        }
+        let mut daemon = self.empty(&self.daemon_name(), start, duration);
+        for rec in names.values() {
+            merge::add(&mut daemon, rec);
+        }
+        for (reason, count) in std::mem::take(&mut self.dropped) {
+            daemon.drops.push(DropCount {
+                probe: DAEMON_PROBE.into(),
+                reason: reason.into(),
+                count,
+            });
+        }
+        daemon.own_cost.collector_cpu_ns = collector_cpu_ns;
+        let index = self.index;
+        self.index += 1;
+        IntervalFigures {
+            index,
+            start_ns: start.as_nanos() as u64,
+            names,
+            daemon,
+        }
+    }
+
+    /// What the daemon's own figures are named after: its targets.
+    fn daemon_name(&self) -> String {
+        match &self.watch.targets {
+            Targets::All => ALL.into(),
+            Targets::Comms(comms) => comms.join(", "),
+            Targets::Pids(_) if self.names.is_empty() => "(none yet)".into(),
+            Targets::Pids(_) => self.names.iter().cloned().collect::<Vec<_>>().join(", "),
+        }
+    }
+
+    /// The recording of one process's delta, its stacks symbolized now (while it runs).
+    fn assemble(
+        &mut self,
+        pid: u32,
+        name: &str,
+        delta: &Snapshot,
+        probes: BTreeMap<Role, Attachment>,
+    ) -> Recording {
+        let run = Run {
+            target: Target {
+                kind: if pid == 0 {
+                    TargetKind::All
+                } else {
+                    TargetKind::Pid
+                },
+                pid: (pid != 0).then_some(pid),
+                tid: None,
+                command: Vec::new(),
+                comm: Some(name.to_string()),
+                exit_status: None,
+                threads: None,
+            },
+            started_unix_ms: self.started_unix_ms + self.last_end.as_millis() as u64,
+            duration_ns: 0,
+            end_reason: EndReason::Duration,
+            mode: self.mode,
+            probes,
+            raw_addrs: false,
+            notes: Vec::new(),
+            collector_cpu_ns: 0,
+        };
+        let mut sym = Symbolizers {
+            kernel: &self.kernel_syms,
+            user: &mut self.user_syms,
+            user_pid: (pid != 0).then_some(pid),
+            raw_addrs: false,
+        };
+        assemble::recording(delta, run, &mut sym)
+    }
+
+    /// A recording of nothing, for `name` over one interval: what each interval starts from.
+    fn empty(&self, name: &str, start: Duration, duration: Duration) -> Recording {
+        let run = Run {
+            target: Target {
+                kind: match self.watch.targets {
+                    Targets::All => TargetKind::All,
+                    _ => TargetKind::Name,
+                },
+                pid: None,
+                tid: None,
+                command: Vec::new(),
+                comm: Some(name.to_string()),
+                exit_status: None,
+                threads: None,
+            },
+            started_unix_ms: self.started_unix_ms + start.as_millis() as u64,
+            duration_ns: duration.as_nanos() as u64,
+            end_reason: EndReason::Duration,
+            mode: self.mode,
+            probes: self.probes.clone(),
+            raw_addrs: false,
+            notes: Vec::new(),
+            collector_cpu_ns: 0,
+        };
+        let mut user = UserSymbolizer::new();
+        let mut sym = Symbolizers {
+            kernel: &self.kernel_syms,
+            user: &mut user,
+            user_pid: None,
+            raw_addrs: false,
+        };
+        let mut rec = assemble::recording(&Snapshot::zeroed(), run, &mut sym);
+        // Cumulative settings, not counts: merged processes bring their own.
+        rec.stack_walks.refresh_every = 0;
+        rec
+    }
+
+    /// The empty recording a name's history starts from; `None`: the daemon's own.
+    pub fn empty_history(&self, name: Option<&str>) -> Recording {
+        let name = name.map_or_else(|| self.daemon_name(), str::to_string);
+        self.empty(&name, Duration::ZERO, Duration::ZERO)
+    }
+
+    /// Detaches everything (SIGTERM, SIGINT): nothing stays loaded.
+    pub fn shutdown(&mut self) {
+        let pids: Vec<u32> = self.processes.keys().copied().collect();
+        for pid in pids {
+            self.finish(pid, "the daemon stops");
+        }
+        self.finished.clear();
+    }
+}
+
+/// Processes (not threads) whose comm is one of `comms`, but not fdprof itself.
+fn processes_named(comms: &[String]) -> Vec<(u32, String)> {
+    let me = std::process::id();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| pid != me)
+        .filter_map(|pid| {
+            let comm = target::comm_of(pid)?;
+            comms.contains(&comm).then_some((pid, comm))
+        })
+        .filter(|&(pid, _)| target::process_alive(pid))
+        .collect()
+}
+
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis() as u64
+}
