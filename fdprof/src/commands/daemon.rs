@@ -13,7 +13,7 @@ use crate::privileges::{self, Capability};
 use crate::probe::kallsyms::Kallsyms;
 use crate::service::{
     self,
-    config::{Config, Targets, Watch},
+    config::{Config, Targets, Watch, bounds},
     log,
 };
 use crate::symbolize::KernelSymbols;
@@ -28,7 +28,7 @@ const CONFIG_MAX: u64 = 64 * 1024;
     group(clap::ArgGroup::new("targets").required(true).args(["pid", "comm", "all", "config"])),
     after_help = "Bounds (memory stays flat however long it runs; what they turn away is counted \
                   in fdprof_events_dropped_total{probe=\"daemon\"}): 64 processes attached at \
-                  once, 32 target names, the last 300 intervals per name for ?seconds=N, 128 \
+                  once (--max-processes), 32 target names, the last 300 intervals per name for ?seconds=N, 128 \
                   stacks per name and interval and in each name's running total (the rest are \
                   folded into one stack-less row per lock and operation; no count is lost).\n\n\
                   Endpoints (read-only): /metrics (OpenMetrics), /report.json?seconds=N&target=, \
@@ -64,6 +64,11 @@ pub struct DaemonArgs {
     /// Waits at least this long count as slow waits (1 µs to 10 s)
     #[arg(long, default_value = "100us", value_parser = super::duration::parse_slow)]
     pub slow: Duration,
+    /// Attach to at most this many processes at once (1 to 64); others are counted, not
+    /// profiled
+    #[arg(long, default_value_t = bounds::PROCESSES,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=bounds::PROCESSES as u64))]
+    pub max_processes: usize,
     /// Log every attach, detach and reload in detail
     #[arg(short, long)]
     pub verbose: bool,
@@ -125,6 +130,7 @@ pub fn run(args: DaemonArgs) -> Result<()> {
         listen: args.listen,
         watch,
         verbose: args.verbose,
+        max_processes: args.max_processes,
     };
     service::run(config, kernel, kernel_syms, reload)
 }
@@ -190,7 +196,13 @@ fn one_line(message: &str) -> String {
     message
         .lines()
         .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.chars().all(|c| matches!(c, '|' | '^' | ' ')))
+        // The quoted source line (`1 | comm = "x"`) and the caret line under it go.
+        .filter(|l| {
+            let quoted = l
+                .trim_start_matches(|c: char| c.is_ascii_digit())
+                .trim_start();
+            !l.is_empty() && !quoted.starts_with('|')
+        })
         .collect::<Vec<_>>()
         .join(" ")
 }

@@ -32,12 +32,14 @@ pub struct Config {
     pub watch: Watch,
     /// `-v`: log every attach, detach and scrape.
     pub verbose: bool,
+    /// Processes attached at once, at most [`bounds::PROCESSES`].
+    pub max_processes: usize,
 }
 
 /// The bounds that keep the daemon's memory flat however long it runs (stated in `--help` and
 /// in the docs); what they turn away is counted as a drop.
 pub mod bounds {
-    /// Processes attached at once (each has its own programs).
+    /// Processes attached at once (each has its own programs); `--max-processes` lowers it.
     pub const PROCESSES: usize = 64;
     /// Target names kept (and exported as `target` label values).
     pub const NAMES: usize = 32;

@@ -68,7 +68,12 @@ async fn serve(
         signal(SignalKind::terminate())?,
         signal(SignalKind::interrupt())?,
     );
-    let mut watcher = Watcher::new(kernel, kernel_syms, config.watch.clone());
+    let mut watcher = Watcher::new(
+        kernel,
+        kernel_syms,
+        config.watch.clone(),
+        config.max_processes,
+    );
     let state = State::new(watcher.empty_history(None), config.watch.interval);
     let registry = MetricsCollector::new({
         let state = state.clone();

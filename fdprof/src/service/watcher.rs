@@ -58,6 +58,7 @@ pub struct Watcher {
     kernel_syms: KernelSymbols,
     user_syms: UserSymbolizer,
     watch: Watch,
+    max_processes: usize,
     /// By pid.
     processes: BTreeMap<u32, Process>,
     /// Finished since the last interval (exited, or no longer wanted): their last delta.
@@ -84,12 +85,18 @@ pub struct Watcher {
 }
 
 impl Watcher {
-    pub fn new(kernel: Kernel, kernel_syms: KernelSymbols, watch: Watch) -> Self {
+    pub fn new(
+        kernel: Kernel,
+        kernel_syms: KernelSymbols,
+        watch: Watch,
+        max_processes: usize,
+    ) -> Self {
         Self {
             kernel,
             kernel_syms,
             user_syms: UserSymbolizer::new(),
             watch,
+            max_processes,
             processes: BTreeMap::new(),
             finished: Vec::new(),
             refused: HashMap::new(),
@@ -200,7 +207,7 @@ impl Watcher {
             if self.processes.contains_key(&pid) || self.refused.contains_key(&pid) {
                 continue;
             }
-            let refusal = if self.processes.len() >= bounds::PROCESSES {
+            let refusal = if self.processes.len() >= self.max_processes {
                 Some(PROCESS_BOUND)
             } else if !self.names.contains(&name) && self.names.len() >= bounds::NAMES {
                 Some(NAME_BOUND)
@@ -211,7 +218,7 @@ impl Watcher {
                 log::warn(&format!(
                     "not profiling pid {pid} ({name}): {} (at most {} processes, {} names)",
                     reason.replace('_', " "),
-                    bounds::PROCESSES,
+                    self.max_processes,
                     bounds::NAMES
                 ));
                 self.refuse(pid, reason);
