@@ -1,5 +1,6 @@
 //! Developer tasks: `cargo xtask bootstrap | build | demo | test | bench | vm-test`.
 
+mod bench_daemon;
 mod bench_floor;
 mod bench_overhead;
 mod bench_syscost;
@@ -30,10 +31,10 @@ enum Task {
     /// Bootstrap, then run formatting, lints and every test (needs root: tests attach for real)
     Test,
     /// Benchmarks: `workload` (generator vs C), `overhead` (cost of profiling here),
-    /// `top` (fdprof top's own CPU and memory) or `vm-overhead` (cost of each probe mode inside
-    /// the qemu guests)
+    /// `top` (fdprof top's own CPU and memory), `daemon` (the daemon's overhead, scrape latency
+    /// and memory) or `vm-overhead` (cost of each probe mode inside the qemu guests)
     Bench {
-        #[arg(value_parser = ["workload", "overhead", "top", "vm-overhead"])]
+        #[arg(value_parser = ["workload", "overhead", "top", "daemon", "vm-overhead"])]
         what: String,
         /// Passed to the benchmark (e.g. --rounds 7)
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -67,6 +68,7 @@ fn main() {
             "workload" => bench_workload::run(&args),
             "vm-overhead" => vm_test::bench::run(&args),
             "top" => bench_top::run(&args),
+            "daemon" => bench_daemon::run(&args),
             _ => bench_overhead::run(&args),
         }),
         Task::VmTest {

@@ -68,6 +68,7 @@ impl State {
             start_ns,
             names,
             daemon,
+            events,
         } = figures;
         // The JSON is made outside the lock: a scrape never waits for it.
         let json = serde_json::to_string(&IntervalFigures {
@@ -75,7 +76,7 @@ impl State {
             start_ns,
             duration_ns: daemon.duration_ns,
             report: analysis::report(&daemon, &ReportOptions::default()),
-            events: Vec::new(),
+            events,
         });
         {
             let mut h = self.histories.write().unwrap_or_else(|e| e.into_inner());

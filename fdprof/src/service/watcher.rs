@@ -11,13 +11,17 @@ use fdprof_common::{
     session::{EndReason, TargetKind},
 };
 
+use fdprof_figures::Event;
+
 use crate::collect::{
-    Filter, Kernel, Profiler, ProfilerOptions, Snapshot, stats::own_cpu_ns, target,
+    EventStream, Filter, Kernel, Profiler, ProfilerOptions, RawEvent, Snapshot,
+    profiler::monotonic_ns, stats::own_cpu_ns, target,
 };
 use crate::model::{
     Recording,
     assemble::{self, Run},
     build::Symbolizers,
+    events::EventSymbolizer,
     merge,
     recording::{DropCount, Target},
 };
@@ -35,6 +39,11 @@ pub const NAME_BOUND: &str = "name_bound";
 pub const ATTACH_FAILED: &str = "attach_failed";
 /// Mapped files the user symbolizer may hold before it starts afresh.
 const USER_FILES: usize = 256;
+/// Symbolized event stacks a process keeps for reuse.
+const EVENT_STACKS: usize = 4096;
+/// Events an interval carries at most (the rest are counted as dropped).
+pub const EVENTS: usize = 1000;
+pub const EVENT_BOUND: &str = "event_bound";
 
 /// A process being profiled.
 struct Process {
@@ -42,6 +51,9 @@ struct Process {
     profiler: Profiler,
     /// Its snapshot at the end of the last interval.
     earlier: Snapshot,
+    /// Its slow waits, table expansions and exits, as the kernel sends them.
+    events: Option<EventStream>,
+    symbolizer: EventSymbolizer,
 }
 
 /// One interval's figures: each name's and the whole daemon's.
@@ -51,6 +63,8 @@ pub struct IntervalFigures {
     pub start_ns: u64,
     pub names: BTreeMap<String, Recording>,
     pub daemon: Recording,
+    /// The interval's events, every process's, oldest first (time since the daemon started).
+    pub events: Vec<Event>,
 }
 
 pub struct Watcher {
@@ -63,6 +77,10 @@ pub struct Watcher {
     processes: BTreeMap<u32, Process>,
     /// Finished since the last interval (exited, or no longer wanted): their last delta.
     finished: Vec<(String, u32, Recording)>,
+    /// Events read since the last interval.
+    events: Vec<Event>,
+    /// `CLOCK_MONOTONIC` at start: the origin of the events' times.
+    started_ns: u64,
     /// Pids not profiled, and why (counted once each), forgotten once they exit.
     refused: HashMap<u32, &'static str>,
     /// `-p` pids that exited: never attached again, even if the pid is reused.
@@ -99,6 +117,8 @@ impl Watcher {
             max_processes,
             processes: BTreeMap::new(),
             finished: Vec::new(),
+            events: Vec::new(),
+            started_ns: monotonic_ns(),
             refused: HashMap::new(),
             gone: BTreeSet::new(),
             names: BTreeSet::new(),
@@ -244,7 +264,7 @@ impl Watcher {
             lock_only: false,
             slow: self.watch.slow,
         };
-        let profiler = match Profiler::attach(&self.kernel, options) {
+        let mut profiler = match Profiler::attach(&self.kernel, options) {
             Ok(p) => p,
             Err(e) => {
                 log::error(&format!("cannot profile pid {pid} ({name}): {e:#}"));
@@ -264,6 +284,14 @@ impl Watcher {
         if pid != 0 {
             self.user_syms.snapshot_maps(pid);
         }
+        // Inside the runtime (the caller's): the stream registers with its reactor.
+        let events = match profiler.take_events().transpose() {
+            Ok(events) => events,
+            Err(e) => {
+                log::warn(&format!("no events from pid {pid} ({name}): {e:#}"));
+                None
+            }
+        };
         self.names.insert(name.clone());
         self.processes.insert(
             pid,
@@ -271,16 +299,19 @@ impl Watcher {
                 name,
                 profiler,
                 earlier: Snapshot::zeroed(),
+                events,
+                symbolizer: EventSymbolizer::new(self.started_ns),
             },
         );
     }
 
     /// Finishes (detaches) `pid`, keeping its last delta for the next interval.
     fn finish(&mut self, pid: u32, why: &str) {
-        let Some(p) = self.processes.remove(&pid) else {
+        let Some(mut p) = self.processes.remove(&pid) else {
             return;
         };
         log::info(&format!("stopped profiling pid {pid} ({}): {why}", p.name));
+        self.read_events(pid, &mut p);
         let earlier = p.earlier;
         let name = p.name;
         let probes = p.profiler.attachments().clone();
@@ -314,6 +345,10 @@ impl Watcher {
             .collect();
         let pids: Vec<u32> = self.processes.keys().copied().collect();
         for pid in pids {
+            if let Some(mut p) = self.processes.remove(&pid) {
+                self.read_events(pid, &mut p);
+                self.processes.insert(pid, p);
+            }
             let p = &self.processes[&pid];
             let now = match p.profiler.snapshot() {
                 Ok(s) => s,
@@ -366,6 +401,8 @@ impl Watcher {
             });
         }
         daemon.own_cost.collector_cpu_ns = collector_cpu_ns;
+        let mut events = std::mem::take(&mut self.events);
+        events.sort_by_key(|e| e.at_ns);
         let index = self.index;
         self.index += 1;
         IntervalFigures {
@@ -373,7 +410,40 @@ impl Watcher {
             start_ns: start.as_nanos() as u64,
             names,
             daemon,
+            events,
         }
+    }
+
+    /// Takes `p`'s events from its ring buffer, symbolized now, within [`EVENTS`] an interval.
+    fn read_events(&mut self, pid: u32, p: &mut Process) {
+        let Some(stream) = p.events.as_mut() else {
+            return;
+        };
+        let raw = stream.try_batch();
+        if raw.is_empty() {
+            return;
+        }
+        let room = EVENTS.saturating_sub(self.events.len());
+        if raw.len() > room {
+            *self.dropped.entry(EVENT_BOUND).or_default() += (raw.len() - room) as u64;
+        }
+        let raw = &raw[..raw.len().min(room)];
+        let stacks = p
+            .profiler
+            .stacks(raw.iter().flat_map(RawEvent::stack_ids))
+            .unwrap_or_default();
+        if pid != 0 && target::process_alive(pid) {
+            self.user_syms.snapshot_maps(pid);
+        }
+        let mut sym = Symbolizers {
+            kernel: &self.kernel_syms,
+            user: &mut self.user_syms,
+            user_pid: (pid != 0).then_some(pid),
+            raw_addrs: false,
+        };
+        p.symbolizer.trim(EVENT_STACKS);
+        self.events
+            .extend(p.symbolizer.events(raw, &stacks, &mut sym));
     }
 
     /// What the daemon's own figures are named after: its targets.

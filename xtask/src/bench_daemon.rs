@@ -1,0 +1,358 @@
+//! `cargo xtask bench daemon`: what `fdprof daemon` costs and how it holds up.
+//! 1. Overhead: opensock -t 2 bare and with the daemon attached to it (`--comm`, 1 s
+//!    intervals), each daemon run between two bare runs; the ratio to the bare runs around, and
+//!    the daemon's CPU as a share of one CPU while the workload ran.
+//! 2. Scrapes: 20 target names (one opensock process each), then `/metrics` fetched 200 times:
+//!    latency p50/p99/max, with the live stacks the daemon held.
+//! 3. Memory: VmRSS every 10 s while the daemon watches opensock for `--minutes N` (default 1).
+//!
+//! Options: `--rounds N` (default 5), `--minutes N`.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+use crate::run::{build_release, fdprof_release, root};
+
+/// The comm of the benchmarked workload (a copy of fdprof under this name).
+const NAME: &str = "fdpd-bench";
+const WORKLOAD_SECS: &str = "4s";
+const SCRAPE_TARGETS: usize = 20;
+const SCRAPES: usize = 200;
+
+pub fn run(args: &[String]) -> Result<()> {
+    let rounds = crate::run::rounds_arg(args, 5)?;
+    let minutes = minutes_arg(args)?;
+    build_release()?;
+    let fdprof = fdprof_release();
+    let dir = root().join("target/bench/daemon");
+    std::fs::create_dir_all(&dir)?;
+    overhead(&fdprof, &dir, rounds)?;
+    scrapes(&fdprof, &dir)?;
+    memory(&fdprof, &dir, minutes)
+}
+
+fn minutes_arg(args: &[String]) -> Result<u64> {
+    match args.iter().position(|a| a == "--minutes") {
+        None => Ok(1),
+        Some(i) => match args.get(i + 1).map(|s| s.parse()) {
+            Some(Ok(n)) if n > 0 => Ok(n),
+            _ => bail!("--minutes takes a whole number of minutes > 0"),
+        },
+    }
+}
+
+/// A copy of fdprof named `name`: a process run from it has that comm.
+fn named_copy(fdprof: &Path, dir: &Path, name: &str) -> Result<PathBuf> {
+    let path = dir.join(name);
+    let _ = std::fs::remove_file(&path);
+    std::fs::copy(fdprof, &path).with_context(|| format!("cannot copy fdprof to {path:?}"))?;
+    Ok(path)
+}
+
+fn free_port() -> Result<SocketAddr> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?)
+}
+
+/// A daemon started for the bench, stopped (SIGTERM) on drop.
+struct Daemon {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Daemon {
+    fn start(fdprof: &Path, dir: &Path, comms: &[String]) -> Result<Self> {
+        let addr = free_port()?;
+        let log = std::fs::File::create(dir.join("daemon.log"))?;
+        let child = Command::new(fdprof)
+            .args(["daemon", "--listen", &addr.to_string(), "--comm"])
+            .args(comms)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .context("cannot start fdprof daemon")?;
+        let daemon = Daemon { child, addr };
+        let started = Instant::now();
+        while get(addr, "/healthz").is_err() {
+            if started.elapsed() > Duration::from_secs(30) {
+                bail!("the daemon did not answer within 30 s");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Ok(daemon)
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits until `n` processes are attached (`fdprof_targets`).
+    fn wait_attached(&self, n: usize) -> Result<()> {
+        let started = Instant::now();
+        loop {
+            let body = get(self.addr, "/metrics")?;
+            let attached = body
+                .lines()
+                .find_map(|l| l.strip_prefix("fdprof_targets "))
+                .and_then(|v| v.trim().parse::<f64>().ok());
+            if attached.is_some_and(|a| a as usize >= n) {
+                return Ok(());
+            }
+            // Each attach loads and verifies the programs: ~85 ms idle, seconds on a host as
+            // loaded as the scrape bench makes it.
+            if started.elapsed() > Duration::from_secs(180) {
+                bail!("the daemon attached to fewer than {n} processes within 180 s");
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        // SAFETY: signalling the daemon this bench started.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let _ = self.child.wait();
+    }
+}
+
+/// GET `path`; the body of a 200 answer.
+fn get(addr: SocketAddr, path: &str) -> Result<String> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw)?;
+    let text = String::from_utf8_lossy(&raw);
+    let (head, body) = text.split_once("\r\n\r\n").context("no HTTP header")?;
+    if !head.starts_with("HTTP/1.1 200") {
+        bail!("GET {path}: {}", head.lines().next().unwrap_or_default());
+    }
+    // Chunked bodies: the sizes go, the data stays.
+    if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        let mut out = String::new();
+        let mut rest = body;
+        while let Some((size, after)) = rest.split_once("\r\n") {
+            let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+            if n == 0 || after.len() < n {
+                break;
+            }
+            out.push_str(&after[..n]);
+            rest = after[n..].trim_start_matches("\r\n");
+        }
+        return Ok(out);
+    }
+    Ok(body.to_string())
+}
+
+/// Seconds of CPU (user + system) `pid` has used, all its threads.
+fn cpu_secs(pid: u32) -> Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    let rest = stat.rsplit_once(')').context("unreadable stat")?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = fields[11].parse::<u64>()? + fields[12].parse::<u64>()?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    Ok(ticks as f64 / hz)
+}
+
+fn rss_kb(pid: u32) -> Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .context("no VmRSS")
+}
+
+/// Runs opensock -t 2 from `program`; with `hold`, started held and let go once `ready` says
+/// the daemon has it. Its ops/s.
+fn opensock(program: &Path, extra: &[&str], ready: Option<&Daemon>) -> Result<f64> {
+    let mut child = Command::new(program)
+        .args(["workload", "opensock", "-t", "2", "-n", "4000", "--json"])
+        .args(extra)
+        .args(ready.map(|_| "--wait-signal"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("cannot run the workload")?;
+    let mut lines = BufReader::new(child.stdout.take().context("no stdout")?).lines();
+    if let Some(daemon) = ready {
+        lines.next().context("no ready line")??;
+        daemon.wait_attached(1)?;
+        // SAFETY: signalling the workload this bench started.
+        unsafe { libc::kill(child.id() as i32, libc::SIGUSR1) };
+    }
+    let line = lines
+        .map_while(Result::ok)
+        .find(|l| l.contains("\"ops_per_sec\""))
+        .context("the workload printed no result")?;
+    if !child.wait()?.success() {
+        bail!("the workload failed");
+    }
+    serde_json::from_str::<serde_json::Value>(&line)?["ops_per_sec"]
+        .as_f64()
+        .context("cannot parse ops_per_sec")
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn overhead(fdprof: &Path, dir: &Path, rounds: usize) -> Result<()> {
+    let named = named_copy(fdprof, dir, NAME)?;
+    let daemon = Daemon::start(fdprof, dir, &[NAME.to_string()])?;
+    let duration = ["-d", WORKLOAD_SECS];
+    let (mut ratios, mut shares) = (Vec::new(), Vec::new());
+    let mut before = opensock(fdprof, &duration, None)?;
+    for round in 1..=rounds {
+        let cpu = cpu_secs(daemon.pid())?;
+        let started = Instant::now();
+        let under = opensock(&named, &duration, Some(&daemon))?;
+        let share = (cpu_secs(daemon.pid())? - cpu) / started.elapsed().as_secs_f64();
+        let after = opensock(fdprof, &duration, None)?;
+        let ratio = under / ((before + after) / 2.0);
+        eprintln!(
+            "round {round}/{rounds}  daemon {under:>10.0} ops/s  ratio {ratio:.3}  daemon CPU \
+             {:.2}%  (bare {before:.0}, {after:.0})",
+            100.0 * share
+        );
+        ratios.push(ratio);
+        shares.push(share);
+        before = after;
+    }
+    drop(daemon);
+    let (lo, hi) = (
+        ratios.iter().copied().fold(f64::INFINITY, f64::min),
+        ratios.iter().copied().fold(0.0, f64::max),
+    );
+    println!(
+        "\nfdprof daemon --comm {NAME} (1 s intervals) on opensock -t 2 -n 4000 -d \
+         {WORKLOAD_SECS}, {rounds} rounds, each between two bare runs (medians)"
+    );
+    println!("{:<44} {:>14}", "figure", "value");
+    println!(
+        "{:<44} {:>14}",
+        "ratio to bare",
+        format!("{:.3} ({lo:.3}–{hi:.3})", median(&mut ratios))
+    );
+    println!(
+        "{:<44} {:>13.2}%",
+        "daemon CPU, share of one CPU",
+        100.0 * median(&mut shares)
+    );
+    Ok(())
+}
+
+fn scrapes(fdprof: &Path, dir: &Path) -> Result<()> {
+    let names: Vec<String> = (0..SCRAPE_TARGETS)
+        .map(|i| format!("fdpd-s{i:02}"))
+        .collect();
+    let daemon = Daemon::start(fdprof, dir, &names)?;
+    let mut workloads = Vec::new();
+    for name in &names {
+        let program = named_copy(fdprof, dir, name)?;
+        workloads.push(
+            Command::new(program)
+                .args(["workload", "opensock", "-t", "2", "-n", "500", "-d", "90s"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .context("cannot run a workload")?,
+        );
+    }
+    let result = (|| {
+        daemon.wait_attached(SCRAPE_TARGETS)?;
+        // Some intervals for the stacks to build up.
+        std::thread::sleep(Duration::from_secs(10));
+        let mut latencies = Vec::new();
+        let mut bytes = 0;
+        for _ in 0..SCRAPES {
+            let started = Instant::now();
+            bytes = get(daemon.addr, "/metrics")?.len();
+            latencies.push(started.elapsed().as_secs_f64() * 1e3);
+        }
+        let report: serde_json::Value =
+            serde_json::from_str(&get(daemon.addr, "/report.json?seconds=10")?)?;
+        let stacks = report["stacks_total"].as_u64().unwrap_or(0);
+        let max = latencies.iter().copied().fold(0.0, f64::max);
+        latencies.sort_by(f64::total_cmp);
+        let p99 = latencies[latencies.len() * 99 / 100];
+        println!(
+            "\n/metrics with {SCRAPE_TARGETS} targets (opensock -t 2 each), {SCRAPES} scrapes, \
+             one at a time"
+        );
+        println!("{:<44} {:>14}", "figure", "value");
+        println!("{:<44} {:>14}", "stacks, last 10 s, all targets", stacks);
+        println!("{:<44} {:>11.1} kB", "exposition size", bytes as f64 / 1e3);
+        println!(
+            "{:<44} {:>11.2} ms",
+            "latency p50",
+            latencies[latencies.len() / 2]
+        );
+        println!("{:<44} {:>11.2} ms", "latency p99", p99);
+        println!("{:<44} {:>11.2} ms", "latency max", max);
+        Ok(())
+    })();
+    for mut w in workloads {
+        let _ = w.kill();
+        let _ = w.wait();
+    }
+    result
+}
+
+fn memory(fdprof: &Path, dir: &Path, minutes: u64) -> Result<()> {
+    let named = named_copy(fdprof, dir, NAME)?;
+    let daemon = Daemon::start(fdprof, dir, &[NAME.to_string()])?;
+    let total = Duration::from_secs(60 * minutes);
+    let mut workload = Command::new(&named)
+        .args(["workload", "opensock", "-t", "2", "-n", "4000", "-d"])
+        .arg(format!("{}s", total.as_secs() + 15))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("cannot run the workload")?;
+    let result = (|| {
+        daemon.wait_attached(1)?;
+        eprintln!("==> fdprof daemon under opensock -t 2 for {minutes} min, VmRSS every 10 s");
+        let started = Instant::now();
+        let mut samples: Vec<(f64, u64)> = Vec::new();
+        while started.elapsed() < total {
+            std::thread::sleep(Duration::from_secs(10));
+            let kb = rss_kb(daemon.pid())?;
+            let at = started.elapsed().as_secs_f64();
+            eprintln!("    {at:>5.0} s {kb:>9} kB");
+            samples.push((at, kb));
+        }
+        let (first, last) = (samples[0], samples[samples.len() - 1]);
+        let max = samples.iter().map(|s| s.1).max().unwrap_or(0);
+        println!("\nfdprof daemon under opensock -t 2 for {minutes} min: VmRSS every 10 s");
+        println!("{:<44} {:>14}", "figure", "value");
+        println!(
+            "{:<44} {:>11} kB",
+            format!("start (at {:.0} s)", first.0),
+            first.1
+        );
+        println!(
+            "{:<44} {:>11} kB",
+            format!("end (at {:.0} s)", last.0),
+            last.1
+        );
+        println!("{:<44} {:>11} kB", "max", max);
+        Ok(())
+    })();
+    let _ = workload.kill();
+    let _ = workload.wait();
+    result
+}
