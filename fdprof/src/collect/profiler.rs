@@ -226,6 +226,14 @@ impl Profiler {
         self.stats.tick(self.attached_at.elapsed())
     }
 
+    /// [`Profiler::tick`] with the sampling windows timed from `origin`, not from attach: the
+    /// statistics are on for the whole system while any profiler has them on, so profilers
+    /// that share an origin share their windows (a daemon with 64 profilers timed from their
+    /// attaches would keep them on most of the time).
+    pub fn tick_from(&mut self, origin: Instant) -> Duration {
+        self.stats.tick(origin.elapsed())
+    }
+
     /// Everything aggregated since attach: per-CPU sums of the maps, the stacks they refer to
     /// and the programs' costs.
     pub fn snapshot(&self) -> Result<Snapshot> {

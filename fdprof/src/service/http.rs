@@ -41,7 +41,21 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/report.json", get(report))
         .route("/flamegraph.svg", get(flamegraph))
         .route("/api/v1/stream", get(stream))
+        .layer(axum::middleware::from_fn(logged))
         .with_state(app)
+}
+
+/// `-v`: one line per request, with its status and time.
+async fn logged(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let (method, uri) = (request.method().clone(), request.uri().clone());
+    let began = std::time::Instant::now();
+    let response = next.run(request).await;
+    super::log::debug(&format!(
+        "{method} {uri} {} in {:?}",
+        response.status().as_u16(),
+        began.elapsed()
+    ));
+    response
 }
 
 type Reply = Result<Response, (StatusCode, String)>;

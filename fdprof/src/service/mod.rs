@@ -103,7 +103,16 @@ async fn serve(
     loop {
         tokio::select! {
             _ = every.tick() => {
+                let began = std::time::Instant::now();
                 let figures = tokio::task::block_in_place(|| watcher.interval());
+                log::debug(&format!(
+                    "interval {}: {} processes, {} contention sites, {} events, read in {:?}",
+                    figures.index,
+                    watcher.attached(),
+                    figures.daemon.contention.len(),
+                    figures.events.len(),
+                    began.elapsed()
+                ));
                 let w = &watcher;
                 state.push(figures, w.attached(), w.watch().interval, |name| w.empty_history(Some(name)));
                 tokio::task::block_in_place(|| watcher.discover());

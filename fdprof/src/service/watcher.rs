@@ -178,7 +178,7 @@ impl Watcher {
     pub fn tick(&mut self) -> Duration {
         self.processes
             .values_mut()
-            .map(|p| p.profiler.tick())
+            .map(|p| p.profiler.tick_from(self.started))
             .min()
             .unwrap_or(self.watch.interval)
     }
