@@ -110,13 +110,6 @@ pub fn run(args: DaemonArgs) -> Result<()> {
     }
     privileges::require("fdprof daemon", &needed)?;
     log::set_verbose(args.verbose);
-    if !args.listen.ip().is_loopback() {
-        log::warn(&format!(
-            "serving on {}, reachable from other hosts (--allow-remote)",
-            args.listen
-        ));
-    }
-    log::info(&format!("watching {}", service::describe(&watch)));
     let kallsyms =
         std::fs::read_to_string("/proc/kallsyms").context("cannot read /proc/kallsyms")?;
     let kernel_syms = KernelSymbols::from_kallsyms(&kallsyms)?;

@@ -63,6 +63,14 @@ async fn serve(
                 format!("cannot listen on {}: {e}", config.listen),
             )
         })?;
+    // Logged once the port is ours: a daemon that cannot listen says only that, on one line.
+    if !config.listen.ip().is_loopback() {
+        log::warn(&format!(
+            "serving on {}, reachable from other hosts (--allow-remote)",
+            config.listen
+        ));
+    }
+    log::info(&format!("watching {}", describe(&config.watch)));
     let (mut hup, mut term, mut int) = (
         signal(SignalKind::hangup())?,
         signal(SignalKind::terminate())?,

@@ -179,7 +179,7 @@ fn url_encode(s: &str) -> String {
 }
 
 /// GET `path` over HTTP/1.1 (one request, `Connection: close`): the status code and body.
-fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
+pub fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
     let mut stream = TcpStream::connect_timeout(&addr, IO_TIMEOUT)?;
     stream.set_read_timeout(Some(IO_TIMEOUT))?;
     stream.set_write_timeout(Some(IO_TIMEOUT))?;
