@@ -222,22 +222,24 @@ pub fn sse_events(
 }
 
 /// The fdprof binary under the name `comm` (at most 15 bytes): a process run from it has that
-/// comm. A hard link when the file system allows, else a copy.
+/// comm. A hard link when the file system allows, else a copy; made afresh on each call (and
+/// renamed over the last one), so it is the binary under test and old builds are not kept.
 pub fn fdprof_named(comm: &str) -> PathBuf {
     assert!(comm.len() <= 15, "{comm} is longer than a comm");
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
-        "fdprof-named-{}-{}",
-        env!("CARGO_CRATE_NAME"),
-        std::process::id()
-    ));
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fdprof-named");
     std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(comm);
-    if !path.exists() {
-        let binary = env!("CARGO_BIN_EXE_fdprof");
-        if std::fs::hard_link(binary, &path).is_err() {
-            std::fs::copy(binary, &path).unwrap();
-        }
+    let (path, fresh) = (
+        dir.join(comm),
+        dir.join(format!(".{comm}.{}", std::process::id())),
+    );
+    let _ = std::fs::remove_file(&fresh);
+    let binary = env!("CARGO_BIN_EXE_fdprof");
+    if std::fs::hard_link(binary, &fresh).is_err() {
+        std::fs::copy(binary, &fresh).unwrap();
     }
+    std::fs::rename(&fresh, &path).unwrap();
+    // A rename onto a link to the same file does nothing: the fresh link is still there.
+    let _ = std::fs::remove_file(&fresh);
     path
 }
 
