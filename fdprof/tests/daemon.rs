@@ -297,13 +297,32 @@ fn a_port_in_use_or_a_bad_config_is_one_line_and_nothing_loaded() {
 #[test]
 fn a_comm_that_never_appears_is_logged_once_and_the_daemon_serves_on() {
     let comm = "fdpd-never";
-    let daemon = Daemon::start(&["--comm", comm, "--interval", "100ms"]);
+    let mut daemon = Daemon::start(&["--comm", comm, "--interval", "100ms"]);
     daemon.stream(5);
     let waiting = daemon.lines("INFO", &format!("no process named {comm}"));
     assert_eq!(waiting.len(), 1, "{}", daemon.log());
     assert_eq!(daemon.get("/healthz"), (200, "ok\n".to_string()));
     assert_eq!(daemon.metric("fdprof_targets"), Some(0.0));
     assert_eq!(bpf_programs_held(daemon.pid()), 0);
+    // OpenMetrics for a scraper that asks for it (as Prometheus does), else text 0.0.4.
+    let openmetrics = "application/openmetrics-text; version=1.0.0";
+    let (code, head, body) = daemon.get_with("/metrics", &[&format!("Accept: {openmetrics}")]);
+    assert_eq!(code, 200, "{body}");
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: application/openmetrics-text")
+    );
+    assert!(body.ends_with("# EOF\n"), "{body}");
+    let (_, head, body) = daemon.get_with("/metrics", &[]);
+    assert!(head.contains("version=0.0.4"), "{head}");
+    assert!(!body.contains("# EOF"));
+    // SIGHUP with no config file to read: said, and nothing else changes; SIGINT ends it.
+    daemon.signal(libc::SIGHUP);
+    daemon.wait_line("WARN", "no --config file to reload");
+    assert_eq!(daemon.get("/healthz").0, 200);
+    daemon.signal(libc::SIGINT);
+    let status = daemon.wait_exit();
+    assert!(status.success(), "{status}\n{}", daemon.log());
 }
 
 #[test]

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use super::prometheus::{free_loopback_addr, http_get};
+use super::prometheus::{free_loopback_addr, http_get, http_get_with};
 
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
 const EXIT_TIMEOUT: Duration = Duration::from_secs(20);
@@ -75,6 +75,12 @@ impl Daemon {
     /// GET `path`: status code and body.
     pub fn get(&self, path: &str) -> (u16, String) {
         self.try_get(path)
+            .unwrap_or_else(|e| panic!("GET {path}: {e}\n{}", self.log()))
+    }
+
+    /// GET `path` with these request headers: status code, response headers and body.
+    pub fn get_with(&self, path: &str, headers: &[&str]) -> (u16, String, String) {
+        http_get_with(self.addr, path, headers)
             .unwrap_or_else(|e| panic!("GET {path}: {e}\n{}", self.log()))
     }
 
