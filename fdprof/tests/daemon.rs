@@ -260,6 +260,38 @@ fn sighup_keeps_the_old_config_when_broken_and_switches_when_good() {
     assert_no_programs_left();
 }
 
+#[test]
+fn signals_sent_while_it_starts_are_handled_once_it_can() {
+    let addr = free_loopback_addr();
+    let mut daemon = Daemon::spawn(&addr.to_string(), addr, &["--comm", "fdpd-early"]);
+    // Once it holds them (bits of SIGHUP, SIGINT, SIGTERM in its blocked set), well before it
+    // listens: reading kallsyms alone takes a while.
+    let status = format!("/proc/{}/status", daemon.pid());
+    let held = poll(TIMEOUT, || {
+        let text = std::fs::read_to_string(&status).map_err(|e| e.to_string())?;
+        let blocked = text
+            .lines()
+            .find_map(|l| l.strip_prefix("SigBlk:"))
+            .map(str::trim)
+            .unwrap_or_default()
+            .to_string();
+        let mask = u64::from_str_radix(&blocked, 16).unwrap_or(0);
+        (mask & 0x4003 == 0x4003)
+            .then_some(())
+            .ok_or(format!("SigBlk {blocked}"))
+    });
+    assert!(held.is_ok(), "signals not held while it starts: {held:?}");
+    daemon.signal(libc::SIGHUP);
+    daemon.signal(libc::SIGTERM);
+    let exit = daemon.wait_exit();
+    assert!(exit.success(), "{exit}\n{}", daemon.log());
+    assert!(
+        daemon.log().trim_end().ends_with("INFO  stopped"),
+        "{}",
+        daemon.log()
+    );
+}
+
 /// A daemon that must exit at once: its exit code and its standard error.
 fn refused(listen: &str, args: &[&str]) -> (Option<i32>, String) {
     let addr = free_loopback_addr();

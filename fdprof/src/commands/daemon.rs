@@ -86,6 +86,7 @@ struct File {
 }
 
 pub fn run(args: DaemonArgs) -> Result<()> {
+    service::hold_signals();
     if !args.listen.ip().is_loopback() && !args.allow_remote {
         return Err(fatal(
             EXIT_USAGE,
