@@ -86,6 +86,7 @@ struct File {
 }
 
 pub fn run(args: DaemonArgs) -> Result<()> {
+    service::hold_signals();
     if !args.listen.ip().is_loopback() && !args.allow_remote {
         return Err(fatal(
             EXIT_USAGE,
@@ -110,13 +111,6 @@ pub fn run(args: DaemonArgs) -> Result<()> {
     }
     privileges::require("fdprof daemon", &needed)?;
     log::set_verbose(args.verbose);
-    if !args.listen.ip().is_loopback() {
-        log::warn(&format!(
-            "serving on {}, reachable from other hosts (--allow-remote)",
-            args.listen
-        ));
-    }
-    log::info(&format!("watching {}", service::describe(&watch)));
     let kallsyms =
         std::fs::read_to_string("/proc/kallsyms").context("cannot read /proc/kallsyms")?;
     let kernel_syms = KernelSymbols::from_kallsyms(&kallsyms)?;

@@ -32,6 +32,31 @@ use watcher::Watcher;
 /// Reads the config again (SIGHUP); `None` when the daemon has no config file.
 pub type Reload = Box<dyn Fn() -> Result<Watch> + Send>;
 
+/// The signals the daemon handles; until [`run`] has its handlers in place they are held
+/// pending (see [`hold_signals`]).
+const HANDLED: [libc::c_int; 3] = [libc::SIGHUP, libc::SIGTERM, libc::SIGINT];
+
+/// Holds SIGHUP, SIGTERM and SIGINT pending until [`run`] handles them: their default action
+/// would kill the daemon during its start (reading kallsyms takes a while), so a SIGHUP sent
+/// right after start would end it and a SIGTERM would not exit 0. Call it before any thread is
+/// started: threads inherit the mask, and [`run`] unblocks only the thread that serves.
+pub fn hold_signals() {
+    set_signal_mask(libc::SIG_BLOCK);
+}
+
+fn set_signal_mask(how: libc::c_int) {
+    // SAFETY: a sigset_t on the stack, filled by sigemptyset and sigaddset; pthread_sigmask
+    // changes only this thread's mask.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for signal in HANDLED {
+            libc::sigaddset(&mut set, signal);
+        }
+        libc::pthread_sigmask(how, &set, std::ptr::null_mut());
+    }
+}
+
 /// Serves until SIGTERM or SIGINT; everything is detached when it returns.
 pub fn run(
     config: Config,
@@ -63,11 +88,21 @@ async fn serve(
                 format!("cannot listen on {}: {e}", config.listen),
             )
         })?;
+    // Logged once the port is ours: a daemon that cannot listen says only that, on one line.
+    if !config.listen.ip().is_loopback() {
+        log::warn(&format!(
+            "serving on {}, reachable from other hosts (--allow-remote)",
+            config.listen
+        ));
+    }
+    log::info(&format!("watching {}", describe(&config.watch)));
     let (mut hup, mut term, mut int) = (
         signal(SignalKind::hangup())?,
         signal(SignalKind::terminate())?,
         signal(SignalKind::interrupt())?,
     );
+    // Handled from now on (this is the thread `block_on` runs on): any held pending arrive.
+    set_signal_mask(libc::SIG_UNBLOCK);
     let mut watcher = Watcher::new(
         kernel,
         kernel_syms,

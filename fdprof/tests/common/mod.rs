@@ -125,7 +125,13 @@ pub struct Waiting {
 }
 
 pub fn start_workload(args: &[&str]) -> Waiting {
-    let mut child = fdprof()
+    start_workload_with(fdprof(), args)
+}
+
+/// [`start_workload`] run by `fdprof`, a command for the fdprof binary (e.g. a copy of it under
+/// another name, so that the workload has that comm).
+pub fn start_workload_with(mut fdprof: Command, args: &[&str]) -> Waiting {
+    let mut child = fdprof
         .arg("workload")
         .args(args)
         .args(["--json", "--wait-signal"])
@@ -163,4 +169,5 @@ impl Waiting {
         serde_json::from_str(out.trim()).expect("workload result JSON")
     }
 }
+pub mod daemon;
 pub mod prometheus;

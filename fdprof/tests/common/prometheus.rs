@@ -179,13 +179,24 @@ fn url_encode(s: &str) -> String {
 }
 
 /// GET `path` over HTTP/1.1 (one request, `Connection: close`): the status code and body.
-fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
+pub fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
+    http_get_with(addr, path, &[]).map(|(code, _, body)| (code, body))
+}
+
+/// [`http_get`] with these request headers (`Name: value`): the status code, the response's
+/// headers (one string, as sent) and the body.
+pub fn http_get_with(
+    addr: SocketAddr,
+    path: &str,
+    headers: &[&str],
+) -> std::io::Result<(u16, String, String)> {
     let mut stream = TcpStream::connect_timeout(&addr, IO_TIMEOUT)?;
     stream.set_read_timeout(Some(IO_TIMEOUT))?;
     stream.set_write_timeout(Some(IO_TIMEOUT))?;
+    let extra: String = headers.iter().map(|h| format!("{h}\r\n")).collect();
     write!(
         stream,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{extra}Connection: close\r\n\r\n"
     )?;
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw)?;
@@ -208,7 +219,7 @@ fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
     } else {
         body.to_string()
     };
-    Ok((code, body))
+    Ok((code, head.to_string(), body))
 }
 
 /// Decodes a chunked body (RFC 9112 §7.1): hex size, CRLF, data, CRLF, ..., size 0.

@@ -1,0 +1,424 @@
+//! `fdprof daemon` for real: it profiles workloads named by their comm (copies of the fdprof
+//! binary under a name of each test's own), a real Prometheus scrapes it, and its endpoints,
+//! log, signals and bad input are checked against what the workloads know they did.
+
+mod common;
+
+use std::net::TcpListener;
+use std::time::{Duration, Instant};
+
+use common::daemon::{Daemon, bpf_programs_held, fdprof_as, poll};
+use common::prometheus::{Prometheus, dashboard_expressions, free_loopback_addr, sample_values};
+use common::*;
+use fdprof_figures::{Interval, Report};
+
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A workload run as `comm`, waiting for `go()`.
+fn workload_as(comm: &str, args: &[&str]) -> Waiting {
+    start_workload_with(fdprof_as(comm), args)
+}
+
+/// Ends a workload this test started that may still run (or wait for its signal).
+fn end(mut w: Waiting) {
+    let _ = w.child.kill();
+    let _ = w.child.wait();
+}
+
+#[test]
+fn counts_reach_prometheus_exactly_and_stay_after_the_process_exits() {
+    require_root();
+    let _guard = kernel_lock();
+    let (comm, ops) = ("fdpd-exact", 20_000u64);
+    // The workload is ready (its setup done) before the daemon can see it: only the measured
+    // phase is counted.
+    let w = workload_as(
+        comm,
+        &["socket-close", "-t", "1", "--ops", &ops.to_string()],
+    );
+    let daemon = Daemon::start(&["--comm", comm, "--interval", "1s"]);
+    daemon.wait_line("INFO", &format!("profiling pid {} ({comm})", w.pid));
+    let prometheus = Prometheus::start(&[daemon.addr]);
+    let pid = w.pid;
+    w.go();
+    let expected = w.finish()["expected"].clone();
+    let exited = Instant::now();
+    assert_eq!(expected["fds_created"]["socket"], ops);
+    assert_eq!(expected["fds_closed"]["close"], ops);
+    let allocs = format!("fdprof_fd_allocations_total{{target=\"{comm}\",syscall=\"socket\"}}");
+    let closes = format!("fdprof_fd_closes_total{{target=\"{comm}\",syscall=\"close\"}}");
+    for (series, want) in [
+        (&allocs, &expected["fds_created"]["socket"]),
+        (&closes, &expected["fds_closed"]["close"]),
+    ] {
+        let want = want.as_f64().unwrap();
+        prometheus.wait_for(series, TIMEOUT, |r| sample_values(r) == [want]);
+    }
+    daemon.wait_line(
+        "INFO",
+        &format!("stopped profiling pid {pid} ({comm}): it exited"),
+    );
+    // Still exported, unchanged, by scrapes taken well after the exit.
+    std::thread::sleep(Duration::from_secs(4));
+    let since_exit = exited.elapsed().as_secs_f64();
+    for series in [&allocs, &closes] {
+        assert_eq!(sample_values(&prometheus.query(series)), [ops as f64]);
+        let age = sample_values(&prometheus.query(&format!("time() - timestamp({series})")));
+        assert!(
+            age.len() == 1 && age[0] < since_exit - 2.0,
+            "{series} last scraped {age:?} s ago, {since_exit} s after the exit"
+        );
+    }
+    drop(prometheus);
+    drop(daemon);
+    assert_no_programs_left();
+}
+
+#[test]
+fn every_dashboard_query_returns_data_from_a_real_prometheus() {
+    require_root();
+    let _guard = kernel_lock();
+    let comm = "fdpd-dash";
+    let daemon = Daemon::start(&["--comm", comm, "--interval", "1s"]);
+    let w = workload_as(comm, &["opensock", "-t", "2", "-n", "4000", "-d", "60s"]);
+    daemon.wait_line("INFO", &format!("profiling pid {} ({comm})", w.pid));
+    let prometheus = Prometheus::start(&[daemon.addr]);
+    w.go();
+    let mut empty = Vec::new();
+    for expr in dashboard_expressions(comm) {
+        let found = poll(TIMEOUT, || {
+            let r = prometheus.query(&expr);
+            (!sample_values(&r).is_empty()).then_some(()).ok_or(r)
+        });
+        if let Err(last) = found {
+            empty.push(format!("{expr} -> {last}"));
+        }
+    }
+    end(w);
+    assert!(empty.is_empty(), "no series:\n{}", empty.join("\n"));
+    drop(prometheus);
+    drop(daemon);
+    assert_no_programs_left();
+}
+
+#[test]
+fn the_stream_sends_intervals_even_with_no_target() {
+    let daemon = Daemon::start(&["--comm", "fdpd-nobody", "--interval", "100ms"]);
+    let events = daemon.stream(3);
+    let ivs: Vec<Interval> = events
+        .iter()
+        .map(|e| serde_json::from_str(e).unwrap_or_else(|err| panic!("{err}: {e}")))
+        .collect();
+    for pair in ivs.windows(2) {
+        assert_eq!(pair[1].index, pair[0].index + 1, "intervals in order");
+        assert!(pair[1].start_ns > pair[0].start_ns);
+    }
+    assert!(ivs.iter().all(|iv| iv.report.syscalls.is_empty()));
+}
+
+#[test]
+fn stream_flamegraph_and_report_show_a_contended_target() {
+    require_root();
+    let _guard = kernel_lock();
+    let comm = "fdpd-views";
+    let daemon = Daemon::start(&["--comm", comm, "--interval", "250ms"]);
+    let w = workload_as(comm, &["opensock", "-t", "2", "-n", "4000", "-d", "60s"]);
+    daemon.wait_line("INFO", &format!("profiling pid {} ({comm})", w.pid));
+    w.go();
+    let ivs: Vec<Interval> = daemon
+        .stream(3)
+        .iter()
+        .map(|e| serde_json::from_str(e).unwrap_or_else(|err| panic!("{err}: {e}")))
+        .collect();
+    assert!(
+        ivs.iter()
+            .any(|iv| iv.report.syscalls.iter().any(|s| s.calls > 0)),
+        "no calls in the streamed intervals"
+    );
+    // Contention under load may take a moment to show: poll the report until it does.
+    let path = format!("/report.json?seconds=30&target={comm}");
+    let report = poll(TIMEOUT, || {
+        let (code, body) = daemon.get(&path);
+        assert_eq!(code, 200, "{path}: {body}");
+        let report: Report = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
+        (report.contention.file_lock_count > 0 && report.contention.file_lock_wait_ns > 0)
+            .then_some(())
+            .ok_or(body)
+    });
+    if let Err(body) = report {
+        panic!("no file_lock contention in {path}: {body}");
+    }
+    let (code, svg) = daemon.get(&format!(
+        "/flamegraph.svg?seconds=30&op=alloc&target={comm}"
+    ));
+    assert_eq!(code, 200, "{svg}");
+    assert!(svg.contains("alloc_fd"), "{svg}");
+    parse_svg(&svg);
+    // Requests the daemon cannot serve say why.
+    assert_eq!(daemon.get("/report.json?target=fdpd-none").0, 404);
+    assert_eq!(daemon.get("/flamegraph.svg?op=write").0, 400);
+    assert_eq!(daemon.get("/report.json?seconds=-1").0, 400);
+    end(w);
+    drop(daemon);
+    assert_no_programs_left();
+}
+
+#[test]
+fn comm_targets_come_and_go_and_sigterm_detaches() {
+    require_root();
+    let _guard = kernel_lock();
+    let comm = "fdpd-late";
+    let mut daemon = Daemon::start(&["--comm", comm, "--interval", "250ms"]);
+    daemon.wait_line("INFO", &format!("no process named {comm} is running"));
+    daemon.wait_metric("fdprof_targets", 0.0);
+    // Seen maybe before it is ready: its setup makes no socket, so the count is still exact.
+    let w = workload_as(comm, &["socket-close", "--ops", "1000"]);
+    let pid = w.pid;
+    daemon.wait_line("INFO", &format!("profiling pid {pid} ({comm})"));
+    daemon.wait_metric("fdprof_targets", 1.0);
+    assert!(
+        bpf_programs_held(daemon.pid()) > 0,
+        "attached, yet no program"
+    );
+    w.go();
+    let expected = w.finish()["expected"].clone();
+    daemon.wait_line(
+        "INFO",
+        &format!("stopped profiling pid {pid} ({comm}): it exited"),
+    );
+    daemon.wait_metric("fdprof_targets", 0.0);
+    let allocs = format!("fdprof_fd_allocations_total{{target=\"{comm}\",syscall=\"socket\"}}");
+    assert_eq!(
+        daemon.metric(&allocs),
+        expected["fds_created"]["socket"].as_f64()
+    );
+    // Let go of: no program held by the daemon, none loaded at all.
+    assert_eq!(bpf_programs_held(daemon.pid()), 0);
+    assert_no_programs_left();
+
+    // Attached again, then SIGTERM: exit 0, nothing left.
+    let w = workload_as(comm, &["socket-close", "--ops", "1000"]);
+    daemon.wait_line("INFO", &format!("profiling pid {} ({comm})", w.pid));
+    let status = daemon.stop();
+    assert!(status.success(), "{status}\n{}", daemon.log());
+    daemon.wait_line("INFO", &format!("pid {} ({comm}): the daemon stops", w.pid));
+    assert!(
+        daemon.log().trim_end().ends_with("INFO  stopped"),
+        "{}",
+        daemon.log()
+    );
+    end(w);
+    assert_no_programs_left();
+}
+
+#[test]
+fn sighup_keeps_the_old_config_when_broken_and_switches_when_good() {
+    require_root();
+    let _guard = kernel_lock();
+    let (first, second) = ("fdpd-hup1", "fdpd-hup2");
+    let config = tmp("hup.toml");
+    let good = |comm: &str| format!("comm = [\"{comm}\"]\ninterval = \"250ms\"\n");
+    std::fs::write(&config, good(first)).unwrap();
+    let mut daemon = Daemon::start(&["--config", config.to_str().unwrap()]);
+    let w1 = workload_as(first, &["socket-close", "-d", "60s"]);
+    daemon.wait_line("INFO", &format!("profiling pid {} ({first})", w1.pid));
+    w1.go();
+    let allocs = format!("fdprof_fd_allocations_total{{target=\"{first}\",syscall=\"socket\"}}");
+
+    std::fs::write(&config, "comm = [\"fdpd-hup2\"\ninterval = 5\n").unwrap();
+    daemon.signal(libc::SIGHUP);
+    daemon.wait_line("ERROR", "config not reloaded");
+    // Still profiling the first: its count keeps growing over the next intervals.
+    let before = daemon.metric(&allocs).unwrap_or(0.0);
+    let grew = poll(TIMEOUT, || {
+        let now = daemon.metric(&allocs).unwrap_or(0.0);
+        (now > before).then_some(()).ok_or(now)
+    });
+    assert!(grew.is_ok(), "{allocs} stuck at {before}\n{}", daemon.log());
+    assert_eq!(daemon.lines("ERROR", "").len(), 1, "{}", daemon.log());
+    assert!(daemon.lines("INFO", "stopped profiling").is_empty());
+
+    let w2 = workload_as(second, &["socket-close", "--ops", "10"]);
+    std::fs::write(&config, good(second)).unwrap();
+    daemon.signal(libc::SIGHUP);
+    daemon.wait_line(
+        "INFO",
+        &format!("config reloaded: processes named {second}"),
+    );
+    daemon.wait_line(
+        "INFO",
+        &format!(
+            "stopped profiling pid {} ({first}): no longer a target",
+            w1.pid
+        ),
+    );
+    daemon.wait_line("INFO", &format!("profiling pid {} ({second})", w2.pid));
+    let status = daemon.stop();
+    assert!(status.success(), "{status}\n{}", daemon.log());
+    assert_eq!(daemon.lines("ERROR", "").len(), 1, "{}", daemon.log());
+    end(w1);
+    end(w2);
+    assert_no_programs_left();
+}
+
+#[test]
+fn signals_sent_while_it_starts_are_handled_once_it_can() {
+    let addr = free_loopback_addr();
+    let mut daemon = Daemon::spawn(&addr.to_string(), addr, &["--comm", "fdpd-early"]);
+    // Once it holds them (bits of SIGHUP, SIGINT, SIGTERM in its blocked set), well before it
+    // listens: reading kallsyms alone takes a while.
+    let status = format!("/proc/{}/status", daemon.pid());
+    let held = poll(TIMEOUT, || {
+        let text = std::fs::read_to_string(&status).map_err(|e| e.to_string())?;
+        let blocked = text
+            .lines()
+            .find_map(|l| l.strip_prefix("SigBlk:"))
+            .map(str::trim)
+            .unwrap_or_default()
+            .to_string();
+        let mask = u64::from_str_radix(&blocked, 16).unwrap_or(0);
+        (mask & 0x4003 == 0x4003)
+            .then_some(())
+            .ok_or(format!("SigBlk {blocked}"))
+    });
+    assert!(held.is_ok(), "signals not held while it starts: {held:?}");
+    daemon.signal(libc::SIGHUP);
+    daemon.signal(libc::SIGTERM);
+    let exit = daemon.wait_exit();
+    assert!(exit.success(), "{exit}\n{}", daemon.log());
+    assert!(
+        daemon.log().trim_end().ends_with("INFO  stopped"),
+        "{}",
+        daemon.log()
+    );
+}
+
+/// A daemon that must exit at once: its exit code and its standard error.
+fn refused(listen: &str, args: &[&str]) -> (Option<i32>, String) {
+    let addr = free_loopback_addr();
+    let mut daemon = Daemon::spawn(listen, addr, args);
+    let status = daemon.wait_exit();
+    (status.code(), daemon.log())
+}
+
+fn one_line(stderr: &str) -> &str {
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "not one line: {stderr}");
+    lines[0]
+}
+
+#[test]
+fn a_port_in_use_or_a_bad_config_is_one_line_and_nothing_loaded() {
+    let _guard = kernel_lock();
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let at = taken.local_addr().unwrap().to_string();
+    let (code, stderr) = refused(&at, &["--comm", "fdpd-port"]);
+    assert_ne!(code, Some(0), "{stderr}");
+    let line = one_line(&stderr);
+    assert!(line.contains(&at) && line.contains("in use"), "{line}");
+    drop(taken);
+    assert_no_programs_left();
+
+    let config = tmp("bad.toml");
+    std::fs::write(&config, "comm = \"fdpd-bad\"\nthreads = 4\n").unwrap();
+    let here = free_loopback_addr().to_string();
+    let (code, stderr) = refused(&here, &["--config", config.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(one_line(&stderr).contains("bad config"), "{stderr}");
+}
+
+#[test]
+fn a_comm_that_never_appears_is_logged_once_and_the_daemon_serves_on() {
+    let comm = "fdpd-never";
+    let mut daemon = Daemon::start(&["--comm", comm, "--interval", "100ms"]);
+    daemon.stream(5);
+    let waiting = daemon.lines("INFO", &format!("no process named {comm}"));
+    assert_eq!(waiting.len(), 1, "{}", daemon.log());
+    assert_eq!(daemon.get("/healthz"), (200, "ok\n".to_string()));
+    assert_eq!(daemon.metric("fdprof_targets"), Some(0.0));
+    assert_eq!(bpf_programs_held(daemon.pid()), 0);
+    // OpenMetrics for a scraper that asks for it (as Prometheus does), else text 0.0.4.
+    let openmetrics = "application/openmetrics-text; version=1.0.0";
+    let (code, head, body) = daemon.get_with("/metrics", &[&format!("Accept: {openmetrics}")]);
+    assert_eq!(code, 200, "{body}");
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: application/openmetrics-text")
+    );
+    assert!(body.ends_with("# EOF\n"), "{body}");
+    let (_, head, body) = daemon.get_with("/metrics", &[]);
+    assert!(head.contains("version=0.0.4"), "{head}");
+    assert!(!body.contains("# EOF"));
+    // SIGHUP with no config file to read: said, and nothing else changes; SIGINT ends it.
+    daemon.signal(libc::SIGHUP);
+    daemon.wait_line("WARN", "no --config file to reload");
+    assert_eq!(daemon.get("/healthz").0, 200);
+    daemon.signal(libc::SIGINT);
+    let status = daemon.wait_exit();
+    assert!(status.success(), "{status}\n{}", daemon.log());
+}
+
+#[test]
+fn processes_beyond_the_bound_are_logged_once_and_counted() {
+    require_root();
+    let _guard = kernel_lock();
+    let comm = "fdpd-bound";
+    let (w1, w2) = (
+        workload_as(comm, &["socket-close", "--ops", "10"]),
+        workload_as(comm, &["socket-close", "--ops", "10"]),
+    );
+    let daemon = Daemon::start(&[
+        "--comm",
+        comm,
+        "--max-processes",
+        "1",
+        "--interval",
+        "100ms",
+    ]);
+    let profiled = daemon.wait_line("INFO", &format!("({comm})"));
+    let refused = daemon.wait_line("WARN", "process bound");
+    let (p1, p2) = (format!("pid {} ", w1.pid), format!("pid {} ", w2.pid));
+    assert!(
+        (profiled.contains(&p1) && refused.contains(&p2))
+            || (profiled.contains(&p2) && refused.contains(&p1)),
+        "{}",
+        daemon.log()
+    );
+    let drops = "fdprof_events_dropped_total{probe=\"daemon\",reason=\"process_bound\"}";
+    daemon.wait_metric(drops, 1.0);
+    daemon.stream(5);
+    assert_eq!(
+        daemon.lines("WARN", "process bound").len(),
+        1,
+        "{}",
+        daemon.log()
+    );
+    assert_eq!(
+        daemon.lines("INFO", "profiling pid").len(),
+        1,
+        "{}",
+        daemon.log()
+    );
+    assert_eq!(daemon.metric(drops), Some(1.0));
+    assert_eq!(daemon.metric("fdprof_targets"), Some(1.0));
+    end(w1);
+    end(w2);
+    drop(daemon);
+    assert_no_programs_left();
+}
+
+#[test]
+fn listening_beyond_loopback_needs_allow_remote_and_warns() {
+    let port = free_loopback_addr().port();
+    let every = format!("0.0.0.0:{port}");
+    let (code, stderr) = refused(&every, &["--comm", "fdpd-remote"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(one_line(&stderr).contains("--allow-remote"), "{stderr}");
+
+    let reach = format!("127.0.0.1:{port}").parse().unwrap();
+    let mut daemon = Daemon::spawn(&every, reach, &["--comm", "fdpd-remote", "--allow-remote"]);
+    daemon.wait_healthy();
+    daemon.wait_line("WARN", "reachable from other hosts");
+    let status = daemon.stop();
+    assert!(status.success(), "{status}\n{}", daemon.log());
+}
