@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use fdprof_figures::Interval;
 
-use crate::run::{build_release, fdprof_release};
+use crate::run::{build_release, cpu_secs, fdprof_release, median, minutes_arg, rss_kb};
 
 const WORKLOAD_SECS: u64 = 30;
 const RSS_EVERY: Duration = Duration::from_secs(10);
@@ -25,48 +25,12 @@ pub fn run(args: &[String]) -> Result<()> {
     rss(&fdprof, minutes)
 }
 
-fn minutes_arg(args: &[String]) -> Result<u64> {
-    match args.iter().position(|a| a == "--minutes") {
-        None => Ok(1),
-        Some(i) => match args.get(i + 1).map(|s| s.parse()) {
-            Some(Ok(n)) if n > 0 => Ok(n),
-            _ => bail!("--minutes takes a whole number of minutes > 0"),
-        },
-    }
-}
-
 fn top(fdprof: &Path) -> Command {
     let mut c = Command::new(fdprof);
     c.args(["top", "--jsonl", "--interval", "1s"])
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
     c
-}
-
-/// Seconds of CPU (user + system) `pid` has used, all its threads, not its children.
-fn cpu_secs(pid: u32) -> Result<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    // Fields after the command name, which is in parentheses and may hold spaces.
-    let rest = stat.rsplit_once(')').context("unreadable stat")?.1;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: u64 = fields[11].parse::<u64>()? + fields[12].parse::<u64>()?;
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    Ok(ticks as f64 / hz)
-}
-
-fn rss_kb(pid: u32) -> Result<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .context("no VmRSS")
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 fn wait_ok(mut child: Child, what: &str) -> Result<()> {

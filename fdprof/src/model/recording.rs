@@ -24,7 +24,7 @@ pub const FORMAT: &str = "fdprof-recording";
 pub const VERSION: u32 = 2;
 
 /// One stack frame. `address` is present only when recorded with `--raw-addrs` (KASLR).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Frame {
     #[serde(deserialize_with = "bounded::function")]
     pub function: String,

@@ -2,10 +2,14 @@
 //! total since the daemon started (processes that exited included, so a counter only goes up)
 //! and the last intervals, for "the last N seconds". Everything is a [`Recording`], added with
 //! [`merge::add`]; the front ends turn them into figures with the analysis every command uses.
+//!
+//! The kept intervals hold their stacks once: the same stacks recur interval after interval,
+//! and their frames are most of an interval's size (about 100 kB a name under opensock when
+//! each interval held its own copy).
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
-use crate::model::{Recording, merge};
+use crate::model::{Recording, merge, recording::Frame};
 
 use super::config::bounds;
 
@@ -18,6 +22,64 @@ pub struct Interval {
     pub rec: Recording,
 }
 
+/// A kept interval: its recording with the sites' stacks taken out, and their ids in
+/// [`Stacks`], site by site (kernel, user).
+#[derive(Debug, Clone)]
+struct Kept {
+    start_ns: u64,
+    rec: Recording,
+    stacks: Vec<(u32, u32)>,
+}
+
+/// Each distinct stack once, with how many kept sites name it.
+#[derive(Debug, Clone, Default)]
+struct Stacks {
+    ids: HashMap<Vec<Frame>, u32>,
+    /// By id: the frames and their count of users; `None` once free.
+    table: Vec<Option<(Vec<Frame>, usize)>>,
+    free: Vec<u32>,
+}
+
+impl Stacks {
+    fn intern(&mut self, frames: Vec<Frame>) -> u32 {
+        if let Some(&id) = self.ids.get(&frames) {
+            if let Some((_, users)) = &mut self.table[id as usize] {
+                *users += 1;
+            }
+            return id;
+        }
+        let id = match self.free.pop() {
+            Some(id) => id,
+            None => {
+                self.table.push(None);
+                (self.table.len() - 1) as u32
+            }
+        };
+        self.ids.insert(frames.clone(), id);
+        self.table[id as usize] = Some((frames, 1));
+        id
+    }
+
+    fn release(&mut self, id: u32) {
+        let slot = &mut self.table[id as usize];
+        if let Some((frames, users)) = slot {
+            *users -= 1;
+            if *users == 0 {
+                self.ids.remove(frames);
+                *slot = None;
+                self.free.push(id);
+            }
+        }
+    }
+
+    fn frames(&self, id: u32) -> Vec<Frame> {
+        self.table[id as usize]
+            .as_ref()
+            .map(|(frames, _)| frames.clone())
+            .unwrap_or_default()
+    }
+}
+
 /// A name's figures so far.
 #[derive(Debug, Clone)]
 pub struct History {
@@ -25,7 +87,8 @@ pub struct History {
     /// bounded to [`bounds::SITES`] (folded, so no count is lost).
     pub total: Recording,
     /// The last [`bounds::INTERVALS`] intervals, oldest first.
-    pub recent: VecDeque<Interval>,
+    recent: VecDeque<Kept>,
+    stacks: Stacks,
 }
 
 impl History {
@@ -34,26 +97,59 @@ impl History {
         Self {
             total: empty,
             recent: VecDeque::new(),
+            stacks: Stacks::default(),
         }
     }
 
     /// Adds an interval, whose sites are bounded first.
-    pub fn push(&mut self, mut interval: Interval) {
-        merge::bound_sites(&mut interval.rec, bounds::SITES);
-        merge::add(&mut self.total, &interval.rec);
+    pub fn push(&mut self, interval: Interval) {
+        let Interval {
+            start_ns, mut rec, ..
+        } = interval;
+        merge::bound_sites(&mut rec, bounds::SITES);
+        merge::add(&mut self.total, &rec);
         // The daemon's own figures are named after its targets, which come and go.
-        self.total.target = interval.rec.target.clone();
+        self.total.target = rec.target.clone();
         merge::bound_sites(&mut self.total, bounds::SITES);
-        self.total.duration_ns += interval.rec.duration_ns;
+        self.total.duration_ns += rec.duration_ns;
         self.total.own_cost.stats_window_ns = self
             .total
             .own_cost
             .stats_window_ns
             .min(self.total.duration_ns);
-        self.recent.push_back(interval);
+        let stacks = rec
+            .contention
+            .iter_mut()
+            .map(|site| {
+                (
+                    self.stacks.intern(std::mem::take(&mut site.kernel_stack)),
+                    self.stacks.intern(std::mem::take(&mut site.user_stack)),
+                )
+            })
+            .collect();
+        self.recent.push_back(Kept {
+            start_ns,
+            rec,
+            stacks,
+        });
         while self.recent.len() > bounds::INTERVALS {
-            self.recent.pop_front();
+            if let Some(old) = self.recent.pop_front() {
+                for (kernel, user) in old.stacks {
+                    self.stacks.release(kernel);
+                    self.stacks.release(user);
+                }
+            }
         }
+    }
+
+    /// A kept interval's recording, its stacks put back.
+    fn whole(&self, kept: &Kept) -> Recording {
+        let mut rec = kept.rec.clone();
+        for (site, &(kernel, user)) in rec.contention.iter_mut().zip(&kept.stacks) {
+            site.kernel_stack = self.stacks.frames(kernel);
+            site.user_stack = self.stacks.frames(user);
+        }
+        rec
     }
 
     /// The intervals that end within the last `seconds`, added up: their recording, starting
@@ -65,13 +161,12 @@ impl History {
         let mut within = self
             .recent
             .iter()
-            .skip_while(|iv| iv.start_ns + iv.rec.duration_ns <= since);
-        let first = within.next()?;
-        let mut rec = first.rec.clone();
-        for iv in within {
-            merge::add(&mut rec, &iv.rec);
-            rec.duration_ns += iv.rec.duration_ns;
-            rec.end_reason = iv.rec.end_reason;
+            .skip_while(|kept| kept.start_ns + kept.rec.duration_ns <= since);
+        let mut rec = self.whole(within.next()?);
+        for kept in within {
+            merge::add(&mut rec, &self.whole(kept));
+            rec.duration_ns += kept.rec.duration_ns;
+            rec.end_reason = kept.rec.end_reason;
         }
         merge::bound_sites(&mut rec, bounds::SITES);
         rec.target = last.rec.target.clone();
@@ -80,7 +175,74 @@ impl History {
 
     /// The seconds of figures [`History::window`] can give at most.
     pub fn kept_seconds(&self) -> u64 {
-        let ns: u64 = self.recent.iter().map(|iv| iv.rec.duration_ns).sum();
+        let ns: u64 = self.recent.iter().map(|kept| kept.rec.duration_ns).sum();
         ns.div_ceil(1_000_000_000)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::recording::ContentionSite;
+
+    fn frame(f: &str) -> Frame {
+        Frame {
+            function: f.into(),
+            offset: 0,
+            module: None,
+            address: None,
+        }
+    }
+
+    /// An interval of `duration_ms` whose sites wait `waits` ns under the stacks named.
+    fn interval(index: u64, sites: &[(&str, u64)]) -> Interval {
+        let mut rec = crate::testdata::recording();
+        rec.contention = sites
+            .iter()
+            .map(|&(f, wait)| ContentionSite {
+                kernel_stack: vec![frame(f), frame("alloc_fd")],
+                user_stack: vec![frame("main")],
+                count: 1,
+                total_wait_ns: wait,
+                max_wait_ns: wait,
+                ..rec.contention[0].clone()
+            })
+            .collect();
+        rec.duration_ns = 1_000_000_000;
+        Interval {
+            index,
+            start_ns: index * 1_000_000_000,
+            rec,
+        }
+    }
+
+    #[test]
+    fn windows_give_back_the_stacks_and_old_intervals_free_theirs() {
+        let mut h = History::new(crate::testdata::recording());
+        h.push(interval(0, &[("a", 10), ("b", 20)]));
+        h.push(interval(1, &[("a", 5)]));
+        let last = h.window(1).unwrap();
+        assert_eq!(last.contention.len(), 1);
+        assert_eq!(last.contention[0].kernel_stack[0].function, "a");
+        assert_eq!(last.contention[0].user_stack, vec![frame("main")]);
+        let both = h.window(2).unwrap();
+        let wait_of = |r: &Recording, f: &str| {
+            r.contention
+                .iter()
+                .find(|s| s.kernel_stack[0].function == f)
+                .map(|s| s.total_wait_ns)
+        };
+        assert_eq!(wait_of(&both, "a"), Some(15));
+        assert_eq!(wait_of(&both, "b"), Some(20));
+        assert_eq!(both.duration_ns, 2_000_000_000);
+        // Two kernel stacks and one user stack, each held once.
+        assert_eq!(h.stacks.ids.len(), 3);
+        for i in 2..2 + bounds::INTERVALS as u64 {
+            h.push(interval(i, &[("c", 1)]));
+        }
+        // a and b rolled out with their intervals: only c's stacks remain.
+        assert_eq!(h.stacks.ids.len(), 2);
+        assert_eq!(h.recent.len(), bounds::INTERVALS);
+        assert_eq!(wait_of(&h.window(u64::MAX).unwrap(), "c"), Some(300));
     }
 }

@@ -60,7 +60,7 @@ fn timestamp(at: SystemTime) -> String {
     let since = at.duration_since(UNIX_EPOCH).unwrap_or_default();
     let secs = since.as_secs();
     let (days, rest) = (secs / 86_400, secs % 86_400);
-    let (y, m, d) = civil_from_days(days as i64);
+    let (y, m, d) = crate::render::human::civil_from_days(days as i64);
     format!(
         "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
         rest / 3600,
@@ -68,19 +68,6 @@ fn timestamp(at: SystemTime) -> String {
         rest % 60,
         since.subsec_millis()
     )
-}
-
-/// The calendar date `days` after 1970-01-01 (Howard Hinnant's days-to-civil algorithm).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
 #[cfg(test)]

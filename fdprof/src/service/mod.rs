@@ -112,7 +112,21 @@ async fn serve(
     let state = State::new(watcher.empty_history(None), config.watch.interval);
     let registry = MetricsCollector::new({
         let state = state.clone();
-        move || exposition(&state)
+        // The totals change once an interval: scrapes in between (several Prometheus servers,
+        // a person with curl) reuse the figures.
+        let cache: std::sync::Mutex<Option<(u64, Exposition)>> = Default::default();
+        move || {
+            let mut cache = cache.lock().unwrap_or_else(|e| e.into_inner());
+            let now = state.read().intervals;
+            match &*cache {
+                Some((made, figures)) if *made == now => figures.clone(),
+                _ => {
+                    let figures = exposition(&state);
+                    *cache = Some((now, figures.clone()));
+                    figures
+                }
+            }
+        }
     })
     .into_registry();
     let app = Arc::new(http::App {

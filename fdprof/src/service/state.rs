@@ -25,6 +25,8 @@ pub struct Histories {
     /// Processes attached now.
     pub attached: usize,
     pub interval: Duration,
+    /// Intervals added so far: what a cached view of the histories was made from.
+    pub intervals: u64,
 }
 
 pub struct State {
@@ -41,6 +43,7 @@ impl State {
                 daemon: History::new(daemon),
                 attached: 0,
                 interval,
+                intervals: 0,
             }),
             stream: broadcast::channel(STREAM_BUFFER).0,
         })
@@ -70,13 +73,15 @@ impl State {
             daemon,
             events,
         } = figures;
-        // The JSON is made outside the lock: a scrape never waits for it.
-        let json = serde_json::to_string(&IntervalFigures {
-            index,
-            start_ns,
-            duration_ns: daemon.duration_ns,
-            report: analysis::report(&daemon, &ReportOptions::default()),
-            events,
+        // Made only for a reader, and outside the lock: a scrape never waits for it.
+        let json = (self.stream.receiver_count() > 0).then(|| {
+            serde_json::to_string(&IntervalFigures {
+                index,
+                start_ns,
+                duration_ns: daemon.duration_ns,
+                report: analysis::report(&daemon, &ReportOptions::default()),
+                events,
+            })
         });
         {
             let mut h = self.histories.write().unwrap_or_else(|e| e.into_inner());
@@ -97,8 +102,9 @@ impl State {
             });
             h.attached = attached;
             h.interval = interval;
+            h.intervals += 1;
         }
-        if let Ok(json) = json {
+        if let Some(Ok(json)) = json {
             // Nobody listening is not an error.
             let _ = self.stream.send(json.into());
         }
