@@ -7,6 +7,7 @@
 mod frame;
 pub mod kernel;
 pub mod user;
+mod vdso;
 
 pub use frame::Frame;
 

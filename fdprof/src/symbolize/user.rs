@@ -20,6 +20,9 @@ use super::Frame;
 
 use super::kernel::UNKNOWN;
 
+/// The kernel's name for the vDSO mapping.
+const VDSO: &str = "[vdso]";
+
 /// Mapped files kept open at most; past this, files are found again by path at resolve time.
 const MAX_HELD_FILES: usize = 256;
 
@@ -341,13 +344,23 @@ impl UserSymbolizer {
         let key = if m.is_file() && m.inode != 0 {
             FileKey::Inode(m.dev, m.inode)
         } else {
-            FileKey::Pseudo(m.path.clone())
+            // One `[vdso]` per image length: a process of another ABI maps another image.
+            FileKey::Pseudo(format!("{} {}", m.path, m.end - m.start))
         };
         if let Some(&idx) = self.file_index.get(&key) {
             return idx;
         }
         let module = m.path.rsplit('/').next().unwrap_or(&m.path).to_string();
-        let (held, source) = if !m.is_file() {
+        let (held, source) = if m.path == VDSO {
+            // fdprof's own image, if this process maps one of the same length.
+            match super::vdso::Vdso::own().filter(|v| v.len == m.end - m.start) {
+                Some(vdso) => {
+                    let path = vdso.path();
+                    (Some(vdso.into_file()), Some(path))
+                }
+                None => (None, None),
+            }
+        } else if !m.is_file() {
             (None, None)
         } else if self.held >= MAX_HELD_FILES {
             (None, (!m.deleted).then(|| PathBuf::from(&m.path)))
@@ -398,6 +411,32 @@ mod tests {
 7ffd1a3f2000-7ffd1a3f4000 r-xp 00000000 00:00 0          [vdso]
 ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0  [vsyscall]
 ";
+
+    /// A real `[vdso]` frame: this process's own `clock_gettime` in its vDSO, found through
+    /// the dynamic linker, symbolized through the process's maps like a target's would be.
+    #[test]
+    fn vdso_frames_get_their_function_names() {
+        // SAFETY: NUL-terminated names; RTLD_NOLOAD only looks up an object already loaded (the
+        // dynamic linker registers the vDSO under this name).
+        let addr = unsafe {
+            let vdso = libc::dlopen(
+                c"linux-vdso.so.1".as_ptr(),
+                libc::RTLD_NOW | libc::RTLD_NOLOAD,
+            );
+            assert!(!vdso.is_null(), "no vDSO loaded in this process");
+            libc::dlsym(vdso, c"__vdso_clock_gettime".as_ptr()) as u64
+        };
+        assert_ne!(addr, 0, "the vDSO has no __vdso_clock_gettime");
+        let mut u = UserSymbolizer::new();
+        let f = u.resolve(std::process::id(), &[addr + 4], false);
+        assert_eq!(f[0].module.as_deref(), Some("[vdso]"));
+        assert!(
+            f[0].function.contains("clock_gettime"),
+            "a vDSO address named {:?}",
+            f[0].function
+        );
+        assert_eq!(f[0].offset, 4);
+    }
 
     #[test]
     fn maps_parser_keeps_named_executable_mappings() {
