@@ -233,14 +233,15 @@ fn attach_claims_agree_with_raw_attempts() {
         }
     }
     assert!(checked >= 3, "expected to check allocate, close and more");
+    // The tracepoints record attaches (raw sys_enter, not a per-syscall one).
     for (tp, key) in [
         ("contention_begin", "lock_tracepoints"),
-        ("sys_enter_close", "fd_syscall_tracepoints"),
+        ("sys_enter", "fd_syscall_tracepoints"),
     ] {
         let category = if key == "lock_tracepoints" {
             "lock"
         } else {
-            "syscalls"
+            "raw_syscalls"
         };
         let claim = doctor[key]
             .as_array()
@@ -302,6 +303,41 @@ fn not_root_is_one_line_and_exit_2() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
     assert!(stderr.contains("root"), "{stderr}");
+}
+
+/// A user with CAP_BPF and CAP_PERFMON but not root (tracefs is mode 0700 to it) is told what
+/// `record` would use: the tp_btf syscall tracepoints, as root is, and no claim that tracefs
+/// could not be mounted (it is mounted; the user cannot look inside).
+#[test]
+fn with_bpf_capabilities_but_not_root_doctor_claims_what_record_uses() {
+    require_root();
+    let _guard = kernel_lock();
+    let as_root = doctor_json();
+    let out = run(Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=+bpf,+perfmon",
+            "--ambient-caps=+bpf,+perfmon",
+        ])
+        .arg(env!("CARGO_BIN_EXE_fdprof"))
+        .args(["doctor", "--json"]));
+    assert!(
+        out.status.success(),
+        "doctor with capabilities failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let capable: Value = serde_json::from_slice(&out.stdout).expect("doctor --json prints JSON");
+    for family in ["fd_syscalls", "lock_tracepoints"] {
+        assert_eq!(
+            capable["chosen"][family], as_root["chosen"][family],
+            "{family}: root and capabilities disagree"
+        );
+    }
+    let notes = capable["notes"].to_string();
+    assert!(!notes.contains("tracefs is not mounted"), "{notes}");
+    assert_no_programs_left();
 }
 
 /// A kernel whose BTF is missing or broken still gets a JSON answer: the error, and what works

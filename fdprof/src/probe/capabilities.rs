@@ -11,7 +11,7 @@ use super::{
     btf::Btf,
     kallsyms::Kallsyms,
     offsets::KernelOffsets,
-    roles::{FUNCTION_ROLES, FoundFunction, LOCK_TRACEPOINTS, Mode, Role, SYSCALL_TRACEPOINTS},
+    roles::{FUNCTION_ROLES, FoundFunction, Mode, Role},
     trial::{Outcome, Trials},
 };
 
@@ -45,13 +45,48 @@ pub struct TracepointTrial {
     pub tp_btf: Option<Outcome>,
 }
 
-/// How the lock-contention tracepoints are attached.
+/// How a tracepoint family (the lock-contention or the fd-syscall tracepoints) is attached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TracepointKind {
     TpBtf,
     Tracepoint,
     Unavailable,
+}
+
+impl TracepointKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            TracepointKind::TpBtf => "tp_btf",
+            TracepointKind::Tracepoint => "tracepoint",
+            TracepointKind::Unavailable => "unavailable",
+        }
+    }
+}
+
+/// Tries each tracepoint of `family` as record attaches it (the contract's tp_btf and classic
+/// programs), and says which way record will take: tp_btf where every one loads so, else
+/// classic where every one does.
+fn family(trials: &Trials, family: Role) -> (Vec<TracepointTrial>, TracepointKind) {
+    let list: Vec<TracepointTrial> = family
+        .tp_btf_programs()
+        .iter()
+        .zip(family.tracepoint_programs())
+        .map(|(&(_, btf_name), &(_, category, name))| TracepointTrial {
+            name: format!("{category}:{name}"),
+            tracepoint: trials.tracepoint(category, name),
+            tp_btf: Some(trials.tp_btf(btf_name)),
+        })
+        .collect();
+    let all = |works: fn(&TracepointTrial) -> bool| !list.is_empty() && list.iter().all(works);
+    let kind = if all(|t| t.tp_btf.as_ref().is_some_and(Outcome::works)) {
+        TracepointKind::TpBtf
+    } else if all(|t| t.tracepoint.works()) {
+        TracepointKind::Tracepoint
+    } else {
+        TracepointKind::Unavailable
+    };
+    (list, kind)
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
@@ -159,32 +194,9 @@ impl Capabilities {
             })
             .collect();
 
-        let lock_tracepoints: Vec<TracepointTrial> = LOCK_TRACEPOINTS
-            .iter()
-            .map(|name| TracepointTrial {
-                name: format!("lock:{name}"),
-                tracepoint: trials.tracepoint("lock", name),
-                tp_btf: Some(trials.tp_btf(name)),
-            })
-            .collect();
-        let lock_tracepoints_chosen = if lock_tracepoints
-            .iter()
-            .all(|t| t.tp_btf.as_ref().is_some_and(Outcome::works))
-        {
-            TracepointKind::TpBtf
-        } else if lock_tracepoints.iter().all(|t| t.tracepoint.works()) {
-            TracepointKind::Tracepoint
-        } else {
-            TracepointKind::Unavailable
-        };
-        let fd_syscall_tracepoints: Vec<TracepointTrial> = SYSCALL_TRACEPOINTS
-            .iter()
-            .map(|name| TracepointTrial {
-                name: format!("syscalls:{name}"),
-                tracepoint: trials.tracepoint("syscalls", name),
-                tp_btf: None,
-            })
-            .collect();
+        // The very tracepoints record attaches, tp_btf first, then classic.
+        let (lock_tracepoints, lock_tracepoints_chosen) = family(&trials, Role::LockTracepoints);
+        let (fd_syscall_tracepoints, fd_syscalls_chosen) = family(&trials, Role::FdSyscalls);
         let cpu_sampling = trials.cpu_clock();
 
         let mode = functions
@@ -195,21 +207,13 @@ impl Capabilities {
             .iter()
             .map(|r| (r.role.name().to_string(), r.chosen.name().to_string()))
             .collect();
-        let kind = match lock_tracepoints_chosen {
-            TracepointKind::TpBtf => "tp_btf",
-            TracepointKind::Tracepoint => "tracepoint",
-            TracepointKind::Unavailable => "unavailable",
-        };
-        chosen.insert(Role::LockTracepoints.name().into(), kind.into());
-        let syscalls_ok = fd_syscall_tracepoints.iter().all(|t| t.tracepoint.works());
+        chosen.insert(
+            Role::LockTracepoints.name().into(),
+            lock_tracepoints_chosen.name().into(),
+        );
         chosen.insert(
             Role::FdSyscalls.name().into(),
-            if syscalls_ok {
-                "tracepoint"
-            } else {
-                "unavailable"
-            }
-            .into(),
+            fd_syscalls_chosen.name().into(),
         );
         chosen.insert(
             "cpu_sampling".into(),

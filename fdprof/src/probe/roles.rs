@@ -85,9 +85,3 @@ impl FunctionRole {
         }
     }
 }
-
-/// Tracepoints of the lock-contention role.
-pub const LOCK_TRACEPOINTS: [&str; 2] = ["contention_begin", "contention_end"];
-
-/// A representative fd syscall tracepoint pair for the syscall role.
-pub const SYSCALL_TRACEPOINTS: [&str; 2] = ["sys_enter_close", "sys_exit_close"];

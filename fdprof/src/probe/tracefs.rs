@@ -7,7 +7,10 @@ const TRACEFS: &str = "/sys/kernel/tracing";
 
 /// Makes sure tracefs is mounted; returns a note when fdprof had to mount it.
 pub fn ensure_mounted() -> Option<String> {
-    if Path::new(TRACEFS).join("events").is_dir()
+    // The mount table, not the directory: tracefs is mode 0700, so a user with CAP_BPF and
+    // CAP_PERFMON but not root cannot look inside it, mounted or not.
+    if mounted(&std::fs::read_to_string("/proc/self/mounts").unwrap_or_default())
+        || Path::new(TRACEFS).join("events").is_dir()
         || Path::new("/sys/kernel/debug/tracing/events").is_dir()
     {
         return None;
@@ -32,4 +35,28 @@ pub fn ensure_mounted() -> Option<String> {
             std::io::Error::last_os_error()
         )
     })
+}
+
+/// Whether `/proc/self/mounts` text lists a tracefs.
+fn mounted(mounts: &str) -> bool {
+    mounts
+        .lines()
+        .any(|l| l.split_whitespace().nth(2) == Some("tracefs"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tracefs_in_the_mount_table_is_mounted() {
+        let mounts = "sysfs /sys sysfs rw 0 0\n\
+                      tracefs /sys/kernel/tracing tracefs rw,nosuid,nodev,noexec,relatime 0 0\n";
+        assert!(mounted(mounts));
+        assert!(!mounted(
+            "sysfs /sys sysfs rw 0 0\nproc /proc proc rw 0 0\n"
+        ));
+        // A path that merely says tracefs is not a tracefs.
+        assert!(!mounted("/dev/vda /mnt/tracefs ext4 rw 0 0\n"));
+    }
 }
