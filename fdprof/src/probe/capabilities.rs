@@ -120,10 +120,16 @@ pub struct Capabilities {
     pub notes: Vec<String>,
 }
 
+/// The running kernel's release, read once: every interval's recording names it.
 pub fn kernel_release() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "unknown".into())
+    static RELEASE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    RELEASE
+        .get_or_init(|| {
+            std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .map(|s| s.trim().to_string())
+                .unwrap_or_else(|_| "unknown".into())
+        })
+        .clone()
 }
 
 pub fn rlimit_nofile() -> Rlimit {

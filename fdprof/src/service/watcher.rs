@@ -94,6 +94,8 @@ pub struct Watcher {
     /// The facts of the first profiler (all are attached alike): the mode, per role.
     mode: Mode,
     probes: BTreeMap<Role, Attachment>,
+    /// [`blank`] in that mode.
+    blank: Recording,
     started: Instant,
     started_unix_ms: u64,
     /// End of the last interval, since `started`.
@@ -109,10 +111,17 @@ impl Watcher {
         watch: Watch,
         max_processes: usize,
     ) -> Self {
+        let mut user_syms = UserSymbolizer::new();
+        let blank = blank(
+            &kernel_syms,
+            &mut user_syms,
+            Mode::Tracepoint,
+            BTreeMap::new(),
+        );
         Self {
             kernel,
             kernel_syms,
-            user_syms: UserSymbolizer::new(),
+            user_syms,
             watch,
             max_processes,
             processes: BTreeMap::new(),
@@ -126,6 +135,7 @@ impl Watcher {
             dropped: BTreeMap::new(),
             mode: Mode::Tracepoint,
             probes: BTreeMap::new(),
+            blank,
             started: Instant::now(),
             started_unix_ms: unix_ms(),
             last_end: Duration::ZERO,
@@ -275,6 +285,12 @@ impl Watcher {
         if self.probes.is_empty() {
             self.mode = profiler.mode();
             self.probes = profiler.attachments().clone();
+            self.blank = blank(
+                &self.kernel_syms,
+                &mut self.user_syms,
+                self.mode,
+                self.probes.clone(),
+            );
             log::info(&format!("probes attach in {} mode", self.mode));
         }
         match pid {
@@ -345,28 +361,24 @@ impl Watcher {
             .collect();
         let pids: Vec<u32> = self.processes.keys().copied().collect();
         for pid in pids {
-            if let Some(mut p) = self.processes.remove(&pid) {
-                self.read_events(pid, &mut p);
-                self.processes.insert(pid, p);
-            }
-            let p = &self.processes[&pid];
-            let now = match p.profiler.snapshot() {
-                Ok(s) => s,
-                Err(e) => {
-                    log::error(&format!("cannot read the figures of pid {pid}: {e:#}"));
-                    continue;
-                }
+            let Some(mut p) = self.processes.remove(&pid) else {
+                continue;
             };
-            let (name, delta) = (p.name.clone(), now.delta(&p.earlier));
-            let probes = p.profiler.attachments().clone();
-            if pid != 0 && target::process_alive(pid) {
+            // Once an interval, for the stacks of its events and of its figures.
+            if pid != 0 {
                 self.user_syms.snapshot_maps(pid);
             }
-            let rec = self.assemble(pid, &name, &delta, probes);
-            per_process.push((name, rec));
-            if let Some(p) = self.processes.get_mut(&pid) {
-                p.earlier = now;
+            self.read_events(pid, &mut p);
+            match p.profiler.snapshot() {
+                Ok(now) => {
+                    let probes = p.profiler.attachments().clone();
+                    let rec = self.assemble(pid, &p.name, &now.delta(&p.earlier), probes);
+                    per_process.push((p.name.clone(), rec));
+                    p.earlier = now;
+                }
+                Err(e) => log::error(&format!("cannot read the figures of pid {pid}: {e:#}")),
             }
+            self.processes.insert(pid, p);
         }
         let live: BTreeSet<u32> = self.processes.keys().copied().collect();
         self.user_syms.trim(|p| live.contains(&p), USER_FILES);
@@ -414,7 +426,8 @@ impl Watcher {
         }
     }
 
-    /// Takes `p`'s events from its ring buffer, symbolized now, within [`EVENTS`] an interval.
+    /// Takes `p`'s events from its ring buffer, symbolized now (through the caller's maps
+    /// snapshot), within [`EVENTS`] an interval.
     fn read_events(&mut self, pid: u32, p: &mut Process) {
         let Some(stream) = p.events.as_mut() else {
             return;
@@ -432,9 +445,6 @@ impl Watcher {
             .profiler
             .stacks(raw.iter().flat_map(RawEvent::stack_ids))
             .unwrap_or_default();
-        if pid != 0 && target::process_alive(pid) {
-            self.user_syms.snapshot_maps(pid);
-        }
         let mut sym = Symbolizers {
             kernel: &self.kernel_syms,
             user: &mut self.user_syms,
@@ -464,33 +474,19 @@ impl Watcher {
         delta: &Snapshot,
         probes: BTreeMap<Role, Attachment>,
     ) -> Recording {
+        let (kind, pid) = match pid {
+            0 => (TargetKind::All, None),
+            p => (TargetKind::Pid, Some(p)),
+        };
         let run = Run {
-            target: Target {
-                kind: if pid == 0 {
-                    TargetKind::All
-                } else {
-                    TargetKind::Pid
-                },
-                pid: (pid != 0).then_some(pid),
-                tid: None,
-                command: Vec::new(),
-                comm: Some(name.to_string()),
-                exit_status: None,
-                threads: None,
-            },
+            target: target(kind, pid, name),
             started_unix_ms: self.started_unix_ms + self.last_end.as_millis() as u64,
-            duration_ns: 0,
-            end_reason: EndReason::Duration,
-            mode: self.mode,
-            probes,
-            raw_addrs: false,
-            notes: Vec::new(),
-            collector_cpu_ns: 0,
+            ..blank_run(self.mode, probes)
         };
         let mut sym = Symbolizers {
             kernel: &self.kernel_syms,
             user: &mut self.user_syms,
-            user_pid: (pid != 0).then_some(pid),
+            user_pid: pid,
             raw_addrs: false,
         };
         assemble::recording(delta, run, &mut sym)
@@ -498,39 +494,16 @@ impl Watcher {
 
     /// A recording of nothing, for `name` over one interval: what each interval starts from.
     fn empty(&self, name: &str, start: Duration, duration: Duration) -> Recording {
-        let run = Run {
-            target: Target {
-                kind: match self.watch.targets {
-                    Targets::All => TargetKind::All,
-                    _ => TargetKind::Name,
-                },
-                pid: None,
-                tid: None,
-                command: Vec::new(),
-                comm: Some(name.to_string()),
-                exit_status: None,
-                threads: None,
-            },
+        let kind = match self.watch.targets {
+            Targets::All => TargetKind::All,
+            _ => TargetKind::Name,
+        };
+        Recording {
+            target: target(kind, None, name),
             started_unix_ms: self.started_unix_ms + start.as_millis() as u64,
             duration_ns: duration.as_nanos() as u64,
-            end_reason: EndReason::Duration,
-            mode: self.mode,
-            probes: self.probes.clone(),
-            raw_addrs: false,
-            notes: Vec::new(),
-            collector_cpu_ns: 0,
-        };
-        let mut user = UserSymbolizer::new();
-        let mut sym = Symbolizers {
-            kernel: &self.kernel_syms,
-            user: &mut user,
-            user_pid: None,
-            raw_addrs: false,
-        };
-        let mut rec = assemble::recording(&Snapshot::zeroed(), run, &mut sym);
-        // Cumulative settings, not counts: merged processes bring their own.
-        rec.stack_walks.refresh_every = 0;
-        rec
+            ..self.blank.clone()
+        }
     }
 
     /// The empty recording a name's history starts from; `None`: the daemon's own.
@@ -547,6 +520,54 @@ impl Watcher {
         }
         self.finished.clear();
     }
+}
+
+/// The target of a process's (`kind` Pid or All) or a name's figures.
+fn target(kind: TargetKind, pid: Option<u32>, name: &str) -> Target {
+    Target {
+        kind,
+        pid,
+        tid: None,
+        command: Vec::new(),
+        comm: Some(name.to_string()),
+        exit_status: None,
+        threads: None,
+    }
+}
+
+/// The facts of an interval's recording but its target and times.
+fn blank_run(mode: Mode, probes: BTreeMap<Role, Attachment>) -> Run {
+    Run {
+        target: target(TargetKind::Name, None, ""),
+        started_unix_ms: 0,
+        duration_ns: 0,
+        end_reason: EndReason::Duration,
+        mode,
+        probes,
+        raw_addrs: false,
+        notes: Vec::new(),
+        collector_cpu_ns: 0,
+    }
+}
+
+/// A recording of nothing in `mode`, assembled once (per mode) and cloned for every name's
+/// every interval.
+fn blank(
+    kernel: &KernelSymbols,
+    user: &mut UserSymbolizer,
+    mode: Mode,
+    probes: BTreeMap<Role, Attachment>,
+) -> Recording {
+    let mut sym = Symbolizers {
+        kernel,
+        user,
+        user_pid: None,
+        raw_addrs: false,
+    };
+    let mut rec = assemble::recording(&Snapshot::zeroed(), blank_run(mode, probes), &mut sym);
+    // Cumulative settings, not counts: merged processes bring their own.
+    rec.stack_walks.refresh_every = 0;
+    rec
 }
 
 /// Processes (not threads) whose comm is one of `comms`, but not fdprof itself.
