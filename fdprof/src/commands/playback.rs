@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 
 use super::session;
-use super::top::{Sink, TopArgs, print};
+use super::top::{Sink, TopArgs};
 use crate::analysis;
 use crate::error::{EXIT_USAGE, fatal};
 use crate::model::Recording;
@@ -55,12 +55,6 @@ pub fn run(args: &TopArgs, path: &Path) -> Result<()> {
             break;
         }
         let written = match &sink {
-            Sink::Jsonl => {
-                let line =
-                    serde_json::to_string(&interval).context("cannot serialize an interval")?;
-                print(&(line + "\n"))
-            }
-            Sink::Batch => print(&crate::render::live::interval(&interval)),
             Sink::Screen { updates, reset, .. } => {
                 if reset.swap(false, Ordering::Relaxed) {
                     since = index;
@@ -73,6 +67,7 @@ pub fn run(args: &TopArgs, path: &Path) -> Result<()> {
                 });
                 Ok(())
             }
+            text => text.print(&interval)?,
         };
         if let Err(e) = written {
             write_error = Some(e);

@@ -17,7 +17,7 @@ use super::command_output::CommandOutput;
 use super::live::{self, Facts};
 use super::record::ModeArg;
 use super::session::{self, Request, Streams};
-use crate::analysis::Event;
+use crate::analysis::{Event, Interval};
 use crate::collect::{
     Snapshot, TargetSpec,
     stream::{Collector, Received, StreamOptions, Update},
@@ -162,6 +162,20 @@ impl Sink {
         }
     }
 
+    /// Writes `interval` as a JSON line (`--jsonl`) or a text block (`--batch`); the screen is
+    /// fed by its caller. The write's outcome (a closed pipe ends the profile quietly).
+    pub(super) fn print(&self, interval: &Interval) -> Result<std::io::Result<()>> {
+        Ok(match self {
+            Sink::Jsonl => {
+                let line =
+                    serde_json::to_string(interval).context("cannot serialize an interval")?;
+                print(&(line + "\n"))
+            }
+            Sink::Batch => print(&crate::render::live::interval(interval)),
+            Sink::Screen { .. } => Ok(()),
+        })
+    }
+
     /// Whether the screen was closed (`q`): the profile ends.
     pub(super) fn closed(&self) -> bool {
         matches!(self, Sink::Screen { quit, .. } if quit.load(Ordering::Relaxed))
@@ -266,12 +280,6 @@ pub fn run(args: TopArgs) -> Result<()> {
         let mut interval = live::interval(&delta, &facts, why, &mut sym);
         interval.events = std::mem::take(&mut pending);
         let written = match &sink {
-            Sink::Jsonl => {
-                let line =
-                    serde_json::to_string(&interval).context("cannot serialize an interval")?;
-                print(&(line + "\n"))
-            }
-            Sink::Batch => print(&crate::render::live::interval(&interval)),
             Sink::Screen { updates, reset, .. } => {
                 if reset.swap(false, Ordering::Relaxed) {
                     since = delta.total.clone();
@@ -284,6 +292,7 @@ pub fn run(args: TopArgs) -> Result<()> {
                 });
                 Ok(())
             }
+            text => text.print(&interval)?,
         };
         if let Err(e) = written {
             // Nobody reads any more (`| head`): stop, detach, and say nothing of a closed pipe.
@@ -302,7 +311,7 @@ pub fn run(args: TopArgs) -> Result<()> {
 }
 
 /// Writes `text` to standard output at once.
-pub(super) fn print(text: &str) -> std::io::Result<()> {
+fn print(text: &str) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes()).and_then(|()| out.flush())
 }
