@@ -8,7 +8,7 @@
 
 use std::fmt;
 
-use fdprof_figures::{Histogram, Report};
+use fdprof_figures::{Histogram, Report, Syscall};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{
     DescriptorEncoder, EncodeCounterValue, EncodeGaugeValue, EncodeLabelSet, EncodeMetric,
@@ -190,27 +190,26 @@ fn write(e: &Exposition, encoder: &mut DescriptorEncoder) -> fmt::Result {
     // Syscalls, the scan and the table are not recorded with --lock-only: no series then,
     // rather than zeros.
     let fd_activity = || e.targets.iter().filter(|(_, r)| r.fd_activity_recorded);
+    // One series per target and syscall, of one of the syscall's figures.
+    let by_syscall = |figure: fn(&Syscall) -> u64| {
+        fd_activity().flat_map(move |(target, r)| {
+            r.syscalls.iter().map(move |s| {
+                let labels = [("target", target.as_str()), ("syscall", s.name.as_str())];
+                (labels, figure(s))
+            })
+        })
+    };
     out.counters(
         "fdprof_fd_allocations",
         "fds taken with alloc_fd (not dup2/dup3), by the syscall that took them.",
         None,
-        fd_activity().flat_map(|(target, r)| {
-            r.syscalls.iter().map(move |s| {
-                let labels = [("target", target.as_str()), ("syscall", s.name.as_str())];
-                (labels, s.allocs)
-            })
-        }),
+        by_syscall(|s| s.allocs),
     )?;
     out.counters(
         "fdprof_fd_closes",
         "fds removed from the table, by the syscall that closed them.",
         None,
-        fd_activity().flat_map(|(target, r)| {
-            r.syscalls.iter().map(move |s| {
-                let labels = [("target", target.as_str()), ("syscall", s.name.as_str())];
-                (labels, s.fds_closed)
-            })
-        }),
+        by_syscall(|s| s.fds_closed),
     )?;
     out.counters(
         "fdprof_lock_contentions",
