@@ -223,7 +223,7 @@ impl Profiler {
 
     /// Keeps the run-time statistics sampler going: call it again after the time it returns.
     pub fn tick(&mut self) -> Duration {
-        self.stats.tick(self.attached_at.elapsed())
+        self.tick_from(self.attached_at)
     }
 
     /// [`Profiler::tick`] with the sampling windows timed from `origin`, not from attach: the
