@@ -70,50 +70,104 @@ pub mod lcb {
     pub const F_MUTEX: u32 = 1 << 5;
 }
 
+/// A lock the programs recognise from the waiting task itself (`ContentionKey::known`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[repr(u32)]
+pub enum KnownLock {
+    #[default]
+    None = 0,
+    /// `current->mm->mmap_lock`.
+    MmapLock = 1,
+    /// `current->sighand->siglock`.
+    Siglock = 2,
+}
+
+impl KnownLock {
+    /// The kind of a key's `known`; unknown values are `None`.
+    pub const fn from_code(code: u32) -> Self {
+        match code {
+            1 => KnownLock::MmapLock,
+            2 => KnownLock::Siglock,
+            _ => KnownLock::None,
+        }
+    }
+}
+
 /// A contention site's stacks are walked at its first contention and again at every this
 /// many; in between they are reused (walking costs more than most file_lock waits).
-pub const STACK_REFRESH: u32 = 16;
+pub const STACK_REFRESH: u32 = 64;
 
-/// One waiting site: which lock, from which stacks.
+/// The lock of a wait, as far as the programs tell it at `contention_begin`.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct ContentionKey {
-    pub lock_class: u32,
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct LockIdentity {
+    /// A [`lock_class`] value.
+    pub class: u32,
+    /// A [`KnownLock`] code.
+    pub known: u32,
+    /// The lock's address when it lies in the kernel image (a static lock, named by its
+    /// symbol in user space); 0 for locks in allocated objects (one row per address would be
+    /// one row per socket, inode, …).
+    pub static_addr: u64,
+}
+
+/// What waits are added up by: which lock, from which stacks.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct SiteKey {
+    pub lock: LockIdentity,
     /// Stack ids in the stack-trace map; negative when the stack could not be taken.
     pub kernel_stack: i32,
     pub user_stack: i32,
-    /// Log2 slot of the wait, so the key also is a histogram cell.
-    pub slot: u32,
 }
 
-/// Aggregate for one key (one cell of one histogram).
+/// Sites the programs add waits up for (`SITE_INDEX` entries, `SITE_WAITS` elements).
+pub const SITES: u32 = 4096;
+
+/// Log2 slots of a site's wait histogram: waits of 2^39 ns (9 minutes) and more share the last.
+pub const WAIT_SLOTS: usize = 40;
+
+/// The waits of one site on one CPU: an element of the per-CPU array `SITE_WAITS`, at the index
+/// `SITE_INDEX` gives the site. Array elements are reached without hashing, so
+/// `contention_end`, which runs with the lock held, adds a wait with a few stores.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct ContentionValue {
+#[derive(Clone, Copy, Debug)]
+pub struct SiteWaits {
     pub count: u64,
     pub total_ns: u64,
     pub max_ns: u64,
+    pub slots: [u32; WAIT_SLOTS],
 }
 
-/// An open wait, kept from `contention_begin` to `contention_end`.
+impl Default for SiteWaits {
+    fn default() -> Self {
+        Self {
+            count: 0,
+            total_ns: 0,
+            max_ns: 0,
+            slots: [0; WAIT_SLOTS],
+        }
+    }
+}
+
+/// An open wait, kept from `contention_begin` to `contention_end`. Everything `contention_end`
+/// needs is worked out at `contention_begin`, while the task waits anyway.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct OpenWait {
-    pub lock: u64,
+    pub lock_addr: u64,
     pub start_ns: u64,
-    pub flags: u32,
-    /// Stacks are taken at `contention_begin`, while the task spins anyway, not at
-    /// `contention_end`, where the lock is already held and every ns would lengthen the hold.
-    pub kernel_stack: i32,
-    pub user_stack: i32,
+    pub site: SiteKey,
+    /// The site's element of `SITE_WAITS`.
+    pub index: u32,
     pub _pad: u32,
 }
 
 #[cfg(feature = "user")]
 mod pod {
     // SAFETY: plain #[repr(C)] data without padding holes that matter to the kernel.
-    unsafe impl aya::Pod for super::ContentionKey {}
-    unsafe impl aya::Pod for super::ContentionValue {}
+    unsafe impl aya::Pod for super::SiteKey {}
+    unsafe impl aya::Pod for super::SiteWaits {}
 }
 
 impl core::fmt::Display for LockKind {

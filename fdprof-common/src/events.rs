@@ -30,19 +30,18 @@ pub struct EventRecord {
     pub at_ns: u64,
     /// Slow wait: the wait in ns; expansion: the duration when `flag::DURATION` is set.
     pub value: u64,
+    /// Slow wait: the lock waited for.
+    pub lock: crate::contention::LockIdentity,
     pub kind: u32,
     pub pid: u32,
     pub tid: u32,
     pub flags: u32,
-    /// Slow wait: a `contention::lock_class` value.
-    pub lock_class: u32,
     /// Expansion: `max_fds` before and after.
     pub old_max_fds: u32,
     pub new_max_fds: u32,
     /// Slow wait: ids in the `STACKS` map; negative when the stack could not be taken.
     pub kernel_stack: i32,
     pub user_stack: i32,
-    pub _pad: u32,
 }
 
 #[cfg(feature = "user")]

@@ -6,7 +6,12 @@
 /// Maps of the profiler object.
 pub mod map {
     pub const STACKS: &str = "STACKS";
-    pub const CONTENTION: &str = "CONTENTION";
+    /// Site → its element of `SITE_WAITS`.
+    pub const SITE_INDEX: &str = "SITE_INDEX";
+    /// Per-CPU array of `contention::SiteWaits`.
+    pub const SITE_WAITS: &str = "SITE_WAITS";
+    /// `SITE_WAITS` element → the site it was given to.
+    pub const SITE_OWNERS: &str = "SITE_OWNERS";
     pub const SYSCALL_COUNTERS: &str = "SYSCALL_COUNTERS";
     pub const GLOBALS: &str = "GLOBALS";
     pub const HISTS: &str = "HISTS";
@@ -16,9 +21,11 @@ pub mod map {
     pub const CONFIG: &str = "CONFIG";
     /// Ring buffer of `events::EventRecord`s.
     pub const EVENTS: &str = "EVENTS";
-    pub const ALL: [&str; 10] = [
+    pub const ALL: [&str; 12] = [
         STACKS,
-        CONTENTION,
+        SITE_INDEX,
+        SITE_WAITS,
+        SITE_OWNERS,
         SYSCALL_COUNTERS,
         GLOBALS,
         HISTS,
@@ -48,7 +55,17 @@ pub mod setting {
     pub const OFF_SIGNAL_LIVE: &str = "OFF_SIGNAL_LIVE";
     /// Waits of at least this many ns are sent as slow-wait events (u64).
     pub const SLOW_NS: &str = "SLOW_NS";
-    pub const ALL: [&str; 12] = [
+    /// Offsets of `task_struct.mm`, `mm_struct.mmap_lock`, `task_struct.sighand` and
+    /// `sighand_struct.siglock` (locks recognised by kind); `u32::MAX` when absent.
+    pub const OFF_TASK_MM: &str = "OFF_TASK_MM";
+    pub const OFF_MM_MMAP_LOCK: &str = "OFF_MM_MMAP_LOCK";
+    pub const OFF_TASK_SIGHAND: &str = "OFF_TASK_SIGHAND";
+    pub const OFF_SIGHAND_SIGLOCK: &str = "OFF_SIGHAND_SIGLOCK";
+    /// The kernel image's data, `[start, end)` (u64): a lock there is static, named by its
+    /// symbol. Both 0 when kallsyms does not list the image's data.
+    pub const IMAGE_START: &str = "IMAGE_START";
+    pub const IMAGE_END: &str = "IMAGE_END";
+    pub const ALL: [&str; 18] = [
         TARGET_KIND,
         TARGET_ID,
         OFF_TASK_FILES,
@@ -61,6 +78,12 @@ pub mod setting {
         OFF_TASK_SIGNAL,
         OFF_SIGNAL_LIVE,
         SLOW_NS,
+        OFF_TASK_MM,
+        OFF_MM_MMAP_LOCK,
+        OFF_TASK_SIGHAND,
+        OFF_SIGHAND_SIGLOCK,
+        IMAGE_START,
+        IMAGE_END,
     ];
 }
 

@@ -5,11 +5,14 @@
 //! levels for interrupts); sleeping locks may emit several begins per end, so theirs is kept per
 //! task and only the first begin counts.
 //!
-//! Walking both stacks costs ~4 µs here, far longer than a typical file_lock wait. Walked at
-//! every contention, that cost both slows the target and lands inside the wait it measures. So
-//! the stacks walked at a site (thread, syscall, user return point, lock) are reused for the
-//! next contentions there and walked again every [`STACK_REFRESH`]th; a wait is timed from
-//! after the walk.
+//! Both programs take their clock first, so that what they do after it (begin) or before it
+//! (end) is all the probe time a measured wait can contain. `contention_end` runs with the lock
+//! held: it finds its open wait and adds it up, nothing more; the lock's identity and the stacks
+//! are worked out at `contention_begin`, while the task waits anyway.
+//!
+//! Walking both stacks costs ~4 µs here, far longer than a typical file_lock wait. So the
+//! stacks walked at a site (thread, syscall, user return point, lock) are kept in a per-CPU
+//! cache and reused for the next contentions there, walked again every [`STACK_REFRESH`]th.
 
 use aya_ebpf::{
     bindings::BPF_F_USER_STACK,
@@ -17,18 +20,24 @@ use aya_ebpf::{
         bpf_get_current_task_btf, bpf_ktime_get_ns, bpf_probe_read_kernel, bpf_task_pt_regs,
     },
     macros::{btf_tracepoint, map, tracepoint},
-    maps::{HashMap, LruHashMap, PerCpuArray, PerCpuHashMap},
+    maps::{HashMap, PerCpuArray},
     programs::tracing::StackIdContext,
     programs::{BtfTracePointContext, TracePointContext},
 };
 use fdprof_common::{
-    contention::{ContentionKey, ContentionValue, OpenWait, STACK_REFRESH, lcb, lock_class},
+    contention::{
+        KnownLock, LockIdentity, OpenWait, SITES, STACK_REFRESH, SiteKey, SiteWaits, WAIT_SLOTS,
+        lcb, lock_class,
+    },
     counters::{drop, global},
     events::{EventRecord, kind},
     log2_slot,
 };
 
-use crate::{kernel, maps};
+use crate::{
+    kernel::{self, OwnLock},
+    maps,
+};
 
 /// Nesting depth of spin waits on one CPU (task, softirq, hardirq, NMI).
 const SPIN_LEVELS: u32 = 4;
@@ -39,15 +48,22 @@ static SPIN_WAITS: PerCpuArray<OpenWait> = PerCpuArray::with_max_entries(SPIN_LE
 #[map]
 static SLEEP_WAITS: HashMap<u32, OpenWait> = HashMap::with_max_entries(16384, 0);
 
+/// Site → its element of `SITE_WAITS`.
 #[map]
-pub static CONTENTION: PerCpuHashMap<ContentionKey, ContentionValue> =
-    PerCpuHashMap::with_max_entries(16384, 0);
+static SITE_INDEX: HashMap<SiteKey, u32> = HashMap::with_max_entries(SITES, 0);
+
+#[map]
+static SITE_WAITS: PerCpuArray<SiteWaits> = PerCpuArray::with_max_entries(SITES, 0);
+
+/// Element → the site it was given to.
+#[map]
+static SITE_OWNERS: HashMap<u32, SiteKey> = HashMap::with_max_entries(SITES, 0);
 
 const BPF_NOEXIST: u64 = 1;
 
 /// Where a contention happens, as far as can be told without walking a stack.
 #[repr(C)]
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct StackSite {
     lock: u64,
     /// From the task's user registers: syscall number (`orig_ax`), return point and stack.
@@ -58,17 +74,24 @@ pub struct StackSite {
     flags: u32,
 }
 
+/// A stack site, and what was made of it at its last walk: the lock and stacks that key its
+/// waits, and their element of `SITE_WAITS`.
 #[repr(C)]
 #[derive(Clone, Copy)]
-pub struct SiteStacks {
-    kernel: i32,
-    user: i32,
+pub struct CachedSite {
+    site: StackSite,
+    key: SiteKey,
+    index: u32,
     uses: u32,
-    _pad: u32,
 }
 
+/// Sites cached per CPU, direct-mapped by a hash of the site: an array slot costs a few loads
+/// where a shared hash map costs a hashed lookup and, to insert, a lock. A spinning waiter
+/// stays on its CPU, and a thread that moved walks again once.
+const SITE_SLOTS: u32 = 1024;
+
 #[map]
-static STACK_SITES: LruHashMap<StackSite, SiteStacks> = LruHashMap::with_max_entries(16384, 0);
+static SITE_CACHE: PerCpuArray<CachedSite> = PerCpuArray::with_max_entries(SITE_SLOTS, 0);
 
 /// x86_64 `struct pt_regs` offset of `orig_ax`, followed by ip, cs, flags and sp.
 const PT_REGS_ORIG_AX: u64 = 120;
@@ -92,6 +115,15 @@ fn site(tid: u32, lock: u64, flags: u32) -> StackSite {
 }
 
 #[inline(always)]
+fn slot_of(s: &StackSite) -> u32 {
+    const MIX: u64 = 0x9E37_79B9_7F4A_7C15;
+    let h = (s.lock ^ s.user_ip.rotate_left(17) ^ s.user_sp.rotate_left(31))
+        .wrapping_add(s.syscall ^ (u64::from(s.tid) << 32) ^ u64::from(s.flags))
+        .wrapping_mul(MIX);
+    (h >> 54) as u32 & (SITE_SLOTS - 1)
+}
+
+#[inline(always)]
 fn stack_id<C: StackIdContext>(ctx: &C, flags: u64, reason: u32) -> i32 {
     match ctx.get_stackid(&maps::STACKS, flags) {
         Ok(id) => id as i32,
@@ -102,61 +134,120 @@ fn stack_id<C: StackIdContext>(ctx: &C, flags: u64, reason: u32) -> i32 {
     }
 }
 
-/// The stacks of a contention at `site`: those last walked there, or walked now.
+/// The site key and `SITE_WAITS` element of a contention at `site`: those of the last walk
+/// there, or walked now. `None` when the site has no element (all [`SITES`] given out).
 #[inline(always)]
-fn stacks<C: StackIdContext>(ctx: &C, site: &StackSite) -> (i32, i32) {
-    // A kernel thread has no user registers to tell its sites apart: always walk.
-    let cached = if site.user_ip != 0 {
-        STACK_SITES.get_ptr_mut(site)
-    } else {
-        None
-    };
-    if let Some(c) = cached {
-        // SAFETY: a map value; its key holds this thread's tid, so only this thread uses it.
-        unsafe {
+fn site_waits<C: StackIdContext>(
+    ctx: &C,
+    site: &StackSite,
+    lock: u64,
+    btf: bool,
+) -> Option<(SiteKey, u32)> {
+    let c = SITE_CACHE.get_ptr_mut(slot_of(site))?;
+    // SAFETY: a per-CPU slot: only this CPU uses it, and the program does not nest on a CPU.
+    unsafe {
+        if (*c).site == *site && (*c).index < SITES {
             (*c).uses += 1;
-            if (*c).uses % STACK_REFRESH != 0 && (*c).kernel >= 0 {
+            if (*c).uses % STACK_REFRESH != 0 {
                 maps::add(&maps::GLOBALS, global::STACK_REUSES, 1);
-                return ((*c).kernel, (*c).user);
+                return Some(((*c).key, (*c).index));
             }
+        } else {
+            (*c).site = *site;
+            (*c).uses = 0;
         }
     }
-    let kernel = stack_id(ctx, 0, drop::KERNEL_STACK);
-    let user = stack_id(ctx, u64::from(BPF_F_USER_STACK), drop::USER_STACK);
+    let key = SiteKey {
+        lock: identify(lock, site.flags, btf),
+        kernel_stack: stack_id(ctx, 0, drop::KERNEL_STACK),
+        user_stack: stack_id(ctx, u64::from(BPF_F_USER_STACK), drop::USER_STACK),
+    };
     maps::add(&maps::GLOBALS, global::STACK_WALKS, 1);
-    match cached {
-        // SAFETY: as above.
-        Some(c) => unsafe {
-            (*c).kernel = kernel;
-            (*c).user = user;
-        },
-        None if site.user_ip != 0 => {
-            let fresh = SiteStacks {
-                kernel,
-                user,
-                uses: 0,
-                _pad: 0,
-            };
-            let _ = STACK_SITES.insert(site, &fresh, 0);
-        }
-        None => {}
+    let index = index_of(&key);
+    // SAFETY: as above.
+    unsafe {
+        (*c).key = key;
+        (*c).index = index.unwrap_or(SITES);
     }
-    (kernel, user)
+    Some((key, index?))
+}
+
+/// Elements tried for a new site, from its hash on.
+const SITE_PROBES: u32 = 8;
+
+/// The `SITE_WAITS` element of `key`, given out now if it has none: the first free one from the
+/// key's hash on, claimed by inserting it into `SITE_OWNERS`, which only one CPU can do (the
+/// BPF target's compare-and-swap needs a newer instruction set than fdprof is built for).
+#[inline(always)]
+fn index_of(key: &SiteKey) -> Option<u32> {
+    if let Some(&i) = unsafe { SITE_INDEX.get(key) } {
+        return Some(i);
+    }
+    let h = (u64::from(key.kernel_stack as u32) << 32 | u64::from(key.user_stack as u32))
+        ^ key.lock.static_addr
+        ^ u64::from(key.lock.class) << 8
+        ^ u64::from(key.lock.known) << 16;
+    let start = (h.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) as u32;
+    for probe in 0..SITE_PROBES {
+        let i = start.wrapping_add(probe) % SITES;
+        let claimed = SITE_OWNERS.insert(i, key, BPF_NOEXIST).is_ok();
+        if claimed || unsafe { SITE_OWNERS.get(i) } == Some(key) {
+            // Another CPU may have given the key another element meanwhile: the first in
+            // `SITE_INDEX` is the one used.
+            let _ = SITE_INDEX.insert(key, &i, BPF_NOEXIST);
+            return unsafe { SITE_INDEX.get(key) }.copied();
+        }
+    }
+    maps::dropped(drop::PROBE_CONTENTION, drop::MAP_FULL);
+    None
+}
+
+/// Which lock `lock` is: the target's `file_lock`, one recognised by kind, or else its class
+/// from the tracepoint's flags, with its address when it is static.
+#[inline(always)]
+fn identify(lock: u64, flags: u32, btf: bool) -> LockIdentity {
+    let mut known = KnownLock::None;
+    let class = if flags & lcb::F_SPIN != 0 {
+        if kernel::own_lock(OwnLock::FileLock, btf) == lock {
+            lock_class::FILE_LOCK
+        } else {
+            if kernel::own_lock(OwnLock::Siglock, btf) == lock {
+                known = KnownLock::Siglock;
+            }
+            lock_class::SPINLOCK
+        }
+    } else if flags & lcb::F_MUTEX != 0 {
+        lock_class::MUTEX
+    } else if flags & (lcb::F_READ | lcb::F_WRITE) != 0 {
+        if kernel::own_lock(OwnLock::MmapLock, btf) == lock {
+            known = KnownLock::MmapLock;
+        }
+        lock_class::RWSEM
+    } else {
+        lock_class::OTHER
+    };
+    LockIdentity {
+        class,
+        known: known as u32,
+        static_addr: if kernel::is_static(lock) { lock } else { 0 },
+    }
 }
 
 #[inline(always)]
-fn begin<C: StackIdContext>(ctx: &C, lock: u64, flags: u32) {
+fn begin<C: StackIdContext>(ctx: &C, lock: u64, flags: u32, btf: bool) {
+    // The wait starts here: what follows is probe time inside the measured wait.
+    let start_ns = unsafe { bpf_ktime_get_ns() };
     let Some(tid) = kernel::target_tid() else {
         return;
     };
-    let (kernel_stack, user_stack) = stacks(ctx, &site(tid, lock, flags));
-    // Timed from here, so that a walk does not count as waiting.
+    let Some((site, index)) = site_waits(ctx, &site(tid, lock, flags), lock, btf) else {
+        return;
+    };
     let wait = OpenWait {
-        lock,
-        start_ns: unsafe { bpf_ktime_get_ns() },
-        flags,
-        kernel_stack,
-        user_stack,
+        lock_addr: lock,
+        start_ns,
+        site,
+        index,
         _pad: 0,
     };
     if flags & lcb::F_SPIN != 0 {
@@ -164,7 +255,7 @@ fn begin<C: StackIdContext>(ctx: &C, lock: u64, flags: u32) {
             if let Some(slot) = SPIN_WAITS.get_ptr_mut(level) {
                 // SAFETY: per-CPU slot, this CPU only.
                 unsafe {
-                    if (*slot).lock == 0 {
+                    if (*slot).lock_addr == 0 {
                         *slot = wait;
                         return;
                     }
@@ -181,91 +272,69 @@ fn begin<C: StackIdContext>(ctx: &C, lock: u64, flags: u32) {
     }
 }
 
-/// Takes the open wait for `lock`, spin or sleeping.
+/// Takes this CPU's open spin wait for `lock`: no helper call, so a task that is not profiled
+/// (it has none) pays a few loads.
 #[inline(always)]
-fn take_open_wait(tid: u32, lock: u64) -> Option<OpenWait> {
+fn take_spin_wait(lock: u64) -> Option<OpenWait> {
     for level in 0..SPIN_LEVELS {
         if let Some(slot) = SPIN_WAITS.get_ptr_mut(level) {
             // SAFETY: per-CPU slot, this CPU only.
             unsafe {
-                if (*slot).lock == lock {
+                if (*slot).lock_addr == lock {
                     let wait = *slot;
-                    (*slot).lock = 0;
+                    (*slot).lock_addr = 0;
                     return Some(wait);
                 }
             }
         }
     }
+    None
+}
+
+#[inline(always)]
+fn take_sleep_wait(lock: u64) -> Option<OpenWait> {
+    let tid = kernel::target_tid()?;
     let wait = SLEEP_WAITS.get_ptr(tid).map(|p| unsafe { *p })?;
+    if wait.lock_addr != lock {
+        return None;
+    }
     let _ = SLEEP_WAITS.remove(tid);
     Some(wait)
 }
 
 #[inline(always)]
-fn classify(lock: u64, flags: u32) -> u32 {
-    if kernel::current_file_lock() == Some(lock) {
-        lock_class::FILE_LOCK
-    } else if flags & lcb::F_SPIN != 0 {
-        lock_class::SPINLOCK
-    } else if flags & lcb::F_MUTEX != 0 {
-        lock_class::MUTEX
-    } else if flags & (lcb::F_READ | lcb::F_WRITE) != 0 {
-        lock_class::RWSEM
-    } else {
-        lock_class::OTHER
-    }
-}
-
-#[inline(always)]
 fn end(lock: u64) {
-    let Some(tid) = kernel::target_tid() else {
-        return;
-    };
-    let Some(wait) = take_open_wait(tid, lock) else {
+    let Some(wait) = take_spin_wait(lock).or_else(|| take_sleep_wait(lock)) else {
         return;
     };
     let ns = unsafe { bpf_ktime_get_ns() }.saturating_sub(wait.start_ns);
-    let key = ContentionKey {
-        lock_class: classify(lock, wait.flags),
-        kernel_stack: wait.kernel_stack,
-        user_stack: wait.user_stack,
-        slot: log2_slot(ns),
-    };
-    // The site's stacks already in hand; the operation is told from them in user space.
+    if let Some(w) = SITE_WAITS.get_ptr_mut(wait.index) {
+        let slot = (log2_slot(ns) as usize).min(WAIT_SLOTS - 1);
+        // SAFETY: per-CPU value, this CPU only.
+        unsafe {
+            (*w).count += 1;
+            (*w).total_ns += ns;
+            if (*w).max_ns < ns {
+                (*w).max_ns = ns;
+            }
+            (*w).slots[slot] += 1;
+        }
+    }
     if ns >= kernel::slow_ns() {
         maps::emit(EventRecord {
             kind: kind::SLOW_WAIT,
             value: ns,
-            lock_class: key.lock_class,
-            kernel_stack: key.kernel_stack,
-            user_stack: key.user_stack,
+            lock: wait.site.lock,
+            kernel_stack: wait.site.kernel_stack,
+            user_stack: wait.site.user_stack,
             ..EventRecord::default()
         });
-    }
-    if let Some(v) = CONTENTION.get_ptr_mut(&key) {
-        // SAFETY: per-CPU value, this CPU only.
-        unsafe {
-            (*v).count += 1;
-            (*v).total_ns += ns;
-            if (*v).max_ns < ns {
-                (*v).max_ns = ns;
-            }
-        }
-    } else {
-        let v = ContentionValue {
-            count: 1,
-            total_ns: ns,
-            max_ns: ns,
-        };
-        if CONTENTION.insert(&key, &v, 0).is_err() {
-            maps::dropped(drop::PROBE_CONTENTION, drop::MAP_FULL);
-        }
     }
 }
 
 #[btf_tracepoint(function = "contention_begin")]
 pub fn fdprof_lock_begin(ctx: BtfTracePointContext) -> i32 {
-    begin(&ctx, ctx.arg::<u64>(0), ctx.arg::<u32>(1));
+    begin(&ctx, ctx.arg::<u64>(0), ctx.arg::<u32>(1), true);
     0
 }
 
@@ -279,7 +348,7 @@ pub fn fdprof_lock_end(ctx: BtfTracePointContext) -> i32 {
 #[tracepoint]
 pub fn fdprof_tp_lock_begin(ctx: TracePointContext) -> u32 {
     if let (Ok(lock), Ok(flags)) = unsafe { (ctx.read_at::<u64>(8), ctx.read_at::<u32>(16)) } {
-        begin(&ctx, lock, flags);
+        begin(&ctx, lock, flags, false);
     }
     0
 }

@@ -33,6 +33,20 @@ static OFF_SIGNAL_LIVE: u32 = 0;
 /// Waits of at least this many ns are sent as events; never unless set.
 #[unsafe(no_mangle)]
 static SLOW_NS: u64 = u64::MAX;
+/// Locks recognised by kind; `u32::MAX` where the kernel has no such field.
+#[unsafe(no_mangle)]
+static OFF_TASK_MM: u32 = u32::MAX;
+#[unsafe(no_mangle)]
+static OFF_MM_MMAP_LOCK: u32 = u32::MAX;
+#[unsafe(no_mangle)]
+static OFF_TASK_SIGHAND: u32 = u32::MAX;
+#[unsafe(no_mangle)]
+static OFF_SIGHAND_SIGLOCK: u32 = u32::MAX;
+/// The kernel image's data: a lock inside is static.
+#[unsafe(no_mangle)]
+static IMAGE_START: u64 = 0;
+#[unsafe(no_mangle)]
+static IMAGE_END: u64 = 0;
 
 /// Settings user space writes after attaching (a global is fixed before load, but which
 /// probes attach is only known after): `CONFIG[DIRECT_ALLOC]` = 1 once the allocator itself
@@ -206,4 +220,48 @@ pub fn fd_is_open(fdt: u64, max_fds: u32, fd: u32) -> bool {
         return false;
     };
     read::<u64>(bitmap + u64::from(fd / 64) * 8).is_some_and(|w| w & (1 << (fd % 64)) != 0)
+}
+
+/// Whether `lock` lies in the kernel image (a static lock).
+#[inline(always)]
+pub fn is_static(lock: u64) -> bool {
+    lock >= global(&IMAGE_START) && lock < global(&IMAGE_END)
+}
+
+/// A lock of the current task's own structures.
+#[derive(Clone, Copy)]
+pub enum OwnLock {
+    /// `current->files->file_lock`
+    FileLock,
+    /// `current->mm->mmap_lock`
+    MmapLock,
+    /// `current->sighand->siglock`
+    Siglock,
+}
+
+/// The address of `which` (0 when the task has no such structure); `btf` selects
+/// BTF-checked direct loads (tp_btf programs only), much cheaper than `bpf_probe_read_kernel`.
+#[inline(always)]
+pub fn own_lock(which: OwnLock, btf: bool) -> u64 {
+    let (off, inner) = match which {
+        OwnLock::FileLock => (global(&OFF_TASK_FILES), global(&OFF_FILES_FILE_LOCK)),
+        OwnLock::MmapLock => (global(&OFF_TASK_MM), global(&OFF_MM_MMAP_LOCK)),
+        OwnLock::Siglock => (global(&OFF_TASK_SIGHAND), global(&OFF_SIGHAND_SIGLOCK)),
+    };
+    if off == u32::MAX || inner == u32::MAX {
+        return 0;
+    }
+    let ptr = if btf {
+        // SAFETY: as in current_table_state_btf: a trusted BTF pointer and a load the verifier
+        // checks against the kernel's BTF and fixes up on fault. Only an address is computed
+        // from the loaded pointer.
+        unsafe {
+            let task = aya_ebpf::helpers::bpf_get_current_task_btf() as *const u8;
+            *(task.add(off as usize) as *const *const u8) as u64
+        }
+    } else {
+        let task = unsafe { bpf_get_current_task() };
+        read::<u64>(task + u64::from(off)).unwrap_or(0)
+    };
+    if ptr == 0 { 0 } else { ptr + u64::from(inner) }
 }

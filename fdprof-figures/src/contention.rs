@@ -1,10 +1,10 @@
 //! Lock waits: per lock class and fd-table operation, per lock class, and the direct-probe
 //! figures per operation.
 
-use fdprof_common::{contention::LockKind, fnops::Operation};
+use fdprof_common::fnops::Operation;
 use serde::{Deserialize, Serialize};
 
-use crate::Histogram;
+use crate::{Histogram, Lock};
 
 /// Every lock wait of the recording.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -22,13 +22,20 @@ pub struct Contention {
     /// One row per (lock, operation): locks in `by_lock` order; within a lock, operations by
     /// total wait (ties in the order alloc, close, expand, dup2, close_range, exec, fork, other).
     pub by_lock_operation: Vec<LockOperation>,
+    /// The most probe time one measured wait can contain, ns: the mean run times of the lock
+    /// tracepoints' programs together (`contention_begin` reads the clock first, so all of its
+    /// run after that is inside the wait, and `contention_end` reads it once it has found the
+    /// wait). `null` where run times were not measured.
+    #[serde(default)]
+    pub probe_ns_per_wait: Option<f64>,
 }
 
 /// Waits on one lock class, all operations.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct LockTotal {
-    /// `file_lock`, `spinlock`, `mutex`, `rwsem` or `other`.
-    pub lock: LockKind,
+    /// The lock: `lock`, `lock_kind` and `lock_named_by` in JSON.
+    #[serde(flatten)]
+    pub lock: Lock,
     pub count: u64,
     pub total_wait_ns: u64,
     /// The longest single wait (exact), ns.
@@ -40,7 +47,8 @@ pub struct LockTotal {
 /// Waits on one lock class in one fd-table operation, all stacks merged.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct LockOperation {
-    pub lock: LockKind,
+    #[serde(flatten)]
+    pub lock: Lock,
     /// `alloc`, `close`, `expand`, `dup2`, `close_range`, `exec`, `fork` or `other`.
     pub operation: Operation,
     /// Contention sites (distinct stack pairs) merged into this row.

@@ -12,6 +12,7 @@ mod contention;
 mod cost;
 mod histogram;
 mod live;
+mod lock;
 mod rates;
 mod report;
 mod stacks;
@@ -21,6 +22,7 @@ pub use contention::{Contention, Function, LockOperation, LockTotal, StackWalks}
 pub use cost::{DropCounter, Drops, OwnCost, ProgramCost};
 pub use histogram::{Bucket, Histogram, LatencyLevel, Unit};
 pub use live::{Event, EventKind, Interval};
+pub use lock::{Lock, NamedBy};
 pub use rates::{RateRow, Rates};
 pub use report::{Header, Report, ReportOptions, SortKey, Target};
 pub use stacks::{Frame, TopStack};
@@ -29,7 +31,7 @@ pub use stacks::{Frame, TopStack};
 pub const SCHEMA: &str = "fdprof-report";
 /// The value of [`Report::schema_version`]. Raised when a field changes or goes away; adding a
 /// field keeps it.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 pub use fdprof_common::{
     contention::LockKind,

@@ -2,7 +2,7 @@
 //! [`Interval`] per snapshot interval, and the [`Event`]s that each deserve a record of their
 //! own.
 
-use fdprof_common::{contention::LockKind, fnops::Operation};
+use fdprof_common::fnops::Operation;
 use serde::{Deserialize, Serialize};
 
 use crate::{Frame, Report};
@@ -77,7 +77,8 @@ pub enum EventKind {
     },
     /// A wait longer than the `--slow` threshold.
     SlowWait {
-        lock: LockKind,
+        #[serde(flatten)]
+        lock: crate::Lock,
         operation: Operation,
         wait_ns: u64,
         /// Innermost frame first; empty when not captured.

@@ -1,6 +1,8 @@
 //! The top stacks: contention sites merged by stack and ranked.
 
-use fdprof_common::{contention::LockKind, fnops::Operation};
+use fdprof_common::fnops::Operation;
+
+use crate::Lock;
 use serde::{Deserialize, Serialize};
 
 /// Contention sites of one lock and operation with the same stacks (the same function and
@@ -9,7 +11,8 @@ use serde::{Deserialize, Serialize};
 pub struct TopStack {
     /// 1 for the first.
     pub rank: usize,
-    pub lock: LockKind,
+    #[serde(flatten)]
+    pub lock: Lock,
     pub operation: Operation,
     /// Contention sites merged into this group.
     pub sites: usize,

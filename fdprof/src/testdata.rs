@@ -62,6 +62,7 @@ pub fn site(
     let wait = hist(waits);
     ContentionSite {
         lock: lock_kind(lock),
+        lock_name: None,
         operation: self::operation(operation),
         kernel_stack,
         user_stack,

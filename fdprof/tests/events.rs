@@ -12,7 +12,7 @@ use fdprof::collect::{
 };
 use fdprof::probe::kallsyms::Kallsyms;
 use fdprof_common::{
-    contention::{LockKind, lock_class},
+    contention::lock_class,
     counters::{drop, global},
 };
 use serde_json::Value;
@@ -185,17 +185,14 @@ fn every_file_lock_wait_is_a_slow_wait_at_one_ns() {
         .filter(|e| {
             matches!(
                 e.what,
-                RawKind::SlowWait {
-                    lock: LockKind::FileLock,
-                    ..
-                }
+                RawKind::SlowWait { lock, .. } if lock.class == lock_class::FILE_LOCK
             )
         })
         .collect();
     let contended: u64 = snap
         .contention
         .iter()
-        .filter(|(k, _)| k.lock_class == lock_class::FILE_LOCK)
+        .filter(|(k, _)| k.lock.class == lock_class::FILE_LOCK)
         .map(|(_, c)| c.count)
         .sum();
     let lost = snap.drops[(drop::PROBE_EVENTS * drop::COUNT + drop::RINGBUF_FULL) as usize];

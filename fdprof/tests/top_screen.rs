@@ -277,6 +277,7 @@ fn a_played_back_series_shows_its_contention_and_quits_cleanly() {
                 duration_ns: 200_000_000,
                 waits: vec![SampleWaits {
                     lock: LockKind::FileLock,
+                    lock_name: None,
                     operation: Operation::Close,
                     count: 1000,
                     total_wait_ns: 2_000_000,

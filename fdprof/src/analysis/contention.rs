@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use fdprof_figures::{Contention, LockKind, LockOperation, LockTotal, Operation, StackWalks, Unit};
+use fdprof_figures::{Contention, Lock, LockOperation, LockTotal, Operation, StackWalks, Unit};
 
 use super::waits::{Waits, all_wait_ns};
 use super::{histogram, share, sum};
@@ -15,7 +15,7 @@ pub fn contention(rec: &Recording) -> Contention {
     let file_lock = rec
         .contention
         .iter()
-        .filter(|c| c.lock == LockKind::FileLock);
+        .filter(|c| c.lock == fdprof_figures::LockKind::FileLock);
     Contention {
         count: sum(rec.contention.iter().map(|c| c.count)),
         total_wait_ns: all_wait_ns(&rec.contention),
@@ -23,21 +23,45 @@ pub fn contention(rec: &Recording) -> Contention {
         file_lock_count: sum(file_lock.map(|c| c.count)),
         by_lock: by_lock(rec),
         by_lock_operation: by_lock_operation(rec),
+        probe_ns_per_wait: probe_ns_per_wait(rec),
     }
 }
 
-/// Merged waits per lock class: `file_lock` first, then by total wait, then by name.
-fn lock_waits(rec: &Recording) -> Vec<(LockKind, Waits)> {
-    let mut locks: BTreeMap<LockKind, Waits> = BTreeMap::new();
+/// The mean run times of the lock tracepoints' begin and end programs, added.
+fn probe_ns_per_wait(rec: &Recording) -> Option<f64> {
+    use fdprof_common::probes::program;
+    let mean_of = |names: [&str; 2]| {
+        let runs = rec
+            .own_cost
+            .programs
+            .iter()
+            .filter(|p| names.contains(&p.name.as_str()));
+        let (time, count) = runs.fold((0u64, 0u64), |(t, n), p| {
+            (
+                t.saturating_add(p.run_time_ns),
+                n.saturating_add(p.run_count),
+            )
+        });
+        super::mean(time, count)
+    };
+    Some(
+        mean_of([program::LOCK_BEGIN, program::TP_LOCK_BEGIN])?
+            + mean_of([program::LOCK_END, program::TP_LOCK_END])?,
+    )
+}
+
+/// Merged waits per lock: `file_lock` first, then by total wait, then by name.
+fn lock_waits(rec: &Recording) -> Vec<(Lock, Waits)> {
+    let mut locks: BTreeMap<Lock, Waits> = BTreeMap::new();
     for site in &rec.contention {
-        locks.entry(site.lock).or_default().add(site);
+        locks.entry(site.figure_lock()).or_default().add(site);
     }
-    let mut locks: Vec<(LockKind, Waits)> = locks.into_iter().collect();
+    let mut locks: Vec<(Lock, Waits)> = locks.into_iter().collect();
     locks.sort_by(|(a, wa), (b, wb)| {
-        (*b == LockKind::FileLock)
-            .cmp(&(*a == LockKind::FileLock))
+        b.is_file_lock()
+            .cmp(&a.is_file_lock())
             .then(wb.total_wait_ns.cmp(&wa.total_wait_ns))
-            .then(a.name().cmp(b.name()))
+            .then(a.cmp(b))
     });
     locks
 }
@@ -63,22 +87,22 @@ pub fn by_lock(rec: &Recording) -> Vec<LockTotal> {
 pub fn by_lock_operation(rec: &Recording) -> Vec<LockOperation> {
     let all = all_wait_ns(&rec.contention);
     let locks = lock_waits(rec);
-    let mut rows: BTreeMap<(LockKind, Operation), Waits> = BTreeMap::new();
+    let mut rows: BTreeMap<(Lock, Operation), Waits> = BTreeMap::new();
     for site in &rec.contention {
-        rows.entry((site.lock, site.operation))
+        rows.entry((site.figure_lock(), site.operation))
             .or_default()
             .add(site);
     }
-    let lock_rank = |lock: LockKind| {
+    let lock_rank = |lock: &Lock| {
         locks
             .iter()
-            .position(|(l, _)| *l == lock)
+            .position(|(l, _)| l == lock)
             .unwrap_or(usize::MAX)
     };
-    let mut rows: Vec<((LockKind, Operation), Waits)> = rows.into_iter().collect();
+    let mut rows: Vec<((Lock, Operation), Waits)> = rows.into_iter().collect();
     rows.sort_by(|((la, oa), wa), ((lb, ob), wb)| {
-        lock_rank(*la)
-            .cmp(&lock_rank(*lb))
+        lock_rank(la)
+            .cmp(&lock_rank(lb))
             .then(wb.total_wait_ns.cmp(&wa.total_wait_ns))
             .then(oa.cmp(ob))
     });

@@ -1,6 +1,6 @@
 //! Direct-probe figures per fd-table operation (fentry/kprobe modes).
 
-use fdprof_figures::{Function, LockKind, LockOperation, Unit};
+use fdprof_figures::{Function, LockOperation, Unit};
 
 use super::histogram::summary;
 use crate::model::Recording;
@@ -14,7 +14,7 @@ pub fn functions(rec: &Recording, rows: &[LockOperation]) -> Vec<Function> {
         .map(|f| {
             let tp = rows
                 .iter()
-                .find(|r| r.lock == LockKind::FileLock && r.operation == f.operation);
+                .find(|r| r.lock.is_file_lock() && r.operation == f.operation);
             Function {
                 operation: f.operation,
                 calls: f.calls,

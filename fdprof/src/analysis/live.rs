@@ -1,7 +1,7 @@
 //! Rates of one live interval (`fdprof top`): what happened per second, from the interval's
 //! own figures.
 
-use fdprof_common::{contention::LockKind, fnops::Operation};
+use fdprof_common::fnops::Operation;
 
 use super::Interval;
 
@@ -46,7 +46,7 @@ pub fn rates(interval: &Interval) -> IntervalRates {
         .contention
         .by_lock_operation
         .iter()
-        .filter(|row| row.lock == LockKind::FileLock)
+        .filter(|row| row.lock.is_file_lock())
         .map(|row| OperationRate {
             operation: row.operation,
             contentions_per_s: per_second(row.count, d),
@@ -81,6 +81,8 @@ pub fn rates(interval: &Interval) -> IntervalRates {
 mod tests {
     use super::*;
     use crate::analysis::{LockOperation, Syscall};
+    use fdprof_common::contention::LockKind;
+    use fdprof_figures::Lock;
 
     #[test]
     fn rates_are_per_second_of_the_interval() {
@@ -90,7 +92,7 @@ mod tests {
         };
         iv.report.contention.by_lock_operation = vec![
             LockOperation {
-                lock: LockKind::FileLock,
+                lock: Lock::file_lock(),
                 operation: Operation::Alloc,
                 count: 10,
                 total_wait_ns: 2_000,
@@ -98,7 +100,7 @@ mod tests {
                 ..Default::default()
             },
             LockOperation {
-                lock: LockKind::Spinlock,
+                lock: Lock::of_kind(LockKind::Spinlock),
                 count: 99,
                 ..Default::default()
             },

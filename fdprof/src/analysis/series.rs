@@ -102,6 +102,7 @@ mod tests {
     fn waits(lock: LockKind, operation: Operation, count: u64, total: u64) -> SampleWaits {
         SampleWaits {
             lock,
+            lock_name: None,
             operation,
             count,
             total_wait_ns: total,
@@ -205,7 +206,7 @@ mod tests {
         assert_eq!(r.contention.file_lock_count, 16);
         let alloc = &r.contention.by_lock_operation[0];
         assert_eq!(
-            (alloc.lock, alloc.operation),
+            (alloc.lock.kind, alloc.operation),
             (LockKind::FileLock, Operation::Alloc)
         );
         assert_eq!((alloc.count, alloc.total_wait_ns), (10, 4_000));

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use fdprof_figures::{Frame, LockKind, Operation, ReportOptions, SortKey, TopStack};
+use fdprof_figures::{Frame, Lock, LockKind, Operation, ReportOptions, SortKey, TopStack};
 
 use super::share;
 use super::waits::{Waits, all_wait_ns};
@@ -55,7 +55,7 @@ pub fn top_stacks(rec: &Recording, opts: &ReportOptions) -> (Vec<TopStack>, usiz
         .enumerate()
         .map(|(i, g)| TopStack {
             rank: i + 1,
-            lock: g.first.lock,
+            lock: g.first.figure_lock(),
             operation: g.first.operation,
             sites: g.waits.sites,
             count: g.waits.count,
@@ -76,12 +76,12 @@ type FrameKey<'a> = (&'a str, Option<&'a str>, Option<u64>);
 
 /// Merges the contention sites by stack, in first-seen order.
 fn groups(rec: &Recording, offsets: bool) -> Vec<Group<'_>> {
-    type Key<'a> = (LockKind, Operation, Vec<FrameKey<'a>>, Vec<FrameKey<'a>>);
+    type Key<'a> = (Lock, Operation, Vec<FrameKey<'a>>, Vec<FrameKey<'a>>);
     let mut index: HashMap<Key<'_>, usize> = HashMap::new();
     let mut groups: Vec<Group<'_>> = Vec::new();
     for site in &rec.contention {
         let key = (
-            site.lock,
+            site.figure_lock(),
             site.operation,
             frame_keys(&site.kernel_stack, offsets),
             frame_keys(&site.user_stack, offsets),

@@ -173,10 +173,12 @@ fn json_carries_computed_figures() {
     let rec = testdata::recording();
     let j = json(&rec, &ReportOptions::default());
     assert_eq!(j["schema"], "fdprof-report");
-    assert_eq!(j["schema_version"], 1);
+    assert_eq!(j["schema_version"], 2);
     let rows = j["contention"]["by_lock_operation"].as_array().unwrap();
     assert_eq!(rows.len(), 3);
     assert_eq!(rows[0]["lock"], "file_lock");
+    assert_eq!(rows[0]["lock_kind"], "file_lock");
+    assert_eq!(rows[0]["lock_named_by"], "target");
     assert_eq!(rows[0]["operation"], "alloc");
     assert_eq!(rows[0]["count"], 591);
     assert_eq!(rows[0]["total_wait_ns"], 6_000_000);

@@ -5,7 +5,7 @@
 use anyhow::{Context, Result};
 use aya::maps::{MapData, RingBuf};
 use fdprof_common::{
-    contention::LockKind,
+    contention::LockIdentity,
     events::{EventRecord, flag, kind},
 };
 use tokio::io::unix::AsyncFd;
@@ -23,7 +23,7 @@ pub struct RawEvent {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RawKind {
     SlowWait {
-        lock: LockKind,
+        lock: LockIdentity,
         wait_ns: u64,
         /// `None` when the stack could not be taken.
         kernel_stack: Option<i32>,
@@ -53,7 +53,7 @@ impl RawEvent {
         let stack = |id: i32| (id >= 0).then_some(id);
         let what = match r.kind {
             kind::SLOW_WAIT => RawKind::SlowWait {
-                lock: LockKind::from_class(r.lock_class),
+                lock: r.lock,
                 wait_ns: r.value,
                 kernel_stack: stack(r.kernel_stack),
                 user_stack: stack(r.user_stack),
@@ -157,7 +157,7 @@ mod tests {
     #[test]
     fn record_has_no_padding() {
         // 2 u64 + 10 u32/i32: any hole would make the size larger.
-        assert_eq!(size_of::<EventRecord>(), 2 * 8 + 10 * 4);
+        assert_eq!(size_of::<EventRecord>(), 4 * 8 + 8 * 4);
     }
 
     #[test]
@@ -171,7 +171,11 @@ mod tests {
         let slow = EventRecord {
             kind: kind::SLOW_WAIT,
             value: 1234,
-            lock_class: 0,
+            lock: LockIdentity {
+                class: 2,
+                known: 0,
+                static_addr: 0xffff_ffff_8200_1000,
+            },
             kernel_stack: 7,
             user_stack: -14,
             ..base
@@ -183,7 +187,11 @@ mod tests {
                 pid: 10,
                 tid: 11,
                 what: RawKind::SlowWait {
-                    lock: LockKind::FileLock,
+                    lock: LockIdentity {
+                        class: 2,
+                        known: 0,
+                        static_addr: 0xffff_ffff_8200_1000,
+                    },
                     wait_ns: 1234,
                     kernel_stack: Some(7),
                     user_stack: None,

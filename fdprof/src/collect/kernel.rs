@@ -6,12 +6,15 @@ use anyhow::{Context, Result};
 use crate::probe::{
     btf::Btf,
     kallsyms::Kallsyms,
-    offsets::KernelOffsets,
+    offsets::{KernelOffsets, LockOffsets},
     roles::{FUNCTION_ROLES, FoundFunction, FunctionRole, Role},
 };
 
 pub struct Kernel {
     pub offsets: KernelOffsets,
+    pub lock_offsets: LockOffsets,
+    /// The kernel image's data, `[start, end)`, where kallsyms lists it: static locks.
+    pub image_data: Option<(u64, u64)>,
     /// The kernel's BTF as aya needs it (fentry, tp_btf).
     pub btf: aya::Btf,
     /// Each function role and the functions it resolves to here.
@@ -29,6 +32,8 @@ impl Kernel {
             .collect();
         Ok(Self {
             offsets,
+            lock_offsets: LockOffsets::from_btf(&btf),
+            image_data: kallsyms.image_data,
             btf: aya::Btf::from_sys_fs().context("cannot read the kernel's BTF")?,
             functions,
         })

@@ -79,6 +79,8 @@ impl Profiler {
             Filter::Tid(t) => (target_kind::TID, t),
         };
         let o = kernel.offsets;
+        let l = kernel.lock_offsets;
+        let image = kernel.image_data.unwrap_or((0, 0));
         let slow_ns = u64::try_from(opts.slow.as_nanos()).unwrap_or(u64::MAX);
         let mut ebpf = EbpfLoader::new()
             .btf(Some(&kernel.btf))
@@ -98,6 +100,16 @@ impl Profiler {
             .override_global(setting::OFF_TASK_SIGNAL, &o.task_struct_signal, true)
             .override_global(setting::OFF_SIGNAL_LIVE, &o.signal_struct_live, true)
             .override_global(setting::SLOW_NS, &slow_ns, true)
+            .override_global(setting::OFF_TASK_MM, &l.task_struct_mm, true)
+            .override_global(setting::OFF_MM_MMAP_LOCK, &l.mm_struct_mmap_lock, true)
+            .override_global(setting::OFF_TASK_SIGHAND, &l.task_struct_sighand, true)
+            .override_global(
+                setting::OFF_SIGHAND_SIGLOCK,
+                &l.sighand_struct_siglock,
+                true,
+            )
+            .override_global(setting::IMAGE_START, &image.0, true)
+            .override_global(setting::IMAGE_END, &image.1, true)
             .load(object::PROFILER)
             .context("cannot load fdprof's eBPF object")?;
         let mut attachments = BTreeMap::new();

@@ -10,23 +10,71 @@ use super::{batch, stats::ProgramStats};
 use anyhow::{Context, Result, anyhow};
 use aya::{
     Ebpf,
-    maps::{IterableMap, PerCpuArray, PerCpuHashMap, StackTraceMap},
+    maps::{HashMap as BpfHashMap, IterableMap, PerCpuArray, StackTraceMap},
     util::nr_cpus,
 };
 use fdprof_common::{
     HIST_SLOTS,
-    contention::{ContentionKey, ContentionValue},
+    contention::{SiteKey, SiteWaits, WAIT_SLOTS},
     counters::{DROP_ENTRIES, HIST_ENTRIES, SYSCALL_COUNTER_ENTRIES, global},
     fnops::{FN_COUNTER_ENTRIES, FN_HIST_ENTRIES, counter},
     probes::map,
 };
 
-/// Aggregated contention for one key, summed over CPUs.
-#[derive(Debug, Clone, Copy, Default)]
+/// The waits of one site (lock and stacks), summed over CPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Contention {
     pub count: u64,
     pub total_ns: u64,
     pub max_ns: u64,
+    /// Log2 histogram: `slots[s]` waits of `2^(s-1)..2^s` ns.
+    pub slots: [u64; WAIT_SLOTS],
+}
+
+impl Default for Contention {
+    fn default() -> Self {
+        Self {
+            count: 0,
+            total_ns: 0,
+            max_ns: 0,
+            slots: [0; WAIT_SLOTS],
+        }
+    }
+}
+
+impl Contention {
+    /// `count` waits in `slot`, `total_ns` in all, the longest `max_ns` (fixtures).
+    pub fn in_slot(slot: usize, count: u64, total_ns: u64, max_ns: u64) -> Self {
+        let mut c = Self {
+            count,
+            total_ns,
+            max_ns,
+            ..Self::default()
+        };
+        c.slots[slot] = count;
+        c
+    }
+
+    /// Both together (fixtures).
+    pub fn plus(mut self, other: Self) -> Self {
+        self.count += other.count;
+        self.total_ns += other.total_ns;
+        self.max_ns = self.max_ns.max(other.max_ns);
+        for (n, m) in self.slots.iter_mut().zip(other.slots) {
+            *n += m;
+        }
+        self
+    }
+
+    /// Adds one CPU's element.
+    fn add(&mut self, w: &SiteWaits) {
+        self.count += w.count;
+        self.total_ns += w.total_ns;
+        self.max_ns = self.max_ns.max(w.max_ns);
+        for (sum, &n) in self.slots.iter_mut().zip(&w.slots) {
+            *sum += u64::from(n);
+        }
+    }
 }
 
 /// Everything the kernel side aggregated, summed over CPUs.
@@ -37,7 +85,7 @@ pub struct Snapshot {
     /// How long the kernel's run-time statistics were on (the programs' costs cover this).
     pub stats_window: Duration,
     pub programs: Vec<ProgramStats>,
-    pub contention: Vec<(ContentionKey, Contention)>,
+    pub contention: Vec<(SiteKey, Contention)>,
     /// Stack id → instruction pointers, innermost first.
     pub stacks: HashMap<i32, Vec<u64>>,
     pub syscall_counters: Vec<u64>,
@@ -138,15 +186,15 @@ pub fn read(ebpf: &Ebpf) -> Result<Snapshot> {
         ..Default::default()
     };
 
-    let contention: PerCpuHashMap<_, ContentionKey, ContentionValue> =
-        PerCpuHashMap::try_from(ebpf.map(map::CONTENTION).context("no map CONTENTION")?)?;
-    for entry in contention.iter() {
-        let (key, values) = entry?;
+    let index: BpfHashMap<_, SiteKey, u32> =
+        BpfHashMap::try_from(ebpf.map(map::SITE_INDEX).context("no map SITE_INDEX")?)?;
+    let waits: PerCpuArray<_, SiteWaits> =
+        PerCpuArray::try_from(ebpf.map(map::SITE_WAITS).context("no map SITE_WAITS")?)?;
+    for entry in index.iter() {
+        let (key, i) = entry?;
         let mut c = Contention::default();
-        for v in values.iter() {
-            c.count += v.count;
-            c.total_ns += v.total_ns;
-            c.max_ns = c.max_ns.max(v.max_ns);
+        for w in waits.get(&i, 0)?.iter() {
+            c.add(w);
         }
         if c.count > 0 {
             snap.contention.push((key, c));
@@ -188,20 +236,24 @@ impl Snapshot {
                 .collect()
         };
         let none = |_: u32| false;
-        let before: HashMap<ContentionKey, Contention> =
-            earlier.contention.iter().copied().collect();
+        let before: HashMap<SiteKey, Contention> = earlier.contention.iter().copied().collect();
         let contention = self
             .contention
             .iter()
             .filter_map(|(key, c)| {
                 let b = before.get(key).copied().unwrap_or_default();
                 let count = c.count.saturating_sub(b.count);
+                let mut slots = c.slots;
+                for (n, then) in slots.iter_mut().zip(b.slots) {
+                    *n = n.saturating_sub(then);
+                }
                 (count > 0).then_some((
                     *key,
                     Contention {
                         count,
                         total_ns: c.total_ns.saturating_sub(b.total_ns),
                         max_ns: c.max_ns,
+                        slots,
                     },
                 ))
             })

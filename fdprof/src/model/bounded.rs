@@ -10,12 +10,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::marker::PhantomData;
 
-use fdprof_common::{
-    contention::LockKind,
-    counters::drop,
-    fnops::{Operation, op},
-    syscalls::N_SYSCALLS,
-};
+use fdprof_common::{counters::drop, fnops::op, syscalls::N_SYSCALLS};
 use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
 /// Slots of a log2 histogram: values are u64, so `log2_slot` gives 0..=64.
@@ -39,8 +34,9 @@ pub const MODES: usize = 32;
 pub const NOTES: usize = 64;
 /// Samples of a series: a million intervals (11.6 days at 1 s; the file's size bounds it first).
 pub const SAMPLES: usize = 1_000_000;
-/// Wait rows of one sample: one per (lock, operation).
-pub const SAMPLE_WAITS: usize = LockKind::ALL.len() * Operation::ALL.len();
+/// Wait rows of one sample: one per (lock, operation), named locks past the first few hundred
+/// folded into their kind's rows (`series::sample`).
+pub const SAMPLE_WAITS: usize = 512;
 /// Words of a command line: execve takes at most 6 MiB of strings and pointers, at least 9
 /// bytes a word.
 pub const ARG_WORDS: usize = 1 << 20;

@@ -12,7 +12,7 @@ use fdprof_common::{
 
 use super::{
     hist::Log2Hist,
-    operation,
+    lock, operation,
     recording::{
         ContentionSite, DropCount, Frame, FunctionStats, ProgramCost, ScanStats, StackWalks,
         SyscallStats, TableStats,
@@ -70,7 +70,7 @@ pub struct Symbolizers<'a> {
 pub fn contention_sites(snap: &Snapshot, sym: &mut Symbolizers) -> Vec<ContentionSite> {
     let mut kernel_frames: HashMap<i32, Vec<Frame>> = HashMap::new();
     let mut user_frames: HashMap<i32, Vec<Frame>> = HashMap::new();
-    let mut sites: HashMap<(u32, i32, i32), ContentionSite> = HashMap::new();
+    let mut sites = Vec::with_capacity(snap.contention.len());
     for (key, c) in &snap.contention {
         let kstack = kernel_frames
             .entry(key.kernel_stack)
@@ -99,26 +99,24 @@ pub fn contention_sites(snap: &Snapshot, sym: &mut Symbolizers) -> Vec<Contentio
                 _ => Vec::new(),
             })
             .clone();
-        let site = sites
-            .entry((key.lock_class, key.kernel_stack, key.user_stack))
-            .or_insert_with(|| ContentionSite {
-                lock: LockKind::from_class(key.lock_class),
-                operation: operation::of_stack(kstack.iter().map(|f| f.function.as_str())),
-                kernel_stack: kstack,
-                user_stack: ustack,
-                count: 0,
-                total_wait_ns: 0,
-                max_wait_ns: 0,
-                wait: Log2Hist::default(),
-            });
-        site.count += c.count;
-        site.total_wait_ns += c.total_ns;
-        site.max_wait_ns = site.max_wait_ns.max(c.max_ns);
-        site.wait.add_slot(key.slot as usize, c.count);
-        site.wait.sum += c.total_ns;
-        site.wait.max = site.wait.max.max(c.max_ns);
+        let mut wait = Log2Hist::default();
+        for (slot, &n) in c.slots.iter().enumerate() {
+            wait.add_slot(slot, n);
+        }
+        wait.sum = c.total_ns;
+        wait.max = c.max_ns;
+        sites.push(ContentionSite {
+            lock: LockKind::from_class(key.lock.class),
+            lock_name: lock::name(&key.lock, &kstack, sym.kernel),
+            operation: operation::of_stack(kstack.iter().map(|f| f.function.as_str())),
+            kernel_stack: kstack,
+            user_stack: ustack,
+            count: c.count,
+            total_wait_ns: c.total_ns,
+            max_wait_ns: c.max_ns,
+            wait,
+        });
     }
-    let mut sites: Vec<ContentionSite> = sites.into_values().collect();
     sites.sort_by_key(|s| std::cmp::Reverse(s.total_wait_ns));
     sites
 }
@@ -251,7 +249,7 @@ pub fn functions(snap: &Snapshot, direct: bool) -> Vec<FunctionStats> {
 mod tests {
     use super::*;
     use crate::collect::snapshot::Contention;
-    use fdprof_common::contention::{ContentionKey, lock_class};
+    use fdprof_common::contention::{LockIdentity, SiteKey, lock_class};
     use fdprof_common::fnops::Operation;
 
     const KALLSYMS: &str = "\
@@ -267,32 +265,32 @@ ffffffff81000400 T tcp_v4_rcv
         crate::collect::Snapshot::zeroed()
     }
 
-    fn key(lock_class: u32, kernel_stack: i32, slot: u32) -> ContentionKey {
-        ContentionKey {
-            lock_class,
+    fn key(lock_class: u32, kernel_stack: i32) -> SiteKey {
+        SiteKey {
+            lock: LockIdentity {
+                class: lock_class,
+                ..LockIdentity::default()
+            },
             kernel_stack,
             user_stack: -1,
-            slot,
         }
     }
 
-    fn waits(count: u64, total_ns: u64, max_ns: u64) -> Contention {
-        Contention {
-            count,
-            total_ns,
-            max_ns,
-        }
+    fn waits(slot: usize, count: u64, total_ns: u64, max_ns: u64) -> Contention {
+        Contention::in_slot(slot, count, total_ns, max_ns)
     }
 
     #[test]
     fn contention_cells_merge_into_sites_with_symbolized_stacks() {
         let mut snap = empty();
-        // Two histogram cells of one alloc site, one close site, one other-lock site.
+        // An alloc site with waits in two slots, a close site, an other-lock site.
         snap.contention = vec![
-            (key(lock_class::FILE_LOCK, 1, 9), waits(3, 1_200, 500)),
-            (key(lock_class::FILE_LOCK, 1, 11), waits(1, 1_500, 1_500)),
-            (key(lock_class::FILE_LOCK, 2, 9), waits(2, 600, 400)),
-            (key(lock_class::SPINLOCK, 3, 20), waits(1, 900_000, 900_000)),
+            (
+                key(lock_class::FILE_LOCK, 1),
+                waits(9, 3, 1_200, 500).plus(waits(11, 1, 1_500, 1_500)),
+            ),
+            (key(lock_class::FILE_LOCK, 2), waits(9, 2, 600, 400)),
+            (key(lock_class::SPINLOCK, 3), waits(20, 1, 900_000, 900_000)),
         ];
         // Innermost first; the probe's own frame on top is trimmed.
         snap.stacks.insert(
@@ -430,14 +428,14 @@ ffffffff81000400 T tcp_v4_rcv
     #[test]
     fn an_interval_is_the_difference_of_two_snapshots() {
         let mut before = empty();
-        before.contention = vec![(key(lock_class::FILE_LOCK, 1, 9), waits(3, 900, 500))];
+        before.contention = vec![(key(lock_class::FILE_LOCK, 1), waits(9, 3, 900, 500))];
         before.globals[global::NEXT_FD_HITS as usize] = 5;
         before.globals[global::SCAN_MAX as usize] = 30;
         before.elapsed = std::time::Duration::from_secs(1);
         let mut after = before.clone();
         after.contention = vec![
-            (key(lock_class::FILE_LOCK, 1, 9), waits(5, 1_500, 700)),
-            (key(lock_class::SPINLOCK, 2, 9), waits(1, 100, 100)),
+            (key(lock_class::FILE_LOCK, 1), waits(9, 5, 1_500, 700)),
+            (key(lock_class::SPINLOCK, 2), waits(9, 1, 100, 100)),
         ];
         after.globals[global::NEXT_FD_HITS as usize] = 8;
         after.globals[global::SCAN_MAX as usize] = 31;
@@ -453,6 +451,7 @@ ffffffff81000400 T tcp_v4_rcv
         assert_eq!(d.contention.len(), 2);
         let (_, first) = d.contention[0];
         assert_eq!((first.count, first.total_ns, first.max_ns), (2, 600, 700));
+        assert_eq!(first.slots[9], 2);
         // Unchanged cells drop out of the interval.
         assert!(after.delta(&after).contention.is_empty());
     }

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use fdprof_figures::{Event, EventKind, Frame};
 
-use super::{build::Symbolizers, operation, recording};
+use super::{build::Symbolizers, lock, operation, recording};
 use crate::collect::events::{RawEvent, RawKind};
 
 /// Symbolizes events, remembering each stack it has symbolized (a site's stack ids recur).
@@ -62,8 +62,10 @@ impl EventSymbolizer {
                         .or_insert_with(|| user_frames(raw.pid, stacks.get(&id), sym))
                         .clone()
                 });
+                let kind = fdprof_common::contention::LockKind::from_class(lock.class);
+                let name = lock::name(&lock, &kernel, sym.kernel);
                 EventKind::SlowWait {
-                    lock,
+                    lock: lock::figure(kind, name.as_ref()),
                     operation: operation::of_stack(kernel.iter().map(|f| f.function.as_str())),
                     wait_ns,
                     kernel_stack: kernel.iter().map(figure_frame).collect(),
@@ -175,7 +177,10 @@ mod tests {
                 pid: 7,
                 tid: 7,
                 what: RawKind::SlowWait {
-                    lock: LockKind::Mutex,
+                    lock: fdprof_common::contention::LockIdentity {
+                        class: fdprof_common::contention::lock_class::MUTEX,
+                        ..Default::default()
+                    },
                     wait_ns: 400,
                     kernel_stack: Some(3),
                     user_stack: None,
@@ -186,7 +191,7 @@ mod tests {
                 pid: 7,
                 tid: 9,
                 what: RawKind::SlowWait {
-                    lock: LockKind::FileLock,
+                    lock: fdprof_common::contention::LockIdentity::default(),
                     wait_ns: 90,
                     kernel_stack: Some(4),
                     user_stack: Some(-1),
@@ -217,7 +222,7 @@ mod tests {
         assert_eq!(
             out[1].what,
             EventKind::SlowWait {
-                lock: LockKind::Mutex,
+                lock: fdprof_figures::Lock::of_kind(LockKind::Mutex),
                 operation: Operation::Other,
                 wait_ns: 400,
                 kernel_stack: vec![],

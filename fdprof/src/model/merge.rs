@@ -149,7 +149,7 @@ fn add_sites<'a>(into: &mut Vec<ContentionSite>, other: impl Iterator<Item = &'a
 
 fn site_hash(s: &ContentionSite) -> u64 {
     let mut h = DefaultHasher::new();
-    (s.lock, s.operation).hash(&mut h);
+    (s.lock, &s.lock_name, s.operation).hash(&mut h);
     for stack in [&s.kernel_stack, &s.user_stack] {
         stack.len().hash(&mut h);
         for f in stack {
@@ -161,6 +161,7 @@ fn site_hash(s: &ContentionSite) -> u64 {
 
 fn same_site(a: &ContentionSite, b: &ContentionSite) -> bool {
     a.lock == b.lock
+        && a.lock_name == b.lock_name
         && a.operation == b.operation
         && same_frames(&a.kernel_stack, &b.kernel_stack)
         && same_frames(&a.user_stack, &b.user_stack)
@@ -178,6 +179,7 @@ fn same_frames(a: &[Frame], b: &[Frame]) -> bool {
 fn add_site(into: &mut ContentionSite, other: &ContentionSite) {
     let ContentionSite {
         lock: _,
+        lock_name: _,
         operation: _,
         kernel_stack: _,
         user_stack: _,

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use fdprof_common::{
     HIST_SLOTS,
-    contention::{ContentionKey, lock_class},
+    contention::{SiteKey, lock_class},
     counters::{drop, global, hist, per_syscall},
     fnops::{counter, kind, op},
     probes::{Attachment, Mode, Role},
@@ -36,30 +36,32 @@ fn cumulative(elapsed_s: u64, k: u64) -> Snapshot {
         stats_window: Duration::from_millis(300 * k),
         ..crate::collect::Snapshot::zeroed()
     };
-    let cell = |lock_class, kernel_stack, slot| ContentionKey {
-        lock_class,
-        kernel_stack,
-        user_stack: -1,
-        slot,
+    let cell = |class, kernel_stack, slot| {
+        let key = SiteKey {
+            lock: fdprof_common::contention::LockIdentity {
+                class,
+                ..Default::default()
+            },
+            kernel_stack,
+            user_stack: -1,
+        };
+        (key, slot)
     };
-    let waits = |count, total_ns, max_ns| Contention {
-        count,
-        total_ns,
-        max_ns,
+    let waits = |(key, slot), count, total_ns, max_ns| {
+        (key, Contention::in_slot(slot, count, total_ns, max_ns))
     };
     s.contention = vec![
-        (
+        waits(
             cell(lock_class::FILE_LOCK, 1, 9),
-            waits(3 * k, 1_200 * k, 400 + 100 * k),
+            3 * k,
+            1_200 * k,
+            400 + 100 * k,
         ),
-        (
-            cell(lock_class::SPINLOCK, 3, 20),
-            waits(k, 900_000 * k, 900_000),
-        ),
+        waits(cell(lock_class::SPINLOCK, 3, 20), k, 900_000 * k, 900_000),
     ];
     if k >= 2 {
         s.contention
-            .push((cell(lock_class::FILE_LOCK, 2, 9), waits(2, 700, 400)));
+            .push(waits(cell(lock_class::FILE_LOCK, 2, 9), 2, 700, 400));
     }
     s.stacks
         .insert(1, vec![0xffffffff81000004, 0xffffffff81000110]);

@@ -5,6 +5,7 @@ pub mod bounded;
 pub mod build;
 pub mod events;
 pub mod hist;
+pub mod lock;
 pub mod merge;
 pub mod operation;
 pub mod read;

@@ -56,6 +56,10 @@ impl From<crate::symbolize::Frame> for Frame {
 pub struct ContentionSite {
     /// `file_lock` (the target's own), `spinlock`, `mutex`, `rwsem`, `other`.
     pub lock: LockKind,
+    /// The lock's name where fdprof could tell more than its kind (not in recordings made
+    /// before fdprof named locks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lock_name: Option<super::lock::LockName>,
     /// The fd-table operation on the waiter's kernel stack.
     pub operation: Operation,
     /// Innermost frame first. Empty when the stack could not be taken (counted in drops).
@@ -68,6 +72,13 @@ pub struct ContentionSite {
     pub max_wait_ns: u64,
     /// Wait-time histogram (ns).
     pub wait: Log2Hist,
+}
+
+impl ContentionSite {
+    /// The lock as the figures name it.
+    pub fn figure_lock(&self) -> fdprof_figures::Lock {
+        super::lock::figure(self.lock, self.lock_name.as_ref())
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

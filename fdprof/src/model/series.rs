@@ -62,6 +62,8 @@ pub struct Sample {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SampleWaits {
     pub lock: LockKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lock_name: Option<super::lock::LockName>,
     pub operation: Operation,
     pub count: u64,
     pub total_wait_ns: u64,
@@ -93,25 +95,19 @@ pub fn sample(start_ns: u64, duration_ns: u64, delta: &Snapshot, sym: &mut Symbo
     };
     let mut waits: Vec<SampleWaits> = Vec::new();
     for site in build::contention_sites(delta, &mut kernel_only) {
-        match waits
-            .iter_mut()
-            .find(|w| (w.lock, w.operation) == (site.lock, site.operation))
-        {
-            Some(w) => {
-                w.count = w.count.saturating_add(site.count);
-                w.total_wait_ns = w.total_wait_ns.saturating_add(site.total_wait_ns);
-                w.max_wait_ns = w.max_wait_ns.max(site.max_wait_ns);
-            }
-            None => waits.push(SampleWaits {
+        add_waits(
+            &mut waits,
+            SampleWaits {
                 lock: site.lock,
+                lock_name: site.lock_name,
                 operation: site.operation,
                 count: site.count,
                 total_wait_ns: site.total_wait_ns,
                 max_wait_ns: site.max_wait_ns,
-            }),
-        }
+            },
+        );
     }
-    waits.sort_by_key(|w| (w.lock, w.operation));
+    let waits = bound_waits(waits);
     let syscalls = build::syscalls(delta)
         .into_iter()
         .map(|s| SampleSyscall {
@@ -137,6 +133,40 @@ pub fn sample(start_ns: u64, duration_ns: u64, delta: &Snapshot, sym: &mut Symbo
     }
 }
 
+/// Adds `w` to its (lock, operation) row of `waits`.
+fn add_waits(waits: &mut Vec<SampleWaits>, w: SampleWaits) {
+    match waits
+        .iter_mut()
+        .find(|a| (a.lock, &a.lock_name, a.operation) == (w.lock, &w.lock_name, w.operation))
+    {
+        Some(a) => {
+            a.count = a.count.saturating_add(w.count);
+            a.total_wait_ns = a.total_wait_ns.saturating_add(w.total_wait_ns);
+            a.max_wait_ns = a.max_wait_ns.max(w.max_wait_ns);
+        }
+        None => waits.push(w),
+    }
+}
+
+/// At most [`bounded::SAMPLE_WAITS`] rows: past that, the named locks of least wait are
+/// folded into their kind's rows. Sorted by lock, name and operation.
+fn bound_waits(mut waits: Vec<SampleWaits>) -> Vec<SampleWaits> {
+    let kinds = LockKind::ALL.len() * Operation::ALL.len();
+    if waits.len() > bounded::SAMPLE_WAITS {
+        waits.sort_by_key(|w| std::cmp::Reverse(w.total_wait_ns));
+        let folded = waits.split_off(bounded::SAMPLE_WAITS - kinds);
+        for mut w in folded {
+            w.lock_name = None;
+            add_waits(&mut waits, w);
+        }
+    }
+    waits.sort_by_key(|w| {
+        let name = w.lock_name.as_ref().map(|n| n.name.clone());
+        (w.lock, name, w.operation)
+    });
+    waits
+}
+
 /// One sample of everything in `samples` (consecutive): counts and sums added, the maxima's
 /// maximum, from the first start for their durations together.
 pub fn merged(samples: &[Sample]) -> Sample {
@@ -147,18 +177,7 @@ pub fn merged(samples: &[Sample]) -> Sample {
     for s in samples {
         all.duration_ns = all.duration_ns.saturating_add(s.duration_ns);
         for w in &s.waits {
-            match all
-                .waits
-                .iter_mut()
-                .find(|a| (a.lock, a.operation) == (w.lock, w.operation))
-            {
-                Some(a) => {
-                    a.count = a.count.saturating_add(w.count);
-                    a.total_wait_ns = a.total_wait_ns.saturating_add(w.total_wait_ns);
-                    a.max_wait_ns = a.max_wait_ns.max(w.max_wait_ns);
-                }
-                None => all.waits.push(w.clone()),
-            }
+            add_waits(&mut all.waits, w.clone());
         }
         for c in &s.syscalls {
             match all.syscalls.iter_mut().find(|a| a.name == c.name) {
@@ -175,6 +194,7 @@ pub fn merged(samples: &[Sample]) -> Sample {
         all.expansions = all.expansions.saturating_add(s.expansions);
         all.drops = all.drops.saturating_add(s.drops);
     }
+    all.waits = bound_waits(all.waits);
     all
 }
 
@@ -187,6 +207,7 @@ pub fn sample_recording(rec: &Recording, sample: &Sample, last: bool) -> Recordi
         .iter()
         .map(|w| ContentionSite {
             lock: w.lock,
+            lock_name: w.lock_name.clone(),
             operation: w.operation,
             kernel_stack: Vec::new(),
             user_stack: Vec::new(),
@@ -253,7 +274,7 @@ mod tests {
     use std::time::Duration;
 
     use fdprof_common::{
-        contention::ContentionKey,
+        contention::SiteKey,
         counters::{global, per_syscall},
         syscalls::FD_SYSCALLS,
     };
@@ -269,12 +290,11 @@ mod tests {
         }
     }
 
-    fn key(stack: i32, slot: u32) -> ContentionKey {
-        ContentionKey {
-            lock_class: 0,
+    fn key(stack: i32) -> SiteKey {
+        SiteKey {
+            lock: Default::default(),
             kernel_stack: stack,
             user_stack: -1,
-            slot,
         }
     }
 
@@ -293,16 +313,14 @@ mod tests {
         snap.stacks.insert(1, vec![0xffffffff81000110]);
         snap.stacks.insert(2, vec![0xffffffff81000110]);
         snap.stacks.insert(3, vec![0xffffffff81000210]);
-        let waits = |count, total_ns, max_ns| Contention {
-            count,
-            total_ns,
-            max_ns,
-        };
+        let waits = Contention::in_slot;
         snap.contention = vec![
-            (key(1, 10), waits(4, 4_000, 1_500)),
-            (key(1, 12), waits(1, 5_000, 5_000)),
-            (key(2, 10), waits(2, 2_000, 1_100)),
-            (key(3, 10), waits(7, 7_000, 1_200)),
+            (
+                key(1),
+                waits(10, 4, 4_000, 1_500).plus(waits(12, 1, 5_000, 5_000)),
+            ),
+            (key(2), waits(10, 2, 2_000, 1_100)),
+            (key(3), waits(10, 7, 7_000, 1_200)),
         ];
         let kernel =
             KernelSymbols::parse("ffffffff81000100 T alloc_fd\nffffffff81000200 T file_close_fd\n")
@@ -368,6 +386,7 @@ mod tests {
             duration_ns: 1_000_000_000,
             waits: vec![SampleWaits {
                 lock: LockKind::FileLock,
+                lock_name: None,
                 operation: Operation::Close,
                 count: 3,
                 total_wait_ns: 900,

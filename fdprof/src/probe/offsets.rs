@@ -65,3 +65,25 @@ impl KernelOffsets {
         ]
     }
 }
+
+/// Offsets of the locks recognised by kind, each `u32::MAX` where this kernel lacks the field
+/// (`mmap_lock` was `mmap_sem` before 5.8): the lock is then named some other way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LockOffsets {
+    pub task_struct_mm: u32,
+    pub mm_struct_mmap_lock: u32,
+    pub task_struct_sighand: u32,
+    pub sighand_struct_siglock: u32,
+}
+
+impl LockOffsets {
+    pub fn from_btf(btf: &Btf) -> Self {
+        let off = |s: &str, f: &str| btf.member_offset(s, f).unwrap_or(u32::MAX);
+        Self {
+            task_struct_mm: off("task_struct", "mm"),
+            mm_struct_mmap_lock: off("mm_struct", "mmap_lock"),
+            task_struct_sighand: off("task_struct", "sighand"),
+            sighand_struct_siglock: off("sighand_struct", "siglock"),
+        }
+    }
+}

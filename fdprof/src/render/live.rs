@@ -73,7 +73,7 @@ pub fn interval(iv: &Interval) -> String {
 mod tests {
     use super::*;
     use crate::analysis::{LockOperation, Syscall};
-    use fdprof_common::{contention::LockKind, fnops::Operation};
+    use fdprof_common::fnops::Operation;
 
     #[test]
     fn block_has_header_file_lock_rows_and_syscall_rates() {
@@ -85,7 +85,7 @@ mod tests {
         };
         iv.report.header.target.description = "pid 7 (srv)".into();
         iv.report.contention.by_lock_operation = vec![LockOperation {
-            lock: LockKind::FileLock,
+            lock: fdprof_figures::Lock::file_lock(),
             operation: Operation::Close,
             count: 1500,
             total_wait_ns: 3_000_000,

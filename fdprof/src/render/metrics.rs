@@ -219,7 +219,7 @@ fn write(e: &Exposition, encoder: &mut DescriptorEncoder) -> fmt::Result {
             r.contention.by_lock_operation.iter().map(move |row| {
                 let labels = [
                     ("target", target.as_str()),
-                    ("lock", row.lock.name()),
+                    ("lock", row.lock.name.as_str()),
                     ("operation", row.operation.name()),
                 ];
                 (labels, row.count)
@@ -236,7 +236,7 @@ fn write(e: &Exposition, encoder: &mut DescriptorEncoder) -> fmt::Result {
             r.contention.by_lock_operation.iter().map(move |row| {
                 let labels = [
                     ("target", target.as_str()),
-                    ("lock", row.lock.name()),
+                    ("lock", row.lock.name.as_str()),
                     ("operation", row.operation.name()),
                 ];
                 (labels, &row.wait, seconds(row.total_wait_ns), row.count)

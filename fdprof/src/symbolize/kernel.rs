@@ -34,6 +34,9 @@ pub struct KernelSymbols {
     entries: Vec<Entry>,
     names: String,
     modules: Vec<String>,
+    /// Data and bss symbols of the core kernel (kallsyms lists them with
+    /// `CONFIG_KALLSYMS_ALL`), sorted by address: static locks are named after them.
+    data: Vec<(u64, Entry)>,
     load_time: Duration,
 }
 
@@ -83,6 +86,7 @@ impl KernelSymbols {
         let mut modules: Vec<String> = Vec::new();
         let mut lines = 0usize;
         let mut nonzero = false;
+        let mut data: Vec<(u64, Entry)> = Vec::new();
 
         for line in text.lines() {
             let mut parts = line.split_ascii_whitespace();
@@ -100,6 +104,20 @@ impl KernelSymbols {
                 "W" => 1,
                 "t" => 2,
                 "w" => 3,
+                "D" | "d" | "B" | "b" => {
+                    if parts.next().is_none() {
+                        let name_start =
+                            u32::try_from(names.len()).context("kallsyms names exceed 4 GiB")?;
+                        names.push_str(name);
+                        let entry = Entry {
+                            name_start,
+                            name_len: name.len() as u32,
+                            module: NO_MODULE,
+                        };
+                        data.push((addr, entry));
+                    }
+                    continue;
+                }
                 _ => continue,
             };
             let module = match parts.next() {
@@ -149,11 +167,14 @@ impl KernelSymbols {
             addrs.push(addr);
             entries.push(entry);
         }
+        data.sort_by_key(|&(addr, entry)| (addr, alias_rank(&names[entry.range()], 0)));
+        data.dedup_by_key(|&mut (addr, _)| addr);
         Ok(Self {
             addrs,
             entries,
             names,
             modules,
+            data,
             load_time: started.elapsed(),
         })
     }
@@ -199,6 +220,20 @@ impl KernelSymbols {
     }
 
     /// `(function, offset, module)` covering `addr`, without allocating.
+    /// The data symbol covering `addr` and the offset into it (core kernel only).
+    pub fn data_symbol(&self, addr: u64) -> Option<(&str, u64)> {
+        let idx = self
+            .data
+            .partition_point(|&(a, _)| a <= addr)
+            .checked_sub(1)?;
+        let (start, entry) = self.data[idx];
+        // Past the last symbol (`_end`) lies no static data.
+        if idx + 1 == self.data.len() && addr != start {
+            return None;
+        }
+        Some((&self.names[entry.range()], addr - start))
+    }
+
     pub fn lookup(&self, addr: u64) -> Option<(&str, u64, Option<&str>)> {
         let idx = self.addrs.partition_point(|&a| a <= addr).checked_sub(1)?;
         let offset = addr - self.addrs[idx];
@@ -211,6 +246,12 @@ impl KernelSymbols {
         let module =
             (entry.module != NO_MODULE).then(|| self.modules[entry.module as usize].as_str());
         Some((name, offset, module))
+    }
+}
+
+impl Entry {
+    fn range(&self) -> std::ops::Range<usize> {
+        self.name_start as usize..(self.name_start + self.name_len) as usize
     }
 }
 

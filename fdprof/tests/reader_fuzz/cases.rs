@@ -114,6 +114,7 @@ pub fn seeds() -> Vec<Value> {
                 start_ns: i * 1_000_000_000,
                 duration_ns: 1_000_000_000,
                 waits: vec![SampleWaits {
+                    lock_name: None,
                     lock: LockKind::FileLock,
                     operation: testdata::operation("close"),
                     count: 10 * i,

@@ -49,8 +49,15 @@ pub(super) fn contention(out: &mut Vec<String>, r: &Report) {
     if w.walked > 0 || w.reused > 0 {
         out.push(format!(
             "  stacks: walked at {} contentions, reused from the same site (thread, syscall, \
-             user return point, lock) at {}, re-walked every {}th; waits are timed after the walk",
+             user return point, lock) at {}, re-walked every {}th",
             w.walked, w.reused, w.refresh_every
+        ));
+    }
+    if let Some(ns) = c.probe_ns_per_wait {
+        out.push(format!(
+            "  probe time: each wait includes at most ~{} of fdprof's own (the lock probes' mean \
+             run time: contention_begin reads the clock first, contention_end once it has the wait)",
+            duration(ns.round() as u64)
         ));
     }
 }

@@ -12,7 +12,7 @@ use ratatui::backend::TestBackend;
 use super::Update;
 use super::draw;
 use super::state::State;
-use crate::analysis::{self, Event, EventKind, Frame, Interval, LockKind, Operation};
+use crate::analysis::{self, Event, EventKind, Frame, Interval, Operation};
 use crate::analysis::{Report, ReportOptions};
 use crate::testdata;
 
@@ -53,7 +53,7 @@ fn slow_wait(at_ns: u64, wait_ns: u64) -> Event {
         pid: 4242,
         tid: 4243,
         what: EventKind::SlowWait {
-            lock: LockKind::FileLock,
+            lock: fdprof_figures::Lock::file_lock(),
             operation: Operation::Alloc,
             wait_ns,
             kernel_stack: vec![frame("_raw_spin_lock"), frame("alloc_fd")],
