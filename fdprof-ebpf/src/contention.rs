@@ -6,7 +6,8 @@
 //! task and only the first begin counts.
 //!
 //! Both programs take their clock first, so that what they do after it (begin) or before it
-//! (end) is all the probe time a measured wait can contain. `contention_end` runs with the lock
+//! (end) is all the probe time a measured wait can contain; the rare stack walk is timed and
+//! left out. `contention_end` runs with the lock
 //! held: it finds its open wait and adds it up, nothing more; the lock's identity and the stacks
 //! are worked out at `contention_begin`, while the task waits anyway.
 //!
@@ -97,12 +98,19 @@ static SITE_CACHE: PerCpuArray<CachedSite> = PerCpuArray::with_max_entries(SITE_
 const PT_REGS_ORIG_AX: u64 = 120;
 
 #[inline(always)]
-fn site(tid: u32, lock: u64, flags: u32) -> StackSite {
-    // SAFETY: the helper returns the current task's saved user registers; the read copes with
-    // any address.
+fn site(tid: u32, lock: u64, flags: u32, btf: bool) -> StackSite {
+    // SAFETY: the helper returns the current task's saved user registers, a BTF pointer:
+    // tp_btf programs load from it directly (checked by the verifier, fixed up on fault), the
+    // others through the read helper, which copes with any address.
     let regs: [u64; 5] = unsafe {
-        let regs = bpf_task_pt_regs(bpf_get_current_task_btf()) as u64;
-        bpf_probe_read_kernel((regs + PT_REGS_ORIG_AX) as *const [u64; 5]).unwrap_or([0; 5])
+        let regs = bpf_task_pt_regs(bpf_get_current_task_btf()) as *const u64;
+        if btf {
+            let at = |i: u64| *regs.add(((PT_REGS_ORIG_AX / 8) + i) as usize);
+            [at(0), at(1), 0, 0, at(4)]
+        } else {
+            bpf_probe_read_kernel((regs as u64 + PT_REGS_ORIG_AX) as *const [u64; 5])
+                .unwrap_or([0; 5])
+        }
     };
     StackSite {
         lock,
@@ -134,15 +142,23 @@ fn stack_id<C: StackIdContext>(ctx: &C, flags: u64, reason: u32) -> i32 {
     }
 }
 
-/// The site key and `SITE_WAITS` element of a contention at `site`: those of the last walk
-/// there, or walked now. `None` when the site has no element (all [`SITES`] given out).
+/// What a contention at a site is added to: the site key and its `SITE_WAITS` element.
+struct Cell {
+    key: SiteKey,
+    index: u32,
+    /// How long walking the stacks took, if they were walked now.
+    walk_ns: u64,
+}
+
+/// The cell of a contention at `site`: that of the last walk there, or walked now. `None` when
+/// the site has no element (all [`SITES`] given out).
 #[inline(always)]
 fn site_waits<C: StackIdContext>(
     ctx: &C,
     site: &StackSite,
     lock: u64,
     btf: bool,
-) -> Option<(SiteKey, u32)> {
+) -> Option<Cell> {
     let c = SITE_CACHE.get_ptr_mut(slot_of(site))?;
     // SAFETY: a per-CPU slot: only this CPU uses it, and the program does not nest on a CPU.
     unsafe {
@@ -150,13 +166,18 @@ fn site_waits<C: StackIdContext>(
             (*c).uses += 1;
             if (*c).uses % STACK_REFRESH != 0 {
                 maps::add(&maps::GLOBALS, global::STACK_REUSES, 1);
-                return Some(((*c).key, (*c).index));
+                return Some(Cell {
+                    key: (*c).key,
+                    index: (*c).index,
+                    walk_ns: 0,
+                });
             }
         } else {
             (*c).site = *site;
             (*c).uses = 0;
         }
     }
+    let walk_start = unsafe { bpf_ktime_get_ns() };
     let key = SiteKey {
         lock: identify(lock, site.flags, btf),
         kernel_stack: stack_id(ctx, 0, drop::KERNEL_STACK),
@@ -169,7 +190,11 @@ fn site_waits<C: StackIdContext>(
         (*c).key = key;
         (*c).index = index.unwrap_or(SITES);
     }
-    Some((key, index?))
+    Some(Cell {
+        key,
+        index: index?,
+        walk_ns: unsafe { bpf_ktime_get_ns() }.saturating_sub(walk_start),
+    })
 }
 
 /// Elements tried for a new site, from its hash on.
@@ -235,19 +260,20 @@ fn identify(lock: u64, flags: u32, btf: bool) -> LockIdentity {
 
 #[inline(always)]
 fn begin<C: StackIdContext>(ctx: &C, lock: u64, flags: u32, btf: bool) {
-    // The wait starts here: what follows is probe time inside the measured wait.
+    // The wait starts here: what follows is probe time inside the measured wait, but for a
+    // stack walk (1 in STACK_REFRESH per site), which is left out.
     let start_ns = unsafe { bpf_ktime_get_ns() };
     let Some(tid) = kernel::target_tid() else {
         return;
     };
-    let Some((site, index)) = site_waits(ctx, &site(tid, lock, flags), lock, btf) else {
+    let Some(cell) = site_waits(ctx, &site(tid, lock, flags, btf), lock, btf) else {
         return;
     };
     let wait = OpenWait {
         lock_addr: lock,
-        start_ns,
-        site,
-        index,
+        start_ns: start_ns + cell.walk_ns,
+        site: cell.key,
+        index: cell.index,
         _pad: 0,
     };
     if flags & lcb::F_SPIN != 0 {

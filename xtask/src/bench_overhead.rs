@@ -4,7 +4,10 @@
 //! runs; medians of ops/s and of the ratios to the mean of the bare runs around are printed, with
 //! the recording size per second of profile. A floor row runs the workload bare under empty
 //! programs on the same tracepoints: the most any tracepoint-mode profiler could reach. Then
-//! the cost of one syscall, bare, under the floor and under `fdprof record`.
+//! the cost of one syscall, bare, under the floor and under `fdprof record`. Another floor row
+//! measures the waits with the least any profiler can do (`lock_reference.rs`): the mean
+//! `file_lock` wait each variant reports is compared with it, beside the lock probes' own time
+//! per wait.
 //! `fdprof top` (1 s intervals) runs the same probes as `record`: its ratio should match.
 //! Options: `--rounds N` (default 5), `--only NAME,NAME` (the baseline and these variants).
 
@@ -14,6 +17,7 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, Result, bail};
 
 use crate::bench_floor::{EmptyPrograms, LOCK_HOOKS, RECORD_HOOKS};
+use crate::lock_reference::LockReference;
 use crate::run::{build_release, fdprof_release, result_line, root};
 
 const WORKLOAD: &[&str] = &[
@@ -31,6 +35,8 @@ struct Variant {
     output: Option<&'static str>,
     /// Empty programs to hold attached around the run.
     empty_hooks: &'static [&'static str],
+    /// Measure the waits with the minimal timestamp-only reference ([`LockReference`]).
+    lock_reference: bool,
 }
 
 fn variants() -> Vec<Variant> {
@@ -40,18 +46,28 @@ fn variants() -> Vec<Variant> {
             wrap: |_, _| vec![],
             output: None,
             empty_hooks: &[],
+            lock_reference: false,
         },
         Variant {
             name: "floor: record hooks",
             wrap: |_, _| vec![],
             output: None,
             empty_hooks: RECORD_HOOKS,
+            lock_reference: false,
         },
         Variant {
             name: "floor: lock hooks",
             wrap: |_, _| vec![],
             output: None,
             empty_hooks: LOCK_HOOKS,
+            lock_reference: false,
+        },
+        Variant {
+            name: "floor: lock timestamps",
+            wrap: |_, _| vec![],
+            output: None,
+            empty_hooks: &[],
+            lock_reference: true,
         },
         Variant {
             name: "fdprof record",
@@ -66,6 +82,7 @@ fn variants() -> Vec<Variant> {
             },
             output: Some("fdprof.data"),
             empty_hooks: &[],
+            lock_reference: false,
         },
         Variant {
             name: "fdprof --lock-only",
@@ -81,12 +98,14 @@ fn variants() -> Vec<Variant> {
             },
             output: Some("fdprof-lock-only.data"),
             empty_hooks: &[],
+            lock_reference: false,
         },
         Variant {
             name: "fdprof top",
             wrap: top_wrap,
             output: None,
             empty_hooks: &[],
+            lock_reference: false,
         },
         Variant {
             name: "perf lock record",
@@ -102,6 +121,7 @@ fn variants() -> Vec<Variant> {
             },
             output: Some("perf.data"),
             empty_hooks: &[],
+            lock_reference: false,
         },
         Variant {
             name: "bpftrace one-liner",
@@ -116,6 +136,7 @@ fn variants() -> Vec<Variant> {
             },
             output: None,
             empty_hooks: &[],
+            lock_reference: false,
         },
     ]
 }
@@ -176,8 +197,19 @@ fn ensure_tools() -> Result<()> {
     Ok(())
 }
 
-/// Runs one variant once; returns (ops/s, recording bytes).
-fn run_once(v: &Variant, fdprof: &Path, out: &Path) -> Result<(f64, Option<u64>)> {
+/// What one run of a variant measured.
+struct Run {
+    ops: f64,
+    /// Recording bytes.
+    size: Option<u64>,
+    /// The mean `file_lock` wait, ns: from the recording, or the reference's busiest lock.
+    avg_wait_ns: Option<f64>,
+    /// The lock probes' mean run time per wait, and `contention_end`'s alone (recordings).
+    probe_ns: Option<(f64, f64)>,
+}
+
+/// Runs one variant once.
+fn run_once(v: &Variant, fdprof: &Path, out: &Path) -> Result<Run> {
     let mut argv = (v.wrap)(fdprof, out);
     let workload: Vec<String> = std::iter::once(fdprof.display().to_string())
         .chain(WORKLOAD.iter().map(|s| s.to_string()))
@@ -188,15 +220,53 @@ fn run_once(v: &Variant, fdprof: &Path, out: &Path) -> Result<(f64, Option<u64>)
         argv.extend(workload);
     }
     let _floor = EmptyPrograms::attach(v.empty_hooks)?;
+    let reference = v.lock_reference.then(LockReference::attach).transpose()?;
     let line = result_line(&argv, "\"ops_per_sec\"").with_context(|| v.name)?;
     let ops = serde_json::from_str::<serde_json::Value>(&line)?["ops_per_sec"]
         .as_f64()
         .context("cannot parse ops_per_sec")?;
-    let size = v
-        .output
-        .and_then(|f| std::fs::metadata(out.join(f)).ok())
-        .map(|m| m.len());
-    Ok((ops, size))
+    let mut run = Run {
+        ops,
+        size: v
+            .output
+            .and_then(|f| std::fs::metadata(out.join(f)).ok())
+            .map(|m| m.len()),
+        avg_wait_ns: None,
+        probe_ns: None,
+    };
+    if let Some(r) = reference {
+        run.avg_wait_ns = r
+            .busiest()?
+            .filter(|w| w.count > 0)
+            .map(|w| w.total_ns as f64 / w.count as f64);
+    }
+    if let Some(file) = v.output.filter(|f| f.starts_with("fdprof")) {
+        (run.avg_wait_ns, run.probe_ns) = recorded_waits(fdprof, &out.join(file))?;
+    }
+    Ok(run)
+}
+
+/// From a recording's report: the mean `file_lock` wait, and the lock probes' run time per
+/// wait with `contention_end`'s alone.
+fn recorded_waits(fdprof: &Path, file: &Path) -> Result<(Option<f64>, Option<(f64, f64)>)> {
+    let out = Command::new(fdprof)
+        .args(["report", "--json"])
+        .arg(file)
+        .output()
+        .context("cannot run fdprof report")?;
+    if !out.status.success() {
+        bail!("fdprof report {} failed", file.display());
+    }
+    let r: fdprof_figures::Report = serde_json::from_slice(&out.stdout)?;
+    let c = &r.contention;
+    let avg = (c.file_lock_count > 0).then(|| c.file_lock_wait_ns as f64 / c.file_lock_count as f64);
+    let end = r
+        .own_cost
+        .programs
+        .iter()
+        .find(|p| p.name == "fdprof_lock_end")
+        .and_then(|p| p.ns_per_run);
+    Ok((avg, c.probe_ns_per_wait.zip(end)))
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -217,17 +287,22 @@ pub fn run(args: &[String]) -> Result<()> {
     let mut ops: Vec<Vec<f64>> = vec![Vec::new(); variants.len()];
     let mut ratios: Vec<Vec<f64>> = vec![Vec::new(); variants.len()];
     let mut bytes_per_s: Vec<Vec<f64>> = vec![Vec::new(); variants.len()];
+    let mut waits: Vec<Vec<f64>> = vec![Vec::new(); variants.len()];
+    let mut probes: Vec<Vec<(f64, f64)>> = vec![Vec::new(); variants.len()];
     let (base, others) = variants.split_first().expect("a baseline variant");
     for round in 1..=rounds {
-        let mut before = run_once(base, &fdprof, &out)?.0;
+        let mut before = run_once(base, &fdprof, &out)?.ops;
         eprintln!(
             "round {round}/{rounds}  {:<20} {:>12.0} ops/s",
             base.name, before
         );
         ops[0].push(before);
         for (i, v) in others.iter().enumerate().map(|(i, v)| (i + 1, v)) {
-            let (o, size) = run_once(v, &fdprof, &out)?;
-            let after = run_once(base, &fdprof, &out)?.0;
+            let run = run_once(v, &fdprof, &out)?;
+            let (o, size) = (run.ops, run.size);
+            waits[i].extend(run.avg_wait_ns);
+            probes[i].extend(run.probe_ns);
+            let after = run_once(base, &fdprof, &out)?.ops;
             let ratio = o / ((before + after) / 2.0);
             eprintln!(
                 "round {round}/{rounds}  {:<20} {:>12.0} ops/s  ratio {ratio:.3}  (baseline {after:.0})",
@@ -269,10 +344,47 @@ pub fn run(args: &[String]) -> Result<()> {
             size
         );
     }
+    wait_table(&variants, &mut waits, &mut probes);
     if args.iter().any(|a| a == "--only") {
         return Ok(());
     }
     crate::bench_syscost::run(&fdprof, &out, rounds)
+}
+
+/// The mean `file_lock` wait each variant measured, against the timestamp-only reference's,
+/// and the lock probes' own time per wait.
+fn wait_table(variants: &[Variant], waits: &mut [Vec<f64>], probes: &mut [Vec<(f64, f64)>]) {
+    let reference = variants
+        .iter()
+        .position(|v| v.lock_reference)
+        .filter(|&i| !waits[i].is_empty())
+        .map(|i| median(&mut waits[i]));
+    println!(
+        "\nfile_lock waits (medians): the mean wait each measured, against the reference's \
+         (clock + one store at begin, clock + one add at end); the lock probes' run time per wait"
+    );
+    println!(
+        "{:<24} {:>12} {:>14} {:>16} {:>12}",
+        "variant", "avg wait", "/ reference", "probe ns/wait", "end ns/run"
+    );
+    for (i, v) in variants.iter().enumerate() {
+        if waits[i].is_empty() {
+            continue;
+        }
+        let avg = median(&mut waits[i]);
+        let vs = reference.map_or("-".into(), |r| format!("{:.3}", avg / r));
+        let (per_wait, end) = if probes[i].is_empty() {
+            ("-".to_string(), "-".to_string())
+        } else {
+            let mut p: Vec<f64> = probes[i].iter().map(|p| p.0).collect();
+            let mut e: Vec<f64> = probes[i].iter().map(|p| p.1).collect();
+            (format!("{:.0}", median(&mut p)), format!("{:.0}", median(&mut e)))
+        };
+        println!(
+            "{:<24} {:>9.0} ns {:>14} {:>16} {:>12}",
+            v.name, avg, vs, per_wait, end
+        );
+    }
 }
 
 /// `--only NAME,NAME`: the baseline and the variants named (the syscall-cost bench is skipped).

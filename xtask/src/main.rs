@@ -7,6 +7,7 @@ mod bench_syscost;
 mod bench_top;
 mod bench_workload;
 mod bootstrap;
+mod lock_reference;
 mod run;
 mod vm_test;
 

@@ -1,0 +1,300 @@
+//! The least a lock-wait measurement can do, as a reference for fdprof's: at
+//! `contention_begin` the clock and one per-CPU array store, at `contention_end` the clock, one
+//! per-CPU array lookup and one add per lock address. Hand-assembled and attached with raw
+//! `bpf(2)` like the floor's empty programs. It measures every spinning wait on the machine;
+//! during the bench's workload the target's `file_lock` is the lock with by far the most waits.
+
+use anyhow::{Context, Result, bail};
+
+const BPF_MAP_CREATE: i64 = 0;
+const BPF_MAP_LOOKUP_ELEM: i64 = 1;
+const BPF_MAP_GET_NEXT_KEY: i64 = 4;
+const BPF_PROG_LOAD: i64 = 5;
+const BPF_RAW_TRACEPOINT_OPEN: i64 = 17;
+const BPF_PROG_TYPE_RAW_TRACEPOINT: u32 = 17;
+const BPF_MAP_TYPE_PERCPU_HASH: u32 = 5;
+const BPF_MAP_TYPE_PERCPU_ARRAY: u32 = 6;
+
+const MAP_LOOKUP: i32 = 1;
+const MAP_UPDATE: i32 = 2;
+const KTIME_GET_NS: i32 = 5;
+/// `contention_begin` flag of a spinning waiter.
+const LCB_F_SPIN: i32 = 1;
+/// Locks the reference keeps apart.
+const LOCKS: u32 = 4096;
+
+/// One instruction: opcode, dst, src, offset, immediate.
+fn insn(op: u8, dst: u8, src: u8, off: i16, imm: i32) -> [u8; 8] {
+    let mut i = [0u8; 8];
+    i[0] = op;
+    i[1] = dst | src << 4;
+    i[2..4].copy_from_slice(&off.to_le_bytes());
+    i[4..8].copy_from_slice(&imm.to_le_bytes());
+    i
+}
+
+const MOV_IMM: u8 = 0xb7;
+const MOV_REG: u8 = 0xbf;
+const ADD_IMM: u8 = 0x07;
+const ADD_REG: u8 = 0x0f;
+const SUB_REG: u8 = 0x1f;
+const AND_IMM: u8 = 0x57;
+const LDX_DW: u8 = 0x79;
+const STX_DW: u8 = 0x7b;
+const ST_W: u8 = 0x62;
+const CALL: u8 = 0x85;
+const EXIT: u8 = 0x95;
+const JEQ_IMM: u8 = 0x15;
+const JNE_REG: u8 = 0x5d;
+const JA: u8 = 0x05;
+
+/// `dst = map` (a two-slot `ld_imm64` of the map's fd).
+fn ld_map(dst: u8, fd: i32) -> [[u8; 8]; 2] {
+    [insn(0x18, dst, 1, 0, fd), insn(0, 0, 0, 0, 0)]
+}
+
+/// Instructions with `goto` targets given as labels, resolved on `finish`.
+struct Program {
+    code: Vec<[u8; 8]>,
+    /// (instruction index, label) of each jump.
+    jumps: Vec<(usize, &'static str)>,
+    labels: Vec<(&'static str, usize)>,
+}
+
+impl Program {
+    fn new() -> Self {
+        Self {
+            code: Vec::new(),
+            jumps: Vec::new(),
+            labels: Vec::new(),
+        }
+    }
+    fn op(&mut self, i: [u8; 8]) -> &mut Self {
+        self.code.push(i);
+        self
+    }
+    fn ld_map(&mut self, dst: u8, fd: i32) -> &mut Self {
+        self.code.extend(ld_map(dst, fd));
+        self
+    }
+    fn jump(&mut self, i: [u8; 8], label: &'static str) -> &mut Self {
+        self.jumps.push((self.code.len(), label));
+        self.code.push(i);
+        self
+    }
+    fn label(&mut self, name: &'static str) -> &mut Self {
+        self.labels.push((name, self.code.len()));
+        self
+    }
+    fn finish(mut self) -> Vec<u8> {
+        for (at, label) in &self.jumps {
+            let target = self.labels.iter().find(|(n, _)| n == label).expect("label").1;
+            let off = (target as i64 - *at as i64 - 1) as i16;
+            self.code[*at][2..4].copy_from_slice(&off.to_le_bytes());
+        }
+        self.code.concat()
+    }
+}
+
+fn bpf(cmd: i64, attr: &mut [u8; 128]) -> std::io::Result<i32> {
+    // SAFETY: attr is a zero-padded bpf_attr of the size passed.
+    let rc = unsafe { libc::syscall(libc::SYS_bpf, cmd, attr.as_mut_ptr(), attr.len()) };
+    if rc < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(rc as i32)
+    }
+}
+
+fn create_map(kind: u32, key: u32, value: u32, entries: u32) -> Result<i32> {
+    let mut attr = [0u8; 128];
+    for (i, v) in [kind, key, value, entries].iter().enumerate() {
+        attr[i * 4..i * 4 + 4].copy_from_slice(&v.to_ne_bytes());
+    }
+    bpf(BPF_MAP_CREATE, &mut attr).context("cannot create the reference's map")
+}
+
+fn load(code: &[u8], name: &[u8]) -> Result<i32> {
+    let license = c"GPL";
+    let mut attr = [0u8; 128];
+    attr[0..4].copy_from_slice(&BPF_PROG_TYPE_RAW_TRACEPOINT.to_ne_bytes());
+    attr[4..8].copy_from_slice(&((code.len() / 8) as u32).to_ne_bytes());
+    attr[8..16].copy_from_slice(&(code.as_ptr() as u64).to_ne_bytes());
+    attr[16..24].copy_from_slice(&(license.as_ptr() as u64).to_ne_bytes());
+    attr[48..48 + name.len()].copy_from_slice(name);
+    bpf(BPF_PROG_LOAD, &mut attr).context("cannot load the reference program")
+}
+
+/// The reference programs, attached while this lives (dropping it closes every fd).
+pub struct LockReference {
+    fds: Vec<i32>,
+    waits: i32,
+}
+
+/// The waits on one lock the reference measured.
+#[derive(Debug, Clone, Copy)]
+pub struct LockWaits {
+    pub count: u64,
+    pub total_ns: u64,
+}
+
+impl LockReference {
+    pub fn attach() -> Result<Self> {
+        let start = create_map(BPF_MAP_TYPE_PERCPU_ARRAY, 4, 16, 1)?;
+        let mut this = Self {
+            fds: vec![start],
+            waits: -1,
+        };
+        let waits = create_map(BPF_MAP_TYPE_PERCPU_HASH, 8, 16, LOCKS)?;
+        this.fds.push(waits);
+        this.waits = waits;
+        let (r0, r1, r2, r3, r4, r6, r7, r8, r10) = (0, 1, 2, 3, 4, 6, 7, 8, 10);
+
+        // begin: now first; then, for a spinning waiter, START = {lock, now}.
+        let mut begin = Program::new();
+        begin
+            .op(insn(MOV_REG, r6, r1, 0, 0))
+            .op(insn(CALL, 0, 0, 0, KTIME_GET_NS))
+            .op(insn(MOV_REG, r7, r0, 0, 0))
+            .op(insn(LDX_DW, r1, r6, 8, 0))
+            .op(insn(AND_IMM, r1, 0, 0, LCB_F_SPIN))
+            .jump(insn(JEQ_IMM, r1, 0, 0, 0), "out")
+            .op(insn(ST_W, r10, 0, -4, 0))
+            .ld_map(r1, start)
+            .op(insn(MOV_REG, r2, r10, 0, 0))
+            .op(insn(ADD_IMM, r2, 0, 0, -4))
+            .op(insn(CALL, 0, 0, 0, MAP_LOOKUP))
+            .jump(insn(JEQ_IMM, r0, 0, 0, 0), "out")
+            .op(insn(LDX_DW, r1, r6, 0, 0))
+            .op(insn(STX_DW, r0, r1, 0, 0))
+            .op(insn(STX_DW, r0, r7, 8, 0))
+            .label("out")
+            .op(insn(MOV_IMM, r0, 0, 0, 0))
+            .op(insn(EXIT, 0, 0, 0, 0));
+
+        // end: now first; if START holds this lock, add now - start to WAITS[lock].
+        let mut end = Program::new();
+        end.op(insn(MOV_REG, r6, r1, 0, 0))
+            .op(insn(CALL, 0, 0, 0, KTIME_GET_NS))
+            .op(insn(MOV_REG, r7, r0, 0, 0))
+            .op(insn(ST_W, r10, 0, -4, 0))
+            .ld_map(r1, start)
+            .op(insn(MOV_REG, r2, r10, 0, 0))
+            .op(insn(ADD_IMM, r2, 0, 0, -4))
+            .op(insn(CALL, 0, 0, 0, MAP_LOOKUP))
+            .jump(insn(JEQ_IMM, r0, 0, 0, 0), "out")
+            .op(insn(MOV_REG, r8, r0, 0, 0))
+            .op(insn(LDX_DW, r1, r6, 0, 0))
+            .op(insn(LDX_DW, r2, r8, 0, 0))
+            .jump(insn(JNE_REG, r1, r2, 0, 0), "out")
+            .op(insn(LDX_DW, r3, r8, 8, 0))
+            .op(insn(SUB_REG, r7, r3, 0, 0))
+            .op(insn(MOV_IMM, r3, 0, 0, 0))
+            .op(insn(STX_DW, r8, r3, 0, 0))
+            .op(insn(STX_DW, r10, r1, -16, 0))
+            .ld_map(r1, waits)
+            .op(insn(MOV_REG, r2, r10, 0, 0))
+            .op(insn(ADD_IMM, r2, 0, 0, -16))
+            .op(insn(CALL, 0, 0, 0, MAP_LOOKUP))
+            .jump(insn(JEQ_IMM, r0, 0, 0, 0), "insert")
+            .op(insn(LDX_DW, r1, r0, 0, 0))
+            .op(insn(ADD_IMM, r1, 0, 0, 1))
+            .op(insn(STX_DW, r0, r1, 0, 0))
+            .op(insn(LDX_DW, r1, r0, 8, 0))
+            .op(insn(ADD_REG, r1, r7, 0, 0))
+            .op(insn(STX_DW, r0, r1, 8, 0))
+            .jump(insn(JA, 0, 0, 0, 0), "out")
+            .label("insert")
+            .op(insn(MOV_IMM, r1, 0, 0, 1))
+            .op(insn(STX_DW, r10, r1, -32, 0))
+            .op(insn(STX_DW, r10, r7, -24, 0))
+            .ld_map(r1, waits)
+            .op(insn(MOV_REG, r2, r10, 0, 0))
+            .op(insn(ADD_IMM, r2, 0, 0, -16))
+            .op(insn(MOV_REG, r3, r10, 0, 0))
+            .op(insn(ADD_IMM, r3, 0, 0, -32))
+            .op(insn(MOV_IMM, r4, 0, 0, 0))
+            .op(insn(CALL, 0, 0, 0, MAP_UPDATE))
+            .label("out")
+            .op(insn(MOV_IMM, r0, 0, 0, 0))
+            .op(insn(EXIT, 0, 0, 0, 0));
+
+        // The end goes in first, so no begin is left without its end.
+        for (code, name, hook) in [
+            (end.finish(), &b"fdprof_ref_end"[..], "contention_end"),
+            (begin.finish(), &b"fdprof_ref_beg"[..], "contention_begin"),
+        ] {
+            let prog = load(&code, name)?;
+            this.fds.push(prog);
+            let hook = std::ffi::CString::new(hook)?;
+            let mut attr = [0u8; 128];
+            attr[0..8].copy_from_slice(&(hook.as_ptr() as u64).to_ne_bytes());
+            attr[8..12].copy_from_slice(&(prog as u32).to_ne_bytes());
+            let link = bpf(BPF_RAW_TRACEPOINT_OPEN, &mut attr)
+                .with_context(|| format!("cannot attach the reference to {hook:?}"))?;
+            this.fds.push(link);
+        }
+        Ok(this)
+    }
+
+    /// The lock with the most waits and its waits, summed over CPUs.
+    pub fn busiest(&self) -> Result<Option<LockWaits>> {
+        let cpus = possible_cpus()?;
+        let mut best: Option<LockWaits> = None;
+        let mut key = 0u64;
+        let mut first = true;
+        loop {
+            let mut next = 0u64;
+            let mut attr = [0u8; 128];
+            attr[0..4].copy_from_slice(&(self.waits as u32).to_ne_bytes());
+            let key_ptr = if first { 0 } else { &key as *const u64 as u64 };
+            attr[8..16].copy_from_slice(&key_ptr.to_ne_bytes());
+            attr[16..24].copy_from_slice(&(&mut next as *mut u64 as u64).to_ne_bytes());
+            if bpf(BPF_MAP_GET_NEXT_KEY, &mut attr).is_err() {
+                break;
+            }
+            first = false;
+            key = next;
+            let mut values = vec![0u64; 2 * cpus];
+            let mut attr = [0u8; 128];
+            attr[0..4].copy_from_slice(&(self.waits as u32).to_ne_bytes());
+            attr[8..16].copy_from_slice(&(&key as *const u64 as u64).to_ne_bytes());
+            attr[16..24].copy_from_slice(&(values.as_mut_ptr() as u64).to_ne_bytes());
+            if bpf(BPF_MAP_LOOKUP_ELEM, &mut attr).is_err() {
+                continue;
+            }
+            let w = LockWaits {
+                count: values.chunks(2).map(|v| v[0]).sum(),
+                total_ns: values.chunks(2).map(|v| v[1]).sum(),
+            };
+            if best.is_none_or(|b| w.count > b.count) {
+                best = Some(w);
+            }
+        }
+        Ok(best)
+    }
+}
+
+/// `/sys/devices/system/cpu/possible`: per-CPU maps hold a value for each.
+fn possible_cpus() -> Result<usize> {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/possible")?;
+    let mut n = 0;
+    for range in text.trim().split(',') {
+        let (a, b) = range.split_once('-').unwrap_or((range, range));
+        let (a, b): (usize, usize) = (a.parse()?, b.parse()?);
+        if b < a {
+            bail!("cannot read /sys/devices/system/cpu/possible: {text:?}");
+        }
+        n = n.max(b + 1);
+    }
+    Ok(n)
+}
+
+impl Drop for LockReference {
+    fn drop(&mut self) {
+        for &fd in self.fds.iter().rev() {
+            // SAFETY: fds the kernel gave us, closed once.
+            unsafe { libc::close(fd) };
+        }
+    }
+}
