@@ -81,8 +81,8 @@ impl Scenario {
             }
             Scenario::Cputime => {
                 "op = glibc clock_gettime() of the next thread's CPU-time clock (task i reads \
-                 task (i+1) % N's; -t 1: its own), which takes the scheduler's task_rq_lock; \
-                 no fd system call; threads only"
+                 task (i+1) % N's; -t 1: its own), which takes the scheduler's task_rq_lock \
+                 (contended most with more threads than CPUs); no fd system call; threads only"
             }
         }
     }
