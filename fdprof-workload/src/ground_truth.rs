@@ -44,6 +44,14 @@ pub enum LoopError {
         cpu: usize,
         errno: i32,
     },
+    /// cputime: `clock_gettime` of a peer thread's CPU-time clock failed with this errno.
+    Clock {
+        errno: i32,
+    },
+    /// cputime: task `peer` had not published its clock by the start barrier.
+    PeerClock {
+        peer: usize,
+    },
 }
 
 impl From<SysError> for LoopError {
@@ -69,6 +77,14 @@ impl fmt::Display for LoopError {
                 "pinning to CPU {cpu}: sched_setaffinity() failed: {}",
                 crate::sys::describe_errno(*errno)
             ),
+            LoopError::Clock { errno } => write!(
+                f,
+                "clock_gettime() of a peer thread's CPU-time clock failed: {}",
+                crate::sys::describe_errno(*errno)
+            ),
+            LoopError::PeerClock { peer } => {
+                write!(f, "task {peer} did not publish its CPU-time clock")
+            }
         }
     }
 }

@@ -22,8 +22,9 @@
 //! - `table`: fd_model, sys
 //! - `scenarios`: ground_truth, sys
 //! - `accept`: ground_truth, phase, sys
-//! - `task`: accept, ground_truth, phase, scenarios
-//! - `setup`: accept, error, scenarios, sys, task
+//! - `cputime`: ground_truth, scenarios
+//! - `task`: accept, cputime, ground_truth, phase, scenarios
+//! - `setup`: accept, cputime, error, scenarios, sys, task
 //! - `options`: error, phase, scenarios, setup
 //! - `limits`: error, scenarios, setup, table
 //! - `outcome`: ground_truth
@@ -35,6 +36,7 @@
 
 mod accept;
 mod control;
+mod cputime;
 mod error;
 pub mod fd_model;
 mod ground_truth;

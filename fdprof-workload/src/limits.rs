@@ -167,6 +167,8 @@ mod tests {
         assert_eq!(largest(&cfg(Scenario::Holes, 999), 1), None);
         // pipe, 2 threads: N held + 4 per-op fds.
         assert_eq!(largest(&cfg(Scenario::Pipe, 5000), 2), Some(993));
+        // cputime, 2 threads: N idle fds held + the setup scratch fd, none per op.
+        assert_eq!(largest(&cfg(Scenario::Cputime, 5000), 2), Some(996));
     }
 
     #[test]

@@ -122,6 +122,11 @@ impl Options {
         if self.processes && scenario == Scenario::Accept {
             return Err(usage("accept runs threads only: drop --processes"));
         }
+        if self.processes && scenario.reads_peer_threads() {
+            return Err(usage(format!(
+                "{name} reads the clocks of threads of its own process: drop --processes"
+            )));
+        }
         if scenario.fills_below_n() {
             if self.hole < 3 {
                 return Err(usage(format!(
@@ -226,5 +231,12 @@ mod tests {
         nul.path = PathBuf::from("a\0b");
         assert_eq!(refusal(&nul), "--path contains a NUL byte");
         assert!(opts(Scenario::Pipe, 8, None).config().is_ok());
+        let mut cputime = opts(Scenario::Cputime, 2, None);
+        assert_eq!(cputime.config().unwrap().fds, 0);
+        cputime.processes = true;
+        assert_eq!(
+            refusal(&cputime),
+            "cputime reads the clocks of threads of its own process: drop --processes"
+        );
     }
 }

@@ -20,11 +20,12 @@ pub enum Scenario {
     Accept,
     Dup2Worst,
     Holes,
+    Cputime,
 }
 
 impl Scenario {
     /// Every scenario, in the order the command line lists them.
-    pub const ALL: [Scenario; 9] = [
+    pub const ALL: [Scenario; 10] = [
         Scenario::Opensock,
         Scenario::SocketClose,
         Scenario::OpenClose,
@@ -34,6 +35,7 @@ impl Scenario {
         Scenario::Accept,
         Scenario::Dup2Worst,
         Scenario::Holes,
+        Scenario::Cputime,
     ];
 
     /// The name on the command line and in reports.
@@ -48,6 +50,7 @@ impl Scenario {
             Scenario::Accept => "accept",
             Scenario::Dup2Worst => "dup2-worst",
             Scenario::Holes => "holes",
+            Scenario::Cputime => "cputime",
         }
     }
 
@@ -76,6 +79,11 @@ impl Scenario {
                 "fds 0..N-1 open (default N 1000); op = close(K) + openat() -> K + openat(), \
                  which scans from K+1 to N, + close(N) (K = --hole)"
             }
+            Scenario::Cputime => {
+                "op = glibc clock_gettime() of the next thread's CPU-time clock (task i reads \
+                 task (i+1) % N's; -t 1: its own), which takes the scheduler's task_rq_lock \
+                 (contended most with more threads than CPUs); no fd system call; threads only"
+            }
         }
     }
 
@@ -91,12 +99,25 @@ impl Scenario {
             Scenario::Accept => "accept4 + close (connectors: socket + connect + close)",
             Scenario::Dup2Worst => "close(K) + dup2(0, K) + dup(0) -> N + close(N)",
             Scenario::Holes => "close(K) + openat -> K + openat -> N + close(N)",
+            Scenario::Cputime => "clock_gettime(next thread's CPU-time clock)",
         }
     }
 
     /// Whether a single-task `--ops` run of it is exactly predictable.
     pub fn deterministic(self) -> bool {
         self != Scenario::Accept
+    }
+
+    /// Whether its measured phase makes fd system calls (cputime makes none, so its ground
+    /// truth is exact with any number of threads).
+    pub fn makes_fd_calls(self) -> bool {
+        self != Scenario::Cputime
+    }
+
+    /// Whether its tasks read their peer threads' clocks: threads of one process only, and
+    /// each must outlive the others' loops (a finished thread's clock is gone).
+    pub fn reads_peer_threads(self) -> bool {
+        self == Scenario::Cputime
     }
 
     /// Whether several threads may share one table (the hole patterns own fixed fd numbers).
@@ -125,6 +146,7 @@ impl Scenario {
             Scenario::Accept => 2,
             // opensock closes before it opens; the hole patterns are counted by their fill.
             Scenario::Opensock | Scenario::Holes | Scenario::Dup2Worst => 0,
+            Scenario::Cputime => 0,
         }
     }
 }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 
 use crate::accept::{AcceptShared, Acceptor, Connector, listen_loopback};
+use crate::cputime::{CpuClocks, Cputime};
 use crate::error::usage;
 use crate::scenarios::{
     Dup2Worst, DupClose, Holes, OpenClose, Opensock, Pipe, Scenario, SocketClose, SocketPair,
@@ -99,6 +100,17 @@ pub fn prepare(cfg: &Config, first: u32, count: u32, total: u32) -> Result<Prepa
                     addr,
                     index,
                     shared: shared.clone(),
+                }));
+            }
+        }
+        Scenario::Cputime => {
+            hold_extra(cfg.fds, &mut held)?;
+            fds_held = u64::from(cfg.fds);
+            let clocks = Arc::new(CpuClocks::new(count as usize));
+            for index in 0..count as usize {
+                ops.push(TaskOp::Cputime(Cputime {
+                    index,
+                    clocks: clocks.clone(),
                 }));
             }
         }

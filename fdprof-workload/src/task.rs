@@ -4,6 +4,7 @@
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use crate::accept::{Acceptor, Connector};
+use crate::cputime::Cputime;
 use crate::ground_truth::{LoopError, Tracker};
 use crate::phase::{Plan, TaskSlot};
 use crate::scenarios::{
@@ -60,6 +61,7 @@ pub enum TaskOp {
     Dup2Worst(Dup2Worst),
     Acceptor(Acceptor),
     Connector(Connector),
+    Cputime(Cputime),
 }
 
 impl TaskOp {
@@ -82,6 +84,14 @@ impl TaskOp {
             TaskOp::Dup2Worst(op) => drive(op, t, plan, slot, stop),
             TaskOp::Acceptor(a) => a.drive(t, plan, slot, stop),
             TaskOp::Connector(c) => c.drive(t, plan, slot, stop),
+            TaskOp::Cputime(c) => drive(&mut c.peer_op()?, t, plan, slot, stop),
+        }
+    }
+
+    /// On the task's own thread, before the start barrier: what its peers must learn of it.
+    pub fn publish(&self) {
+        if let TaskOp::Cputime(c) = self {
+            c.publish();
         }
     }
 

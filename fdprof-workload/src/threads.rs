@@ -49,6 +49,12 @@ impl DoneCount {
             .unwrap();
         *guard >= all
     }
+
+    /// Waits until all tasks are done, however long that takes.
+    fn wait_all(&self, all: usize) {
+        let guard = self.count.lock().unwrap();
+        drop(self.cv.wait_while(guard, |n| *n < all).unwrap());
+    }
 }
 
 /// Runs `cfg` with `tasks` threads.
@@ -64,11 +70,14 @@ pub fn run(cfg: &Config, tasks: u32, ctl: &Control, single: bool) -> Result<Outc
         fds_held,
     } = prepared;
     let baseline = snapshot_and_reset()?;
+    // Several threads interleave on one table, unless the scenario makes no fd call (then
+    // every thread's ground truth is the same, empty one).
     let deterministic = single
         && matches!(ctl.plan, Plan::Ops(_))
-        && ops.len() == 1
+        && (ops.len() == 1 || !cfg.scenario.makes_fd_calls())
         && !cfg.processes
         && cfg.scenario.deterministic();
+    let linger = cfg.scenario.reads_peer_threads();
 
     let n = ops.len();
     let slots: Arc<Vec<TaskSlot>> = Arc::new((0..n).map(|_| TaskSlot::default()).collect());
@@ -100,6 +109,7 @@ pub fn run(cfg: &Config, tasks: u32, ctl: &Control, single: bool) -> Result<Outc
         let handle = std::thread::Builder::new()
             .spawn(move || {
                 let pin_result = cpu.map(pin_to).transpose();
+                op.publish();
                 ready.wait();
                 go.wait();
                 let started = Instant::now();
@@ -118,6 +128,10 @@ pub fn run(cfg: &Config, tasks: u32, ctl: &Control, single: bool) -> Result<Outc
                     stop.store(true, Relaxed);
                 }
                 done.finish();
+                if linger {
+                    // Peers may still be reading this thread's clock.
+                    done.wait_all(n);
+                }
                 Finished {
                     op,
                     tracker,

@@ -431,3 +431,46 @@ fn human_summary() {
     assert!(text.contains("fds held    5"), "{text}");
     assert!(text.contains("max_fds"), "{text}");
 }
+
+#[test]
+fn cputime_reads_peer_clocks_and_makes_no_fd_call() {
+    let v = json(&["cputime", "-t", "2", "--ops", "1000"]);
+    assert_eq!(
+        (v["scenario"].as_str(), v["mode"].as_str()),
+        (Some("cputime"), Some("threads"))
+    );
+    assert_eq!(v["tasks"], 2);
+    assert_eq!(v["ops"], 2000, "one clock_gettime an op: {v}");
+    let per: Vec<u64> = v["per_task"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["ops"].as_u64().unwrap())
+        .collect();
+    assert_eq!(per, [1000, 1000]);
+    assert_eq!(v["fds_held"], 0);
+    // No fd system call, so the ground truth is exact with two threads: empty.
+    let e = &v["expected"];
+    for section in ["syscalls", "fds_created", "fds_closed"] {
+        assert_eq!(e[section], serde_json::json!({}), "{section}: {v}");
+    }
+    assert!(allocs(&v).is_empty());
+    assert_eq!(e["next_fd_start"], e["next_fd_end"]);
+    assert_eq!(e["max_fds"], e["max_fds_start"]);
+    assert_eq!(e["max_fds"], v["max_fds"]);
+
+    // One thread reads its own clock.
+    let v = json(&["cputime", "-t", "1", "--ops", "300", "-n", "4"]);
+    assert_eq!(
+        (v["ops"].as_u64(), v["fds_held"].as_u64()),
+        (Some(300), Some(4))
+    );
+    assert_eq!(v["expected"]["syscalls"], serde_json::json!({}));
+
+    // Another process's thread clocks are not readable: refused in one line.
+    let out = workload(&["cputime", "-t", "2", "--processes", "--ops", "1"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("drop --processes"), "{stderr}");
+}
