@@ -153,12 +153,7 @@ struct Cell {
 /// The cell of a contention at `site`: that of the last walk there, or walked now. `None` when
 /// the site has no element (all [`SITES`] given out).
 #[inline(always)]
-fn site_waits<C: StackIdContext>(
-    ctx: &C,
-    site: &StackSite,
-    lock: u64,
-    btf: bool,
-) -> Option<Cell> {
+fn site_waits<C: StackIdContext>(ctx: &C, site: &StackSite, lock: u64, btf: bool) -> Option<Cell> {
     let c = SITE_CACHE.get_ptr_mut(slot_of(site))?;
     // SAFETY: a per-CPU slot: only this CPU uses it, and the program does not nest on a CPU.
     unsafe {

@@ -259,7 +259,8 @@ fn recorded_waits(fdprof: &Path, file: &Path) -> Result<(Option<f64>, Option<(f6
     }
     let r: fdprof_figures::Report = serde_json::from_slice(&out.stdout)?;
     let c = &r.contention;
-    let avg = (c.file_lock_count > 0).then(|| c.file_lock_wait_ns as f64 / c.file_lock_count as f64);
+    let avg =
+        (c.file_lock_count > 0).then(|| c.file_lock_wait_ns as f64 / c.file_lock_count as f64);
     let end = r
         .own_cost
         .programs
@@ -378,7 +379,10 @@ fn wait_table(variants: &[Variant], waits: &mut [Vec<f64>], probes: &mut [Vec<(f
         } else {
             let mut p: Vec<f64> = probes[i].iter().map(|p| p.0).collect();
             let mut e: Vec<f64> = probes[i].iter().map(|p| p.1).collect();
-            (format!("{:.0}", median(&mut p)), format!("{:.0}", median(&mut e)))
+            (
+                format!("{:.0}", median(&mut p)),
+                format!("{:.0}", median(&mut e)),
+            )
         };
         println!(
             "{:<24} {:>9.0} ns {:>14} {:>16} {:>12}",

@@ -88,7 +88,12 @@ impl Program {
     }
     fn finish(mut self) -> Vec<u8> {
         for (at, label) in &self.jumps {
-            let target = self.labels.iter().find(|(n, _)| n == label).expect("label").1;
+            let target = self
+                .labels
+                .iter()
+                .find(|(n, _)| n == label)
+                .expect("label")
+                .1;
             let off = (target as i64 - *at as i64 - 1) as i16;
             self.code[*at][2..4].copy_from_slice(&off.to_le_bytes());
         }

@@ -1,0 +1,99 @@
+//! Every contended lock is named, on the real kernel: the scheduler's locks that
+//! `clock_gettime` on other threads' CPU clocks contends (`fdprof workload cputime`), not
+//! "spinlock other"; and the vDSO frame those calls leave on the user stack is symbolized.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+
+fn function_names(stack: &Value) -> Vec<&str> {
+    stack
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["function"].as_str().unwrap())
+        .collect()
+}
+
+/// The report of `cputime -t 3` (more threads than CPUs: each read of a running peer's clock
+/// takes its runqueue's lock), recorded until a wait went through `task_sched_runtime` (the
+/// scheduler decides how often they collide: a few tries at most).
+fn cputime_report() -> Value {
+    let out = tmp("cputime.data");
+    for _ in 0..4 {
+        let rec = run(fdprof()
+            .args(["record", "-o", out.to_str().unwrap(), "--"])
+            .arg(env!("CARGO_BIN_EXE_fdprof"))
+            .args(["workload", "cputime", "-t", "3", "-d", "2s"]));
+        assert!(rec.status.success(), "{rec:?}");
+        let report = run(fdprof()
+            .args(["report", "--json", "--top", "100"])
+            .arg(&out));
+        assert!(report.status.success());
+        let report: Value = serde_json::from_slice(&report.stdout).unwrap();
+        let through_clock = report["top_stacks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| function_names(&s["kernel_stack"]).contains(&"task_sched_runtime"));
+        if through_clock {
+            return report;
+        }
+    }
+    panic!("cputime -t 3 never contended a lock through task_sched_runtime in 4 runs");
+}
+
+#[test]
+fn runqueue_waits_are_named_and_their_vdso_frame_too() {
+    require_root();
+    let _guard = kernel_lock();
+    let report = cputime_report();
+    let stacks = report["top_stacks"].as_array().unwrap();
+    let mut vdso = 0;
+    for s in stacks {
+        let kernel = function_names(&s["kernel_stack"]);
+        if !kernel.contains(&"task_sched_runtime") {
+            continue;
+        }
+        // Named after the runqueue helper, or the caller below the lock functions.
+        let lock = s["lock"].as_str().unwrap();
+        assert!(
+            ["task_rq_lock", "rq_lock"].contains(&lock),
+            "a wait in task_sched_runtime named {lock:?}: {s}"
+        );
+        assert_eq!(s["lock_kind"], "spinlock");
+        assert!(["caller", "kind"].contains(&s["lock_named_by"].as_str().unwrap()));
+        assert_eq!(s["operation"], "other");
+        // glibc's clock_gettime calls into the vDSO, which makes the syscall for CPU clocks.
+        let user = s["user_stack"].as_array().unwrap();
+        if let Some(top) = user.first() {
+            assert_eq!(top["module"], "[vdso]", "{s}");
+            assert!(
+                top["function"].as_str().unwrap().contains("clock_gettime"),
+                "{s}"
+            );
+            vdso += 1;
+        }
+    }
+    assert!(vdso > 0, "no user stack through the vDSO: {report}");
+    // The table rows carry the names too.
+    let rows = report["contention"]["by_lock_operation"]
+        .as_array()
+        .unwrap();
+    assert!(
+        rows.iter()
+            .any(|r| r["lock"] == "task_rq_lock" || r["lock"] == "rq_lock")
+    );
+    let anonymous: u64 = rows
+        .iter()
+        .filter(|r| r["lock_named_by"] == "flags")
+        .map(|r| r["count"].as_u64().unwrap())
+        .sum();
+    let all = report["contention"]["count"].as_u64().unwrap();
+    assert!(
+        anonymous * 10 <= all,
+        "{anonymous} of {all} waits named only by their kind"
+    );
+    assert_no_programs_left();
+}
