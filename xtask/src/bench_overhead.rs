@@ -246,9 +246,12 @@ fn run_once(v: &Variant, fdprof: &Path, out: &Path) -> Result<Run> {
     Ok(run)
 }
 
-/// From a recording's report: the mean `file_lock` wait, and the lock probes' run time per
-/// wait with `contention_end`'s alone.
-fn recorded_waits(fdprof: &Path, file: &Path) -> Result<(Option<f64>, Option<(f64, f64)>)> {
+/// The mean `file_lock` wait, and the lock probes' run time per wait with `contention_end`'s
+/// alone.
+type WaitFigures = (Option<f64>, Option<(f64, f64)>);
+
+/// [`WaitFigures`] from a recording's report.
+fn recorded_waits(fdprof: &Path, file: &Path) -> Result<WaitFigures> {
     let out = Command::new(fdprof)
         .args(["report", "--json"])
         .arg(file)
