@@ -121,8 +121,9 @@ pub struct SiteKey {
     pub user_stack: i32,
 }
 
-/// Sites the programs add waits up for (`SITE_INDEX` entries, `SITE_WAITS` elements).
-pub const SITES: u32 = 4096;
+/// Sites the programs add waits up for (`SITE_INDEX` entries, `SITE_WAITS` elements). Each
+/// element is per CPU (184 bytes): 2048 of them take 368 KiB a CPU.
+pub const SITES: u32 = 2048;
 
 /// Log2 slots of a site's wait histogram: waits of 2^39 ns (9 minutes) and more share the last.
 pub const WAIT_SLOTS: usize = 40;

@@ -213,7 +213,7 @@ fn write(e: &Exposition, encoder: &mut DescriptorEncoder) -> fmt::Result {
     )?;
     out.counters(
         "fdprof_lock_contentions",
-        "Lock waits, by lock class and the fd-table operation that waited.",
+        "Lock waits, by lock (named as the report names it) and the fd-table operation that waited.",
         None,
         e.targets.iter().flat_map(|(target, r)| {
             r.contention.by_lock_operation.iter().map(move |row| {
@@ -228,7 +228,7 @@ fn write(e: &Exposition, encoder: &mut DescriptorEncoder) -> fmt::Result {
     )?;
     out.histograms(
         "fdprof_lock_wait",
-        "Lock wait time, by lock class and fd-table operation (buckets: the kernel's log2 slots).",
+        "Lock wait time, by lock and fd-table operation (buckets: the kernel's log2 slots).",
         &Unit::Seconds,
         WAIT_SLOTS,
         NS_PER_SECOND,
