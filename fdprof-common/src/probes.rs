@@ -48,7 +48,9 @@ pub mod setting {
     pub const OFF_SIGNAL_LIVE: &str = "OFF_SIGNAL_LIVE";
     /// Waits of at least this many ns are sent as slow-wait events (u64).
     pub const SLOW_NS: &str = "SLOW_NS";
-    pub const ALL: [&str; 12] = [
+    /// 1: fd syscalls are timed entry to exit (`--latency`); 0: only counted (u32).
+    pub const LATENCY: &str = "LATENCY";
+    pub const ALL: [&str; 13] = [
         TARGET_KIND,
         TARGET_ID,
         OFF_TASK_FILES,
@@ -61,6 +63,7 @@ pub mod setting {
         OFF_TASK_SIGNAL,
         OFF_SIGNAL_LIVE,
         SLOW_NS,
+        LATENCY,
     ];
 }
 

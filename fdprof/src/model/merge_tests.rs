@@ -136,6 +136,7 @@ fn run(duration_ns: u64, collector_cpu_ns: u64) -> Run {
         mode: Mode::Fentry,
         probes,
         raw_addrs: false,
+        syscall_latency: true,
         notes: vec!["a note".into()],
         collector_cpu_ns,
     }
@@ -176,6 +177,7 @@ fn empty_like(r: &Recording) -> Recording {
         probes: BTreeMap::new(),
         modes: BTreeMap::new(),
         raw_addrs: false,
+        syscall_latency: false,
         contention: Vec::new(),
         stack_walks: StackWalks::default(),
         functions: Vec::new(),

@@ -250,6 +250,10 @@ pub struct Recording {
     #[serde(deserialize_with = "bounded::modes")]
     pub modes: BTreeMap<String, String>,
     pub raw_addrs: bool,
+    /// Whether the fd syscalls were timed (`record --latency`); when not, `syscalls[].latency`
+    /// is empty. Absent in recordings made while they always were: then true.
+    #[serde(default = "always_timed")]
+    pub syscall_latency: bool,
     #[serde(deserialize_with = "bounded::sites")]
     pub contention: Vec<ContentionSite>,
     #[serde(default)]
@@ -270,6 +274,10 @@ pub struct Recording {
     /// `record --interval`: one sample per interval; absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub series: Option<super::series::Series>,
+}
+
+fn always_timed() -> bool {
+    true
 }
 
 impl Recording {
