@@ -1,6 +1,6 @@
 //! fd syscalls seen through `raw_syscalls:sys_enter/sys_exit` (tp_btf, or classic tracepoints):
-//! at entry `next_fd` and `max_fds`, at exit the fd(s), giving per-syscall counts and latency,
-//! scan lengths from the origin read at entry, and table growth.
+//! at entry `next_fd` and `max_fds` (not for close), at exit the fd(s), giving per-syscall counts,
+//! scan lengths from the origin read at entry, and table growth; latency with `--latency` only.
 
 use aya_ebpf::{
     EbpfContext,
@@ -80,17 +80,25 @@ fn on_enter(nr: u64, args: [u64; 4], btf: bool) {
         }
         start = args[2] as u32;
     }
-    let state = if btf {
-        kernel::current_table_state_btf()
+    // close needs nothing of the table (it cannot grow it, and what it closes is its
+    // return): half the fd syscalls of a typical loop skip these reads.
+    let (next_fd, fdt, max_fds) = if effect == Effect::Close {
+        (0, 0, 0)
     } else {
-        kernel::current_files().and_then(kernel::table_state)
+        let state = if btf {
+            kernel::current_table_state_btf()
+        } else {
+            kernel::current_files().and_then(kernel::table_state)
+        };
+        let Some(state) = state else {
+            maps::dropped(drop::PROBE_SYSCALLS, drop::READ_FAILED);
+            return;
+        };
+        let max_fds = u64::from(state.2);
+        maps::set_min_nonzero(&maps::GLOBALS, global::MAX_FDS_FIRST, max_fds);
+        maps::set_max(&maps::GLOBALS, global::MAX_FDS_SEEN, max_fds);
+        state
     };
-    let Some((next_fd, fdt, max_fds)) = state else {
-        maps::dropped(drop::PROBE_SYSCALLS, drop::READ_FAILED);
-        return;
-    };
-    maps::set_min_nonzero(&maps::GLOBALS, global::MAX_FDS_FIRST, u64::from(max_fds));
-    maps::set_max(&maps::GLOBALS, global::MAX_FDS_SEEN, u64::from(max_fds));
     let closes_target = effect == Effect::Install
         && args[0] != args[1]
         && kernel::fd_is_open(fdt, max_fds, args[1] as u32);
