@@ -494,3 +494,18 @@ fn bound_sites_keeps_the_heaviest_and_counts_the_rest() {
     assert_eq!(r.contention.len(), 3);
     assert_eq!(bound_drops(&r), [1202]);
 }
+
+#[test]
+fn a_sum_is_timed_only_if_both_parts_were() {
+    let timed = testdata::recording();
+    let mut untimed = testdata::recording();
+    untimed.syscall_latency = false;
+    for (a, b) in [(&timed, &untimed), (&untimed, &timed)] {
+        let mut sum = a.clone();
+        add(&mut sum, b);
+        assert!(!sum.syscall_latency);
+    }
+    let mut sum = timed.clone();
+    add(&mut sum, &timed);
+    assert!(sum.syscall_latency);
+}

@@ -336,6 +336,18 @@ mod tests {
         format!("{:#}", parse(doc.as_bytes(), "x.data").unwrap_err())
     }
 
+    /// Recordings made while the syscalls were always timed have no `syscall_latency`.
+    #[test]
+    fn a_recording_without_syscall_latency_was_timed() {
+        let mut rec = crate::testdata::recording();
+        rec.syscall_latency = false;
+        let doc = serde_json::to_string(&rec).unwrap();
+        let old = doc.replacen("\"syscall_latency\":false,", "", 1);
+        assert_ne!(old, doc);
+        assert!(!parse(doc.as_bytes(), "x.data").unwrap().syscall_latency);
+        assert!(parse(old.as_bytes(), "x.data").unwrap().syscall_latency);
+    }
+
     #[test]
     fn older_versions_are_refused_naming_both() {
         for v in ["1", "0"] {
