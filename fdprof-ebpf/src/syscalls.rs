@@ -233,6 +233,30 @@ fn check_growth(fd: u32, entry: &SyscallEntry) {
     }
 }
 
+/// Whether the syscall `index` is counted at its exit alone, from its number and return, with
+/// nothing kept from its entry: close, unless timed. The tracepoints give the number at exit.
+#[inline(always)]
+fn counted_at_exit(index: u32) -> bool {
+    effect_of(index) == Effect::Close && !kernel::latency_on()
+}
+
+/// The exit of the fd syscall `index` as the tracepoints see it.
+#[inline(always)]
+fn exit_of(index: u32, ret: i64) {
+    if !counted_at_exit(index) {
+        return on_exit(ret);
+    }
+    if kernel::target_tid().is_none() {
+        return;
+    }
+    count(index, per_syscall::CALLS, 1);
+    if ret < 0 {
+        count(index, per_syscall::ERRORS, 1);
+    } else {
+        count(index, per_syscall::FDS_CLOSED, 1);
+    }
+}
+
 /// x86_64 `struct pt_regs` offsets of the first four syscall arguments.
 const PT_REGS_ARGS: [usize; 4] = [112, 104, 96, 56]; // di, si, dx, r10
 /// x86_64 `pt_regs.orig_ax`: the syscall number, still there at exit.
@@ -250,7 +274,9 @@ fn reg(regs: *const u8, off: usize) -> u64 {
 #[btf_tracepoint(function = "sys_enter")]
 pub fn fdprof_sys_enter(ctx: BtfTracePointContext) -> i32 {
     let nr: u64 = ctx.arg(1);
-    if let Some(index) = index_of(nr) {
+    if let Some(index) = index_of(nr)
+        && !counted_at_exit(index)
+    {
         // Most fd syscalls need no argument: read registers only for those that do.
         let mut args = [0u64; 4];
         if needs_args(effect_of(index)) {
@@ -271,8 +297,8 @@ pub fn fdprof_sys_enter(ctx: BtfTracePointContext) -> i32 {
 #[btf_tracepoint(function = "sys_exit")]
 pub fn fdprof_sys_exit(ctx: BtfTracePointContext) -> i32 {
     let regs: *const u8 = ctx.arg(0);
-    if index_of(reg(regs, PT_REGS_ORIG_AX)).is_some() {
-        on_exit(ctx.arg::<i64>(1));
+    if let Some(index) = index_of(reg(regs, PT_REGS_ORIG_AX)) {
+        exit_of(index, ctx.arg::<i64>(1));
     }
     0
 }
@@ -284,7 +310,9 @@ pub fn fdprof_tp_sys_enter(ctx: TracePointContext) -> u32 {
     // SAFETY: the verifier checks context loads against the tracepoint record's size.
     unsafe {
         let nr = *record.add(1);
-        if index_of(nr).is_some() {
+        if let Some(index) = index_of(nr)
+            && !counted_at_exit(index)
+        {
             let args = [
                 *record.add(2),
                 *record.add(3),
@@ -304,8 +332,8 @@ pub fn fdprof_tp_sys_exit(ctx: TracePointContext) -> u32 {
     let record = ctx.as_ptr() as *const i64;
     // SAFETY: the verifier checks context loads against the tracepoint record's size.
     let (nr, ret) = unsafe { (*record.add(1), *record.add(2)) };
-    if index_of(nr as u64).is_some() {
-        on_exit(ret);
+    if let Some(index) = index_of(nr as u64) {
+        exit_of(index, ret);
     }
     0
 }
