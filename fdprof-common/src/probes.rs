@@ -65,7 +65,9 @@ pub mod setting {
     /// symbol. Both 0 when kallsyms does not list the image's data.
     pub const IMAGE_START: &str = "IMAGE_START";
     pub const IMAGE_END: &str = "IMAGE_END";
-    pub const ALL: [&str; 18] = [
+    /// 1: fd syscalls are timed entry to exit (`--latency`); 0: only counted (u32).
+    pub const LATENCY: &str = "LATENCY";
+    pub const ALL: [&str; 19] = [
         TARGET_KIND,
         TARGET_ID,
         OFF_TASK_FILES,
@@ -84,6 +86,7 @@ pub mod setting {
         OFF_SIGHAND_SIGLOCK,
         IMAGE_START,
         IMAGE_END,
+        LATENCY,
     ];
 }
 

@@ -47,6 +47,9 @@ static OFF_SIGHAND_SIGLOCK: u32 = u32::MAX;
 static IMAGE_START: u64 = 0;
 #[unsafe(no_mangle)]
 static IMAGE_END: u64 = 0;
+/// 1: fd syscalls are timed, entry to exit (two clock reads each); 0: only counted.
+#[unsafe(no_mangle)]
+static LATENCY: u32 = 0;
 
 /// Settings user space writes after attaching (a global is fixed before load, but which
 /// probes attach is only known after): `CONFIG[DIRECT_ALLOC]` = 1 once the allocator itself
@@ -87,6 +90,13 @@ fn global<T: Copy>(v: &'static T) -> T {
 #[inline(always)]
 pub fn slow_ns() -> u64 {
     global(&SLOW_NS)
+}
+
+/// Whether fd syscall latency is measured. A frozen global: the verifier drops the clock
+/// reads from the programs when it is off.
+#[inline(always)]
+pub fn latency_on() -> bool {
+    global(&LATENCY) != 0
 }
 
 /// `current->signal` and its `live` count (threads that have not yet passed `do_exit`'s

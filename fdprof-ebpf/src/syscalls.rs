@@ -1,9 +1,10 @@
 //! fd syscalls seen through `raw_syscalls:sys_enter/sys_exit` (tp_btf, or classic tracepoints):
-//! at entry `next_fd` and `max_fds`, at exit the fd(s), giving per-syscall counts and latency,
-//! scan lengths from the origin read at entry, and table growth.
+//! at entry `next_fd` and `max_fds` (not for close), at exit the fd(s), giving per-syscall counts,
+//! scan lengths from the origin read at entry, and table growth; latency with `--latency` only.
 
 use aya_ebpf::{
-    helpers::{bpf_ktime_get_ns, bpf_probe_read_kernel, bpf_probe_read_user},
+    EbpfContext,
+    helpers::{bpf_ktime_get_ns, bpf_probe_read_user},
     macros::{btf_tracepoint, map, tracepoint},
     maps::Array,
     programs::{BtfTracePointContext, TracePointContext},
@@ -79,17 +80,25 @@ fn on_enter(nr: u64, args: [u64; 4], btf: bool) {
         }
         start = args[2] as u32;
     }
-    let state = if btf {
-        kernel::current_table_state_btf()
+    // close needs nothing of the table (it cannot grow it, and what it closes is its
+    // return): half the fd syscalls of a typical loop skip these reads.
+    let (next_fd, fdt, max_fds) = if effect == Effect::Close {
+        (0, 0, 0)
     } else {
-        kernel::current_files().and_then(kernel::table_state)
+        let state = if btf {
+            kernel::current_table_state_btf()
+        } else {
+            kernel::current_files().and_then(kernel::table_state)
+        };
+        let Some(state) = state else {
+            maps::dropped(drop::PROBE_SYSCALLS, drop::READ_FAILED);
+            return;
+        };
+        let max_fds = u64::from(state.2);
+        maps::set_min_nonzero(&maps::GLOBALS, global::MAX_FDS_FIRST, max_fds);
+        maps::set_max(&maps::GLOBALS, global::MAX_FDS_SEEN, max_fds);
+        state
     };
-    let Some((next_fd, fdt, max_fds)) = state else {
-        maps::dropped(drop::PROBE_SYSCALLS, drop::READ_FAILED);
-        return;
-    };
-    maps::set_min_nonzero(&maps::GLOBALS, global::MAX_FDS_FIRST, u64::from(max_fds));
-    maps::set_max(&maps::GLOBALS, global::MAX_FDS_SEEN, u64::from(max_fds));
     let closes_target = effect == Effect::Install
         && args[0] != args[1]
         && kernel::fd_is_open(fdt, max_fds, args[1] as u32);
@@ -105,7 +114,11 @@ fn on_enter(nr: u64, args: [u64; 4], btf: bool) {
     let entry = SyscallEntry {
         tid,
         in_range,
-        start_ns: unsafe { bpf_ktime_get_ns() },
+        start_ns: if kernel::latency_on() {
+            unsafe { bpf_ktime_get_ns() }
+        } else {
+            0
+        },
         fd_pair: args[fdprof_common::syscalls::fd_pair_arg(nr as u32) & 3],
         next_fd,
         max_fds,
@@ -150,8 +163,10 @@ fn on_exit(ret: i64) {
         *slot
     };
     let index = u32::from(entry.index);
-    let now = unsafe { bpf_ktime_get_ns() };
-    maps::hist(index, now.saturating_sub(entry.start_ns));
+    if kernel::latency_on() {
+        let now = unsafe { bpf_ktime_get_ns() };
+        maps::hist(index, now.saturating_sub(entry.start_ns));
+    }
     count(index, per_syscall::CALLS, 1);
     if ret < 0 {
         count(index, per_syscall::ERRORS, 1);
@@ -218,22 +233,54 @@ fn check_growth(fd: u32, entry: &SyscallEntry) {
     }
 }
 
-/// x86_64 `struct pt_regs` offsets of the first four syscall arguments.
-const PT_REGS_ARGS: [u64; 4] = [112, 104, 96, 56]; // di, si, dx, r10
-
+/// Whether the syscall `index` is counted at its exit alone, from its number and return, with
+/// nothing kept from its entry: close, unless timed. The tracepoints give the number at exit.
 #[inline(always)]
-fn reg(regs: u64, off: u64) -> u64 {
-    unsafe { bpf_probe_read_kernel((regs + off) as *const u64) }.unwrap_or(0)
+fn counted_at_exit(index: u32) -> bool {
+    effect_of(index) == Effect::Close && !kernel::latency_on()
+}
+
+/// The exit of the fd syscall `index` as the tracepoints see it.
+#[inline(always)]
+fn exit_of(index: u32, ret: i64) {
+    if !counted_at_exit(index) {
+        return on_exit(ret);
+    }
+    if kernel::target_tid().is_none() {
+        return;
+    }
+    count(index, per_syscall::CALLS, 1);
+    if ret < 0 {
+        count(index, per_syscall::ERRORS, 1);
+    } else {
+        count(index, per_syscall::FDS_CLOSED, 1);
+    }
+}
+
+/// x86_64 `struct pt_regs` offsets of the first four syscall arguments.
+const PT_REGS_ARGS: [usize; 4] = [112, 104, 96, 56]; // di, si, dx, r10
+/// x86_64 `pt_regs.orig_ax`: the syscall number, still there at exit.
+const PT_REGS_ORIG_AX: usize = 120;
+
+/// A register of the tracepoint's `struct pt_regs *` argument, through a BTF-checked direct
+/// load (a plain load with an exception fixup, no helper call).
+#[inline(always)]
+fn reg(regs: *const u8, off: usize) -> u64 {
+    // SAFETY: `regs` is the tp_btf argument, typed `struct pt_regs *` in the kernel's BTF; the
+    // verifier checks the load against that type and fixes it up on fault.
+    unsafe { *(regs.add(off) as *const u64) }
 }
 
 #[btf_tracepoint(function = "sys_enter")]
 pub fn fdprof_sys_enter(ctx: BtfTracePointContext) -> i32 {
     let nr: u64 = ctx.arg(1);
-    if let Some(index) = index_of(nr) {
+    if let Some(index) = index_of(nr)
+        && !counted_at_exit(index)
+    {
         // Most fd syscalls need no argument: read registers only for those that do.
         let mut args = [0u64; 4];
         if needs_args(effect_of(index)) {
-            let regs: u64 = ctx.arg(0);
+            let regs: *const u8 = ctx.arg(0);
             args = [
                 reg(regs, PT_REGS_ARGS[0]),
                 reg(regs, PT_REGS_ARGS[1]),
@@ -246,31 +293,47 @@ pub fn fdprof_sys_enter(ctx: BtfTracePointContext) -> i32 {
     0
 }
 
+/// Most syscalls are not fd syscalls: their exits return before any helper call.
 #[btf_tracepoint(function = "sys_exit")]
 pub fn fdprof_sys_exit(ctx: BtfTracePointContext) -> i32 {
-    on_exit(ctx.arg::<i64>(1));
+    let regs: *const u8 = ctx.arg(0);
+    if let Some(index) = index_of(reg(regs, PT_REGS_ORIG_AX)) {
+        exit_of(index, ctx.arg::<i64>(1));
+    }
     0
 }
 
-/// Classic `raw_syscalls:sys_enter`: `id` at 8, `args[6]` at 16.
+/// Classic `raw_syscalls:sys_enter`: `id` at 8, `args[6]` at 16, read directly from the record.
 #[tracepoint]
 pub fn fdprof_tp_sys_enter(ctx: TracePointContext) -> u32 {
-    let Ok(nr) = (unsafe { ctx.read_at::<u64>(8) }) else {
-        return 0;
-    };
-    if index_of(nr).is_some() {
-        if let Ok(args) = unsafe { ctx.read_at::<[u64; 4]>(16) } {
+    let record = ctx.as_ptr() as *const u64;
+    // SAFETY: the verifier checks context loads against the tracepoint record's size.
+    unsafe {
+        let nr = *record.add(1);
+        if let Some(index) = index_of(nr)
+            && !counted_at_exit(index)
+        {
+            let args = [
+                *record.add(2),
+                *record.add(3),
+                *record.add(4),
+                *record.add(5),
+            ];
             on_enter(nr, args, false);
         }
     }
     0
 }
 
-/// Classic `raw_syscalls:sys_exit`: `id` at 8, `ret` at 16.
+/// Classic `raw_syscalls:sys_exit`: `id` at 8, `ret` at 16, read directly from the record
+/// (context loads, no helper call); exits of other syscalls return at once.
 #[tracepoint]
 pub fn fdprof_tp_sys_exit(ctx: TracePointContext) -> u32 {
-    if let Ok(ret) = unsafe { ctx.read_at::<i64>(16) } {
-        on_exit(ret);
+    let record = ctx.as_ptr() as *const i64;
+    // SAFETY: the verifier checks context loads against the tracepoint record's size.
+    let (nr, ret) = unsafe { (*record.add(1), *record.add(2)) };
+    if let Some(index) = index_of(nr as u64) {
+        exit_of(index, ret);
     }
     0
 }

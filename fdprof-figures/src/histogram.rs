@@ -49,4 +49,6 @@ pub enum LatencyLevel {
     EntryToExit,
     /// The whole syscall (tracepoint mode).
     SyscallLevel,
+    /// Not measured (recorded without `--latency`): the histograms are empty.
+    NotMeasured,
 }

@@ -133,6 +133,7 @@ pub fn recording() -> Recording {
         modes: Recording::modes_text(&probes),
         probes,
         raw_addrs: false,
+        syscall_latency: true,
         functions: Vec::new(),
         stack_walks: Default::default(),
         contention: vec![
@@ -294,6 +295,7 @@ pub fn command_recording() -> Recording {
         modes: Recording::modes_text(&direct_probes()),
         probes: direct_probes(),
         raw_addrs: false,
+        syscall_latency: true,
         functions: Vec::new(),
         stack_walks: Default::default(),
         contention: vec![

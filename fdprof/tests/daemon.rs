@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use common::daemon::{Daemon, bpf_programs_held, fdprof_as, poll};
 use common::prometheus::{Prometheus, dashboard_expressions, free_loopback_addr, sample_values};
 use common::*;
-use fdprof_figures::{Interval, Report};
+use fdprof_figures::{Interval, LatencyLevel, Report};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -134,6 +134,11 @@ fn stream_flamegraph_and_report_show_a_contended_target() {
         ivs.iter()
             .any(|iv| iv.report.syscalls.iter().any(|s| s.calls > 0)),
         "no calls in the streamed intervals"
+    );
+    // Without --latency the daemon counts the syscalls but does not time them, and says so.
+    assert!(
+        ivs.iter()
+            .all(|iv| iv.report.syscall_latency_level == LatencyLevel::NotMeasured)
     );
     // Contention under load may take a moment to show: poll the report until it does.
     let path = format!("/report.json?seconds=30&target={comm}");

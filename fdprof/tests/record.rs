@@ -125,6 +125,43 @@ fn one_thread_counts_are_exact() {
     assert_no_programs_left();
 }
 
+/// Without `--latency` the syscalls are counted exactly and never timed; with it every call is
+/// timed once. Reports say which.
+#[test]
+fn syscalls_are_timed_with_latency_only() {
+    require_root();
+    let _guard = kernel_lock();
+    for (options, timed) in [(&[][..], false), (&["--latency"][..], true)] {
+        let out = tmp(&format!("latency-{timed}.data"));
+        let w = start_workload(&["socket-close", "--ops", "3000"]);
+        let pid = w.pid.to_string();
+        let mut args = vec!["-p", &pid, "-o", out.to_str().unwrap()];
+        args.extend(options);
+        let mut rec = start_record(&args);
+        w.go();
+        let result = w.finish();
+        assert!(rec.wait().unwrap().success(), "record failed");
+        let recording = read_json(&out);
+        check_counts(&result["expected"], &recording);
+        assert_eq!(recording["syscall_latency"], timed);
+        for s in recording["syscalls"].as_array().unwrap() {
+            let want = if timed {
+                s["calls"].as_u64().unwrap()
+            } else {
+                0
+            };
+            assert_eq!(s["latency"]["count"], want, "latencies of {}", s["name"]);
+        }
+        let text = run(fdprof().arg("report").arg(&out)).stdout;
+        let said = "syscall latency: not measured (record --latency)";
+        assert_eq!(String::from_utf8_lossy(&text).contains(said), !timed);
+        let json = run(fdprof().args(["report", "--json"]).arg(&out)).stdout;
+        let level = &serde_json::from_slice::<Value>(&json).unwrap()["syscall_latency_level"];
+        assert_eq!(level == "not-measured", !timed, "{level}");
+    }
+    assert_no_programs_left();
+}
+
 #[test]
 fn holes_scan_distance_is_exact() {
     require_root();

@@ -2,7 +2,8 @@
 //! opensock workload (2 threads × 4000 fds) runs bare, under `fdprof record`, under
 //! `perf lock record` and under a bpftrace contention-stacks one-liner, each run between two bare
 //! runs; medians of ops/s and of the ratios to the mean of the bare runs around are printed, with
-//! the recording size per second of profile. A floor row runs the workload bare under empty
+//! the recording size per second of profile. `fdprof record --latency` also times every fd
+//! syscall: its row shows what that costs. A floor row runs the workload bare under empty
 //! programs on the same tracepoints: the most any tracepoint-mode profiler could reach. Then
 //! the cost of one syscall, bare, under the floor and under `fdprof record`. Another floor row
 //! measures the waits with the least any profiler can do (`lock_reference.rs`): the mean
@@ -81,6 +82,22 @@ fn variants() -> Vec<Variant> {
                 ]
             },
             output: Some("fdprof.data"),
+            empty_hooks: &[],
+            lock_reference: false,
+        },
+        Variant {
+            name: "fdprof record --latency",
+            wrap: |fdprof, out| {
+                vec![
+                    fdprof.display().to_string(),
+                    "record".into(),
+                    "--latency".into(),
+                    "-o".into(),
+                    out.join("fdprof-latency.data").display().to_string(),
+                    "--".into(),
+                ]
+            },
+            output: Some("fdprof-latency.data"),
             empty_hooks: &[],
             lock_reference: false,
         },
@@ -297,7 +314,7 @@ pub fn run(args: &[String]) -> Result<()> {
     for round in 1..=rounds {
         let mut before = run_once(base, &fdprof, &out)?.ops;
         eprintln!(
-            "round {round}/{rounds}  {:<20} {:>12.0} ops/s",
+            "round {round}/{rounds}  {:<24} {:>12.0} ops/s",
             base.name, before
         );
         ops[0].push(before);
@@ -309,7 +326,7 @@ pub fn run(args: &[String]) -> Result<()> {
             let after = run_once(base, &fdprof, &out)?.ops;
             let ratio = o / ((before + after) / 2.0);
             eprintln!(
-                "round {round}/{rounds}  {:<20} {:>12.0} ops/s  ratio {ratio:.3}  (baseline {after:.0})",
+                "round {round}/{rounds}  {:<24} {:>12.0} ops/s  ratio {ratio:.3}  (baseline {after:.0})",
                 v.name, o
             );
             ops[i].push(o);
@@ -327,7 +344,7 @@ pub fn run(args: &[String]) -> Result<()> {
          runs (medians)"
     );
     println!(
-        "{:<20} {:>12} {:>8} {:>16} {:>16}",
+        "{:<24} {:>12} {:>8} {:>16} {:>16}",
         "variant", "ops/s", "ratio", "ratio range", "recording/s"
     );
     for (i, v) in variants.iter().enumerate() {
@@ -340,7 +357,7 @@ pub fn run(args: &[String]) -> Result<()> {
             format!("{:.1} kB/s", median(&mut bytes_per_s[i]) / 1e3)
         };
         println!(
-            "{:<20} {:>12.0} {:>8.3} {:>16} {:>16}",
+            "{:<24} {:>12.0} {:>8.3} {:>16} {:>16}",
             v.name,
             m,
             median(&mut ratios[i]),

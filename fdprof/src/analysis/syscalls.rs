@@ -3,11 +3,14 @@
 use fdprof_figures::{LatencyLevel, Mode, Syscall, SyscallLatency, Unit};
 
 use super::histogram::summary;
-use crate::model::Recording;
+use crate::model::{Recording, hist::Log2Hist};
 
-/// What the syscall latencies of `rec` span: the whole syscall in tracepoint mode.
+/// What the syscall latencies of `rec` span: the whole syscall in tracepoint mode; nothing
+/// when the syscalls were not timed.
 pub fn latency_level(rec: &Recording) -> LatencyLevel {
-    if rec.mode == Mode::Tracepoint {
+    if !rec.syscall_latency {
+        LatencyLevel::NotMeasured
+    } else if rec.mode == Mode::Tracepoint {
         LatencyLevel::SyscallLevel
     } else {
         LatencyLevel::EntryToExit
@@ -18,6 +21,8 @@ pub fn latency_level(rec: &Recording) -> LatencyLevel {
 /// closed, allocations and the latency histogram.
 pub fn syscalls(rec: &Recording) -> Vec<Syscall> {
     let level = latency_level(rec);
+    // A sum with parts not timed shows no latency rather than that of some calls.
+    let untimed = Log2Hist::default();
     rec.syscalls
         .iter()
         .filter(|s| s.calls > 0)
@@ -29,7 +34,13 @@ pub fn syscalls(rec: &Recording) -> Vec<Syscall> {
             fds_closed: s.fds_closed,
             allocs: s.allocs,
             latency: SyscallLatency {
-                histogram: summary(&s.latency, Unit::Ns),
+                histogram: summary(
+                    match level {
+                        LatencyLevel::NotMeasured => &untimed,
+                        _ => &s.latency,
+                    },
+                    Unit::Ns,
+                ),
                 level,
             },
         })

@@ -315,3 +315,19 @@ fn sums_saturate() {
     let graph = folded(&r, &FlamegraphOptions::default());
     assert_eq!(graph.total_wait_ns, u64::MAX);
 }
+
+#[test]
+fn latency_not_measured_is_a_level_with_empty_histograms() {
+    let mut rec = testdata::recording();
+    rec.syscall_latency = false;
+    let j = json(&rec, &ReportOptions::default());
+    assert_eq!(j["syscall_latency_level"], "not-measured");
+    for s in j["syscalls"].as_array().unwrap() {
+        assert_eq!(s["latency"]["level"], "not-measured");
+        assert_eq!(
+            s["latency"]["count"], 0,
+            "even where the recording holds some"
+        );
+        assert!(s["calls"].as_u64().unwrap() > 0, "the counts stay");
+    }
+}

@@ -44,6 +44,8 @@ pub struct ProfilerOptions {
     pub lock_only: bool,
     /// Lock waits at least this long are sent as slow-wait events.
     pub slow: Duration,
+    /// Time every fd syscall entry to exit (two clock reads each); off, they are only counted.
+    pub latency: bool,
 }
 
 impl Default for ProfilerOptions {
@@ -53,6 +55,7 @@ impl Default for ProfilerOptions {
             forced: None,
             lock_only: false,
             slow: Duration::from_micros(100),
+            latency: false,
         }
     }
 }
@@ -64,6 +67,7 @@ pub struct Profiler {
     attachments: BTreeMap<Role, Attachment>,
     notes: Vec<String>,
     lock_only: bool,
+    latency: bool,
     stats: StatsSampler,
     attached_at: Instant,
     attached_ns: u64,
@@ -82,6 +86,7 @@ impl Profiler {
         let l = kernel.lock_offsets;
         let image = kernel.image_data.unwrap_or((0, 0));
         let slow_ns = u64::try_from(opts.slow.as_nanos()).unwrap_or(u64::MAX);
+        let latency = u32::from(opts.latency);
         let mut ebpf = EbpfLoader::new()
             .btf(Some(&kernel.btf))
             .override_global(setting::TARGET_KIND, &kind, true)
@@ -110,6 +115,7 @@ impl Profiler {
             )
             .override_global(setting::IMAGE_START, &image.0, true)
             .override_global(setting::IMAGE_END, &image.1, true)
+            .override_global(setting::LATENCY, &latency, true)
             .load(object::PROFILER)
             .context("cannot load fdprof's eBPF object")?;
         let mut attachments = BTreeMap::new();
@@ -167,6 +173,7 @@ impl Profiler {
             attachments,
             notes,
             lock_only: opts.lock_only,
+            latency: opts.latency,
             stats: StatsSampler::new(),
             attached_at: Instant::now(),
             attached_ns: monotonic_ns(),
@@ -226,6 +233,11 @@ impl Profiler {
         self.attachments
             .get(&lead)
             .map_or(Mode::Tracepoint, Attachment::mode)
+    }
+
+    /// Whether fd syscall latency is measured (`--latency`).
+    pub fn syscall_latency(&self) -> bool {
+        self.latency && !self.lock_only
     }
 
     /// What attaching changed or could not do (fallbacks, tracefs mounted).

@@ -37,7 +37,7 @@ const CONFIG_MAX: u64 = 64 * 1024;
                   Signals: SIGHUP reloads --config (a broken file keeps the old config); SIGTERM \
                   or SIGINT detaches everything and exits 0.\n\n\
                   Config file (TOML): one of `pid = [1234]`, `comm = [\"nginx\"]` or `all = \
-                  true`; optional `interval = \"1s\"`, `slow = \"100us\"`."
+                  true`; optional `interval = \"1s\"`, `slow = \"100us\"`, `latency = true`."
 )]
 pub struct DaemonArgs {
     /// Where to serve HTTP; a non-loopback address needs --allow-remote
@@ -64,6 +64,10 @@ pub struct DaemonArgs {
     /// Waits at least this long count as slow waits (1 µs to 10 s)
     #[arg(long, default_value = "100us", value_parser = super::duration::parse_slow)]
     pub slow: Duration,
+    /// Also time every fd syscall, entry to exit (two clock reads per syscall); without it
+    /// they are only counted
+    #[arg(long)]
+    pub latency: bool,
     /// Attach to at most this many processes at once (1 to 64); others are counted, not
     /// profiled
     #[arg(long, default_value_t = bounds::PROCESSES,
@@ -83,6 +87,7 @@ struct File {
     all: Option<bool>,
     interval: Option<String>,
     slow: Option<String>,
+    latency: Option<bool>,
 }
 
 pub fn run(args: DaemonArgs) -> Result<()> {
@@ -96,13 +101,14 @@ pub fn run(args: DaemonArgs) -> Result<()> {
             ),
         ));
     }
-    let defaults = (args.interval, args.slow);
+    let defaults = (args.interval, args.slow, args.latency);
     let watch = match &args.config {
         Some(path) => read_config(path, defaults)?,
         None => Watch {
             targets: targets(&args.pid, &args.comm, args.all)?,
             interval: args.interval,
             slow: args.slow,
+            latency: args.latency,
         },
     };
     let mut needed = privileges::LOAD_BPF.to_vec();
@@ -158,7 +164,10 @@ fn targets(pids: &[u32], comms: &[String], all: bool) -> Result<Targets> {
 }
 
 /// Reads a config file; every error is one line naming the file.
-fn read_config(path: &Path, (interval, slow): (Duration, Duration)) -> Result<Watch> {
+fn read_config(
+    path: &Path,
+    (interval, slow, latency): (Duration, Duration, bool),
+) -> Result<Watch> {
     let shown = path.display();
     let bad = |why: String| fatal(EXIT_USAGE, format!("bad config {shown}: {why}"));
     let meta = std::fs::metadata(path).map_err(|e| bad(e.to_string()))?;
@@ -182,6 +191,7 @@ fn read_config(path: &Path, (interval, slow): (Duration, Duration)) -> Result<Wa
         .map_err(|e| bad(e.to_string()))?,
         interval: duration(file.interval, interval, super::duration::parse_interval)?,
         slow: duration(file.slow, slow, super::duration::parse_slow)?,
+        latency: file.latency.unwrap_or(latency),
     })
 }
 

@@ -25,6 +25,8 @@ pub struct Facts {
     pub started_unix_ms: u64,
     pub mode: Mode,
     pub probes: BTreeMap<Role, Attachment>,
+    /// Whether the fd syscalls are timed (`--latency`).
+    pub syscall_latency: bool,
     pub notes: Vec<String>,
 }
 
@@ -40,6 +42,7 @@ impl Facts {
             started_unix_ms,
             mode: profiler.mode(),
             probes: profiler.attachments().clone(),
+            syscall_latency: profiler.syscall_latency(),
             notes,
         }
     }
@@ -61,6 +64,7 @@ pub fn interval(
         mode: facts.mode,
         probes: facts.probes.clone(),
         raw_addrs: sym.raw_addrs,
+        syscall_latency: facts.syscall_latency,
         notes: facts.notes.clone(),
         collector_cpu_ns: delta.collector_cpu_ns,
     };
@@ -141,6 +145,7 @@ mod tests {
             started_unix_ms: 1_000_000,
             mode: Mode::Tracepoint,
             probes: BTreeMap::new(),
+            syscall_latency: false,
             notes: Vec::new(),
         };
         let kernel = KernelSymbols::parse("ffffffff81000100 T alloc_fd\n").unwrap();

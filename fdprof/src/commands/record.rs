@@ -58,6 +58,10 @@ pub struct RecordArgs {
     /// table figures, at the lowest cost to the target
     #[arg(long)]
     pub lock_only: bool,
+    /// Also time every fd syscall, entry to exit, for the latency histograms (two clock reads
+    /// per syscall); without it the syscalls are counted exactly but not timed
+    #[arg(long, conflicts_with = "lock_only")]
+    pub latency: bool,
     /// Keep raw kernel and user addresses in the recording (they reveal the KASLR layout)
     #[arg(long)]
     pub raw_addrs: bool,
@@ -103,6 +107,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
         forced: args.mode.forced(),
         lock_only: args.lock_only,
         slow: None,
+        latency: args.latency,
         streams: Streams::Inherit,
     };
     let (mut session, profiler) = session::start(request, || args.output.check())?;
@@ -118,6 +123,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
 
     let probes = profiler.attachments().clone();
     let mode = profiler.mode();
+    let latency = profiler.syscall_latency();
     let mut notes = profiler.notes().to_vec();
     let options = StreamOptions {
         interval: args.interval.unwrap_or(WHOLE_RUN),
@@ -167,6 +173,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
         mode,
         probes,
         raw_addrs: args.raw_addrs,
+        syscall_latency: latency,
         notes,
         collector_cpu_ns: own_cpu_ns().saturating_sub(session.cpu_start),
     };

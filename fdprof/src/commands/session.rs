@@ -63,6 +63,8 @@ pub struct Request<'a> {
     pub lock_only: bool,
     /// The slow-wait threshold of the events (`None`: the profiler's default).
     pub slow: Option<std::time::Duration>,
+    /// Time the fd syscalls entry to exit (`--latency`).
+    pub latency: bool,
     /// Where a launched command's output goes.
     pub streams: Streams,
 }
@@ -121,6 +123,7 @@ pub fn start(request: Request, checks: impl FnOnce() -> Result<()>) -> Result<(S
         forced: request.forced,
         lock_only: request.lock_only,
         slow: request.slow.unwrap_or(defaults.slow),
+        latency: request.latency,
     };
     let profiler = match Profiler::attach(&kernel, options) {
         Ok(p) => p,

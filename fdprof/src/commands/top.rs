@@ -50,6 +50,10 @@ pub struct TopArgs {
     /// Report each file_lock wait longer than this as an event (1 µs to 10 s)
     #[arg(long, value_parser = super::duration::parse_slow)]
     pub slow: Option<Duration>,
+    /// Also time every fd syscall, entry to exit (two clock reads per syscall); without it the
+    /// syscalls are counted exactly but not timed
+    #[arg(long, conflicts_with = "lock_only")]
+    pub latency: bool,
     /// Print one plain-text block per interval, as `top -b` does (the default when standard
     /// output is not a terminal); otherwise the interactive screen
     #[arg(long, conflicts_with = "jsonl")]
@@ -61,7 +65,7 @@ pub struct TopArgs {
     /// Play back a recording made with `record --interval` (no privileges, nothing attached):
     /// on the screen at the recorded pace; with --jsonl or --batch as fast as they are written
     #[arg(long, value_name = "RECORDING",
-          conflicts_with_all = ["mode", "lock_only", "slow", "interval"])]
+          conflicts_with_all = ["mode", "lock_only", "slow", "latency", "interval"])]
     pub from: Option<std::path::PathBuf>,
     /// Stop after this many intervals
     #[arg(short = 'n', long = "count", value_name = "COUNT",
@@ -192,6 +196,7 @@ pub fn run(args: TopArgs) -> Result<()> {
         forced: args.mode.forced(),
         lock_only: args.lock_only,
         slow: args.slow,
+        latency: args.latency,
         streams: match Sink::is_screen(&args) {
             true => Streams::Captured,
             false => Streams::Inherit,

@@ -21,6 +21,8 @@ pub struct Run {
     pub mode: Mode,
     pub probes: BTreeMap<Role, Attachment>,
     pub raw_addrs: bool,
+    /// Whether the fd syscalls were timed (`--latency`).
+    pub syscall_latency: bool,
     pub notes: Vec<String>,
     /// CPU time fdprof's collector spent while recording.
     pub collector_cpu_ns: u64,
@@ -42,6 +44,7 @@ pub fn recording(snap: &Snapshot, run: Run, sym: &mut Symbolizers) -> Recording 
         modes: Recording::modes_text(&run.probes),
         probes: run.probes,
         raw_addrs: run.raw_addrs,
+        syscall_latency: run.syscall_latency,
         contention: build::contention_sites(snap, sym),
         stack_walks: build::stack_walks(snap),
         functions: build::functions(snap, direct),

@@ -49,6 +49,7 @@ pub fn add(into: &mut Recording, other: &Recording) {
         probes,
         modes,
         raw_addrs,
+        syscall_latency,
         contention,
         stack_walks,
         functions,
@@ -64,6 +65,12 @@ pub fn add(into: &mut Recording, other: &Recording) {
     keep_unless_empty(fdprof_version, &other.fdprof_version);
     keep_unless_empty(kernel_release, &other.kernel_release);
     // The daemon's profilers share one mode: a recording without probes takes the other's.
+    // The sum is timed only if both were; a recording without probes measured nothing.
+    if probes.is_empty() {
+        *syscall_latency = other.syscall_latency;
+    } else if !other.probes.is_empty() {
+        *syscall_latency &= other.syscall_latency;
+    }
     if probes.is_empty() {
         probes.clone_from(&other.probes);
         *mode = other.mode;

@@ -138,6 +138,7 @@ fn run(duration_ns: u64, collector_cpu_ns: u64) -> Run {
         mode: Mode::Fentry,
         probes,
         raw_addrs: false,
+        syscall_latency: true,
         notes: vec!["a note".into()],
         collector_cpu_ns,
     }
@@ -178,6 +179,7 @@ fn empty_like(r: &Recording) -> Recording {
         probes: BTreeMap::new(),
         modes: BTreeMap::new(),
         raw_addrs: false,
+        syscall_latency: false,
         contention: Vec::new(),
         stack_walks: StackWalks::default(),
         functions: Vec::new(),
@@ -493,4 +495,19 @@ fn bound_sites_keeps_the_heaviest_and_counts_the_rest() {
     add(&mut r, &more);
     assert_eq!(r.contention.len(), 3);
     assert_eq!(bound_drops(&r), [1202]);
+}
+
+#[test]
+fn a_sum_is_timed_only_if_both_parts_were() {
+    let timed = testdata::recording();
+    let mut untimed = testdata::recording();
+    untimed.syscall_latency = false;
+    for (a, b) in [(&timed, &untimed), (&untimed, &timed)] {
+        let mut sum = a.clone();
+        add(&mut sum, b);
+        assert!(!sum.syscall_latency);
+    }
+    let mut sum = timed.clone();
+    add(&mut sum, &timed);
+    assert!(sum.syscall_latency);
 }

@@ -261,6 +261,10 @@ pub struct Recording {
     #[serde(deserialize_with = "bounded::modes")]
     pub modes: BTreeMap<String, String>,
     pub raw_addrs: bool,
+    /// Whether the fd syscalls were timed (`record --latency`); when not, `syscalls[].latency`
+    /// is empty. Absent in recordings made while they always were: then true.
+    #[serde(default = "always_timed")]
+    pub syscall_latency: bool,
     #[serde(deserialize_with = "bounded::sites")]
     pub contention: Vec<ContentionSite>,
     #[serde(default)]
@@ -281,6 +285,10 @@ pub struct Recording {
     /// `record --interval`: one sample per interval; absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub series: Option<super::series::Series>,
+}
+
+fn always_timed() -> bool {
+    true
 }
 
 impl Recording {
@@ -337,6 +345,18 @@ mod tests {
             doc = doc.replacen('{', &format!("{{\"version\":{v},"), 1);
         }
         format!("{:#}", parse(doc.as_bytes(), "x.data").unwrap_err())
+    }
+
+    /// Recordings made while the syscalls were always timed have no `syscall_latency`.
+    #[test]
+    fn a_recording_without_syscall_latency_was_timed() {
+        let mut rec = crate::testdata::recording();
+        rec.syscall_latency = false;
+        let doc = serde_json::to_string(&rec).unwrap();
+        let old = doc.replacen("\"syscall_latency\":false,", "", 1);
+        assert_ne!(old, doc);
+        assert!(!parse(doc.as_bytes(), "x.data").unwrap().syscall_latency);
+        assert!(parse(old.as_bytes(), "x.data").unwrap().syscall_latency);
     }
 
     #[test]

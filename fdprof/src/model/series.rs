@@ -243,6 +243,7 @@ pub fn sample_recording(rec: &Recording, sample: &Sample, last: bool) -> Recordi
         probes: rec.probes.clone(),
         modes: rec.modes.clone(),
         raw_addrs: rec.raw_addrs,
+        syscall_latency: rec.syscall_latency,
         contention,
         stack_walks: Default::default(),
         functions: Vec::new(),

@@ -23,6 +23,8 @@ pub struct Watch {
     pub interval: Duration,
     /// Waits at least this long are counted as slow waits (the programs' threshold).
     pub slow: Duration,
+    /// Time the fd syscalls entry to exit (for processes attached from now on).
+    pub latency: bool,
 }
 
 /// How the daemon runs. `listen` is fixed for its life; `watch` may be reloaded.

@@ -117,6 +117,7 @@ impl Watcher {
             &mut user_syms,
             Mode::Tracepoint,
             BTreeMap::new(),
+            watch.latency,
         );
         Self {
             kernel,
@@ -273,6 +274,7 @@ impl Watcher {
             forced: None,
             lock_only: false,
             slow: self.watch.slow,
+            latency: self.watch.latency,
         };
         let mut profiler = match Profiler::attach(&self.kernel, options) {
             Ok(p) => p,
@@ -290,6 +292,7 @@ impl Watcher {
                 &mut self.user_syms,
                 self.mode,
                 self.probes.clone(),
+                profiler.syscall_latency(),
             );
             log::info(&format!("probes attach in {} mode", self.mode));
         }
@@ -331,9 +334,10 @@ impl Watcher {
         let earlier = p.earlier;
         let name = p.name;
         let probes = p.profiler.attachments().clone();
+        let latency = p.profiler.syscall_latency();
         match p.profiler.finish() {
             Ok(last) => {
-                let rec = self.assemble(pid, &name, &last.delta(&earlier), probes);
+                let rec = self.assemble(pid, &name, &last.delta(&earlier), probes, latency);
                 self.finished.push((name, pid, rec));
             }
             Err(e) => log::error(&format!("the last figures of pid {pid} are lost: {e:#}")),
@@ -372,7 +376,9 @@ impl Watcher {
             match p.profiler.snapshot() {
                 Ok(now) => {
                     let probes = p.profiler.attachments().clone();
-                    let rec = self.assemble(pid, &p.name, &now.delta(&p.earlier), probes);
+                    let latency = p.profiler.syscall_latency();
+                    let delta = now.delta(&p.earlier);
+                    let rec = self.assemble(pid, &p.name, &delta, probes, latency);
                     per_process.push((p.name.clone(), rec));
                     p.earlier = now;
                 }
@@ -473,6 +479,7 @@ impl Watcher {
         name: &str,
         delta: &Snapshot,
         probes: BTreeMap<Role, Attachment>,
+        syscall_latency: bool,
     ) -> Recording {
         let (kind, pid) = match pid {
             0 => (TargetKind::All, None),
@@ -481,7 +488,7 @@ impl Watcher {
         let run = Run {
             target: target(kind, pid, name),
             started_unix_ms: self.started_unix_ms + self.last_end.as_millis() as u64,
-            ..blank_run(self.mode, probes)
+            ..blank_run(self.mode, probes, syscall_latency)
         };
         let mut sym = Symbolizers {
             kernel: &self.kernel_syms,
@@ -502,6 +509,8 @@ impl Watcher {
             target: target(kind, None, name),
             started_unix_ms: self.started_unix_ms + start.as_millis() as u64,
             duration_ns: duration.as_nanos() as u64,
+            // A reload may have changed it: the sum shows latency only if all measured it.
+            syscall_latency: self.watch.latency,
             ..self.blank.clone()
         }
     }
@@ -536,7 +545,7 @@ fn target(kind: TargetKind, pid: Option<u32>, name: &str) -> Target {
 }
 
 /// The facts of an interval's recording but its target and times.
-fn blank_run(mode: Mode, probes: BTreeMap<Role, Attachment>) -> Run {
+fn blank_run(mode: Mode, probes: BTreeMap<Role, Attachment>, syscall_latency: bool) -> Run {
     Run {
         target: target(TargetKind::Name, None, ""),
         started_unix_ms: 0,
@@ -545,6 +554,7 @@ fn blank_run(mode: Mode, probes: BTreeMap<Role, Attachment>) -> Run {
         mode,
         probes,
         raw_addrs: false,
+        syscall_latency,
         notes: Vec::new(),
         collector_cpu_ns: 0,
     }
@@ -557,6 +567,7 @@ fn blank(
     user: &mut UserSymbolizer,
     mode: Mode,
     probes: BTreeMap<Role, Attachment>,
+    syscall_latency: bool,
 ) -> Recording {
     let mut sym = Symbolizers {
         kernel,
@@ -564,7 +575,11 @@ fn blank(
         user_pid: None,
         raw_addrs: false,
     };
-    let mut rec = assemble::recording(&Snapshot::zeroed(), blank_run(mode, probes), &mut sym);
+    let mut rec = assemble::recording(
+        &Snapshot::zeroed(),
+        blank_run(mode, probes, syscall_latency),
+        &mut sym,
+    );
     // Cumulative settings, not counts: merged processes bring their own.
     rec.stack_walks.refresh_every = 0;
     rec

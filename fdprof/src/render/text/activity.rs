@@ -47,16 +47,23 @@ pub(super) fn scan(out: &mut Vec<String>, r: &Report) {
     }
 }
 
-fn level(level: LatencyLevel) -> &'static str {
+/// What the latencies span; `None` when they were not measured.
+fn level(level: LatencyLevel) -> Option<&'static str> {
     match level {
-        LatencyLevel::SyscallLevel => "syscall-level",
-        LatencyLevel::EntryToExit => "entry-to-exit",
+        LatencyLevel::SyscallLevel => Some("syscall-level"),
+        LatencyLevel::EntryToExit => Some("entry-to-exit"),
+        LatencyLevel::NotMeasured => None,
     }
 }
 
+/// Counts of every traced syscall; with latency measured, its quantiles and the busiest
+/// syscalls' histograms.
 pub(super) fn syscalls(out: &mut Vec<String>, r: &Report) {
     let level = level(r.syscall_latency_level);
-    section(out, &format!("syscalls (latency: {level})"));
+    match level {
+        Some(level) => section(out, &format!("syscalls (latency: {level})")),
+        None => section(out, "syscalls"),
+    }
     if r.syscalls.is_empty() {
         out.push("  no traced syscalls were called".into());
         return;
@@ -66,35 +73,39 @@ pub(super) fn syscalls(out: &mut Vec<String>, r: &Report) {
         .iter()
         .map(|s| {
             let latency = &s.latency.histogram;
-            vec![
+            let mut row = vec![
                 s.name.clone(),
                 s.calls.to_string(),
                 s.errors.to_string(),
                 s.fds_created.to_string(),
                 s.fds_closed.to_string(),
                 s.allocs.to_string(),
-                human::opt(latency.p50, duration),
-                human::opt(latency.p99, duration),
-                human::opt(latency.max, duration),
-            ]
+            ];
+            if level.is_some() {
+                row.extend(
+                    [latency.p50, latency.p99, latency.max].map(|v| human::opt(v, duration)),
+                );
+            }
+            row
         })
         .collect();
-    out.extend(columns(
-        &[
-            "syscall",
-            "calls",
-            "errors",
-            "fds created",
-            "fds closed",
-            "allocs",
-            "p50",
-            "p99",
-            "max",
-        ],
-        1,
-        &body,
-        2,
-    ));
+    let header = [
+        "syscall",
+        "calls",
+        "errors",
+        "fds created",
+        "fds closed",
+        "allocs",
+        "p50",
+        "p99",
+        "max",
+    ];
+    let shown = if level.is_some() { 9 } else { 6 };
+    out.extend(columns(&header[..shown], 1, &body, 2));
+    let Some(level) = level else {
+        out.push(format!("  syscall latency: {NOT_MEASURED}"));
+        return;
+    };
     let busiest = r.syscalls_by_calls.iter().take(SYSCALL_HISTOGRAMS);
     for s in busiest.filter_map(|name| r.syscalls.iter().find(|s| &s.name == name)) {
         let latency = &s.latency.histogram;
@@ -107,6 +118,9 @@ pub(super) fn syscalls(out: &mut Vec<String>, r: &Report) {
         out.extend(human::log2_hist_lines(latency, "nsecs", 2));
     }
 }
+
+/// What the report says in place of the latency figures of a recording made without them.
+const NOT_MEASURED: &str = "not measured (record --latency)";
 
 pub(super) fn table(out: &mut Vec<String>, r: &Report) {
     let t = &r.table;

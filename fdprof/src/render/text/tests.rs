@@ -375,3 +375,21 @@ fn programs_cost_says_when_it_was_not_measured() {
         "{t}"
     );
 }
+
+#[test]
+fn syscalls_not_timed_are_counted_and_said_not_measured() {
+    let mut rec = testdata::recording();
+    rec.syscall_latency = false;
+    let t = text(&rec, &ReportOptions::default());
+    assert!(t.contains("== syscalls =="));
+    assert!(t.contains("  syscall latency: not measured (record --latency)"));
+    assert_eq!(
+        cells(line_with(&t, "  socket ")),
+        ["socket", "591", "0", "591", "0", "591"],
+        "counts without the latency columns"
+    );
+    assert!(
+        !t.contains("socket latency"),
+        "no histogram shown as measured"
+    );
+}
