@@ -557,8 +557,9 @@ mod tests {
         let row = scenario_row(&out, "6.1", "tracepoint", &guest::SCENARIOS[0]);
         assert!(!row.pass);
         assert!(
-            row.figures
-                .contains("this xtask reads fdprof-report version 1"),
+            row.figures.contains(&format!(
+                "this xtask reads fdprof-report version {SCHEMA_VERSION}"
+            )),
             "{}",
             row.figures
         );
