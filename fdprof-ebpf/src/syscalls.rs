@@ -31,7 +31,7 @@ fn slot(tid: u32) -> Option<*mut SyscallEntry> {
 }
 
 #[inline(always)]
-fn index_of(nr: u64) -> Option<u32> {
+pub(crate) fn index_of(nr: u64) -> Option<u32> {
     if nr >= u64::from(MAX_NR) {
         return None;
     }
@@ -40,7 +40,7 @@ fn index_of(nr: u64) -> Option<u32> {
 }
 
 #[inline(always)]
-fn effect_of(index: u32) -> Effect {
+pub(crate) fn effect_of(index: u32) -> Effect {
     FD_SYSCALLS
         .get(index as usize)
         .map_or(Effect::Alloc, |s| s.effect)
@@ -48,7 +48,7 @@ fn effect_of(index: u32) -> Effect {
 
 /// Effects whose exit needs syscall arguments saved at entry.
 #[inline(always)]
-fn needs_args(effect: Effect) -> bool {
+pub(crate) fn needs_args(effect: Effect) -> bool {
     matches!(
         effect,
         Effect::AllocPair | Effect::FcntlDup | Effect::Install | Effect::CloseRange
@@ -66,7 +66,7 @@ fn count(index: u32, counter: u32, n: u64) {
 
 /// `args` are the first four syscall arguments; `btf` selects direct BTF loads (tp_btf only).
 #[inline(always)]
-fn on_enter(nr: u64, args: [u64; 4], btf: bool) {
+pub(crate) fn on_enter(nr: u64, args: [u64; 4], btf: bool) {
     let Some(index) = index_of(nr) else { return };
     let Some(tid) = kernel::target_tid() else {
         return;
@@ -136,7 +136,7 @@ fn allocated(index: u32, fd: u32, origin: u32) {
 
 /// Exit of any syscall of the current thread: ours when its slot holds an entry of this thread.
 #[inline(always)]
-fn on_exit(ret: i64) {
+pub(crate) fn on_exit(ret: i64) {
     let Some(tid) = kernel::target_tid() else {
         return;
     };
@@ -219,10 +219,10 @@ fn check_growth(fd: u32, entry: &SyscallEntry) {
 }
 
 /// x86_64 `struct pt_regs` offsets of the first four syscall arguments.
-const PT_REGS_ARGS: [u64; 4] = [112, 104, 96, 56]; // di, si, dx, r10
+pub(crate) const PT_REGS_ARGS: [u64; 4] = [112, 104, 96, 56]; // di, si, dx, r10
 
 #[inline(always)]
-fn reg(regs: u64, off: u64) -> u64 {
+pub(crate) fn reg(regs: u64, off: u64) -> u64 {
     unsafe { bpf_probe_read_kernel((regs + off) as *const u64) }.unwrap_or(0)
 }
 

@@ -9,23 +9,43 @@ use aya::{
 };
 
 use super::attach::{Attachment, program_of, with_rollback};
-use crate::probe::roles::{FoundFunction, FunctionRole, Mode, Role};
+use crate::probe::roles::{FoundFunction, FunctionRole, Mode, Role, SYSCALL_ROLE};
+
+/// Each function with its fentry/fexit pair: the pair of its candidate's position where the
+/// role has one pair per candidate (the fd syscalls, the slow path's two forms), else the i-th
+/// pair for the i-th function found.
+fn fentry_pairs<'a>(
+    role: &FunctionRole,
+    functions: &'a [FoundFunction],
+) -> Vec<(&'a FoundFunction, (&'static str, &'static str))> {
+    let pairs = role.role.fentry_programs();
+    if pairs.len() == role.candidates.len() {
+        functions
+            .iter()
+            .filter_map(|f| {
+                let i = role.candidates.iter().position(|c| *c == f.name)?;
+                Some((f, pairs[i]))
+            })
+            .collect()
+    } else {
+        functions.iter().zip(pairs.iter().copied()).collect()
+    }
+}
 
 fn attach_fentry(
     ebpf: &mut Ebpf,
     btf: &Btf,
-    role: Role,
+    role: &FunctionRole,
     functions: &[FoundFunction],
 ) -> Result<()> {
-    let pairs = role.fentry_programs();
+    let pairs = fentry_pairs(role, functions);
     let used: Vec<&str> = pairs
         .iter()
-        .take(functions.len())
-        .flat_map(|(entry, exit)| [*entry, *exit])
+        .flat_map(|(_, (entry, exit))| [*entry, *exit])
         .collect();
     with_rollback(ebpf, &used, |ebpf| {
         // Exit before entry, as for the tracepoint families (see attach.rs).
-        for (f, (entry, exit)) in functions.iter().zip(pairs) {
+        for (f, (entry, exit)) in pairs {
             let p: &mut FEntry = program_of(ebpf, entry)?.try_into()?;
             p.load(&f.name, btf)
                 .with_context(|| format!("fentry {}", f.name))?;
@@ -90,7 +110,7 @@ pub fn attach_role(
     let mut errors = Vec::new();
     for &mode in tries {
         let result = match mode {
-            Mode::Fentry => attach_fentry(ebpf, btf, role.role, functions),
+            Mode::Fentry => attach_fentry(ebpf, btf, role, functions),
             _ => attach_kprobe(ebpf, role.role, functions),
         };
         match result {
@@ -121,6 +141,54 @@ pub fn attach_role(
         ));
     }
     Ok(Attachment::Tracepoint)
+}
+
+/// Attaches the fd syscalls' own functions (`functions`, those of [`SYSCALL_ROLE`] present) in
+/// `mode`, the allocator's, so that no raw syscall tracepoint is needed. `None`: refused, the
+/// syscall tracepoints are to be attached instead (an error where the mode is `forced`).
+pub fn attach_syscalls(
+    ebpf: &mut Ebpf,
+    btf: &Btf,
+    functions: &[FoundFunction],
+    mode: Mode,
+    forced: bool,
+    notes: &mut Vec<String>,
+) -> Result<Option<Attachment>> {
+    let role = &SYSCALL_ROLE;
+    let result = match (functions.is_empty(), mode) {
+        (true, _) => Err(anyhow!("none of the syscall functions is in this kernel")),
+        (false, Mode::Fentry) => attach_fentry(ebpf, btf, role, functions),
+        (false, _) => attach_kprobe(ebpf, role.role, functions),
+    };
+    if let Err(e) = result {
+        let why = format!(
+            "cannot attach the fd syscalls' functions in {} mode: {}",
+            mode.name(),
+            short(&e)
+        );
+        if forced {
+            bail!(why);
+        }
+        notes.push(format!("{}: {why}; raw syscall tracepoints", role.role));
+        return Ok(None);
+    }
+    let missing: Vec<&str> = role
+        .candidates
+        .iter()
+        .filter(|c| !functions.iter().any(|f| f.name == **c))
+        .copied()
+        .collect();
+    if !missing.is_empty() {
+        notes.push(format!(
+            "{}: not in this kernel, not counted: {}",
+            role.role,
+            missing.join(", ")
+        ));
+    }
+    Ok(Some(Attachment::Direct {
+        mode,
+        functions: functions.iter().map(|f| f.name.clone()).collect(),
+    }))
 }
 
 /// The kernel's answer in a few words: the errno of the failing call, else the first line.
