@@ -204,3 +204,65 @@ fn short(e: &anyhow::Error) -> String {
     let line = text.lines().next().unwrap_or_default();
     line.chars().take(120).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::roles::FUNCTION_ROLES;
+
+    fn found(name: &str) -> FoundFunction {
+        FoundFunction {
+            name: name.into(),
+            btf: true,
+            kallsyms: true,
+        }
+    }
+
+    fn pairs_of(role: &FunctionRole, names: &[&str]) -> Vec<(String, &'static str)> {
+        let functions: Vec<FoundFunction> = names.iter().map(|n| found(n)).collect();
+        fentry_pairs(role, &functions)
+            .into_iter()
+            .map(|(f, (entry, _))| (f.name.clone(), entry))
+            .collect()
+    }
+
+    /// A fentry program is bound to its function: with syscall functions missing, each one
+    /// present still gets the pair of its own syscall.
+    #[test]
+    fn each_function_gets_its_own_pair() {
+        let got = pairs_of(&SYSCALL_ROLE, &["__x64_sys_openat", "__x64_sys_close"]);
+        assert_eq!(
+            got,
+            [
+                ("__x64_sys_openat".into(), "fdprof_fes_1"),
+                ("__x64_sys_close".into(), "fdprof_fes_32"),
+            ]
+        );
+        let role = |r: Role| FUNCTION_ROLES.iter().find(|f| f.role == r).unwrap();
+        let pv = "__pv_queued_spin_lock_slowpath";
+        let got = pairs_of(role(Role::LockSlowpath), &[pv]);
+        assert_eq!(got, [(pv.into(), "fdprof_fe_spin2")]);
+        let got = pairs_of(role(Role::Allocate), &["__alloc_fd"]);
+        assert_eq!(got, [("__alloc_fd".into(), "fdprof_fe_alloc")]);
+    }
+
+    /// Reports name a role's few functions, and count the syscall functions.
+    #[test]
+    fn many_functions_are_counted_not_listed() {
+        let direct = |names: &[&str]| Attachment::Direct {
+            mode: Mode::Fentry,
+            functions: names.iter().map(|n| n.to_string()).collect(),
+        };
+        assert_eq!(direct(&["alloc_fd"]).to_string(), "fentry (alloc_fd)");
+        let all = direct(&fdprof_common::probes::SYSCALL_FUNCTIONS);
+        assert_eq!(all.to_string(), "fentry (36 syscall functions)");
+        // And a recording holding every syscall function reads back; twice as many does not.
+        let json = serde_json::to_string(&all).unwrap();
+        assert_eq!(serde_json::from_str::<Attachment>(&json).unwrap(), all);
+        let names: Vec<&str> = fdprof_common::probes::SYSCALL_FUNCTIONS.repeat(2);
+        let json = serde_json::to_string(&direct(&names)).unwrap();
+        assert!(serde_json::from_str::<Attachment>(&json).is_ok());
+        let json = serde_json::to_string(&direct(&[names.as_slice(), &["x"]].concat())).unwrap();
+        assert!(serde_json::from_str::<Attachment>(&json).is_err());
+    }
+}
