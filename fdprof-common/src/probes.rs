@@ -144,7 +144,8 @@ impl Role {
         }
     }
 
-    /// fentry/fexit program pairs; the slow path has one pair per function it may have.
+    /// fentry/fexit program pairs; the slow path has one pair per function it may have, the fd
+    /// syscalls one per [`SYSCALL_FUNCTIONS`] entry (same index).
     pub const fn fentry_programs(self) -> &'static [(&'static str, &'static str)] {
         match self {
             Role::Allocate => &[(program::FE_ALLOC, program::FX_ALLOC)],
@@ -156,7 +157,8 @@ impl Role {
                 (program::FE_SPIN, program::FX_SPIN),
                 (program::FE_SPIN2, program::FX_SPIN2),
             ],
-            Role::LockTracepoints | Role::FdSyscalls | Role::TaskExits => &[],
+            Role::FdSyscalls => &program::SYSCALL_FENTRY,
+            Role::LockTracepoints | Role::TaskExits => &[],
         }
     }
 
@@ -169,7 +171,8 @@ impl Role {
             Role::Dup2 => (program::KP_DUP2, program::KR_DUP2),
             Role::CloseRange => (program::KP_CRANGE, program::KR_CRANGE),
             Role::LockSlowpath => (program::KP_SPIN, program::KR_SPIN),
-            Role::LockTracepoints | Role::FdSyscalls | Role::TaskExits => return None,
+            Role::FdSyscalls => (program::KP_SYS, program::KR_SYS),
+            Role::LockTracepoints | Role::TaskExits => return None,
         })
     }
 
@@ -273,7 +276,10 @@ pub mod program {
     pub const KR_SPIN: &str = "fdprof_kr_spin";
     pub const TASK_EXIT: &str = "fdprof_task_exit";
     pub const TP_TASK_EXIT: &str = "fdprof_tp_task_exit";
-    pub const ALL: [&str; 36] = [
+    /// kprobe/kretprobe on every syscall function of [`super::SYSCALL_FUNCTIONS`].
+    pub const KP_SYS: &str = "fdprof_kp_sys";
+    pub const KR_SYS: &str = "fdprof_kr_sys";
+    pub const ALL: [&str; 38] = [
         LOCK_BEGIN,
         LOCK_END,
         TP_LOCK_BEGIN,
@@ -310,8 +316,60 @@ pub mod program {
         KR_SPIN,
         TASK_EXIT,
         TP_TASK_EXIT,
+        KP_SYS,
+        KR_SYS,
     ];
+
+    /// fentry/fexit pairs on the syscall functions, `fdprof_fes_<i>`/`fdprof_fxs_<i>` on
+    /// [`super::SYSCALL_FUNCTIONS`]`[i]` (a fentry program is bound to one function at load).
+    pub const SYSCALL_FENTRY: [(&str, &str); crate::syscalls::FD_SYSCALLS.len()] =
+        super::syscall_table!(pairs);
 }
+
+/// Lists, for each index `i` of `FD_SYSCALLS` with its syscall's name, either the fentry/fexit
+/// program names or the syscall function (`pairs` or `functions`).
+macro_rules! syscall_table {
+    ($what:ident) => {
+        $crate::probes::syscall_table!(@ $what
+            0 "open", 1 "openat", 2 "openat2", 3 "creat", 4 "open_by_handle_at", 5 "socket",
+            6 "socketpair", 7 "accept", 8 "accept4", 9 "dup", 10 "dup2", 11 "dup3", 12 "fcntl",
+            13 "pipe", 14 "pipe2", 15 "eventfd", 16 "eventfd2", 17 "epoll_create",
+            18 "epoll_create1", 19 "memfd_create", 20 "timerfd_create", 21 "signalfd",
+            22 "signalfd4", 23 "inotify_init", 24 "inotify_init1", 25 "pidfd_open",
+            26 "pidfd_getfd", 27 "io_uring_setup", 28 "perf_event_open", 29 "bpf",
+            30 "userfaultfd", 31 "fanotify_init", 32 "close", 33 "close_range",
+            34 "memfd_secret", 35 "open_tree")
+    };
+    (@ pairs $($i:literal $name:literal),*) => {
+        [$((concat!("fdprof_fes_", $i), concat!("fdprof_fxs_", $i))),*]
+    };
+    (@ functions $($i:literal $name:literal),*) => {
+        [$(concat!("__x64_sys_", $name)),*]
+    };
+}
+pub(crate) use syscall_table;
+
+/// The x86_64 functions of the fd syscalls, in `FD_SYSCALLS` order: the direct modes probe
+/// these for [`Role::FdSyscalls`], so that only fd syscalls pay (the raw syscall tracepoints
+/// put every syscall of every task on the slow path).
+pub const SYSCALL_FUNCTIONS: [&str; crate::syscalls::FD_SYSCALLS.len()] = syscall_table!(functions);
+
+// The table above repeats FD_SYSCALLS' names: the build fails where they part.
+const _: () = {
+    let mut i = 0;
+    while i < SYSCALL_FUNCTIONS.len() {
+        let function = SYSCALL_FUNCTIONS[i].as_bytes();
+        let name = crate::syscalls::FD_SYSCALLS[i].name.as_bytes();
+        let prefix = b"__x64_sys_".len();
+        assert!(function.len() == prefix + name.len());
+        let mut j = 0;
+        while j < name.len() {
+            assert!(function[prefix + j] == name[j]);
+            j += 1;
+        }
+        i += 1;
+    }
+};
 
 #[cfg(feature = "serde")]
 pub use attachment::Attachment;
@@ -360,10 +418,20 @@ mod attachment {
         }
     }
 
-    /// As reports print it: `fentry (alloc_fd)`, `tp_btf`, `tracepoint`, `off (--lock-only)`.
+    /// As reports print it: `fentry (alloc_fd)`, `fentry (36 syscall functions)`, `tp_btf`,
+    /// `tracepoint`, `off (--lock-only)`.
     impl fmt::Display for Attachment {
         fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             match self {
+                Attachment::Direct { mode, functions } if functions.len() > 4 => {
+                    let syscalls = functions.iter().all(|n| n.starts_with("__x64_sys_"));
+                    let what = if syscalls {
+                        "syscall functions"
+                    } else {
+                        "functions"
+                    };
+                    write!(f, "{} ({} {what})", mode.name(), functions.len())
+                }
                 Attachment::Direct { mode, functions } => {
                     write!(f, "{} (", mode.name())?;
                     for (i, name) in functions.iter().enumerate() {
@@ -381,10 +449,11 @@ mod attachment {
         }
     }
 
-    /// A role has at most a few functions (the slow path has two), each a kernel symbol name
-    /// (at most `KSYM_NAME_LEN`, 512 bytes): a file claiming more is not one fdprof wrote.
+    /// A role has at most one function per fd syscall (the slow path has two), each a kernel
+    /// symbol name (at most `KSYM_NAME_LEN`, 512 bytes): a file claiming more is not one fdprof
+    /// wrote.
     fn function_names<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
-        const FUNCTIONS: usize = 8;
+        const FUNCTIONS: usize = 2 * crate::syscalls::FD_SYSCALLS.len();
         const NAME: usize = 512;
         struct Names;
         impl<'de> serde::de::Visitor<'de> for Names {

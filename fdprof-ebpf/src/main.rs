@@ -13,6 +13,7 @@ mod fdops;
 mod kernel;
 mod maps;
 mod syscalls;
+mod sysfns;
 
 #[cfg(not(test))]
 #[panic_handler]

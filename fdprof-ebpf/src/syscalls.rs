@@ -4,7 +4,7 @@
 
 use aya_ebpf::{
     EbpfContext,
-    helpers::{bpf_ktime_get_ns, bpf_probe_read_user},
+    helpers::{bpf_ktime_get_ns, bpf_probe_read_kernel, bpf_probe_read_user},
     macros::{btf_tracepoint, map, tracepoint},
     maps::Array,
     programs::{BtfTracePointContext, TracePointContext},
@@ -32,7 +32,7 @@ fn slot(tid: u32) -> Option<*mut SyscallEntry> {
 }
 
 #[inline(always)]
-fn index_of(nr: u64) -> Option<u32> {
+pub(crate) fn index_of(nr: u64) -> Option<u32> {
     if nr >= u64::from(MAX_NR) {
         return None;
     }
@@ -41,7 +41,7 @@ fn index_of(nr: u64) -> Option<u32> {
 }
 
 #[inline(always)]
-fn effect_of(index: u32) -> Effect {
+pub(crate) fn effect_of(index: u32) -> Effect {
     FD_SYSCALLS
         .get(index as usize)
         .map_or(Effect::Alloc, |s| s.effect)
@@ -49,7 +49,7 @@ fn effect_of(index: u32) -> Effect {
 
 /// Effects whose exit needs syscall arguments saved at entry.
 #[inline(always)]
-fn needs_args(effect: Effect) -> bool {
+pub(crate) fn needs_args(effect: Effect) -> bool {
     matches!(
         effect,
         Effect::AllocPair | Effect::FcntlDup | Effect::Install | Effect::CloseRange
@@ -67,7 +67,7 @@ fn count(index: u32, counter: u32, n: u64) {
 
 /// `args` are the first four syscall arguments; `btf` selects direct BTF loads (tp_btf only).
 #[inline(always)]
-fn on_enter(nr: u64, args: [u64; 4], btf: bool) {
+pub(crate) fn on_enter(nr: u64, args: [u64; 4], btf: bool) {
     let Some(index) = index_of(nr) else { return };
     let Some(tid) = kernel::target_tid() else {
         return;
@@ -149,7 +149,7 @@ fn allocated(index: u32, fd: u32, origin: u32) {
 
 /// Exit of any syscall of the current thread: ours when its slot holds an entry of this thread.
 #[inline(always)]
-fn on_exit(ret: i64) {
+pub(crate) fn on_exit(ret: i64) {
     let Some(tid) = kernel::target_tid() else {
         return;
     };
@@ -258,9 +258,16 @@ fn exit_of(index: u32, ret: i64) {
 }
 
 /// x86_64 `struct pt_regs` offsets of the first four syscall arguments.
-const PT_REGS_ARGS: [usize; 4] = [112, 104, 96, 56]; // di, si, dx, r10
+pub(crate) const PT_REGS_ARGS: [usize; 4] = [112, 104, 96, 56]; // di, si, dx, r10
 /// x86_64 `pt_regs.orig_ax`: the syscall number, still there at exit.
 const PT_REGS_ORIG_AX: usize = 120;
+
+/// A register of a `struct pt_regs *` known only as an address (the syscall functions'
+/// argument), through the read helper, which copes with any address.
+#[inline(always)]
+pub(crate) fn reg_at(regs: u64, off: usize) -> u64 {
+    unsafe { bpf_probe_read_kernel((regs + off as u64) as *const u64) }.unwrap_or(0)
+}
 
 /// A register of the tracepoint's `struct pt_regs *` argument, through a BTF-checked direct
 /// load (a plain load with an exception fixup, no helper call).

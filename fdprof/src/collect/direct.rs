@@ -9,23 +9,43 @@ use aya::{
 };
 
 use super::attach::{Attachment, program_of, with_rollback};
-use crate::probe::roles::{FoundFunction, FunctionRole, Mode, Role};
+use crate::probe::roles::{FoundFunction, FunctionRole, Mode, Role, SYSCALL_ROLE};
+
+/// Each function with its fentry/fexit pair: the pair of its candidate's position where the
+/// role has one pair per candidate (the fd syscalls, the slow path's two forms), else the i-th
+/// pair for the i-th function found.
+fn fentry_pairs<'a>(
+    role: &FunctionRole,
+    functions: &'a [FoundFunction],
+) -> Vec<(&'a FoundFunction, (&'static str, &'static str))> {
+    let pairs = role.role.fentry_programs();
+    if pairs.len() == role.candidates.len() {
+        functions
+            .iter()
+            .filter_map(|f| {
+                let i = role.candidates.iter().position(|c| *c == f.name)?;
+                Some((f, pairs[i]))
+            })
+            .collect()
+    } else {
+        functions.iter().zip(pairs.iter().copied()).collect()
+    }
+}
 
 fn attach_fentry(
     ebpf: &mut Ebpf,
     btf: &Btf,
-    role: Role,
+    role: &FunctionRole,
     functions: &[FoundFunction],
 ) -> Result<()> {
-    let pairs = role.fentry_programs();
+    let pairs = fentry_pairs(role, functions);
     let used: Vec<&str> = pairs
         .iter()
-        .take(functions.len())
-        .flat_map(|(entry, exit)| [*entry, *exit])
+        .flat_map(|(_, (entry, exit))| [*entry, *exit])
         .collect();
     with_rollback(ebpf, &used, |ebpf| {
         // Exit before entry, as for the tracepoint families (see attach.rs).
-        for (f, (entry, exit)) in functions.iter().zip(pairs) {
+        for (f, (entry, exit)) in pairs {
             let p: &mut FEntry = program_of(ebpf, entry)?.try_into()?;
             p.load(&f.name, btf)
                 .with_context(|| format!("fentry {}", f.name))?;
@@ -90,7 +110,7 @@ pub fn attach_role(
     let mut errors = Vec::new();
     for &mode in tries {
         let result = match mode {
-            Mode::Fentry => attach_fentry(ebpf, btf, role.role, functions),
+            Mode::Fentry => attach_fentry(ebpf, btf, role, functions),
             _ => attach_kprobe(ebpf, role.role, functions),
         };
         match result {
@@ -123,6 +143,54 @@ pub fn attach_role(
     Ok(Attachment::Tracepoint)
 }
 
+/// Attaches the fd syscalls' own functions (`functions`, those of [`SYSCALL_ROLE`] present) in
+/// `mode`, the allocator's, so that no raw syscall tracepoint is needed. `None`: refused, the
+/// syscall tracepoints are to be attached instead (an error where the mode is `forced`).
+pub fn attach_syscalls(
+    ebpf: &mut Ebpf,
+    btf: &Btf,
+    functions: &[FoundFunction],
+    mode: Mode,
+    forced: bool,
+    notes: &mut Vec<String>,
+) -> Result<Option<Attachment>> {
+    let role = &SYSCALL_ROLE;
+    let result = match (functions.is_empty(), mode) {
+        (true, _) => Err(anyhow!("none of the syscall functions is in this kernel")),
+        (false, Mode::Fentry) => attach_fentry(ebpf, btf, role, functions),
+        (false, _) => attach_kprobe(ebpf, role.role, functions),
+    };
+    if let Err(e) = result {
+        let why = format!(
+            "cannot attach the fd syscalls' functions in {} mode: {}",
+            mode.name(),
+            short(&e)
+        );
+        if forced {
+            bail!(why);
+        }
+        notes.push(format!("{}: {why}; raw syscall tracepoints", role.role));
+        return Ok(None);
+    }
+    let missing: Vec<&str> = role
+        .candidates
+        .iter()
+        .filter(|c| !functions.iter().any(|f| f.name == **c))
+        .copied()
+        .collect();
+    if !missing.is_empty() {
+        notes.push(format!(
+            "{}: not in this kernel, not counted: {}",
+            role.role,
+            missing.join(", ")
+        ));
+    }
+    Ok(Some(Attachment::Direct {
+        mode,
+        functions: functions.iter().map(|f| f.name.clone()).collect(),
+    }))
+}
+
 /// The kernel's answer in a few words: the errno of the failing call, else the first line.
 fn short(e: &anyhow::Error) -> String {
     for cause in e.chain() {
@@ -135,4 +203,66 @@ fn short(e: &anyhow::Error) -> String {
     let text = format!("{e:#}");
     let line = text.lines().next().unwrap_or_default();
     line.chars().take(120).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::roles::FUNCTION_ROLES;
+
+    fn found(name: &str) -> FoundFunction {
+        FoundFunction {
+            name: name.into(),
+            btf: true,
+            kallsyms: true,
+        }
+    }
+
+    fn pairs_of(role: &FunctionRole, names: &[&str]) -> Vec<(String, &'static str)> {
+        let functions: Vec<FoundFunction> = names.iter().map(|n| found(n)).collect();
+        fentry_pairs(role, &functions)
+            .into_iter()
+            .map(|(f, (entry, _))| (f.name.clone(), entry))
+            .collect()
+    }
+
+    /// A fentry program is bound to its function: with syscall functions missing, each one
+    /// present still gets the pair of its own syscall.
+    #[test]
+    fn each_function_gets_its_own_pair() {
+        let got = pairs_of(&SYSCALL_ROLE, &["__x64_sys_openat", "__x64_sys_close"]);
+        assert_eq!(
+            got,
+            [
+                ("__x64_sys_openat".into(), "fdprof_fes_1"),
+                ("__x64_sys_close".into(), "fdprof_fes_32"),
+            ]
+        );
+        let role = |r: Role| FUNCTION_ROLES.iter().find(|f| f.role == r).unwrap();
+        let pv = "__pv_queued_spin_lock_slowpath";
+        let got = pairs_of(role(Role::LockSlowpath), &[pv]);
+        assert_eq!(got, [(pv.into(), "fdprof_fe_spin2")]);
+        let got = pairs_of(role(Role::Allocate), &["__alloc_fd"]);
+        assert_eq!(got, [("__alloc_fd".into(), "fdprof_fe_alloc")]);
+    }
+
+    /// Reports name a role's few functions, and count the syscall functions.
+    #[test]
+    fn many_functions_are_counted_not_listed() {
+        let direct = |names: &[&str]| Attachment::Direct {
+            mode: Mode::Fentry,
+            functions: names.iter().map(|n| n.to_string()).collect(),
+        };
+        assert_eq!(direct(&["alloc_fd"]).to_string(), "fentry (alloc_fd)");
+        let all = direct(&fdprof_common::probes::SYSCALL_FUNCTIONS);
+        assert_eq!(all.to_string(), "fentry (36 syscall functions)");
+        // And a recording holding every syscall function reads back; twice as many does not.
+        let json = serde_json::to_string(&all).unwrap();
+        assert_eq!(serde_json::from_str::<Attachment>(&json).unwrap(), all);
+        let names: Vec<&str> = fdprof_common::probes::SYSCALL_FUNCTIONS.repeat(2);
+        let json = serde_json::to_string(&direct(&names)).unwrap();
+        assert!(serde_json::from_str::<Attachment>(&json).is_ok());
+        let json = serde_json::to_string(&direct(&[names.as_slice(), &["x"]].concat())).unwrap();
+        assert!(serde_json::from_str::<Attachment>(&json).is_err());
+    }
 }

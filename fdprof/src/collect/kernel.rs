@@ -7,7 +7,7 @@ use crate::probe::{
     btf::Btf,
     kallsyms::Kallsyms,
     offsets::{KernelOffsets, LockOffsets},
-    roles::{FUNCTION_ROLES, FoundFunction, FunctionRole, Role},
+    roles::{FUNCTION_ROLES, FoundFunction, FunctionRole, Role, SYSCALL_ROLE},
 };
 
 pub struct Kernel {
@@ -19,6 +19,8 @@ pub struct Kernel {
     pub btf: aya::Btf,
     /// Each function role and the functions it resolves to here.
     pub functions: Vec<(FunctionRole, Vec<FoundFunction>)>,
+    /// The fd syscalls' functions present here (probed in the fentry and kprobe modes).
+    pub syscall_functions: Vec<FoundFunction>,
 }
 
 impl Kernel {
@@ -30,12 +32,14 @@ impl Kernel {
             .iter()
             .map(|r| (*r, r.resolve(Some(&btf), kallsyms)))
             .collect();
+        let syscall_functions = SYSCALL_ROLE.resolve(Some(&btf), kallsyms);
         Ok(Self {
             offsets,
             lock_offsets: LockOffsets::from_btf(&btf),
             image_data: kallsyms.image_data,
             btf: aya::Btf::from_sys_fs().context("cannot read the kernel's BTF")?,
             functions,
+            syscall_functions,
         })
     }
 

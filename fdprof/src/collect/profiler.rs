@@ -152,6 +152,22 @@ impl Profiler {
                 attachments.insert(family, Attachment::Off);
                 continue;
             }
+            // With the allocator probed directly, the fd syscalls are too, in its mode: the raw
+            // syscall tracepoints would put every syscall of every task on the slow path.
+            if family == Role::FdSyscalls
+                && let Some(Attachment::Direct { mode, .. }) = attachments.get(&Role::Allocate)
+                && let Some(how) = direct::attach_syscalls(
+                    &mut ebpf,
+                    &kernel.btf,
+                    &kernel.syscall_functions,
+                    *mode,
+                    opts.forced.is_some(),
+                    &mut notes,
+                )?
+            {
+                attachments.insert(family, how);
+                continue;
+            }
             let how = match attach::tp_btf(&mut ebpf, family, &kernel.btf) {
                 Ok(()) => Attachment::TpBtf,
                 Err(btf_err) => {

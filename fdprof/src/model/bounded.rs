@@ -24,8 +24,9 @@ pub const SITES: usize = 16384;
 pub const SYSCALLS: usize = N_SYSCALLS as usize;
 /// fd-table functions: the probed operations and `other` (`fnops::op::OPERATIONS`).
 pub const FUNCTIONS: usize = op::COUNT as usize + 1;
-/// BPF programs: fdprof's eBPF object has 24; room to grow.
-pub const PROGRAMS: usize = 64;
+/// BPF programs: fdprof's eBPF object has 38 plus a fentry/fexit pair per fd syscall (110);
+/// room to grow.
+pub const PROGRAMS: usize = 160;
 /// Drop counters: every (probe, reason) pair, plus a recursion-miss counter per program.
 pub const DROPS: usize = (drop::PROBES * drop::COUNT) as usize + PROGRAMS;
 /// Probe roles in `modes`: 8 today (6 function roles, 2 tracepoint families).

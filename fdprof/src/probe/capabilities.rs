@@ -11,7 +11,7 @@ use super::{
     btf::Btf,
     kallsyms::Kallsyms,
     offsets::KernelOffsets,
-    roles::{FUNCTION_ROLES, FoundFunction, Mode, Role},
+    roles::{FUNCTION_ROLES, FoundFunction, Mode, Role, SYSCALL_ROLE},
     trial::{Outcome, Trials},
 };
 
@@ -217,10 +217,26 @@ impl Capabilities {
             Role::LockTracepoints.name().into(),
             lock_tracepoints_chosen.name().into(),
         );
-        chosen.insert(
-            Role::FdSyscalls.name().into(),
-            fd_syscalls_chosen.name().into(),
-        );
+        // With the allocator probed directly, record probes the fd syscalls' own functions in
+        // its mode (tried here on close's), not the syscall tracepoints.
+        let close = SYSCALL_ROLE
+            .candidates
+            .iter()
+            .find(|f| f.ends_with("_sys_close"))
+            .copied()
+            .unwrap_or_default();
+        let fd_syscalls_chosen = match mode {
+            Mode::Fentry if trials.fentry(close).works() && trials.fexit(close).works() => {
+                mode.name()
+            }
+            Mode::Kprobe
+                if trials.kprobe(close, false).works() && trials.kprobe(close, true).works() =>
+            {
+                mode.name()
+            }
+            _ => fd_syscalls_chosen.name(),
+        };
+        chosen.insert(Role::FdSyscalls.name().into(), fd_syscalls_chosen.into());
         chosen.insert(
             "cpu_sampling".into(),
             if cpu_sampling.works() {

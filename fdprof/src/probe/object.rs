@@ -21,16 +21,25 @@ mod tests {
     fn object_matches_the_contract() {
         let elf = object::File::parse(super::PROFILER).expect("the embedded object is ELF");
         let symbols: HashSet<&str> = elf.symbols().filter_map(|s| s.name().ok()).collect();
+        let syscall_programs: Vec<&str> = program::SYSCALL_FENTRY
+            .iter()
+            .flat_map(|(entry, exit)| [*entry, *exit])
+            .collect();
         let missing: Vec<&str> = map::ALL
             .iter()
             .chain(&program::ALL)
+            .chain(&syscall_programs)
             .chain(&setting::ALL)
             .filter(|name| !symbols.contains(*name))
             .copied()
             .collect();
         assert!(missing.is_empty(), "not in the eBPF object: {missing:?}");
         // And nothing of the object's is left out of the contract.
-        let ours: HashSet<&str> = program::ALL.iter().copied().collect();
+        let ours: HashSet<&str> = program::ALL
+            .iter()
+            .copied()
+            .chain(syscall_programs.iter().copied())
+            .collect();
         let stray: Vec<&&str> = symbols
             .iter()
             .filter(|s| s.starts_with("fdprof_") && !ours.contains(**s))

@@ -57,6 +57,14 @@ pub const FUNCTION_ROLES: &[FunctionRole] = &[
     },
 ];
 
+/// The fd syscalls' own functions, probed in the fentry and kprobe modes instead of the raw
+/// syscall tracepoints (in the allocator's mode); those missing from a kernel are skipped.
+pub const SYSCALL_ROLE: FunctionRole = FunctionRole {
+    role: Role::FdSyscalls,
+    candidates: &fdprof_common::probes::SYSCALL_FUNCTIONS,
+    all_found: true,
+};
+
 /// Where a function was found.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FoundFunction {

@@ -1,6 +1,7 @@
-//! `cargo xtask bench vm-overhead`: the cost of each probe mode where all of them work. Inside
-//! each guest the socket-close workload runs bare and under `fdprof record --mode M` for every
-//! mode, interleaved round by round; medians of ops/s and their ratio to the bare runs.
+//! `cargo xtask bench vm-overhead [--rounds N] [--json]`: the cost of each probe mode where all
+//! of them work. Inside each guest every workload runs bare and under `fdprof record --mode M`
+//! for every mode, interleaved round by round; medians of ops/s and their ratio to the bare
+//! runs, as a table or (`--json`) one JSON object per kernel, mode and workload.
 
 use std::path::Path;
 use std::time::Duration;
@@ -12,7 +13,24 @@ use super::{
     setup::{self, timed, vm_dir},
 };
 
-const WORKLOAD: &[&str] = &["socket-close", "-d", "2s"];
+/// (name, `fdprof workload` arguments): one thread on its own table, and two contending.
+const WORKLOADS: &[(&str, &[&str])] = &[
+    ("socket-close", &["socket-close", "-d", "2s"]),
+    (
+        "opensock",
+        &["opensock", "-t", "2", "-n", "4000", "-d", "2s"],
+    ),
+];
+
+/// One line of the result.
+struct Row {
+    kernel: String,
+    workload: &'static str,
+    mode: String,
+    runs: usize,
+    ops_per_sec: Option<f64>,
+    ratio: Option<f64>,
+}
 
 fn ops_per_sec(stdout: &str) -> Option<f64> {
     let line = stdout
@@ -30,6 +48,7 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
 
 pub fn run(args: &[String]) -> Result<()> {
     let rounds = crate::run::rounds_arg(args, 5)?;
+    let json = args.iter().any(|a| a == "--json");
     setup::host_packages()?;
     let fdprof = setup::static_fdprof()?;
     let modes = guest::MODES;
@@ -38,7 +57,7 @@ pub fn run(args: &[String]) -> Result<()> {
         initramfs::build(
             Path::new(setup::BUSYBOX),
             &fdprof,
-            &guest::bench_script(modes, rounds, WORKLOAD),
+            &guest::bench_script(modes, rounds, WORKLOADS),
             &initrd,
         )
     })?;
@@ -50,44 +69,66 @@ pub fn run(args: &[String]) -> Result<()> {
             "[bench] booting {} for {rounds} interleaved rounds ...",
             kernel.release
         );
-        let timeout = Duration::from_secs(60 + 20 * rounds as u64 * (modes.len() as u64 + 1));
+        let steps = rounds * WORKLOADS.len() * (modes.len() + 1);
+        let timeout = Duration::from_secs(60 + 20 * steps as u64);
         let boot = qemu::boot(&kernel.vmlinuz, &initrd, &log, timeout, false, |_| {})?;
         let out = guest::parse(&boot.lines);
-        let ops = |mode: &str| {
-            let runs: Vec<f64> = (1..=rounds)
-                .filter_map(|r| out.steps.get(&format!("bench:{mode}:{r}")))
-                .filter(|s| s.rc == 0)
-                .filter_map(|s| ops_per_sec(&s.stdout))
-                .collect();
-            (runs.len(), median(runs))
-        };
-        let (bare_n, bare) = ops("bare");
-        table.push((
-            kernel.release.clone(),
-            "bare".to_string(),
-            bare_n,
-            bare,
-            Some(1.0),
-        ));
-        for mode in modes {
-            let (n, m) = ops(mode);
-            let ratio = m.zip(bare).map(|(m, b)| m / b);
-            table.push((kernel.release.clone(), mode.to_string(), n, m, ratio));
+        for (workload, _) in WORKLOADS {
+            let ops = |mode: &str| {
+                let runs: Vec<f64> = (1..=rounds)
+                    .filter_map(|r| out.steps.get(&guest::bench_step(workload, mode, r)))
+                    .filter(|s| s.rc == 0)
+                    .filter_map(|s| ops_per_sec(&s.stdout))
+                    .collect();
+                (runs.len(), median(runs))
+            };
+            let (_, bare) = ops("bare");
+            for mode in std::iter::once("bare").chain(modes.iter().copied()) {
+                let (runs, ops_per_sec) = ops(mode);
+                table.push(Row {
+                    kernel: kernel.release.clone(),
+                    workload,
+                    mode: mode.to_string(),
+                    runs,
+                    ops_per_sec,
+                    ratio: ops_per_sec.zip(bare).map(|(m, b)| m / b),
+                });
+            }
         }
     }
+    if json {
+        for r in &table {
+            let row = serde_json::json!({
+                "kernel": r.kernel,
+                "mode": r.mode,
+                "workload": r.workload,
+                "runs": r.runs,
+                "rounds": rounds,
+                "ops_per_sec": r.ops_per_sec,
+                "ratio_to_bare": r.ratio,
+            });
+            println!("{row}");
+        }
+        return Ok(());
+    }
+    println!("\n2 s per run, {rounds} interleaved rounds per kernel (medians)");
+    for (workload, args) in WORKLOADS {
+        println!("  {workload}: fdprof workload {}", args.join(" "));
+    }
     println!(
-        "\nsocket-close, 1 thread, 2 s per run, {rounds} interleaved rounds per kernel (medians)"
+        "{:<24} {:<13} {:<12} {:>5} {:>12} {:>8}",
+        "kernel", "workload", "mode", "runs", "ops/s", "ratio"
     );
-    println!(
-        "{:<24} {:<12} {:>5} {:>12} {:>8}",
-        "kernel", "mode", "runs", "ops/s", "ratio"
-    );
-    for (kernel, mode, n, ops, ratio) in &table {
+    for r in &table {
         let show = |v: Option<f64>, p: usize| v.map_or("-".to_string(), |v| format!("{v:.p$}"));
         println!(
-            "{kernel:<24} {mode:<12} {n:>5} {:>12} {:>8}",
-            show(*ops, 0),
-            show(*ratio, 3)
+            "{:<24} {:<13} {:<12} {:>5} {:>12} {:>8}",
+            r.kernel,
+            r.workload,
+            r.mode,
+            r.runs,
+            show(r.ops_per_sec, 0),
+            show(r.ratio, 3)
         );
     }
     Ok(())

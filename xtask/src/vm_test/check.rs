@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use fdprof_figures::{Histogram, Report, Role, SCHEMA, SCHEMA_VERSION};
+use fdprof_figures::{Attachment, Histogram, Report, Role, SCHEMA, SCHEMA_VERSION};
 use serde_json::Value;
 
 use super::guest::{self, GuestOutput, Scenario, StepResult};
@@ -129,6 +129,11 @@ fn judge(scenario: &Scenario, mode: &str, workload: &Value, report: &Report) -> 
         ok &= good;
         figures.push(text);
     }
+    if mode != "tracepoint" {
+        let (good, text) = fd_syscalls_direct(mode, report);
+        ok &= good;
+        figures.push(text);
+    }
     let recorded_mode = report.header.mode.name();
     if recorded_mode != mode {
         ok = false;
@@ -159,6 +164,9 @@ fn judge_contention(mode: &str, report: &Report) -> (bool, String) {
     let tracepoint = report.contention.file_lock_count;
     let mut figures = vec![format!("tracepoint-seen file_lock waits {tracepoint}")];
     if mode != "tracepoint" {
+        let (good, text) = fd_syscalls_direct(mode, report);
+        ok &= good;
+        figures.push(text);
         let functions = &report.functions;
         let slowpath: u64 = functions.iter().map(|f| f.slowpath_wait.count).sum();
         ok &= slowpath >= tracepoint;
@@ -181,6 +189,42 @@ fn judge_contention(mode: &str, report: &Report) -> (bool, String) {
         }
     }
     (ok, figures.join(", "))
+}
+
+/// In the direct modes the fd syscalls are probed at their own functions, in the same mode, and
+/// no raw syscall tracepoint program is loaded: the programs listed are those the kernel
+/// answered `BPF_OBJ_GET_INFO_BY_FD` for while recording.
+fn fd_syscalls_direct(mode: &str, report: &Report) -> (bool, String) {
+    let how = report.header.probes.get(&Role::FdSyscalls);
+    let direct = matches!(how, Some(Attachment::Direct { mode: m, .. }) if m.name() == mode);
+    let raw: Vec<&str> = Role::FdSyscalls
+        .tp_btf_programs()
+        .iter()
+        .map(|(p, _)| *p)
+        .chain(
+            Role::FdSyscalls
+                .tracepoint_programs()
+                .iter()
+                .map(|(p, _, _)| *p),
+        )
+        .collect();
+    let programs = &report.own_cost.programs;
+    let loaded_raw: Vec<&str> = programs
+        .iter()
+        .map(|p| p.name.as_str())
+        .filter(|n| raw.contains(n))
+        .collect();
+    let ok = direct && loaded_raw.is_empty() && !programs.is_empty();
+    let how = how.map_or("?".into(), ToString::to_string);
+    let text = if loaded_raw.is_empty() {
+        format!(
+            "fd_syscalls {how}, no raw syscall tracepoint among {} programs",
+            programs.len()
+        )
+    } else {
+        format!("fd_syscalls {how}, raw syscall tracepoints loaded: {loaded_raw:?}")
+    };
+    (ok, text)
 }
 
 /// Direct-probe figures against the generator: `alloc_fd` calls and calls of the close function
@@ -420,162 +464,4 @@ pub fn table(rows: &[Row]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn step(stdout: &str, stderr: &str, rc: i32) -> StepResult {
-        StepResult {
-            stdout: stdout.into(),
-            stderr: stderr.into(),
-            rc,
-            secs: 1.0,
-        }
-    }
-
-    fn report_with(socket: u64, close: u64, scan_max: u64) -> Report {
-        let syscall = |name: &str, calls| fdprof_figures::Syscall {
-            name: name.into(),
-            calls,
-            ..Default::default()
-        };
-        let mut r = Report::default();
-        r.header.mode = fdprof_figures::Mode::Tracepoint;
-        r.header
-            .probes
-            .insert(Role::Allocate, fdprof_figures::Attachment::Tracepoint);
-        r.syscalls = vec![
-            syscall("socket", socket),
-            syscall("close", close),
-            syscall("openat", 400),
-        ];
-        r.scan.bits.max = Some(scan_max);
-        r.drops.known = true;
-        r.drops.none = true;
-        r
-    }
-
-    /// `report --json` as the guest prints it.
-    fn report(socket: u64, close: u64, scan_max: u64) -> String {
-        serde_json::to_string_pretty(&report_with(socket, close, scan_max)).unwrap()
-    }
-
-    fn output(workload: &str, report: &str) -> GuestOutput {
-        let mut out = GuestOutput::default();
-        for s in guest::SCENARIOS {
-            out.steps.insert(
-                guest::record_step("tracepoint", s.name),
-                step(workload, "fdprof: wrote /tmp/x", 0),
-            );
-            out.steps.insert(
-                guest::report_step("tracepoint", s.name),
-                step(report, "", 0),
-            );
-        }
-        out.steps.insert(
-            guest::record_step("fentry", "socket-close"),
-            step(
-                "",
-                "fdprof: error: --mode fentry/kprobe is not implemented yet",
-                2,
-            ),
-        );
-        out
-    }
-
-    #[test]
-    fn exact_and_at_least() {
-        let workload = json!({"expected": {"syscalls": {"socket": 2000, "close": 2000}}});
-        let out = output(&workload.to_string(), &report(2000, 2000, 0));
-        let row = scenario_row(&out, "6.1", "tracepoint", &guest::SCENARIOS[0]);
-        assert!(row.pass, "{}", row.figures);
-        assert!(
-            row.figures.starts_with("close 2000/2000, socket 2000/2000"),
-            "{}",
-            row.figures
-        );
-        let out = output(&workload.to_string(), &report(2000, 2003, 0));
-        assert!(!scenario_row(&out, "6.1", "tracepoint", &guest::SCENARIOS[0]).pass);
-
-        let out = output(&workload.to_string(), &report(1999, 2003, 0));
-        assert!(!scenario_row(&out, "6.1", "tracepoint", &guest::SCENARIOS[0]).pass);
-        let out = output(&workload.to_string(), &report(2000, 1999, 0));
-        assert!(!scenario_row(&out, "6.1", "tracepoint", &guest::SCENARIOS[0]).pass);
-    }
-
-    #[test]
-    fn holes_scan_max() {
-        let workload = json!({"expected": {
-            "syscalls": {"openat": 400, "close": 400},
-            "allocs": [{"scan_bits": 0}, {"scan_bits": 296}],
-        }});
-        let holes = &guest::SCENARIOS[1];
-        let out = output(&workload.to_string(), &report(0, 400, 296));
-        let row = scenario_row(&out, "6.12", "tracepoint", holes);
-        assert!(row.pass, "{}", row.figures);
-        let out = output(&workload.to_string(), &report(0, 400, 295));
-        assert!(!scenario_row(&out, "6.12", "tracepoint", holes).pass);
-    }
-
-    /// The drop total is read from `drops.total` (the report's `drops` is an object: reading it
-    /// as an array, as the untyped check did, always said 0).
-    #[test]
-    fn drops_are_shown() {
-        let workload = json!({"expected": {"syscalls": {"socket": 2000, "close": 2000}}});
-        let mut lossy = report_with(2000, 2000, 0);
-        lossy.drops.total = 5;
-        lossy.drops.none = false;
-        let lossy = serde_json::to_string_pretty(&lossy).unwrap();
-        let out = output(&workload.to_string(), &lossy);
-        let row = scenario_row(&out, "6.1", "tracepoint", &guest::SCENARIOS[0]);
-        assert!(row.figures.contains("drops 5"), "{}", row.figures);
-        assert!(
-            row.figures.contains("[allocate=tracepoint]"),
-            "{}",
-            row.figures
-        );
-    }
-
-    #[test]
-    fn a_report_of_another_schema_says_so() {
-        let workload = json!({"expected": {"syscalls": {"socket": 2000, "close": 2000}}});
-        let out = output(&workload.to_string(), r#"{"mode": "tracepoint"}"#);
-        let row = scenario_row(&out, "6.1", "tracepoint", &guest::SCENARIOS[0]);
-        assert!(!row.pass);
-        assert!(
-            row.figures
-                .starts_with("report --json printed no fdprof-report JSON: missing field"),
-            "{}",
-            row.figures
-        );
-        let mut newer = report_with(2000, 2000, 0);
-        newer.schema_version = SCHEMA_VERSION + 1;
-        let out = output(
-            &workload.to_string(),
-            &serde_json::to_string(&newer).unwrap(),
-        );
-        let row = scenario_row(&out, "6.1", "tracepoint", &guest::SCENARIOS[0]);
-        assert!(!row.pass);
-        assert!(
-            row.figures.contains(&format!(
-                "this xtask reads fdprof-report version {SCHEMA_VERSION}"
-            )),
-            "{}",
-            row.figures
-        );
-    }
-
-    #[test]
-    fn failed_record_says_why() {
-        let out = output("{}", "{}");
-        let row = scenario_row(&out, "6.1", "fentry", &guest::SCENARIOS[0]);
-        assert!(!row.pass);
-        assert_eq!(
-            row.figures,
-            "record exit 2: fdprof: error: --mode fentry/kprobe is not implemented yet"
-        );
-        let row = scenario_row(&out, "6.1", "kprobe", &guest::SCENARIOS[0]);
-        assert!(!row.pass);
-        assert!(row.figures.starts_with("no result"));
-    }
-}
+mod tests;

@@ -76,24 +76,33 @@ fn quote(word: &str) -> String {
     }
 }
 
-/// The overhead benchmark's `/init`: the same workload bare and under `fdprof record` in each
-/// mode, interleaved round by round (steps `bench:MODE:ROUND`, `MODE` = `bare` for none).
-pub fn bench_script(modes: &[&str], rounds: usize, workload: &[&str]) -> String {
-    let workload: Vec<String> = workload.iter().map(|w| quote(w)).collect();
-    let workload = workload.join(" ");
+/// The overhead benchmark's `/init`: each workload (name, arguments) bare and under
+/// `fdprof record` in each mode, interleaved round by round (steps `bench:WORKLOAD:MODE:ROUND`,
+/// `MODE` = `bare` for none).
+pub fn bench_script(modes: &[&str], rounds: usize, workloads: &[(&str, &[&str])]) -> String {
     let mut steps = Vec::new();
     for round in 1..=rounds {
-        steps.push(format!(
-            "step bench:bare:{round} fdprof workload {workload} --json"
-        ));
-        for mode in modes {
+        for (name, args) in workloads {
+            let args: Vec<String> = args.iter().map(|w| quote(w)).collect();
+            let args = args.join(" ");
             steps.push(format!(
-                "step bench:{mode}:{round} fdprof record --mode {mode} -o /tmp/bench.data -- \
-                 fdprof workload {workload} --json"
+                "step {} fdprof workload {args} --json",
+                bench_step(name, "bare", round)
             ));
+            for mode in modes {
+                steps.push(format!(
+                    "step {} fdprof record --mode {mode} -o /tmp/bench.data -- \
+                     fdprof workload {args} --json",
+                    bench_step(name, mode, round)
+                ));
+            }
         }
     }
     TEMPLATE.replace("@STEPS@", &steps.join("\n"))
+}
+
+pub fn bench_step(workload: &str, mode: &str, round: usize) -> String {
+    format!("bench:{workload}:{mode}:{round}")
 }
 
 /// The guest's `/init`: doctor once, then every scenario in every requested mode.
