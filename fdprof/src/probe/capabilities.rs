@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::{
     btf::Btf,
     kallsyms::Kallsyms,
-    offsets::KernelOffsets,
+    offsets::{KernelOffsets, LockOffsets},
     roles::{FUNCTION_ROLES, FoundFunction, Mode, Role, SYSCALL_ROLE},
     trial::{Outcome, Trials},
 };
@@ -116,8 +116,20 @@ pub struct Capabilities {
     pub chosen: BTreeMap<String, String>,
     /// Struct offsets from BTF; absent without BTF (then `record` cannot run).
     pub offsets: Option<KernelOffsets>,
+    pub lock_names: LockNaming,
     /// Things fdprof changed or could not change on the way (e.g. mounting tracefs).
     pub notes: Vec<String>,
+}
+
+/// How `record` can name the locks waited for, beyond the target's `file_lock` (by address)
+/// and the first caller below the lock functions (always).
+#[derive(Debug, Clone, Serialize)]
+pub struct LockNaming {
+    /// `mmap_lock` and `siglock` told from the waiting task: their offsets are in BTF.
+    pub by_kind: bool,
+    /// Static locks by their symbol: kallsyms lists the kernel image's data
+    /// (`CONFIG_KALLSYMS_ALL`).
+    pub static_symbols: bool,
 }
 
 /// The running kernel's release, read once: every interval's recording names it.
@@ -260,6 +272,13 @@ impl Capabilities {
             cpu_sampling,
             mode,
             chosen,
+            lock_names: LockNaming {
+                by_kind: btf.as_ref().is_some_and(|b| {
+                    let lock = LockOffsets::from_btf(b);
+                    lock.mm_struct_mmap_lock != u32::MAX && lock.sighand_struct_siglock != u32::MAX
+                }),
+                static_symbols: kallsyms.image_data.is_some(),
+            },
             offsets,
             notes,
         })

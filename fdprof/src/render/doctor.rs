@@ -90,6 +90,18 @@ pub fn text(caps: &Capabilities) -> String {
     for (role, mode) in &caps.chosen {
         let _ = writeln!(out, "  {role:<18} {mode}");
     }
+    let yes = |b: bool| if b { "yes" } else { "no" };
+    let _ = writeln!(
+        out,
+        "\nlock names: the target's file_lock by address; mmap_lock, siglock by kind: {}; \
+         static locks by symbol: {}; the others by the first caller below the lock functions",
+        yes(caps.lock_names.by_kind),
+        if caps.lock_names.static_symbols {
+            "yes"
+        } else {
+            "no (kallsyms lists no kernel data: CONFIG_KALLSYMS_ALL is off)"
+        }
+    );
     let _ = writeln!(out, "\nstruct offsets (bytes, from BTF):");
     match &caps.offsets {
         Some(offsets) => {
