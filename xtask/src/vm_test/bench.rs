@@ -1,7 +1,8 @@
 //! `cargo xtask bench vm-overhead [--rounds N] [--json]`: the cost of each probe mode where all
 //! of them work. Inside each guest every workload runs bare and under `fdprof record --mode M`
 //! for every mode, interleaved round by round; medians of ops/s and their ratio to the bare
-//! runs, as a table or (`--json`) one JSON object per kernel, mode and workload.
+//! runs, as a table or (`--json`) one JSON object per kernel, mode and workload. Each recording's
+//! report gives the programs' own run time per op, and so the ratio the hooks alone allow.
 
 use std::path::Path;
 use std::time::Duration;
@@ -30,6 +31,18 @@ struct Row {
     runs: usize,
     ops_per_sec: Option<f64>,
     ratio: Option<f64>,
+    /// fdprof's programs' own run time per op (their share of a CPU in the run-time statistics'
+    /// windows, over ops/s), ns.
+    programs_ns_per_op: Option<f64>,
+    /// The ratio if the programs' bodies cost nothing: what the hooks alone (trampolines,
+    /// kprobes, the syscall slow path) leave. The floor under any body.
+    hooks_only_ratio: Option<f64>,
+}
+
+/// The programs' share of one CPU in a `report --json` step.
+fn programs_share(stdout: &str) -> Option<f64> {
+    let r: fdprof_figures::Report = serde_json::from_str(stdout.trim()).ok()?;
+    r.own_cost.programs_cpu_share
 }
 
 fn ops_per_sec(stdout: &str) -> Option<f64> {
@@ -69,7 +82,7 @@ pub fn run(args: &[String]) -> Result<()> {
             "[bench] booting {} for {rounds} interleaved rounds ...",
             kernel.release
         );
-        let steps = rounds * WORKLOADS.len() * (modes.len() + 1);
+        let steps = rounds * WORKLOADS.len() * (2 * modes.len() + 1);
         let timeout = Duration::from_secs(60 + 20 * steps as u64);
         let boot = qemu::boot(&kernel.vmlinuz, &initrd, &log, timeout, false, |_| {})?;
         let out = guest::parse(&boot.lines);
@@ -82,9 +95,29 @@ pub fn run(args: &[String]) -> Result<()> {
                     .collect();
                 (runs.len(), median(runs))
             };
+            let share = |mode: &str| {
+                let shares: Vec<f64> = (1..=rounds)
+                    .filter_map(|r| {
+                        out.steps
+                            .get(&guest::cost_step(&guest::bench_step(workload, mode, r)))
+                    })
+                    .filter(|s| s.rc == 0)
+                    .filter_map(|s| programs_share(&s.stdout))
+                    .collect();
+                median(shares)
+            };
             let (_, bare) = ops("bare");
             for mode in std::iter::once("bare").chain(modes.iter().copied()) {
                 let (runs, ops_per_sec) = ops(mode);
+                // ns per op: bare, recorded, and of that the programs' own.
+                let programs_ns_per_op = ops_per_sec.zip(share(mode)).map(|(o, s)| s * 1e9 / o);
+                let hooks_only_ratio =
+                    bare.zip(ops_per_sec)
+                        .zip(programs_ns_per_op)
+                        .map(|((b, o), p)| {
+                            let (bare_ns, rec_ns) = (1e9 / b, 1e9 / o);
+                            bare_ns / (rec_ns - p).max(bare_ns)
+                        });
                 table.push(Row {
                     kernel: kernel.release.clone(),
                     workload,
@@ -92,6 +125,8 @@ pub fn run(args: &[String]) -> Result<()> {
                     runs,
                     ops_per_sec,
                     ratio: ops_per_sec.zip(bare).map(|(m, b)| m / b),
+                    programs_ns_per_op,
+                    hooks_only_ratio,
                 });
             }
         }
@@ -106,6 +141,8 @@ pub fn run(args: &[String]) -> Result<()> {
                 "rounds": rounds,
                 "ops_per_sec": r.ops_per_sec,
                 "ratio_to_bare": r.ratio,
+                "programs_ns_per_op": r.programs_ns_per_op,
+                "hooks_only_ratio": r.hooks_only_ratio,
             });
             println!("{row}");
         }
@@ -116,19 +153,25 @@ pub fn run(args: &[String]) -> Result<()> {
         println!("  {workload}: fdprof workload {}", args.join(" "));
     }
     println!(
-        "{:<24} {:<13} {:<12} {:>5} {:>12} {:>8}",
-        "kernel", "workload", "mode", "runs", "ops/s", "ratio"
+        "  prog ns/op: fdprof's programs' own run time per op; hooks only: the ratio were their \
+         bodies free (the floor under any program on these hooks)"
+    );
+    println!(
+        "{:<24} {:<13} {:<12} {:>5} {:>12} {:>8} {:>11} {:>11}",
+        "kernel", "workload", "mode", "runs", "ops/s", "ratio", "prog ns/op", "hooks only"
     );
     for r in &table {
         let show = |v: Option<f64>, p: usize| v.map_or("-".to_string(), |v| format!("{v:.p$}"));
         println!(
-            "{:<24} {:<13} {:<12} {:>5} {:>12} {:>8}",
+            "{:<24} {:<13} {:<12} {:>5} {:>12} {:>8} {:>11} {:>11}",
             r.kernel,
             r.workload,
             r.mode,
             r.runs,
             show(r.ops_per_sec, 0),
-            show(r.ratio, 3)
+            show(r.ratio, 3),
+            show(r.programs_ns_per_op, 0),
+            show(r.hooks_only_ratio, 3)
         );
     }
     Ok(())

@@ -90,10 +90,15 @@ pub fn bench_script(modes: &[&str], rounds: usize, workloads: &[(&str, &[&str])]
                 bench_step(name, "bare", round)
             ));
             for mode in modes {
+                let step = bench_step(name, mode, round);
                 steps.push(format!(
-                    "step {} fdprof record --mode {mode} -o /tmp/bench.data -- \
-                     fdprof workload {args} --json",
-                    bench_step(name, mode, round)
+                    "step {step} fdprof record --mode {mode} -o /tmp/bench.data -- \
+                     fdprof workload {args} --json"
+                ));
+                // What the programs themselves cost, to tell the bodies from the hooks.
+                steps.push(format!(
+                    "step {} fdprof report --json /tmp/bench.data",
+                    cost_step(&step)
                 ));
             }
         }
@@ -103,6 +108,11 @@ pub fn bench_script(modes: &[&str], rounds: usize, workloads: &[(&str, &[&str])]
 
 pub fn bench_step(workload: &str, mode: &str, round: usize) -> String {
     format!("bench:{workload}:{mode}:{round}")
+}
+
+/// The report step after the bench step `step`.
+pub fn cost_step(step: &str) -> String {
+    format!("{step}:cost")
 }
 
 /// The guest's `/init`: doctor once, then every scenario in every requested mode.
