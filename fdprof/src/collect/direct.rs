@@ -191,9 +191,33 @@ pub fn attach_syscalls(
     }))
 }
 
-/// The kernel's answer in a few words: the errno of the failing call, else the first line.
+/// The kernel's answer in a few words: the errno of the failing call (with the verifier's
+/// reason where it refused the program), else the first line.
 fn short(e: &anyhow::Error) -> String {
     for cause in e.chain() {
+        if let Some(aya::programs::ProgramError::LoadError {
+            io_error,
+            verifier_log,
+        }) = cause.downcast_ref::<aya::programs::ProgramError>()
+        {
+            let errno = io_error
+                .raw_os_error()
+                .map_or_else(|| io_error.to_string(), crate::probe::trial::errno_name);
+            let log = verifier_log.to_string();
+            // The verifier ends with statistics; its reason is the line before them.
+            let reason = log
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .rfind(|l| !l.starts_with("processed ") && !l.starts_with("verification time"));
+            return match reason {
+                Some(r) => format!(
+                    "{errno} (verifier: {})",
+                    crate::escape::name(&r.chars().take(160).collect::<String>())
+                ),
+                None => errno,
+            };
+        }
         if let Some(io) = cause.downcast_ref::<std::io::Error>()
             && let Some(errno) = io.raw_os_error()
         {
