@@ -110,6 +110,20 @@ pub const SYSCALL_INDEX: [u8; MAX_NR as usize] = {
     table
 };
 
+/// [`FD_SYSCALLS`]' effects by index, padded to a power of two: the programs look an effect up
+/// as `EFFECT_BY_INDEX[index & 63]`, a bound the verifier keeps even where the compiler spills
+/// the index to the stack between a range check and its use (6.1's verifier then loses the
+/// check and refuses the load).
+pub const EFFECT_BY_INDEX: [Effect; 64] = {
+    let mut table = [Effect::Alloc; 64];
+    let mut i = 0;
+    while i < FD_SYSCALLS.len() {
+        table[i] = FD_SYSCALLS[i].effect;
+        i += 1;
+    }
+    table
+};
+
 /// Slots of the in-flight table, indexed by `tid & (IN_FLIGHT_SLOTS - 1)`: an array lookup
 /// costs a fraction of a hash insert + delete on every syscall.
 pub const IN_FLIGHT_SLOTS: u32 = 1 << 16;

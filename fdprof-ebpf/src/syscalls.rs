@@ -13,7 +13,7 @@ use fdprof_common::{
     counters::{drop, global, per_syscall},
     events::{EventRecord, kind},
     syscalls::{
-        CLOSE_RANGE_CLOEXEC, Effect, F_DUPFD, F_DUPFD_CLOEXEC, FD_SYSCALLS, IN_FLIGHT_SLOTS,
+        CLOSE_RANGE_CLOEXEC, EFFECT_BY_INDEX, Effect, F_DUPFD, F_DUPFD_CLOEXEC, IN_FLIGHT_SLOTS,
         MAX_NR, NOT_TRACED, SYSCALL_INDEX, SyscallEntry,
     },
 };
@@ -42,9 +42,7 @@ pub(crate) fn index_of(nr: u64) -> Option<u32> {
 
 #[inline(always)]
 pub(crate) fn effect_of(index: u32) -> Effect {
-    FD_SYSCALLS
-        .get(index as usize)
-        .map_or(Effect::Alloc, |s| s.effect)
+    EFFECT_BY_INDEX[(index & 63) as usize]
 }
 
 /// Effects whose exit needs syscall arguments saved at entry.

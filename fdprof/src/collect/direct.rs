@@ -205,11 +205,17 @@ fn short(e: &anyhow::Error) -> String {
                 .map_or_else(|| io_error.to_string(), crate::probe::trial::errno_name);
             let log = verifier_log.to_string();
             // The verifier ends with statistics; its reason is the line before them.
+            const STATISTICS: [&str; 4] = [
+                "processed ",
+                "verification time",
+                "stack depth",
+                "max_states_per_insn",
+            ];
             let reason = log
                 .lines()
                 .map(str::trim)
                 .filter(|l| !l.is_empty())
-                .rfind(|l| !l.starts_with("processed ") && !l.starts_with("verification time"));
+                .rfind(|l| !STATISTICS.iter().any(|s| l.starts_with(s)));
             return match reason {
                 Some(r) => format!(
                     "{errno} (verifier: {})",
