@@ -43,8 +43,15 @@ use crate::{
 /// Nesting depth of spin waits on one CPU (task, softirq, hardirq, NMI).
 const SPIN_LEVELS: u32 = 4;
 
+/// This CPU's open spin waits, one per nesting level, in one element: one lookup finds them all.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct SpinWaits {
+    levels: [OpenWait; SPIN_LEVELS as usize],
+}
+
 #[map]
-static SPIN_WAITS: PerCpuArray<OpenWait> = PerCpuArray::with_max_entries(SPIN_LEVELS, 0);
+static SPIN_WAITS: PerCpuArray<SpinWaits> = PerCpuArray::with_max_entries(1, 0);
 
 #[map]
 static SLEEP_WAITS: HashMap<u32, OpenWait> = HashMap::with_max_entries(16384, 0);
@@ -272,12 +279,12 @@ fn begin<C: StackIdContext>(ctx: &C, lock: u64, flags: u32, btf: bool) {
         _pad: 0,
     };
     if flags & lcb::F_SPIN != 0 {
-        for level in 0..SPIN_LEVELS {
-            if let Some(slot) = SPIN_WAITS.get_ptr_mut(level) {
-                // SAFETY: per-CPU slot, this CPU only.
+        if let Some(waits) = SPIN_WAITS.get_ptr_mut(0) {
+            for level in 0..SPIN_LEVELS as usize {
+                // SAFETY: per-CPU value, this CPU only.
                 unsafe {
-                    if (*slot).lock_addr == 0 {
-                        *slot = wait;
+                    if (*waits).levels[level].lock_addr == 0 {
+                        (*waits).levels[level] = wait;
                         return;
                     }
                 }
@@ -297,15 +304,14 @@ fn begin<C: StackIdContext>(ctx: &C, lock: u64, flags: u32, btf: bool) {
 /// (it has none) pays a few loads.
 #[inline(always)]
 fn take_spin_wait(lock: u64) -> Option<OpenWait> {
-    for level in 0..SPIN_LEVELS {
-        if let Some(slot) = SPIN_WAITS.get_ptr_mut(level) {
-            // SAFETY: per-CPU slot, this CPU only.
-            unsafe {
-                if (*slot).lock_addr == lock {
-                    let wait = *slot;
-                    (*slot).lock_addr = 0;
-                    return Some(wait);
-                }
+    let waits = SPIN_WAITS.get_ptr_mut(0)?;
+    for level in 0..SPIN_LEVELS as usize {
+        // SAFETY: per-CPU value, this CPU only.
+        unsafe {
+            if (*waits).levels[level].lock_addr == lock {
+                let wait = (*waits).levels[level];
+                (*waits).levels[level].lock_addr = 0;
+                return Some(wait);
             }
         }
     }
