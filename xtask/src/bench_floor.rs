@@ -25,7 +25,8 @@ pub struct EmptyPrograms {
     fds: Vec<i32>,
 }
 
-fn bpf(cmd: i64, attr: &mut [u8; 128]) -> std::io::Result<i32> {
+/// One `bpf(2)` call with a 128-byte attribute block.
+pub fn bpf(cmd: i64, attr: &mut [u8; 128]) -> std::io::Result<i32> {
     // SAFETY: attr is a zero-padded bpf_attr of the size passed.
     let rc = unsafe { libc::syscall(libc::SYS_bpf, cmd, attr.as_mut_ptr(), attr.len()) };
     if rc < 0 {

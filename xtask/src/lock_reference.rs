@@ -6,6 +6,8 @@
 
 use anyhow::{Context, Result, bail};
 
+use crate::bench_floor::bpf;
+
 const BPF_MAP_CREATE: i64 = 0;
 const BPF_MAP_LOOKUP_ELEM: i64 = 1;
 const BPF_MAP_GET_NEXT_KEY: i64 = 4;
@@ -98,16 +100,6 @@ impl Program {
             self.code[*at][2..4].copy_from_slice(&off.to_le_bytes());
         }
         self.code.concat()
-    }
-}
-
-fn bpf(cmd: i64, attr: &mut [u8; 128]) -> std::io::Result<i32> {
-    // SAFETY: attr is a zero-padded bpf_attr of the size passed.
-    let rc = unsafe { libc::syscall(libc::SYS_bpf, cmd, attr.as_mut_ptr(), attr.len()) };
-    if rc < 0 {
-        Err(std::io::Error::last_os_error())
-    } else {
-        Ok(rc as i32)
     }
 }
 
