@@ -84,6 +84,19 @@ impl Program {
         self.code.push(i);
         self
     }
+    /// `r6 = ctx; r7 = now`: the clock before anything else.
+    fn clock_first(&mut self) -> &mut Self {
+        self.op(insn(MOV_REG, 6, 1, 0, 0))
+            .op(insn(CALL, 0, 0, 0, KTIME_GET_NS))
+            .op(insn(MOV_REG, 7, 0, 0, 0))
+    }
+    /// `r0 = lookup(map, r10 + key)`.
+    fn lookup(&mut self, map: i32, key: i32) -> &mut Self {
+        self.ld_map(1, map)
+            .op(insn(MOV_REG, 2, 10, 0, 0))
+            .op(insn(ADD_IMM, 2, 0, 0, key))
+            .op(insn(CALL, 0, 0, 0, MAP_LOOKUP))
+    }
     fn label(&mut self, name: &'static str) -> &mut Self {
         self.labels.push((name, self.code.len()));
         self
@@ -150,17 +163,12 @@ impl LockReference {
         // begin: now first; then, for a spinning waiter, START = {lock, now}.
         let mut begin = Program::new();
         begin
-            .op(insn(MOV_REG, r6, r1, 0, 0))
-            .op(insn(CALL, 0, 0, 0, KTIME_GET_NS))
-            .op(insn(MOV_REG, r7, r0, 0, 0))
+            .clock_first()
             .op(insn(LDX_DW, r1, r6, 8, 0))
             .op(insn(AND_IMM, r1, 0, 0, LCB_F_SPIN))
             .jump(insn(JEQ_IMM, r1, 0, 0, 0), "out")
             .op(insn(ST_W, r10, 0, -4, 0))
-            .ld_map(r1, start)
-            .op(insn(MOV_REG, r2, r10, 0, 0))
-            .op(insn(ADD_IMM, r2, 0, 0, -4))
-            .op(insn(CALL, 0, 0, 0, MAP_LOOKUP))
+            .lookup(start, -4)
             .jump(insn(JEQ_IMM, r0, 0, 0, 0), "out")
             .op(insn(LDX_DW, r1, r6, 0, 0))
             .op(insn(STX_DW, r0, r1, 0, 0))
@@ -171,14 +179,9 @@ impl LockReference {
 
         // end: now first; if START holds this lock, add now - start to WAITS[lock].
         let mut end = Program::new();
-        end.op(insn(MOV_REG, r6, r1, 0, 0))
-            .op(insn(CALL, 0, 0, 0, KTIME_GET_NS))
-            .op(insn(MOV_REG, r7, r0, 0, 0))
+        end.clock_first()
             .op(insn(ST_W, r10, 0, -4, 0))
-            .ld_map(r1, start)
-            .op(insn(MOV_REG, r2, r10, 0, 0))
-            .op(insn(ADD_IMM, r2, 0, 0, -4))
-            .op(insn(CALL, 0, 0, 0, MAP_LOOKUP))
+            .lookup(start, -4)
             .jump(insn(JEQ_IMM, r0, 0, 0, 0), "out")
             .op(insn(MOV_REG, r8, r0, 0, 0))
             .op(insn(LDX_DW, r1, r6, 0, 0))
@@ -189,10 +192,7 @@ impl LockReference {
             .op(insn(MOV_IMM, r3, 0, 0, 0))
             .op(insn(STX_DW, r8, r3, 0, 0))
             .op(insn(STX_DW, r10, r1, -16, 0))
-            .ld_map(r1, waits)
-            .op(insn(MOV_REG, r2, r10, 0, 0))
-            .op(insn(ADD_IMM, r2, 0, 0, -16))
-            .op(insn(CALL, 0, 0, 0, MAP_LOOKUP))
+            .lookup(waits, -16)
             .jump(insn(JEQ_IMM, r0, 0, 0, 0), "insert")
             .op(insn(LDX_DW, r1, r0, 0, 0))
             .op(insn(ADD_IMM, r1, 0, 0, 1))
