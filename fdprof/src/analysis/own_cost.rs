@@ -37,11 +37,16 @@ pub fn own_cost(rec: &Recording) -> OwnCost {
 /// The programs, with the per-syscall fentry and fexit programs of the direct modes (one pair
 /// per syscall function, 36 each) summed into one row each: `fdprof_fes_* (36 programs)`.
 fn grouped(programs: &[RecordedCost]) -> Vec<RecordedCost> {
-    const FAMILIES: [&str; 2] = ["fdprof_fes_", "fdprof_fxs_"];
+    use fdprof_common::probes::program::SYSCALL_FENTRY;
     let mut out: Vec<(RecordedCost, usize)> = Vec::new();
     for p in programs {
-        let family = FAMILIES.iter().find(|f| p.name.starts_with(**f));
-        let key = family.map_or(p.name.clone(), |f| format!("{f}*"));
+        let entry = SYSCALL_FENTRY.iter().any(|(e, _)| *e == p.name);
+        let exit = SYSCALL_FENTRY.iter().any(|(_, x)| *x == p.name);
+        let key = match (entry, exit) {
+            (true, _) => "fdprof_fes_*".to_string(),
+            (_, true) => "fdprof_fxs_*".to_string(),
+            _ => p.name.clone(),
+        };
         match out.iter_mut().find(|(g, _)| g.name == key) {
             Some((g, n)) => {
                 g.run_time_ns = g.run_time_ns.saturating_add(p.run_time_ns);
