@@ -139,7 +139,7 @@ pub fn current_files() -> Option<u64> {
 /// `&current->files->file_lock`.
 #[inline(always)]
 pub fn current_file_lock() -> Option<u64> {
-    current_files().map(|f| f + u64::from(global(&OFF_FILES_FILE_LOCK)))
+    Some(own_lock(OwnLock::FileLock, false)).filter(|&lock| lock != 0)
 }
 
 /// `files->next_fd`, `files->fdt` and `fdt->max_fds`.
