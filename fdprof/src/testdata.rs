@@ -227,6 +227,7 @@ pub fn recording() -> Recording {
         },
         notes: vec!["tracepoint mode: waits are seen from lock:contention_begin".into()],
         series: None,
+        cpu: None,
     }
 }
 
@@ -383,6 +384,7 @@ pub fn command_recording() -> Recording {
         },
         notes: vec![],
         series: None,
+        cpu: None,
     }
 }
 

@@ -67,6 +67,10 @@ pub fn sites<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec
     seq(d, PhantomData, SITES, "contention sites")
 }
 
+pub fn cpu_sites<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec<T>, D::Error> {
+    seq(d, PhantomData, SITES, "on-CPU stacks")
+}
+
 pub fn syscalls<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec<T>, D::Error> {
     seq(d, PhantomData, SYSCALLS, "syscalls")
 }

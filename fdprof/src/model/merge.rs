@@ -60,6 +60,7 @@ pub fn add(into: &mut Recording, other: &Recording) {
         own_cost,
         notes,
         series: _,
+        cpu: _,
     } = into;
     // `format` and `version` are this fdprof's; the rest of the facts are kept unless unknown.
     keep_unless_empty(fdprof_version, &other.fdprof_version);

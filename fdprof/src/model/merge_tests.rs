@@ -190,6 +190,7 @@ fn empty_like(r: &Recording) -> Recording {
         own_cost: OwnCost::default(),
         notes: Vec::new(),
         series: r.series.clone(),
+        cpu: r.cpu.clone(),
     }
 }
 

@@ -238,6 +238,38 @@ pub struct StackWalks {
     pub refresh_every: u32,
 }
 
+/// The event that drove on-CPU sampling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CpuEvent {
+    /// The `cpu-clock` software event: the only one a machine without a PMU has.
+    CpuClock,
+    /// Hardware cycles.
+    Cycles,
+}
+
+/// On-CPU samples of the target (`record --cpu`), merged by stack pair.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CpuProfile {
+    pub event: CpuEvent,
+    /// Samples a second asked for, per CPU; each sample stands for 1/frequency of CPU time.
+    pub frequency_hz: u64,
+    #[serde(deserialize_with = "bounded::cpu_sites")]
+    pub samples: Vec<CpuSite>,
+}
+
+/// Samples taken in one pair of stacks.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CpuSite {
+    /// Innermost frame first; empty when the sample was taken in user mode or the stack could
+    /// not be taken (counted in drops).
+    #[serde(deserialize_with = "bounded::frames")]
+    pub kernel_stack: Vec<Frame>,
+    #[serde(deserialize_with = "bounded::frames")]
+    pub user_stack: Vec<Frame>,
+    pub count: u64,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Recording {
     #[serde(deserialize_with = "bounded::name")]
@@ -285,6 +317,9 @@ pub struct Recording {
     /// `record --interval`: one sample per interval; absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub series: Option<super::series::Series>,
+    /// `record --cpu`: the target's on-CPU samples; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<CpuProfile>,
 }
 
 fn always_timed() -> bool {

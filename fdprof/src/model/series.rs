@@ -267,6 +267,7 @@ pub fn sample_recording(rec: &Recording, sample: &Sample, last: bool) -> Recordi
         own_cost: Default::default(),
         notes: rec.notes.clone(),
         series: None,
+        cpu: None,
     }
 }
 
