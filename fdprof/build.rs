@@ -19,11 +19,38 @@ fn main() {
     }
     println!("cargo:rerun-if-changed=build/ebpf_toolchain.rs");
 
+    println!("cargo:rustc-env=FDPROF_GIT_COMMIT={}", git_commit(&root));
+
     let out = PathBuf::from(std::env::var_os("OUT_DIR").unwrap());
     if let Err(msg) = build_ebpf(&root, &out) {
         eprintln!("error: {msg}");
         std::process::exit(1);
     }
+}
+
+/// The commit being built, for `--version`, or `unknown` outside a git checkout (a source
+/// tarball). The build reruns when HEAD or the branch it names moves.
+fn git_commit(root: &Path) -> String {
+    let git = |args: &[&str]| -> Option<String> {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(root)
+            .output()
+            .ok()?;
+        let text = String::from_utf8(out.stdout).ok()?;
+        (out.status.success() && !text.trim().is_empty()).then(|| text.trim().to_string())
+    };
+    let Some(commit) = git(&["rev-parse", "--short=12", "HEAD"]) else {
+        return "unknown".into();
+    };
+    let mut watched = vec!["HEAD".to_string(), "packed-refs".to_string()];
+    watched.extend(git(&["symbolic-ref", "-q", "HEAD"]));
+    for name in watched {
+        if let Some(path) = git(&["rev-parse", "--git-path", &name]) {
+            println!("cargo:rerun-if-changed={}", root.join(path).display());
+        }
+    }
+    commit
 }
 
 /// Builds the objects and copies them to `out_dir/{fdprof,fdprof-doctor}.bpf.o`.

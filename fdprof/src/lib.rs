@@ -6,6 +6,14 @@
 //! [`commands`] holds one file per subcommand; the binary is a thin `main` over
 //! [`commands::main`]. `docs/architecture.md` draws the whole path.
 
+/// `0.1.0 (git 1a2b3c4d5e6f)`: the version and the commit it was built from.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (git ",
+    env!("FDPROF_GIT_COMMIT"),
+    ")"
+);
+
 pub mod analysis;
 pub mod collect;
 pub mod commands;

@@ -1,4 +1,5 @@
-//! Developer tasks: `cargo xtask bootstrap | build | demo | test | bench | vm-test`.
+//! Developer tasks: `cargo xtask bootstrap | build | demo | test | bench | vm-test | install |
+//! uninstall | deb`.
 
 mod bench_daemon;
 mod bench_floor;
@@ -8,6 +9,7 @@ mod bench_top;
 mod bench_workload;
 mod bootstrap;
 mod lock_reference;
+mod package;
 mod run;
 mod vm_test;
 
@@ -56,6 +58,20 @@ enum Task {
         #[arg(long)]
         mttcg: bool,
     },
+    /// Build, then install the binary, man pages and completions under a prefix (replacing an
+    /// earlier install there)
+    Install {
+        /// Where to install (bin/, share/man/, share/…-completion/ under it)
+        #[arg(long, value_name = "DIR")]
+        prefix: Option<std::path::PathBuf>,
+    },
+    /// Remove what `install` put under the prefix
+    Uninstall {
+        #[arg(long, value_name = "DIR")]
+        prefix: Option<std::path::PathBuf>,
+    },
+    /// Build the Debian package: target/deb/fdprof_VERSION_ARCH.deb
+    Deb,
 }
 
 fn main() {
@@ -72,6 +88,12 @@ fn main() {
             "daemon" => bench_daemon::run(&args),
             _ => bench_overhead::run(&args),
         }),
+        Task::Install { prefix } => package::prefix_arg(prefix)
+            .and_then(|p| bootstrap::run().and_then(|()| package::install(&p))),
+        Task::Uninstall { prefix } => {
+            package::prefix_arg(prefix).and_then(|p| package::uninstall(&p))
+        }
+        Task::Deb => bootstrap::run().and_then(|()| package::deb().map(drop)),
         Task::VmTest {
             kernel,
             mode,

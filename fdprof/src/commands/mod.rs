@@ -6,6 +6,7 @@ pub mod daemon;
 pub mod doctor;
 pub mod duration;
 pub mod flamegraph;
+pub mod generate;
 pub mod live;
 pub mod playback;
 pub mod record;
@@ -16,14 +17,14 @@ pub mod workload;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 use crate::error::Fatal;
 
 #[derive(Parser)]
 #[command(
     name = "fdprof",
-    version,
+    version = crate::VERSION,
     about = "Profile the Linux fd table: alloc_fd, close and files->file_lock"
 )]
 struct Cli {
@@ -48,6 +49,14 @@ enum Command {
     /// Serve the figures of processes as they come and go: Prometheus metrics, reports,
     /// flamegraphs and a live stream over HTTP
     Daemon(self::daemon::DaemonArgs),
+    /// Write the man pages or a shell's completions (for packaging)
+    #[command(hide = true)]
+    Generate(self::generate::GenerateArgs),
+}
+
+/// The whole command line, for the man pages and completions generated from it.
+pub fn cli() -> clap::Command {
+    Cli::command()
 }
 
 /// Runs the program; every error becomes one line on stderr and a non-zero exit code.
@@ -61,6 +70,7 @@ pub fn main() -> ExitCode {
         Command::Report(args) => self::report::run(&args),
         Command::Flamegraph(args) => self::flamegraph::run(&args),
         Command::Daemon(args) => self::daemon::run(args),
+        Command::Generate(args) => self::generate::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -98,6 +98,8 @@ pub struct Rlimit {
 /// Everything `doctor` reports.
 #[derive(Debug, Clone, Serialize)]
 pub struct Capabilities {
+    /// fdprof's version and the commit it was built from.
+    pub fdprof_version: String,
     pub kernel_release: String,
     /// Whether the kernel's BTF could be read and parsed, from where, and why not.
     pub btf: bool,
@@ -260,6 +262,7 @@ impl Capabilities {
         );
 
         Ok(Self {
+            fdprof_version: crate::VERSION.into(),
             kernel_release: kernel_release(),
             btf: btf.is_some(),
             btf_path: btf_path.display().to_string(),
