@@ -104,6 +104,17 @@ impl ThreadCounters {
                 });
             }
         }
+        if out.threads.is_empty() {
+            // Nothing counted: no counter has a value, whichever could have been opened.
+            let why = if threads.is_empty() || gone > 0 {
+                "the target exited before its counters were opened"
+            } else {
+                "no thread of the target could be counted"
+            };
+            out.unavailable
+                .extend(names.iter().map(|&name| (name, why.to_string())));
+            out.unavailable.sort_by_key(|(name, _)| *name);
+        }
         if gone > 0 {
             out.notes.push(format!(
                 "counters: {gone} threads exited before their counters were opened"

@@ -42,6 +42,9 @@ pub(super) fn counters(out: &mut Vec<String>, r: &Report) {
 }
 
 fn threads(out: &mut Vec<String>, c: &Counters) {
+    if c.threads.is_empty() {
+        return;
+    }
     let shown: Vec<usize> = (0..c.totals.len())
         .filter(|&i| c.totals[i].unavailable.is_none())
         .collect();
