@@ -91,3 +91,77 @@ fn value_text(name: CounterName, v: u64) -> String {
         _ => v.to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::analysis::{CounterName, CounterTotal, Counters, Report, TargetCpu, ThreadRow};
+
+    fn total(name: CounterName, value: Option<u64>, running: u64) -> CounterTotal {
+        CounterTotal {
+            name,
+            unavailable: value.is_none().then(|| "no hardware PMU (ENOENT)".into()),
+            value,
+            raw: value.unwrap_or(0),
+            time_enabled_ns: 100,
+            time_running_ns: running,
+            multiplexed: running < 100,
+            running_share: Some(running as f64 / 100.0),
+        }
+    }
+
+    #[test]
+    fn counters_and_the_cost_line_read_as_figures() {
+        let mut r = Report::default();
+        r.counters = Some(Counters {
+            totals: vec![
+                total(CounterName::TaskClock, Some(2_000_000), 100),
+                total(CounterName::PageFaults, Some(6000), 50),
+                total(CounterName::Cycles, None, 0),
+            ],
+            threads: vec![
+                ThreadRow {
+                    tid: Some(7),
+                    comm: "w\x1b1".into(),
+                    threads: 1,
+                    values: vec![Some(2_000_000), Some(6000), None],
+                },
+                ThreadRow {
+                    tid: None,
+                    comm: "(300 other threads)".into(),
+                    threads: 300,
+                    values: vec![Some(0), Some(0), None],
+                },
+            ],
+            folded_threads: 300,
+        });
+        r.own_cost.target_cpu = Some(TargetCpu {
+            target_cpu_ns: 2_000_000,
+            programs_ns: Some(20_000),
+            programs_share: Some(0.01),
+            collector_share: Some(0.5),
+        });
+        let text = crate::render::text::text(&r);
+        let lines: Vec<&str> = text.lines().collect();
+        let line = |start: &str| {
+            *lines
+                .iter()
+                .find(|l| l.trim_start().starts_with(start))
+                .unwrap_or_else(|| panic!("no line {start:?} in\n{text}"))
+        };
+        assert!(line("task-clock ").contains("2.00 ms"), "{text}");
+        assert!(line("page-faults ").contains("scaled: on the PMU 50.0% of its time"));
+        assert!(line("cycles ").contains("unavailable: no hardware PMU (ENOENT)"));
+        // The table has the counted columns only, and names escaped.
+        assert!(!line("tid ").contains("cycles"), "{text}");
+        assert!(line("7 ").contains("w\\x1b1"), "{text}");
+        assert!(line("- ").contains("(300 other threads)"), "{text}");
+        assert!(text.contains("300 threads of least task-clock are folded"));
+        assert!(
+            text.contains(
+                "beside the target's 2.00 ms on CPU (task-clock): fdprof's programs ran for \
+                 ~20.0 µs (1.0% of it"
+            ),
+            "{text}"
+        );
+    }
+}
