@@ -111,29 +111,31 @@ mod tests {
 
     #[test]
     fn counters_and_the_cost_line_read_as_figures() {
-        let mut r = Report::default();
-        r.counters = Some(Counters {
-            totals: vec![
-                total(CounterName::TaskClock, Some(2_000_000), 100),
-                total(CounterName::PageFaults, Some(6000), 50),
-                total(CounterName::Cycles, None, 0),
-            ],
-            threads: vec![
-                ThreadRow {
-                    tid: Some(7),
-                    comm: "w\x1b1".into(),
-                    threads: 1,
-                    values: vec![Some(2_000_000), Some(6000), None],
-                },
-                ThreadRow {
-                    tid: None,
-                    comm: "(300 other threads)".into(),
-                    threads: 300,
-                    values: vec![Some(0), Some(0), None],
-                },
-            ],
-            folded_threads: 300,
-        });
+        let mut r = Report {
+            counters: Some(Counters {
+                totals: vec![
+                    total(CounterName::TaskClock, Some(2_000_000), 100),
+                    total(CounterName::PageFaults, Some(6000), 50),
+                    total(CounterName::Cycles, None, 0),
+                ],
+                threads: vec![
+                    ThreadRow {
+                        tid: Some(7),
+                        comm: "w\x1b1".into(),
+                        threads: 1,
+                        values: vec![Some(2_000_000), Some(6000), None],
+                    },
+                    ThreadRow {
+                        tid: None,
+                        comm: "(300 other threads)".into(),
+                        threads: 300,
+                        values: vec![Some(0), Some(0), None],
+                    },
+                ],
+                folded_threads: 300,
+            }),
+            ..Report::default()
+        };
         r.own_cost.target_cpu = Some(TargetCpu {
             target_cpu_ns: 2_000_000,
             programs_ns: Some(20_000),
