@@ -41,6 +41,9 @@ pub struct OwnCost {
     pub collector_cpu_ns: u64,
     /// `collector_cpu_ns` of the recording's duration, 0..=1 (of one CPU).
     pub collector_cpu_share: Option<f64>,
+    /// fdprof's cost beside the target's task-clock; absent without counters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_cpu: Option<crate::TargetCpu>,
 }
 
 /// One eBPF program's run-time statistics.

@@ -10,6 +10,7 @@
 mod activity;
 mod contention;
 mod cost;
+mod counters;
 mod histogram;
 mod live;
 mod lock;
@@ -20,6 +21,7 @@ mod stacks;
 pub use activity::{Scan, Syscall, SyscallLatency, Table};
 pub use contention::{Contention, Function, LockOperation, LockTotal, StackWalks};
 pub use cost::{DropCounter, Drops, OwnCost, ProgramCost};
+pub use counters::{CounterName, CounterTotal, Counters, TargetCpu, ThreadRow};
 pub use histogram::{Bucket, Histogram, LatencyLevel, Unit};
 pub use live::{Event, EventKind, Interval};
 pub use lock::{Lock, NamedBy};

@@ -6,6 +6,7 @@
 //! `fdprof report --json` prints as it is.
 
 mod contention;
+mod counters;
 mod drops;
 mod flamegraph;
 mod functions;
@@ -27,6 +28,7 @@ mod tests;
 pub use fdprof_figures::*;
 
 pub use contention::{by_lock, by_lock_operation, contention, stack_walks};
+pub use counters::{counters, target_cpu};
 pub use drops::drops;
 pub use flamegraph::{FlamegraphOptions, Folded, FoldedStack, LockFilter, OpFilter, folded};
 pub use functions::functions;
@@ -65,6 +67,7 @@ pub fn report(rec: &Recording, opts: &ReportOptions) -> Report {
         drops: drops(rec),
         own_cost: own_cost(rec),
         rates: series_rates(rec),
+        counters: counters(rec),
     }
 }
 

@@ -6,13 +6,14 @@ use super::{mean, share, sum};
 use crate::model::{Recording, recording::ProgramCost as RecordedCost};
 
 /// Per program and in sum: run time, runs, ns per run and recursion misses; the programs' share
-/// of one CPU over the statistics window and the collector's over the recording.
+/// of one CPU over the statistics window and the collector's over the recording; both beside
+/// the target's task-clock where counters were recorded.
 pub fn own_cost(rec: &Recording) -> OwnCost {
     let c = &rec.own_cost;
     let run_time_ns = sum(c.programs.iter().map(|p| p.run_time_ns));
     let run_count = sum(c.programs.iter().map(|p| p.run_count));
     let window = stats_window(rec);
-    OwnCost {
+    let mut cost = OwnCost {
         programs: grouped(&c.programs)
             .into_iter()
             .map(|p| ProgramCost {
@@ -31,7 +32,10 @@ pub fn own_cost(rec: &Recording) -> OwnCost {
         stats_window_ns: window,
         collector_cpu_ns: c.collector_cpu_ns,
         collector_cpu_share: share(c.collector_cpu_ns, rec.duration_ns),
-    }
+        target_cpu: None,
+    };
+    cost.target_cpu = super::target_cpu(rec, super::counters(rec).as_ref(), &cost);
+    cost
 }
 
 /// The programs, with the per-syscall fentry and fexit programs of the direct modes (one pair

@@ -15,6 +15,7 @@ use fdprof_common::{
 use super::session::{self, Request, Session, Streams};
 use crate::collect::{
     TargetSpec,
+    counters::ThreadCounters,
     stats::own_cpu_ns,
     stream::{Collector, IntervalDelta, Received, StreamOptions, Update},
     target,
@@ -22,6 +23,7 @@ use crate::collect::{
 use crate::model::{
     assemble::{self, Run},
     build::Symbolizers,
+    counters::Counters,
     series::{self, Series},
 };
 use crate::output::Output;
@@ -62,6 +64,10 @@ pub struct RecordArgs {
     /// per syscall); without it the syscalls are counted exactly but not timed
     #[arg(long, conflicts_with = "lock_only")]
     pub latency: bool,
+    /// Do not count the target's threads' task-clock, context switches, migrations, page faults
+    /// (and cycles, instructions, cache misses where there is a PMU)
+    #[arg(long)]
+    pub no_counters: bool,
     /// Keep raw kernel and user addresses in the recording (they reveal the KASLR layout)
     #[arg(long)]
     pub raw_addrs: bool,
@@ -111,6 +117,11 @@ pub fn run(args: RecordArgs) -> Result<()> {
         streams: Streams::Inherit,
     };
     let (mut session, profiler) = session::start(request, || args.output.check())?;
+    // Opened on a launched command's held thread, so its whole run is counted.
+    let counted = (!args.no_counters)
+        .then(|| session.counted_threads())
+        .flatten();
+    let counters = counted.as_deref().map(ThreadCounters::open);
     session.go()?;
     eprintln!(
         "fdprof: recording {} ({} mode{}); Ctrl-C to stop",
@@ -137,6 +148,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
     let (end_reason, duration_ns) =
         record_until_the_end(&args, &mut collector, &mut session, series.as_mut());
     let snap = collector.finish()?; // detached before the slow part
+    let counters = counters.map(ThreadCounters::read);
     if let Some(pid) = session.resolved.pid.filter(|&p| target::process_alive(p)) {
         session.user_syms.snapshot_maps(pid);
     }
@@ -156,6 +168,12 @@ pub fn run(args: RecordArgs) -> Result<()> {
     let all = session.target.kind == TargetKind::All;
     if all {
         notes.push("user stacks are not symbolized in system-wide mode".into());
+        if !args.no_counters {
+            notes.push("per-thread counters are not collected in system-wide mode (-a)".into());
+        }
+    }
+    if let Some(c) = &counters {
+        notes.extend(c.notes.iter().cloned());
     }
 
     let user_pid = session.user_pid();
@@ -179,6 +197,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
     };
     let mut recording = assemble::recording(&snap, run, &mut sym);
     recording.series = series;
+    recording.counters = counters.as_ref().map(Counters::from);
     recording.write(&args.output)?;
     let waits: u64 = recording.contention.iter().map(|c| c.count).sum();
     let calls: u64 = recording.syscalls.iter().map(|s| s.calls).sum();

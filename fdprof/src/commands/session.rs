@@ -222,6 +222,39 @@ impl Session {
         }
     }
 
+    /// The threads whose counters `record` opens (tid, comm): a process's threads now, the
+    /// thread, or a launched command's one (held) thread, named after its program; none
+    /// system-wide.
+    pub fn counted_threads(&self) -> Option<Vec<(u32, String)>> {
+        use crate::collect::counters::{comm, threads_of};
+        use fdprof_common::session::TargetKind;
+        let pid = self.resolved.pid?;
+        Some(match self.target.kind {
+            TargetKind::All | TargetKind::Name => return None,
+            TargetKind::Pid => threads_of(pid),
+            TargetKind::Tid => {
+                let tid = self.resolved.tid?;
+                vec![(tid, comm(tid))]
+            }
+            TargetKind::Command => {
+                let program = self
+                    .target
+                    .command
+                    .first()
+                    .map_or("", |p| p.rsplit('/').next().unwrap_or(p));
+                // As the kernel names it after exec: 15 bytes (TASK_COMM_LEN - 1).
+                let name: String = program
+                    .chars()
+                    .scan(0, |bytes, c| {
+                        *bytes += c.len_utf8();
+                        (*bytes <= 15).then_some(c)
+                    })
+                    .collect();
+                vec![(pid, name)]
+            }
+        })
+    }
+
     /// The single process whose user stacks can be symbolized (none system-wide).
     pub fn user_pid(&self) -> Option<u32> {
         match self.target.kind {

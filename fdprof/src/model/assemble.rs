@@ -60,5 +60,6 @@ pub fn recording(snap: &Snapshot, run: Run, sym: &mut Symbolizers) -> Recording 
         notes: run.notes,
         series: None,
         cpu: None,
+        counters: None,
     }
 }

@@ -38,6 +38,11 @@ pub const SAMPLES: usize = 1_000_000;
 /// Wait rows of one sample: one per (lock, operation), named locks past the first few hundred
 /// folded into their kind's rows (`series::sample`).
 pub const SAMPLE_WAITS: usize = 512;
+/// Rows of per-thread counters: the threads of most task-clock, the rest folded into one
+/// (`model::counters::bound_rows`).
+pub const COUNTER_ROWS: usize = 256;
+/// Counters of a recording, and readings of one thread: one per `CounterName`, room to grow.
+pub const COUNTERS: usize = 32;
 /// Words of a command line: execve takes at most 6 MiB of strings and pointers, at least 9
 /// bytes a word.
 pub const ARG_WORDS: usize = 1 << 20;
@@ -69,6 +74,18 @@ pub fn sites<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec
 
 pub fn cpu_sites<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec<T>, D::Error> {
     seq(d, PhantomData, SITES, "on-CPU stacks")
+}
+
+pub fn counter_rows<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Vec<T>, D::Error> {
+    seq(d, PhantomData, COUNTER_ROWS, "counter rows")
+}
+
+pub fn counter_events<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Vec<T>, D::Error> {
+    seq(d, PhantomData, COUNTERS, "counters")
 }
 
 pub fn syscalls<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec<T>, D::Error> {
@@ -129,6 +146,10 @@ pub fn function<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
 
 pub fn module<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
     d.deserialize_option(OptStr(Str(PATH_BYTES, "module name")))
+}
+
+pub fn opt_text<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    d.deserialize_option(OptStr(Str(TEXT_BYTES, "text")))
 }
 
 pub fn text<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {

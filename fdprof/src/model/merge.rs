@@ -61,6 +61,7 @@ pub fn add(into: &mut Recording, other: &Recording) {
         notes,
         series: _,
         cpu: _,
+        counters,
     } = into;
     // `format` and `version` are this fdprof's; the rest of the facts are kept unless unknown.
     keep_unless_empty(fdprof_version, &other.fdprof_version);
@@ -91,6 +92,11 @@ pub fn add(into: &mut Recording, other: &Recording) {
     }
     add_own_cost(own_cost, &other.own_cost);
     add_notes(notes, &other.notes);
+    match (counters.as_mut(), &other.counters) {
+        (Some(c), Some(o)) => super::counters::add(c, o),
+        (None, Some(o)) => *counters = Some(o.clone()),
+        (_, None) => {}
+    }
 }
 
 /// Keeps the `max` sites with stacks that have the most total wait; the others lose their

@@ -191,6 +191,7 @@ fn empty_like(r: &Recording) -> Recording {
         notes: Vec::new(),
         series: r.series.clone(),
         cpu: r.cpu.clone(),
+        counters: r.counters.clone(),
     }
 }
 
@@ -511,4 +512,52 @@ fn a_sum_is_timed_only_if_both_parts_were() {
     let mut sum = timed.clone();
     add(&mut sum, &timed);
     assert!(sum.syscall_latency);
+}
+
+/// Counters add per thread; a recording without counters adds none and takes the other's.
+#[test]
+fn recordings_add_their_counters() {
+    use crate::collect::counters::{CounterReadings, Reading, ThreadReadings};
+    use crate::model::counters::Counters;
+    use fdprof_figures::CounterName;
+    let counted = |tid: u32, faults: u64| {
+        let mut r = testdata::recording();
+        r.counters = Some(Counters::from(&CounterReadings {
+            unavailable: vec![(CounterName::Cycles, "no hardware PMU (ENOENT)".into())],
+            threads: vec![ThreadReadings {
+                tid,
+                comm: "t".into(),
+                readings: vec![Reading {
+                    name: CounterName::PageFaults,
+                    count: faults,
+                    time_enabled_ns: 10,
+                    time_running_ns: 10,
+                }],
+            }],
+            notes: Vec::new(),
+        }));
+        r
+    };
+    let mut sum = testdata::recording();
+    add(&mut sum, &counted(7, 100));
+    add(&mut sum, &counted(7, 20));
+    add(&mut sum, &counted(8, 3));
+    add(&mut sum, &testdata::recording());
+    let c = sum.counters.unwrap();
+    let rows: Vec<(Option<u32>, u64)> = c
+        .threads
+        .iter()
+        .map(|t| (t.tid, t.count(CounterName::PageFaults)))
+        .collect();
+    assert_eq!(rows, [(Some(7), 120), (Some(8), 3)]);
+    let cycles = c
+        .events
+        .iter()
+        .find(|e| e.name == CounterName::Cycles)
+        .unwrap();
+    assert_eq!(
+        cycles.unavailable.as_deref(),
+        Some("no hardware PMU (ENOENT)")
+    );
+    assert_eq!(c.events.len(), CounterName::ALL.len());
 }

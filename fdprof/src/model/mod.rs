@@ -3,6 +3,7 @@
 pub mod assemble;
 pub mod bounded;
 pub mod build;
+pub mod counters;
 pub mod events;
 pub mod hist;
 pub mod lock;

@@ -88,6 +88,21 @@ pub(super) fn own_cost(out: &mut Vec<String>, r: &Report) {
         duration(c.collector_cpu_ns),
         percent(c.collector_cpu_share)
     ));
+    if let Some(t) = &c.target_cpu {
+        let programs = match t.programs_ns {
+            Some(ns) => format!(
+                "fdprof's programs ran for ~{} ({} of it, extrapolated from the sampled windows)",
+                duration(ns),
+                percent(t.programs_share)
+            ),
+            None => "fdprof's programs' run time not measured".into(),
+        };
+        out.push(format!(
+            "  beside the target's {} on CPU (task-clock): {programs}; collector {}",
+            duration(t.target_cpu_ns),
+            percent(t.collector_share)
+        ));
+    }
 }
 
 fn per_run(ns: Option<f64>) -> String {

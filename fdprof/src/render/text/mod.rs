@@ -4,6 +4,7 @@
 mod activity;
 mod contention;
 mod cost;
+mod counters;
 mod functions;
 mod header;
 mod rates;
@@ -31,6 +32,7 @@ pub fn text(report: &Report) -> String {
         out.push("  not recorded (--lock-only): no scan, syscall or table figures".into());
     }
     rates::rates(&mut out, report);
+    counters::counters(&mut out, report);
     cost::drops(&mut out, report);
     cost::own_cost(&mut out, report);
     let mut s = out.join("\n");
