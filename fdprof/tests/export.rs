@@ -156,6 +156,24 @@ fn pprof_cpu_profile_is_read_by_go_tool_pprof() {
     );
 }
 
+#[test]
+fn kernel_addresses_leave_only_when_asked_twice() {
+    let mut rec = fdprof::testdata::recording();
+    rec.raw_addrs = true;
+    rec.contention[0].kernel_stack[0].address = Some(0xffff_ffff_8123_4567);
+    let file = tmp("raw-addrs.data");
+    std::fs::write(&file, serde_json::to_vec(&rec).unwrap()).unwrap();
+    let (plain, raw) = (tmp("plain.pb.gz"), tmp("raw.pb.gz"));
+    export(&file, &["--format", "pprof"], &plain);
+    export(&file, &["--format", "pprof", "--raw-addrs"], &raw);
+    assert!(!go_pprof(&["-raw"], &plain).contains("0xffffffff81234567"));
+    assert!(go_pprof(&["-raw"], &raw).contains("0xffffffff81234567"));
+    // Written as every fdprof file is: 0600.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&raw).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+}
+
 /// The schema shipped by the `speedscope` npm package, installed once under the target dir.
 fn speedscope_schema() -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("speedscope-npm");
