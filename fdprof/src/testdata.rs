@@ -12,8 +12,8 @@ use fdprof_common::{
 
 use crate::model::hist::Log2Hist;
 use crate::model::recording::{
-    ContentionSite, DropCount, Frame, OwnCost, ProgramCost, Recording, ScanStats, SyscallStats,
-    TableStats, Target,
+    ContentionSite, CpuEvent, CpuProfile, CpuSite, DropCount, Frame, OwnCost, ProgramCost,
+    Recording, ScanStats, SyscallStats, TableStats, Target,
 };
 
 pub fn frame(function: &str, offset: u64, module: Option<&str>) -> Frame {
@@ -230,6 +230,29 @@ pub fn recording() -> Recording {
         cpu: None,
         counters: None,
     }
+}
+
+/// [`recording`] with on-CPU samples at 99 Hz: 7 in `alloc_fd` under `main`, 3 in `main` in
+/// user mode (no kernel stack).
+pub fn cpu_recording() -> Recording {
+    let mut rec = recording();
+    rec.cpu = Some(CpuProfile {
+        event: CpuEvent::CpuClock,
+        frequency_hz: 99,
+        samples: vec![
+            CpuSite {
+                kernel_stack: vec![frame("alloc_fd", 0x10, None)],
+                user_stack: vec![frame("main", 0x1, Some("opensock"))],
+                count: 7,
+            },
+            CpuSite {
+                kernel_stack: vec![],
+                user_stack: vec![frame("main", 0x1, Some("opensock"))],
+                count: 3,
+            },
+        ],
+    });
+    rec
 }
 
 /// Innermost first, as recorded.

@@ -4,7 +4,9 @@
 //! Kernel side: a rustc with `rust-src` of the same release (a rustup toolchain that has it, else
 //! Debian's `rustc-web` + `rust-web-src`) and `bpf-linker` built against LLVM 22. Tests: `bpftool`,
 //! `tmux`, and `prometheus` (with `promtool`) for the daemon's and the dashboard's tests, which
-//! run their own Prometheus: the packaged service is never left running (`service_guard`).
+//! run their own Prometheus: the packaged service is never left running (`service_guard`);
+//! `golang-go`, `python3-jsonschema` and `npm` for the export tests (`go tool pprof`, speedscope's
+//! schema).
 
 use std::process::Command;
 use std::time::Instant;
@@ -25,18 +27,31 @@ const BPF_LINKER_VERSION: &str = "0.13.0";
 /// What the tests run: bpftool (an independent reader of the kernel's BTF), tmux (a real
 /// terminal for `fdprof top`'s screen) and prometheus + promtool (scrape `fdprof daemon`, check
 /// the dashboard's queries and the scrape config) and systemd (`systemd-analyze verify` checks
-/// the unit example in `dashboards/`; most Debian hosts have it already).
+/// the unit example in `dashboards/`; most Debian hosts have it already), golang-go (`go tool
+/// pprof` reads `fdprof export`'s profiles), python3-jsonschema (checks speedscope exports
+/// against the schema of the `speedscope` npm package), and what the Debian package's round
+/// trip needs (dpkg-dev, lintian, sudo, man-db).
 const TEST_PACKAGES: &[&str] = &[
     "bpftool",
     "tmux",
     "prometheus",
     "systemd",
-    // the package's round trip: building it, checking it, installing it, using it
+    "golang-go",
+    "python3-jsonschema",
     "dpkg-dev",
     "lintian",
     "sudo",
     "man-db",
 ];
+/// Commands the tests run and the package that brings each where it is missing: npm installs
+/// the `speedscope` package for its schema (a host's Node.js may bring npm from elsewhere).
+const TEST_COMMANDS: &[(&str, &str)] = &[("npm", "npm")];
+
+/// Whether `command` is on the PATH.
+fn on_path(command: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(command).is_file()))
+}
 
 fn installed(package: &str) -> bool {
     Command::new("dpkg-query")
@@ -119,6 +134,12 @@ pub fn run() -> Result<()> {
         missing.push(LLVM_PACKAGE);
     }
     missing.extend(TEST_PACKAGES.iter().filter(|p| !installed(p)));
+    missing.extend(
+        TEST_COMMANDS
+            .iter()
+            .filter(|(command, _)| !on_path(command))
+            .map(|&(_, package)| package),
+    );
 
     if !missing.is_empty() {
         timed(&format!("apt-get install {}", missing.join(" ")), || {

@@ -2,6 +2,7 @@
 //! uninstall | deb`.
 
 mod bench_daemon;
+mod bench_export;
 mod bench_floor;
 mod bench_overhead;
 mod bench_syscost;
@@ -35,9 +36,10 @@ enum Task {
     Test,
     /// Benchmarks: `workload` (generator vs C), `overhead` (cost of profiling here),
     /// `top` (fdprof top's own CPU and memory), `daemon` (the daemon's overhead, scrape latency
-    /// and memory) or `vm-overhead` (cost of each probe mode inside the qemu guests)
+    /// and memory), `export` (how long `fdprof export` takes) or `vm-overhead` (cost of each
+    /// probe mode inside the qemu guests)
     Bench {
-        #[arg(value_parser = ["workload", "overhead", "top", "daemon", "vm-overhead"])]
+        #[arg(value_parser = ["workload", "overhead", "top", "daemon", "export", "vm-overhead"])]
         what: String,
         /// Passed to the benchmark (e.g. --rounds 7)
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -86,6 +88,7 @@ fn main() {
             "vm-overhead" => vm_test::bench::run(&args),
             "top" => bench_top::run(&args),
             "daemon" => bench_daemon::run(&args),
+            "export" => bench_export::run(&args),
             _ => bench_overhead::run(&args),
         }),
         Task::Install { prefix } => package::prefix_arg(prefix)

@@ -14,6 +14,7 @@ mod header;
 mod histogram;
 mod live;
 mod own_cost;
+mod profile;
 mod scan;
 mod series;
 mod stacks;
@@ -36,6 +37,10 @@ pub use header::{fd_activity_recorded, header};
 pub use histogram::summary;
 pub use live::{IntervalRates, OperationRate, SyscallRate, per_second, rates};
 pub use own_cost::own_cost;
+pub use profile::{
+    NoProfile, Profile, ProfileFrame, ProfileKind, ProfileOptions, ProfileSample, Space, ValueType,
+    ValueUnit, WaitLabels, profile,
+};
 pub use scan::{scan, table};
 pub use series::{playback, playback_total, rates as series_rates, series_len};
 pub use stacks::{frame_label, top_stacks};

@@ -31,6 +31,10 @@ pub struct FlamegraphArgs {
     /// Keep function offsets in frame names
     #[arg(long)]
     pub offsets: bool,
+    /// Draw a differential flamegraph against this older recording (red: more wait than in
+    /// it, blue: less); with --folded, write the two-column folded form
+    #[arg(long, value_name = "OLD")]
+    pub diff: Option<PathBuf>,
 }
 
 pub fn run(args: &FlamegraphArgs) -> Result<()> {
@@ -42,10 +46,15 @@ pub fn run(args: &FlamegraphArgs) -> Result<()> {
         offsets: args.offsets,
     };
     let graph = analysis::folded(&rec, &opts);
-    let data = if args.folded {
-        render::folded(&graph).into_bytes()
-    } else {
-        render::svg(&graph)?
+    let old = match &args.diff {
+        Some(path) => Some(analysis::folded(&Recording::read(path)?, &opts)),
+        None => None,
+    };
+    let data = match (&old, args.folded) {
+        (None, true) => render::folded(&graph).into_bytes(),
+        (None, false) => render::svg(&graph)?,
+        (Some(old), true) => render::flamegraph::diff_folded(&graph, old)?.into_bytes(),
+        (Some(old), false) => render::flamegraph::diff_svg(&graph, old)?,
     };
     args.output.write(&data)?;
     eprintln!("fdprof: wrote {}", args.output);

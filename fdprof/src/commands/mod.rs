@@ -5,6 +5,7 @@ pub mod command_output;
 pub mod daemon;
 pub mod doctor;
 pub mod duration;
+pub mod export;
 pub mod flamegraph;
 pub mod generate;
 pub mod live;
@@ -46,6 +47,8 @@ enum Command {
     Report(self::report::ReportArgs),
     /// Draw a recording's waiting stacks as a flamegraph weighted by wait time
     Flamegraph(self::flamegraph::FlamegraphArgs),
+    /// Write a recording's lock waits or on-CPU samples as pprof, speedscope or folded stacks
+    Export(self::export::ExportArgs),
     /// Serve the figures of processes as they come and go: Prometheus metrics, reports,
     /// flamegraphs and a live stream over HTTP
     Daemon(self::daemon::DaemonArgs),
@@ -69,6 +72,7 @@ pub fn main() -> ExitCode {
         Command::Top(args) => self::top::run(args),
         Command::Report(args) => self::report::run(&args),
         Command::Flamegraph(args) => self::flamegraph::run(&args),
+        Command::Export(args) => self::export::run(&args),
         Command::Daemon(args) => self::daemon::run(args),
         Command::Generate(args) => self::generate::run(&args),
     };

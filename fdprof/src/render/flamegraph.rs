@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use inferno::flamegraph::{self, Options};
 
 use super::human::duration;
@@ -78,23 +78,10 @@ fn comment_safe(text: &str) -> String {
 /// The flamegraph as SVG bytes. Fails with one line naming the filter when no wait matches it.
 pub fn svg(graph: &Folded) -> Result<Vec<u8>> {
     if graph.stacks.is_empty() {
-        bail!(
-            "nothing to draw: no lock waits match the filter {} (the recording has {} contention \
-             sites with {} of wait in all)",
-            describe_filter(&graph.options),
-            graph.recording_sites,
-            duration(graph.recording_wait_ns)
-        );
+        return Err(nothing_to_draw(graph));
     }
-    // Long names are cut for drawing; stacks that become the same merge.
-    let mut stacks: BTreeMap<String, u64> = BTreeMap::new();
-    for s in &graph.stacks {
-        let weight = stacks.entry(short_labels(&s.stack)).or_default();
-        *weight = weight.saturating_add(s.wait_ns);
-    }
-    // inferno adds the weights up in a u64: halve them until their total fits.
-    let total: u128 = stacks.values().map(|&ns| u128::from(ns)).sum();
-    let shift = (128 - total.leading_zeros()).saturating_sub(64);
+    let stacks = short_stacks(graph);
+    let shift = fitting_shift(total(&stacks));
     let weighted: Vec<(&str, u64)> = stacks
         .iter()
         .map(|(stack, &ns)| (stack.as_str(), ns >> shift))
@@ -125,6 +112,92 @@ pub fn svg(graph: &Folded) -> Result<Vec<u8>> {
     let mut svg = Vec::new();
     flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), &mut svg)
         .context("cannot draw the flamegraph")?;
+    Ok(svg)
+}
+
+/// The error for a graph with no stack: one line naming the filter.
+fn nothing_to_draw(graph: &Folded) -> anyhow::Error {
+    anyhow::anyhow!(
+        "nothing to draw: no lock waits match the filter {} (the recording has {} contention \
+         sites with {} of wait in all)",
+        describe_filter(&graph.options),
+        graph.recording_sites,
+        duration(graph.recording_wait_ns)
+    )
+}
+
+/// The graph's stacks with long names cut for drawing; stacks that become the same merge.
+fn short_stacks(graph: &Folded) -> BTreeMap<String, u64> {
+    let mut stacks: BTreeMap<String, u64> = BTreeMap::new();
+    for s in &graph.stacks {
+        let weight = stacks.entry(short_labels(&s.stack)).or_default();
+        *weight = weight.saturating_add(s.wait_ns);
+    }
+    stacks
+}
+
+fn total(stacks: &BTreeMap<String, u64>) -> u128 {
+    stacks.values().map(|&ns| u128::from(ns)).sum()
+}
+
+/// inferno adds the weights up in a u64: the halvings that make a `total` fit.
+fn fitting_shift(total: u128) -> u32 {
+    (128 - total.leading_zeros()).saturating_sub(64)
+}
+
+/// Two-column folded stacks (`stack old_ns new_ns`, sorted): inferno's differential form of
+/// `new` against `old`.
+pub fn diff_folded(new: &Folded, old: &Folded) -> Result<String> {
+    if new.stacks.is_empty() {
+        return Err(nothing_to_draw(new));
+    }
+    let (new, old) = (short_stacks(new), short_stacks(old));
+    let shift = fitting_shift(total(&new).max(total(&old)));
+    let lines = |stacks: &BTreeMap<String, u64>| -> String {
+        stacks
+            .iter()
+            .map(|(stack, ns)| format!("{stack} {}\n", ns >> shift))
+            .collect()
+    };
+    let mut out = Vec::new();
+    let (old, new) = (lines(&old), lines(&new));
+    inferno::differential::from_readers(
+        Default::default(),
+        old.as_bytes(),
+        new.as_bytes(),
+        &mut out,
+    )
+    .context("cannot compare the stacks")?;
+    let text = String::from_utf8(out).context("cannot compare the stacks")?;
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines.sort_unstable();
+    Ok(lines.iter().map(|l| format!("{l}\n")).collect())
+}
+
+/// A differential flamegraph: `new`'s waits, each frame coloured by how its wait changed since
+/// `old` (red: more, blue: less, by the same filter).
+pub fn diff_svg(new: &Folded, old: &Folded) -> Result<Vec<u8>> {
+    let lines = diff_folded(new, old)?;
+    let mut options = Options::default();
+    options.title = format!("{} — differential", title(new));
+    options.subtitle = Some(format!(
+        "{} · red: more wait than in {} ({}), blue: less",
+        subtitle(new),
+        old.header.target.description,
+        duration(old.total_wait_ns)
+    ));
+    options.count_name = "ns".into();
+    options.deterministic = true;
+    options.no_sort = true;
+    options.notes = comment_safe(&format!(
+        "fdprof {} differential flamegraph of {} against {}",
+        crate::escape::name(&new.header.fdprof_version),
+        new.header.target.description,
+        old.header.target.description
+    ));
+    let mut svg = Vec::new();
+    flamegraph::from_lines(&mut options, lines.lines(), &mut svg)
+        .context("cannot draw the differential flamegraph")?;
     Ok(svg)
 }
 
@@ -280,6 +353,25 @@ mod tests {
             "spinlock waits are filtered out"
         );
         assert_eq!(a, svg(&graph).unwrap());
+    }
+
+    #[test]
+    fn differential_graphs_colour_what_grew() {
+        let old = testdata::recording();
+        let mut new = testdata::recording();
+        new.contention[0].total_wait_ns *= 10;
+        let opts = FlamegraphOptions::default();
+        let (old, new) = (analysis::folded(&old, &opts), analysis::folded(&new, &opts));
+        let folded = diff_folded(&new, &old).unwrap();
+        let grown = folded
+            .lines()
+            .find(|l| l.ends_with(" 6000000 33000000"))
+            .unwrap_or_else(|| panic!("no grown stack in:\n{folded}"));
+        assert!(grown.starts_with("alloc;"), "{grown}");
+        let svg = String::from_utf8(diff_svg(&new, &old).unwrap()).unwrap();
+        assert!(svg.contains("differential"));
+        assert!(svg.contains("rgb(255,"), "a red frame");
+        assert_eq!(svg.as_bytes(), diff_svg(&new, &old).unwrap().as_slice());
     }
 
     #[test]

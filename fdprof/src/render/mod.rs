@@ -1,6 +1,7 @@
-//! Sinks on the analysis: the text report, folded stacks, flamegraph SVGs and the daemon's
-//! [`metrics`]. They only lay out and format the figures [`crate::analysis`] computed; the JSON
-//! report is the analysis [`Report`](crate::analysis::Report) serialized as it is.
+//! Sinks on the analysis: the text report, folded stacks, flamegraph SVGs, the profile
+//! exports ([`pprof`], [`speedscope`]) and the daemon's [`metrics`]. They only lay out and
+//! format the figures [`crate::analysis`] computed; the JSON report is the analysis
+//! [`Report`](crate::analysis::Report) serialized as it is.
 
 pub mod doctor;
 pub mod flamegraph;
@@ -9,10 +10,14 @@ pub mod human;
 pub mod layout;
 pub mod live;
 pub mod metrics;
+pub mod pprof;
+pub mod speedscope;
 pub mod text;
 
 pub use flamegraph::svg;
 pub use folded::folded;
+pub use pprof::pprof;
+pub use speedscope::speedscope;
 pub use text::text;
 
 #[cfg(test)]

@@ -1,0 +1,115 @@
+//! `fdprof export`: a recording's lock waits or on-CPU samples in a standard profile format
+//! (pprof, speedscope) or as folded stacks, for the tools that read those.
+
+use std::path::PathBuf;
+
+use anyhow::{Result, bail};
+
+use super::flamegraph::{LockArg, OpArg};
+use crate::analysis::{self, FlamegraphOptions, NoProfile, ProfileKind, ProfileOptions};
+use crate::model::Recording;
+use crate::output::Output;
+use crate::render;
+
+#[derive(clap::Args, Debug)]
+pub struct ExportArgs {
+    /// The recording to read
+    #[arg(default_value = "fdprof.data")]
+    pub input: PathBuf,
+    /// The format to write
+    #[arg(long, value_enum)]
+    pub format: Format,
+    /// Where to write it, mode 0600; - for standard output [default: fdprof.pb.gz,
+    /// fdprof.speedscope.json or fdprof.folded]
+    #[arg(short, long)]
+    pub output: Option<Output>,
+    /// Export the lock waits, weighted by wait time (the default)
+    #[arg(long, conflicts_with = "cpu")]
+    pub contention: bool,
+    /// Export the on-CPU samples (recorded with `record --cpu`)
+    #[arg(long)]
+    pub cpu: bool,
+    /// Only waits of this fd-table operation
+    #[arg(long, value_enum, default_value = "all", conflicts_with = "cpu")]
+    pub op: OpArg,
+    /// Only waits on the target's file_lock, or on every lock
+    #[arg(long, value_enum, default_value = "all", conflicts_with = "cpu")]
+    pub lock: LockArg,
+    /// Keep the frames' addresses, if the recording has them (`record --raw-addrs`); kernel
+    /// addresses reveal where KASLR put the kernel
+    #[arg(long)]
+    pub raw_addrs: bool,
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// gzipped perftools.profiles.Profile protobuf (go tool pprof, Pyroscope, Parca)
+    Pprof,
+    /// speedscope's JSON file format
+    Speedscope,
+    /// Folded stacks, as `flamegraph --folded` writes them
+    Folded,
+}
+
+impl Format {
+    fn default_output(self) -> &'static str {
+        match self {
+            Format::Pprof => "fdprof.pb.gz",
+            Format::Speedscope => "fdprof.speedscope.json",
+            Format::Folded => "fdprof.folded",
+        }
+    }
+}
+
+pub fn run(args: &ExportArgs) -> Result<()> {
+    let output = args
+        .output
+        .clone()
+        .unwrap_or_else(|| Output::File(args.format.default_output().into()));
+    output.check()?;
+    let rec = Recording::read(&args.input)?;
+    let kind = if args.cpu {
+        ProfileKind::Cpu
+    } else {
+        ProfileKind::Contention
+    };
+    if args.raw_addrs && !rec.raw_addrs {
+        eprintln!("fdprof: the recording has no addresses (record it with --raw-addrs)");
+    }
+    let data = match args.format {
+        Format::Folded => {
+            if kind == ProfileKind::Cpu {
+                bail!("folded on-CPU stacks: use `fdprof flamegraph --cpu --folded`");
+            }
+            let opts = FlamegraphOptions {
+                op: args.op.into(),
+                lock: args.lock.into(),
+                offsets: false,
+            };
+            render::folded(&analysis::folded(&rec, &opts)).into_bytes()
+        }
+        Format::Pprof | Format::Speedscope => {
+            let opts = ProfileOptions {
+                kind,
+                op: args.op.into(),
+                lock: args.lock.into(),
+                raw_addrs: args.raw_addrs,
+            };
+            let profile = match analysis::profile(&rec, &opts) {
+                Ok(p) => p,
+                Err(NoProfile::NoCpuSamples) => bail!(
+                    "{} has no on-CPU samples: record with `fdprof record --cpu` to export them",
+                    args.input.display()
+                ),
+            };
+            if args.format == Format::Pprof {
+                render::pprof(&profile)
+            } else {
+                render::speedscope(&profile)
+            }
+        }
+    };
+    output.write(&data)?;
+    eprintln!("fdprof: wrote {output}");
+    Ok(())
+}

@@ -1,0 +1,101 @@
+//! `cargo xtask bench export`: how long `fdprof export` takes, each format, on the largest
+//! recording the benches make: the largest `.data` under `target/bench/` (the overhead bench's
+//! `record --latency` of opensock -t 2 × 4000 fds), or, when there is none yet, a recording of
+//! opensock -t 8 (the top bench's load, the most stacks) made here. Wall time of the whole
+//! command, median of `--rounds N` (default 5); the aim is well under a second.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+
+use crate::run::{build_release, fdprof_release, median, root};
+
+const FORMATS: &[&str] = &["pprof", "speedscope", "folded"];
+
+/// The largest `.data` file under `dir`, searched recursively.
+fn largest_recording(dir: &Path) -> Option<(PathBuf, u64)> {
+    let mut best: Option<(PathBuf, u64)> = None;
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let path = entry.path();
+        let found = if path.is_dir() {
+            largest_recording(&path)
+        } else if path.extension().is_some_and(|e| e == "data") {
+            entry.metadata().ok().map(|m| (path, m.len()))
+        } else {
+            None
+        };
+        if let Some((p, size)) = found
+            && best.as_ref().is_none_or(|(_, b)| size > *b)
+        {
+            best = Some((p, size));
+        }
+    }
+    best
+}
+
+fn record(fdprof: &Path, out: &Path) -> Result<()> {
+    eprintln!("recording opensock -t 8 for 4 s into {}", out.display());
+    let status = Command::new(fdprof)
+        .args(["record", "--latency", "-o"])
+        .arg(out)
+        .arg("--")
+        .arg(fdprof)
+        .args(["workload", "opensock", "-t", "8", "-n", "4000", "-d", "4s"])
+        .stdout(Stdio::null())
+        .status()
+        .context("cannot run fdprof record")?;
+    if !status.success() {
+        bail!("fdprof record failed ({status})");
+    }
+    Ok(())
+}
+
+pub fn run(args: &[String]) -> Result<()> {
+    let rounds = crate::run::rounds_arg(args, 5)?.max(1);
+    build_release()?;
+    let fdprof = fdprof_release();
+    let out = root().join("target/bench/export");
+    std::fs::create_dir_all(&out)?;
+    let recording = match largest_recording(&root().join("target/bench")) {
+        Some((path, _)) => path,
+        None => {
+            let path = out.join("opensock-t8.data");
+            record(&fdprof, &path)?;
+            path
+        }
+    };
+    let size = std::fs::metadata(&recording)?.len();
+    println!(
+        "fdprof export of {} ({:.1} KiB), every lock, median of {rounds}:",
+        recording.display(),
+        size as f64 / 1024.0
+    );
+    for format in FORMATS {
+        let target = out.join(format!("export.{format}"));
+        let mut secs = Vec::with_capacity(rounds);
+        for _ in 0..rounds {
+            let start = Instant::now();
+            let status = Command::new(&fdprof)
+                .arg("export")
+                .arg(&recording)
+                .args(["--format", format, "-o"])
+                .arg(&target)
+                .stderr(Stdio::null())
+                .status()
+                .context("cannot run fdprof export")?;
+            if !status.success() {
+                bail!("fdprof export --format {format} failed ({status})");
+            }
+            secs.push(start.elapsed().as_secs_f64());
+        }
+        let written = std::fs::metadata(&target)?.len();
+        println!(
+            "  {format:<10} {:>8.1} ms  ({:.1} KiB written)",
+            median(&mut secs) * 1000.0,
+            written as f64 / 1024.0
+        );
+    }
+    Ok(())
+}
