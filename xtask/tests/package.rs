@@ -106,7 +106,10 @@ fn debian_package_installs_works_through_sudo_and_purges_clean() {
             .trim(),
     );
     let target = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../target"));
-    assert!(deb.is_file() && deb.starts_with(target.canonicalize().unwrap()), "{deb:?}");
+    assert!(
+        deb.is_file() && deb.starts_with(target.canonicalize().unwrap()),
+        "{deb:?}"
+    );
 
     // lintian: no error. Warnings are printed (the closing note of a change explains each one
     // kept).
