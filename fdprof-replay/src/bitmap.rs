@@ -10,18 +10,33 @@ pub fn find_next_zero_bit(words: &[u64], size: u64, off: u64, array: Array, m: &
         return size;
     }
     let first = off / 64;
-    let mut i = first;
-    let mut t = !words[i as usize] & (!0u64 << (off % 64));
-    while t == 0 {
-        if (i + 1) * 64 >= size {
-            m.read(array, first, i);
-            return size;
-        }
-        i += 1;
-        t = !words[i as usize];
+    let t = !words[first as usize] & (!0u64 << (off % 64));
+    if t != 0 {
+        m.read(array, first, first);
+        return (first * 64 + u64::from(t.trailing_zeros())).min(size);
     }
-    m.read(array, first, i);
-    (i * 64 + u64::from(t.trailing_zeros())).min(size)
+    let end = size.div_ceil(64);
+    let j = first + 1 + full_run(&words[(first + 1) as usize..end as usize]);
+    if j >= end {
+        m.read(array, first, end - 1);
+        return size;
+    }
+    m.read(array, first, j);
+    (j * 64 + u64::from((!words[j as usize]).trailing_zeros())).min(size)
+}
+
+/// How many words at the front of `words` are all ones (whole blocks first: the long scans of
+/// big tables are most of a replay's time).
+#[inline]
+fn full_run(words: &[u64]) -> u64 {
+    let mut n = 0;
+    for block in words.chunks_exact(8) {
+        if block.iter().fold(!0u64, |a, &w| a & w) != !0 {
+            break;
+        }
+        n += 8;
+    }
+    (n + words[n..].iter().take_while(|&&w| w == !0).count()) as u64
 }
 
 /// The same search without charging anything (for the accounting's "lowest free fd").
