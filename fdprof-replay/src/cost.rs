@@ -73,17 +73,60 @@ impl Cost {
 pub struct Meter {
     cost: Cost,
     // Inclusive spans of line ids (tag << 56 | line), merged when the operation ends.
-    touched: Vec<(u64, u64)>,
-    written: Vec<(u64, u64)>,
+    touched: Spans,
+    written: Spans,
 }
 
 fn line_id(array: Array, word: u64) -> u64 {
     array.tag() << 56 | (word >> 3)
 }
 
+/// A few spans inline (an operation seldom touches more than three), the rest on the heap.
+#[derive(Debug, Default, Clone)]
+struct Spans {
+    inline: [(u64, u64); 8],
+    len: usize,
+    more: Vec<(u64, u64)>,
+}
+
+impl Spans {
+    #[inline(always)]
+    fn push(&mut self, span: (u64, u64)) {
+        if self.len < self.inline.len() {
+            self.inline[self.len] = span;
+            self.len += 1;
+        } else {
+            self.more.push(span);
+        }
+    }
+
+    #[inline(always)]
+    fn last_covers(&self, id: u64) -> bool {
+        let last = if self.more.is_empty() {
+            self.len.checked_sub(1).map(|i| self.inline[i])
+        } else {
+            self.more.last().copied()
+        };
+        last.is_some_and(|(lo, hi)| lo <= id && id <= hi)
+    }
+
+    /// The distinct lines, and empty again.
+    #[inline(always)]
+    fn drain_count(&mut self) -> u64 {
+        let len = std::mem::take(&mut self.len);
+        if self.more.is_empty() {
+            return distinct(&mut self.inline[..len]);
+        }
+        self.more.extend_from_slice(&self.inline[..len]);
+        let n = distinct(&mut self.more);
+        self.more.clear();
+        n
+    }
+}
+
 impl Meter {
     /// Words `first..=last` of `array` were loaded.
-    #[inline]
+    #[inline(always)]
     pub fn read(&mut self, array: Array, first: u64, last: u64) {
         let n = last - first + 1;
         match array {
@@ -95,45 +138,48 @@ impl Meter {
             .push((line_id(array, first), line_id(array, last)));
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn write(&mut self, array: Array, word: u64) {
         self.cost.wr += 1;
         let id = line_id(array, word);
-        self.touched.push((id, id));
+        // Mostly the word just searched: its line is already counted.
+        if !self.touched.last_covers(id) {
+            self.touched.push((id, id));
+        }
         self.written.push((id, id));
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn read_cloexec(&mut self, words: u64) {
         self.cost.c_rd += words;
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn write_cloexec(&mut self, words: u64) {
         self.cost.wr += words;
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn pointers(&mut self, slots: u64) {
         self.cost.ptr += slots;
     }
 
     /// The operation's cost, with its lines counted; the meter is empty again.
-    #[inline]
+    #[inline(always)]
     pub fn take(&mut self) -> Cost {
         let mut c = std::mem::take(&mut self.cost);
-        c.lines = distinct(&mut self.touched);
-        c.dirty = distinct(&mut self.written);
-        self.touched.clear();
-        self.written.clear();
+        c.lines = self.touched.drain_count();
+        c.dirty = self.written.drain_count();
         c
     }
 }
 
+#[inline]
 fn distinct(spans: &mut [(u64, u64)]) -> u64 {
-    match spans {
+    match *spans {
         [] => 0,
-        [(lo, hi)] => *hi - *lo + 1,
+        [(lo, hi)] => hi - lo + 1,
+        [(a, b), (c, d)] if b < c || d < a => (b - a + 1) + (d - c + 1),
         _ => {
             spans.sort_unstable();
             let (mut lo, mut hi) = spans[0];

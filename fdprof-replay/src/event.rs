@@ -43,12 +43,18 @@ pub enum TraceOp {
     /// The kernel grew this table to `max_fds`.
     Expand { max_fds: u32 },
     /// The table's whole state, at attach or after exec; replaces what a model had.
-    Snapshot {
-        open: Vec<u64>,
-        cloexec: Vec<u64>,
-        next_fd: u32,
-        max_fds: u32,
-    },
+    Snapshot(Box<Snapshot>),
+}
+
+/// A table's state as the kernel holds it (boxed in the event: most events are small).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Snapshot {
+    /// The open bitmap, `max_fds / 64` words.
+    pub open: Vec<u64>,
+    /// The close-on-exec bitmap, `max_fds / 64` words.
+    pub cloexec: Vec<u64>,
+    pub next_fd: u32,
+    pub max_fds: u32,
 }
 
 impl TraceEvent {

@@ -153,20 +153,10 @@ impl<M: Model> Replayer<M> {
     pub fn apply(&mut self, e: &TraceEvent) {
         self.result.events += 1;
         match &e.op {
-            TraceOp::Snapshot {
-                open,
-                cloexec,
-                next_fd,
-                max_fds,
-            } => {
+            TraceOp::Snapshot(s) => {
                 let limits = self.template.limits();
-                match Fdt::from_bits(
-                    open,
-                    cloexec,
-                    u64::from(*next_fd),
-                    u64::from(*max_fds),
-                    limits,
-                ) {
+                let (next_fd, max_fds) = (u64::from(s.next_fd), u64::from(s.max_fds));
+                match Fdt::from_bits(&s.open, &s.cloexec, next_fd, max_fds, limits) {
                     Ok(fdt) => {
                         let model = self.template.with_fdt(fdt);
                         self.put(e.table, model);

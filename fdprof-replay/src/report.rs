@@ -83,22 +83,59 @@ pub struct CostSummary {
     pub dirty: Distribution,
 }
 
-/// The per-counter histograms behind a [`CostSummary`].
-#[derive(Clone, Debug, Default)]
-pub struct CostHistograms([Histogram; 8]);
+/// The per-counter histograms behind a [`CostSummary`]: exact counts of values below 256 in
+/// one flat array (the hot path), a map per counter for the rest.
+#[derive(Clone, Debug)]
+pub struct CostHistograms {
+    small: Vec<u64>,
+    large: [BTreeMap<u64, u64>; 8],
+    n: u64,
+    total: [u64; 8],
+    max: [u64; 8],
+}
+
+impl Default for CostHistograms {
+    fn default() -> CostHistograms {
+        CostHistograms {
+            small: vec![0; 8 * SMALL as usize],
+            large: Default::default(),
+            n: 0,
+            total: [0; 8],
+            max: [0; 8],
+        }
+    }
+}
 
 impl CostHistograms {
     #[inline]
     pub fn record(&mut self, c: &Cost) {
-        for (h, v) in self.0.iter_mut().zip(c.values()) {
-            h.record(v);
+        self.n += 1;
+        for (i, v) in c.values().into_iter().enumerate() {
+            if v < SMALL {
+                self.small[i * SMALL as usize + v as usize] += 1;
+            } else {
+                *self.large[i].entry(v).or_default() += 1;
+            }
+            self.total[i] += v;
+            self.max[i] = self.max[i].max(v);
+        }
+    }
+
+    fn counter(&self, i: usize) -> Histogram {
+        let small = self.small[i * SMALL as usize..(i + 1) * SMALL as usize].to_vec();
+        Histogram {
+            small,
+            large: self.large[i].clone(),
+            n: self.n,
+            total: self.total[i],
+            max: self.max[i],
         }
     }
 
     pub fn summary(&self) -> CostSummary {
-        let d = |i: usize| self.0[i].summary();
+        let d = |i: usize| self.counter(i).summary();
         CostSummary {
-            count: self.0[0].n,
+            count: self.n,
             o_rd: d(0),
             f_rd: d(1),
             lk_rd: d(2),

@@ -29,7 +29,7 @@ impl Rng {
 
 use std::collections::BTreeSet;
 
-use crate::event::{TraceEvent, TraceOp};
+use crate::event::{Snapshot, TraceEvent, TraceOp};
 
 /// The seeds' load patterns (the same ops as `fdprof workload`'s scenarios of those names).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -170,12 +170,12 @@ impl Gen {
         }
         let cloexec = vec![0; open.len()];
         self.top = n;
-        self.push(TraceOp::Snapshot {
+        self.push(TraceOp::Snapshot(Box::new(Snapshot {
             open,
             cloexec,
             next_fd: n,
             max_fds,
-        });
+        })));
     }
 
     fn alloc(&mut self) -> u32 {

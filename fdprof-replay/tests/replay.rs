@@ -1,7 +1,7 @@
 //! The driver over hand-made traces: mismatches and their adoption, tables by id, fork, exec,
 //! close_range, and the non-POSIX accounting.
 
-use fdprof_replay::event::{TraceEvent, TraceOp};
+use fdprof_replay::event::{Snapshot, TraceEvent, TraceOp};
 use fdprof_replay::synthetic::{Params, Pattern, generate};
 use fdprof_replay::{Fastalloc, Limits, ModelKind, ModelResult, Version, ratios, replay, run};
 
@@ -26,12 +26,12 @@ fn snapshot(n: u32, max: u32) -> TraceOp {
     for fd in 0..n {
         open[fd as usize / 64] |= 1 << (fd % 64);
     }
-    TraceOp::Snapshot {
+    TraceOp::Snapshot(Box::new(Snapshot {
         cloexec: vec![0; open.len()],
         open,
         next_fd: n,
         max_fds: max,
-    }
+    }))
 }
 
 const POSIX: [ModelKind; 4] = [

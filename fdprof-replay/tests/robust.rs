@@ -1,7 +1,7 @@
 //! Garbage traces: no model panics, none allocates beyond nr_open, and what cannot be applied
 //! is counted as rejected.
 
-use fdprof_replay::event::{TraceEvent, TraceOp};
+use fdprof_replay::event::{Snapshot, TraceEvent, TraceOp};
 use fdprof_replay::synthetic::Rng;
 use fdprof_replay::{Limits, ModelKind, Version, replay};
 
@@ -48,12 +48,12 @@ fn random_op(rng: &mut Rng) -> TraceOp {
             let words = rng.below(40) as usize;
             let open = (0..words).map(|_| rng.next_u64()).collect();
             let cloexec = (0..rng.below(40)).map(|_| rng.next_u64()).collect();
-            TraceOp::Snapshot {
+            TraceOp::Snapshot(Box::new(Snapshot {
                 open,
                 cloexec,
                 next_fd: fd(rng),
                 max_fds: fd(rng),
-            }
+            }))
         }
     }
 }
