@@ -217,3 +217,41 @@ impl Gen {
         self.push(TraceOp::InstallAt { fd, cloexec: false });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn allocs(trace: &[TraceEvent]) -> Vec<u32> {
+        trace
+            .iter()
+            .filter_map(|e| match e.op {
+                TraceOp::Alloc { fd: Ok(fd), .. } => Some(fd),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn patterns_return_what_a_posix_kernel_would() {
+        let p = Params {
+            fds: 10,
+            ops: 3,
+            ..Params::default()
+        };
+        assert_eq!(allocs(&generate(Pattern::LinusLoop, &p)), [4, 5, 6]);
+        assert_eq!(allocs(&generate(Pattern::Holes, &p)), [3, 10, 3, 10, 3, 10]);
+        assert_eq!(allocs(&generate(Pattern::Dup2Worst, &p)), [10, 10, 10]);
+        let sock = generate(
+            Pattern::Opensock,
+            &Params {
+                fds: 100,
+                ops: 500,
+                threads: 4,
+                ..p
+            },
+        );
+        assert_eq!(allocs(&sock).len(), 500);
+        assert!(allocs(&sock).iter().all(|&fd| (3..103).contains(&fd)));
+    }
+}

@@ -83,8 +83,16 @@ fn v1c_what_a_close_writes() {
 fn v2_sequential_allocs_grow_by_doubling() {
     fn run<M: Model>(mut t: M, want: (u64, u64, u64)) -> M {
         for fd in 0..2048 {
+            let before = t.fdt().max_fds;
             let (got, c) = alloc(&mut t, 0);
             assert_eq!(got, fd);
+            // The alloc returning 64·2^k is the one that grows the table, to twice its size.
+            let grew = fd >= 64 && fd.is_power_of_two();
+            assert_eq!(
+                t.fdt().max_fds,
+                if grew { 2 * before } else { before },
+                "fd {fd}"
+            );
             // The multi-level bitmap, once it has levels (max_fds > 512), also reads the next
             // word when an alloc fills its word; see viro_sequential below.
             if t.fdt().max_fds <= 512 || fd % 64 != 63 {
@@ -234,6 +242,23 @@ fn v6_linus_loop_k2000() {
     run(mainline(FB61), (2_000, 2_005, 0), 4_000);
     run(mainline(FB613), (3_945, 1_945, 0), 5_433); // + the line of fd 63's full-bit write
     run(Viro::new(Limits::default()), (20_856, 0, 1_493), 4_984);
+}
+
+#[test]
+fn v6_the_extra_fb613_line_is_the_full_bit_set_by_fd_63() {
+    let mut t = setup(mainline(FB613), 3);
+    for i in 1..=60 {
+        if i > 1 {
+            close(&mut t, 3);
+        }
+        dup2(&mut t, 3);
+        let (fd, c) = alloc(&mut t, 0);
+        let fills = fd == 63;
+        assert_eq!(
+            (reads(&c), c.lines, c.dirty),
+            ((1, 0, 0), 1 + u64::from(fills), 1 + u64::from(fills))
+        );
+    }
 }
 
 /// fds 0..2^27-2 open (the last one free), then close(0); dup2(1, 0).
