@@ -84,24 +84,21 @@ pub struct CostSummary {
 }
 
 /// The per-counter histograms behind a [`CostSummary`]: exact counts of values below 256 in
-/// one flat array (the hot path), a map per counter for the rest.
+/// fixed arrays (the hot path: one increment per counter; totals and maxima are derived at the
+/// end), a map per counter for the rest.
 #[derive(Clone, Debug)]
 pub struct CostHistograms {
-    small: Vec<u64>,
+    small: Box<[[u64; SMALL as usize]; 8]>,
     large: [BTreeMap<u64, u64>; 8],
     n: u64,
-    total: [u64; 8],
-    max: [u64; 8],
 }
 
 impl Default for CostHistograms {
     fn default() -> CostHistograms {
         CostHistograms {
-            small: vec![0; 8 * SMALL as usize],
+            small: Box::new([[0; SMALL as usize]; 8]),
             large: Default::default(),
             n: 0,
-            total: [0; 8],
-            max: [0; 8],
         }
     }
 }
@@ -111,24 +108,29 @@ impl CostHistograms {
     pub fn record(&mut self, c: &Cost) {
         self.n += 1;
         for (i, v) in c.values().into_iter().enumerate() {
-            if v < SMALL {
-                self.small[i * SMALL as usize + v as usize] += 1;
-            } else {
-                *self.large[i].entry(v).or_default() += 1;
+            match self.small[i].get_mut(v as usize) {
+                Some(count) => *count += 1,
+                None => *self.large[i].entry(v).or_default() += 1,
             }
-            self.total[i] += v;
-            self.max[i] = self.max[i].max(v);
         }
     }
 
     fn counter(&self, i: usize) -> Histogram {
-        let small = self.small[i * SMALL as usize..(i + 1) * SMALL as usize].to_vec();
+        let small = self.small[i].to_vec();
+        let large = self.large[i].clone();
+        let values = small.iter().enumerate().map(|(v, &c)| (v as u64, c));
+        let values = values.chain(large.iter().map(|(&v, &c)| (v, c)));
+        let (mut total, mut max) = (0, 0);
+        for (v, c) in values.filter(|&(_, c)| c > 0) {
+            total += v * c;
+            max = v;
+        }
         Histogram {
             small,
-            large: self.large[i].clone(),
+            large,
             n: self.n,
-            total: self.total[i],
-            max: self.max[i],
+            total,
+            max,
         }
     }
 
