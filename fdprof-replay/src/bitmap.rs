@@ -81,6 +81,15 @@ pub fn clear(words: &mut [u64], bit: u64) -> bool {
     old != *w
 }
 
+/// Sets bits `lo..=hi` (within `words`).
+pub fn set_range(words: &mut [u64], lo: u64, hi: u64) {
+    for i in lo / 64..=hi / 64 {
+        let from = if i == lo / 64 { lo % 64 } else { 0 };
+        let to = if i == hi / 64 { hi % 64 } else { 63 };
+        words[i as usize] |= (!0u64 >> (63 - to)) & (!0u64 << from);
+    }
+}
+
 /// The set bits of `words` in `[lo, hi]`, ascending.
 pub fn set_bits(words: &[u64], lo: u64, hi: u64) -> impl Iterator<Item = u64> + '_ {
     let last_word = (hi / 64).min((words.len() as u64).saturating_sub(1));
@@ -118,6 +127,18 @@ mod tests {
         assert_eq!(find_next_zero_bit(&words, 128, 0, Array::Open, &mut m), 128);
         assert_eq!(m.take().o_rd, 2);
         assert_eq!(first_zero_from(&words, 192, 0), 130);
+    }
+
+    #[test]
+    fn set_range_sets_exactly_the_range() {
+        let mut words = [0u64; 3];
+        set_range(&mut words, 62, 129);
+        assert_eq!(
+            set_bits(&words, 0, 191).collect::<Vec<_>>(),
+            (62..=129).collect::<Vec<_>>()
+        );
+        set_range(&mut words, 5, 5);
+        assert_eq!(words[0], 0b11 << 62 | 1 << 5);
     }
 
     #[test]

@@ -183,10 +183,7 @@ pub fn close_range<M: Model>(
         return Ok(());
     }
     if cloexec_only {
-        let c = t.cloexec_mut();
-        for fd in lo..=hi {
-            bitmap::set(c, fd);
-        }
+        bitmap::set_range(t.cloexec_mut(), lo, hi);
         m.write_cloexec(hi / 64 - lo / 64 + 1);
         return Ok(());
     }
