@@ -72,55 +72,52 @@ impl Cost {
 #[derive(Debug, Default, Clone)]
 pub struct Meter {
     cost: Cost,
-    // Inclusive spans of line ids (tag << 56 | line), merged when the operation ends.
-    touched: Spans,
-    written: Spans,
+    touched: Lines,
+    written: Lines,
 }
 
+/// A line's id: the array's tag above the line number.
 fn line_id(array: Array, word: u64) -> u64 {
     array.tag() << 56 | (word >> 3)
 }
 
-/// A few spans inline (an operation seldom touches more than three), the rest on the heap.
+/// The lines an operation touched: single lines kept distinct as they come (an operation seldom
+/// touches more than three), spans of several lines merged when it ends.
 #[derive(Debug, Default, Clone)]
-struct Spans {
-    inline: [(u64, u64); 8],
-    len: usize,
-    more: Vec<(u64, u64)>,
+struct Lines {
+    single: [u64; 6],
+    n: usize,
+    spans: Vec<(u64, u64)>,
 }
 
-impl Spans {
+impl Lines {
     #[inline(always)]
-    fn push(&mut self, span: (u64, u64)) {
-        if self.len < self.inline.len() {
-            self.inline[self.len] = span;
-            self.len += 1;
-        } else {
-            self.more.push(span);
+    fn add(&mut self, lo: u64, hi: u64) {
+        if lo == hi {
+            if self.single[..self.n].contains(&lo) {
+                return;
+            }
+            if self.n < self.single.len() {
+                self.single[self.n] = lo;
+                self.n += 1;
+                return;
+            }
         }
-    }
-
-    #[inline(always)]
-    fn last_covers(&self, id: u64) -> bool {
-        let last = if self.more.is_empty() {
-            self.len.checked_sub(1).map(|i| self.inline[i])
-        } else {
-            self.more.last().copied()
-        };
-        last.is_some_and(|(lo, hi)| lo <= id && id <= hi)
+        self.spans.push((lo, hi));
     }
 
     /// The distinct lines, and empty again.
     #[inline(always)]
     fn drain_count(&mut self) -> u64 {
-        let len = std::mem::take(&mut self.len);
-        if self.more.is_empty() {
-            return distinct(&mut self.inline[..len]);
+        let n = std::mem::take(&mut self.n);
+        if self.spans.is_empty() {
+            return n as u64;
         }
-        self.more.extend_from_slice(&self.inline[..len]);
-        let n = distinct(&mut self.more);
-        self.more.clear();
-        n
+        self.spans
+            .extend(self.single[..n].iter().map(|&id| (id, id)));
+        let lines = distinct(&mut self.spans);
+        self.spans.clear();
+        lines
     }
 }
 
@@ -135,18 +132,15 @@ impl Meter {
             Array::Level(_) => self.cost.lk_rd += n,
         }
         self.touched
-            .push((line_id(array, first), line_id(array, last)));
+            .add(line_id(array, first), line_id(array, last));
     }
 
     #[inline(always)]
     pub fn write(&mut self, array: Array, word: u64) {
         self.cost.wr += 1;
         let id = line_id(array, word);
-        // Mostly the word just searched: its line is already counted.
-        if !self.touched.last_covers(id) {
-            self.touched.push((id, id));
-        }
-        self.written.push((id, id));
+        self.touched.add(id, id);
+        self.written.add(id, id);
     }
 
     #[inline(always)]
