@@ -4,7 +4,7 @@ use crate::cost::{Array, Meter};
 
 /// The kernel's `find_next_zero_bit(words, size, off)`: the first clear bit in `[off, size)`, or
 /// `size`. Charges one read per word fetched (none when `off >= size`).
-#[inline]
+#[inline(always)]
 pub fn find_next_zero_bit(words: &[u64], size: u64, off: u64, array: Array, m: &mut Meter) -> u64 {
     if off >= size {
         return size;
@@ -15,6 +15,12 @@ pub fn find_next_zero_bit(words: &[u64], size: u64, off: u64, array: Array, m: &
         m.read(array, first, first);
         return (first * 64 + u64::from(t.trailing_zeros())).min(size);
     }
+    scan_on(words, size, first, array, m)
+}
+
+/// The search past a first word with no clear bit.
+#[inline(never)]
+fn scan_on(words: &[u64], size: u64, first: u64, array: Array, m: &mut Meter) -> u64 {
     let end = size.div_ceil(64);
     let j = first + 1 + full_run(&words[(first + 1) as usize..end as usize]);
     if j >= end {
