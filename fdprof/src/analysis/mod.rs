@@ -15,6 +15,7 @@ mod histogram;
 mod live;
 mod own_cost;
 mod profile;
+pub mod replay;
 mod scan;
 mod series;
 mod stacks;

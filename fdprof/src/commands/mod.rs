@@ -11,6 +11,7 @@ pub mod generate;
 pub mod live;
 pub mod playback;
 pub mod record;
+pub mod replay;
 pub mod report;
 pub mod session;
 pub mod top;
@@ -49,6 +50,9 @@ enum Command {
     Flamegraph(self::flamegraph::FlamegraphArgs),
     /// Write a recording's lock waits or on-CPU samples as pprof, speedscope or folded stacks
     Export(self::export::ExportArgs),
+    /// Replay fd-table operations through the kernel's allocator and the variants proposed for
+    /// it, and compare their cost (bitmap words, cache lines)
+    Replay(self::replay::ReplayArgs),
     /// Serve the figures of processes as they come and go: Prometheus metrics, reports,
     /// flamegraphs and a live stream over HTTP
     Daemon(self::daemon::DaemonArgs),
@@ -74,6 +78,7 @@ pub fn main() -> ExitCode {
         Command::Flamegraph(args) => self::flamegraph::run(&args),
         Command::Export(args) => self::export::run(&args),
         Command::Daemon(args) => self::daemon::run(args),
+        Command::Replay(args) => self::replay::run(&args),
         Command::Generate(args) => self::generate::run(&args),
     };
     match result {

@@ -11,6 +11,7 @@ pub mod layout;
 pub mod live;
 pub mod metrics;
 pub mod pprof;
+pub mod replay;
 pub mod speedscope;
 pub mod text;
 

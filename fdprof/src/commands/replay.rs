@@ -1,0 +1,116 @@
+//! `fdprof replay`: the allocator what-if. Runs a trace of fd-table operations through the
+//! kernel's allocator (by version), Al Viro's multi-level bitmap and `O_FD_FASTALLOC`, and
+//! prints each one's cost side by side. `--synthetic` generates the seeds' patterns without
+//! a kernel, for tables beyond this machine's fd limit.
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, ValueEnum};
+
+use crate::analysis::replay::{self, ModelChoice};
+use fdprof_replay::Version;
+use fdprof_replay::synthetic::{Params, Pattern};
+
+#[derive(Args)]
+pub struct ReplayArgs {
+    /// Generate this pattern of the 2015 threads instead of reading a trace
+    #[arg(long, value_enum, required = true)]
+    synthetic: Synthetic,
+    /// Models to run (mainline: the allocator of --kernel)
+    #[arg(long, value_enum, default_value = "all")]
+    model: ModelArg,
+    /// fds held (the table's size), up to 100 million
+    #[arg(long, default_value_t = 100_000)]
+    fds: u32,
+    /// Operations (each a close and an allocation, or the pattern's unit), up to 100 million
+    #[arg(long, default_value_t = 1_000_000)]
+    ops: u64,
+    /// Threads sharing the table (opensock)
+    #[arg(long, default_value_t = 16)]
+    threads: u32,
+    /// Kernel release whose allocator is "mainline" (default: the running kernel's)
+    #[arg(long, value_name = "RELEASE")]
+    kernel: Option<String>,
+    /// Seed of the synthetic pattern's and fastalloc's random draws
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Print the figures as JSON
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Synthetic {
+    LinusLoop,
+    Opensock,
+    Holes,
+    Dup2Worst,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ModelArg {
+    Mainline,
+    Linear,
+    Fb61,
+    Fb613,
+    Viro,
+    Fastalloc,
+    All,
+}
+
+/// Bounds a synthetic trace stays in (memory: ~56 bytes an event, a few events an op).
+const MAX_FDS: u32 = 100_000_000;
+const MAX_OPS: u64 = 100_000_000;
+
+pub fn run(args: &ReplayArgs) -> Result<()> {
+    if args.fds == 0 || args.fds > MAX_FDS {
+        bail!("--fds must be 1 to {MAX_FDS}, not {}", args.fds);
+    }
+    if args.ops == 0 || args.ops > MAX_OPS {
+        bail!("--ops must be 1 to {MAX_OPS}, not {}", args.ops);
+    }
+    if args.threads == 0 || args.threads > 4096 {
+        bail!("--threads must be 1 to 4096, not {}", args.threads);
+    }
+    let kernel = match &args.kernel {
+        Some(k) => k.clone(),
+        None => std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .context("cannot read the running kernel's release (give --kernel)")?
+            .trim()
+            .to_string(),
+    };
+    let Some(mainline) = Version::for_kernel(&kernel) else {
+        bail!("--kernel {kernel:?} is not a kernel release such as 6.1.0 or 6.12.5");
+    };
+    let pattern = match args.synthetic {
+        Synthetic::LinusLoop => Pattern::LinusLoop,
+        Synthetic::Opensock => Pattern::Opensock,
+        Synthetic::Holes => Pattern::Holes,
+        Synthetic::Dup2Worst => Pattern::Dup2Worst,
+    };
+    let choice = match args.model {
+        ModelArg::Mainline => ModelChoice::Mainline,
+        ModelArg::Linear => ModelChoice::Linear,
+        ModelArg::Fb61 => ModelChoice::Fb61,
+        ModelArg::Fb613 => ModelChoice::Fb613,
+        ModelArg::Viro => ModelChoice::Viro,
+        ModelArg::Fastalloc => ModelChoice::Fastalloc,
+        ModelArg::All => ModelChoice::All,
+    };
+    let params = Params {
+        fds: args.fds,
+        ops: args.ops,
+        threads: args.threads,
+        seed: args.seed,
+        ..Params::default()
+    };
+    let report = replay::synthetic(pattern, &params, choice, &kernel, mainline);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!(
+            "{}",
+            crate::escape::text(&crate::render::replay::text(&report))
+        );
+    }
+    Ok(())
+}
