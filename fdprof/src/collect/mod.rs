@@ -2,6 +2,7 @@
 
 pub mod attach;
 pub mod batch;
+pub mod cpu;
 pub mod direct;
 pub mod events;
 pub mod kernel;

@@ -12,12 +12,14 @@ use aya::{
     maps::{Array, RingBuf, StackTraceMap},
 };
 use fdprof_common::{
+    cpu::CpuEvent,
     fnops,
     probes::{Mode, Role, map, setting, target_kind},
 };
 
 use super::{
     attach::{self, Attachment},
+    cpu::{self, CpuSamples},
     direct,
     events::EventStream,
     kernel::Kernel,
@@ -71,6 +73,8 @@ pub struct Profiler {
     stats: StatsSampler,
     attached_at: Instant,
     attached_ns: u64,
+    /// On-CPU sampling, once started: the event and its frequency.
+    cpu: Option<(CpuEvent, u64)>,
 }
 
 impl Profiler {
@@ -193,6 +197,7 @@ impl Profiler {
             stats: StatsSampler::new(),
             attached_at: Instant::now(),
             attached_ns: monotonic_ns(),
+            cpu: None,
         })
     }
 
@@ -209,6 +214,14 @@ impl Profiler {
             Array::try_from(self.ebpf.map_mut(map::CONFIG).context("no map CONFIG")?)?;
         config.set(fnops::CONFIG_EVENTS, 1, 0)?;
         Ok(stream)
+    }
+
+    /// Starts sampling the target on every online CPU, `frequency_hz` samples a second each
+    /// (`record --cpu`); returns the event it samples on.
+    pub fn sample_on_cpu(&mut self, frequency_hz: u64) -> Result<CpuEvent> {
+        let event = cpu::attach(&mut self.ebpf, frequency_hz)?;
+        self.cpu = Some((event, frequency_hz));
+        Ok(event)
     }
 
     /// `CLOCK_MONOTONIC` at attach, in ns: the origin of the events' time.
@@ -281,6 +294,17 @@ impl Profiler {
         snap.programs = stats::program_costs(&self.ebpf);
         snap.elapsed = self.attached_at.elapsed();
         snap.stats_window = self.stats.sampled_so_far();
+        if let Some((event, frequency_hz)) = self.cpu {
+            let samples = CpuSamples {
+                event,
+                frequency_hz,
+                counts: cpu::read(&self.ebpf)?,
+            };
+            for (id, frames) in self.stacks(samples.stack_ids())? {
+                snap.stacks.entry(id).or_insert(frames);
+            }
+            snap.cpu = Some(samples);
+        }
         Ok(snap)
     }
 

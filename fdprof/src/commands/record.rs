@@ -62,6 +62,15 @@ pub struct RecordArgs {
     /// per syscall); without it the syscalls are counted exactly but not timed
     #[arg(long, conflicts_with = "lock_only")]
     pub latency: bool,
+    /// Also sample the target on CPU (kernel and user stacks), --freq times a second on each
+    /// CPU: hardware cycles where the machine has a PMU, else cpu-clock. `report` shows the
+    /// CPU section and `flamegraph --cpu` draws it
+    #[arg(long)]
+    pub cpu: bool,
+    /// On-CPU samples a second per CPU (with --cpu)
+    #[arg(long, requires = "cpu", value_parser = clap::value_parser!(u64).range(1..=100_000),
+          default_value_t = fdprof_common::cpu::DEFAULT_FREQUENCY_HZ)]
+    pub freq: u64,
     /// Keep raw kernel and user addresses in the recording (they reveal the KASLR layout)
     #[arg(long)]
     pub raw_addrs: bool,
@@ -110,12 +119,20 @@ pub fn run(args: RecordArgs) -> Result<()> {
         latency: args.latency,
         streams: Streams::Inherit,
     };
-    let (mut session, profiler) = session::start(request, || args.output.check())?;
+    let (mut session, mut profiler) = session::start(request, || args.output.check())?;
+    let cpu_event = if args.cpu {
+        Some(profiler.sample_on_cpu(args.freq)?)
+    } else {
+        None
+    };
     session.go()?;
     eprintln!(
-        "fdprof: recording {} ({} mode{}); Ctrl-C to stop",
+        "fdprof: recording {} ({} mode{}{}); Ctrl-C to stop",
         session.target.describe(),
         profiler.mode(),
+        cpu_event
+            .map(|e| format!(", on-CPU samples on {e} at {} Hz", args.freq))
+            .unwrap_or_default(),
         args.duration
             .map(|d| format!(", for {d:?}"))
             .unwrap_or_default()

@@ -59,6 +59,6 @@ pub fn recording(snap: &Snapshot, run: Run, sym: &mut Symbolizers) -> Recording 
         },
         notes: run.notes,
         series: None,
-        cpu: None,
+        cpu: super::cpu::profile(snap, sym),
     }
 }

@@ -60,7 +60,7 @@ pub fn add(into: &mut Recording, other: &Recording) {
         own_cost,
         notes,
         series: _,
-        cpu: _,
+        cpu,
     } = into;
     // `format` and `version` are this fdprof's; the rest of the facts are kept unless unknown.
     keep_unless_empty(fdprof_version, &other.fdprof_version);
@@ -91,6 +91,7 @@ pub fn add(into: &mut Recording, other: &Recording) {
     }
     add_own_cost(own_cost, &other.own_cost);
     add_notes(notes, &other.notes);
+    super::cpu::add(cpu, other.cpu.as_ref());
 }
 
 /// Keeps the `max` sites with stacks that have the most total wait; the others lose their

@@ -3,6 +3,7 @@
 pub mod assemble;
 pub mod bounded;
 pub mod build;
+pub mod cpu;
 pub mod events;
 pub mod hist;
 pub mod lock;

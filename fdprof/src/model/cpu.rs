@@ -1,0 +1,102 @@
+//! The on-CPU profile (`record --cpu`): the sampler's counts with their stacks symbolized, and
+//! profiles added together (stack ids are per profiler, so samples are matched by frames).
+
+use std::cmp::Reverse;
+use std::collections::HashMap;
+
+use super::build::Symbolizers;
+use super::recording::{CpuProfile, CpuSite, Frame};
+use crate::collect::Snapshot;
+
+/// The profile of `snap`'s samples; `None` when the run did not sample.
+pub fn profile(snap: &Snapshot, sym: &mut Symbolizers) -> Option<CpuProfile> {
+    let samples = snap.cpu.as_ref()?;
+    let mut kernel: HashMap<i32, Vec<Frame>> = HashMap::new();
+    let mut user: HashMap<i32, Vec<Frame>> = HashMap::new();
+    let mut sites = Vec::with_capacity(samples.counts.len());
+    for (key, count) in &samples.counts {
+        let kernel_stack = kernel
+            .entry(key.kernel_stack)
+            .or_insert_with(|| match snap.stacks.get(&key.kernel_stack) {
+                Some(ips) => ips
+                    .iter()
+                    .map(|&ip| sym.kernel.resolve(ip, sym.raw_addrs).into())
+                    .collect(),
+                None => Vec::new(),
+            })
+            .clone();
+        let user_stack = user
+            .entry(key.user_stack)
+            .or_insert_with(|| match (snap.stacks.get(&key.user_stack), sym.user_pid) {
+                (Some(ips), Some(pid)) => sym
+                    .user
+                    .resolve(pid, ips, sym.raw_addrs)
+                    .into_iter()
+                    .map(Frame::from)
+                    .collect(),
+                _ => Vec::new(),
+            })
+            .clone();
+        sites.push(CpuSite {
+            kernel_stack,
+            user_stack,
+            count: *count,
+        });
+    }
+    let mut profile = CpuProfile {
+        event: samples.event,
+        frequency_hz: samples.frequency_hz,
+        samples: Vec::new(),
+    };
+    add_sites(&mut profile.samples, &sites);
+    Some(profile)
+}
+
+/// Adds `other`'s samples into `into`: sites with the same frames (function, offset and
+/// module; not raw addresses, which differ between processes) add their counts.
+pub fn add(into: &mut Option<CpuProfile>, other: Option<&CpuProfile>) {
+    let Some(other) = other else { return };
+    match into {
+        None => *into = Some(other.clone()),
+        Some(profile) => {
+            let CpuProfile {
+                event: _,
+                frequency_hz: _,
+                samples,
+            } = other;
+            add_sites(&mut profile.samples, samples);
+        }
+    }
+}
+
+type FrameKey<'a> = (&'a str, u64, Option<&'a str>);
+
+fn key(stack: &[Frame]) -> Vec<FrameKey<'_>> {
+    stack
+        .iter()
+        .map(|f| (f.function.as_str(), f.offset, f.module.as_deref()))
+        .collect()
+}
+
+/// Merges `other` into `into` by frames, most samples first.
+fn add_sites(into: &mut Vec<CpuSite>, other: &[CpuSite]) {
+    let mut merged: Vec<CpuSite> = Vec::with_capacity(into.len() + other.len());
+    {
+        let mut index: HashMap<(Vec<FrameKey<'_>>, Vec<FrameKey<'_>>), usize> = HashMap::new();
+        for site in into.iter().chain(other) {
+            let k = (key(&site.kernel_stack), key(&site.user_stack));
+            match index.get(&k) {
+                Some(&i) => {
+                    let m: &mut CpuSite = &mut merged[i];
+                    m.count = m.count.saturating_add(site.count);
+                }
+                None => {
+                    index.insert(k, merged.len());
+                    merged.push(site.clone());
+                }
+            }
+        }
+    }
+    merged.sort_by_key(|s| Reverse(s.count));
+    *into = merged;
+}
