@@ -10,6 +10,7 @@
 mod activity;
 mod contention;
 mod cost;
+mod cpu;
 mod histogram;
 mod live;
 mod lock;
@@ -20,6 +21,7 @@ mod stacks;
 pub use activity::{Scan, Syscall, SyscallLatency, Table};
 pub use contention::{Contention, Function, LockOperation, LockTotal, StackWalks};
 pub use cost::{DropCounter, Drops, OwnCost, ProgramCost};
+pub use cpu::{Cpu, CpuOperation, CpuStack, Share};
 pub use histogram::{Bucket, Histogram, LatencyLevel, Unit};
 pub use live::{Event, EventKind, Interval};
 pub use lock::{Lock, NamedBy};
@@ -35,6 +37,7 @@ pub const SCHEMA_VERSION: u32 = 2;
 
 pub use fdprof_common::{
     contention::LockKind,
+    cpu::CpuEvent,
     fnops::Operation,
     probes::{Attachment, Mode, Role},
     session::{EndReason, ExitStatus, TargetKind},

@@ -55,6 +55,9 @@ pub struct Report {
     /// Rates over time, for a recording made with `record --interval`; absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rates: Option<crate::Rates>,
+    /// On-CPU samples, for a recording made with `record --cpu`; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<crate::Cpu>,
 }
 
 impl Default for Report {
@@ -79,6 +82,7 @@ impl Default for Report {
             drops: Drops::default(),
             own_cost: OwnCost::default(),
             rates: None,
+            cpu: None,
         }
     }
 }

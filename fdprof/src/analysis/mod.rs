@@ -6,6 +6,7 @@
 //! `fdprof report --json` prints as it is.
 
 mod contention;
+mod cpu;
 mod drops;
 mod flamegraph;
 mod functions;
@@ -27,8 +28,11 @@ mod tests;
 pub use fdprof_figures::*;
 
 pub use contention::{by_lock, by_lock_operation, contention, stack_walks};
+pub use cpu::cpu;
 pub use drops::drops;
-pub use flamegraph::{FlamegraphOptions, Folded, FoldedStack, LockFilter, OpFilter, folded};
+pub use flamegraph::{
+    FlamegraphOptions, Folded, FoldedStack, LockFilter, OpFilter, Weight, folded, folded_cpu,
+};
 pub use functions::functions;
 pub use header::{fd_activity_recorded, header};
 pub use histogram::summary;
@@ -65,6 +69,7 @@ pub fn report(rec: &Recording, opts: &ReportOptions) -> Report {
         drops: drops(rec),
         own_cost: own_cost(rec),
         rates: series_rates(rec),
+        cpu: cpu(rec, opts),
     }
 }
 

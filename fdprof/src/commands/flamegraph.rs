@@ -1,9 +1,9 @@
 //! `fdprof flamegraph`: a recording's waiting stacks as an SVG flamegraph weighted by wait
-//! time, or as folded stacks.
+//! time, or its on-CPU stacks weighted by samples (`--cpu`), or as folded stacks.
 
 use std::path::PathBuf;
 
-use anyhow::Result;
+use anyhow::{Result, bail};
 
 use crate::analysis::{self, FlamegraphOptions, LockFilter, OpFilter};
 use crate::model::Recording;
@@ -31,6 +31,10 @@ pub struct FlamegraphArgs {
     /// Keep function offsets in frame names
     #[arg(long)]
     pub offsets: bool,
+    /// Draw the on-CPU samples (`record --cpu`), weighted by samples, instead of the lock waits
+    /// (--lock does not apply)
+    #[arg(long)]
+    pub cpu: bool,
 }
 
 pub fn run(args: &FlamegraphArgs) -> Result<()> {
@@ -41,7 +45,17 @@ pub fn run(args: &FlamegraphArgs) -> Result<()> {
         lock: args.lock.into(),
         offsets: args.offsets,
     };
-    let graph = analysis::folded(&rec, &opts);
+    let graph = if args.cpu {
+        match analysis::folded_cpu(&rec, &opts) {
+            Some(graph) => graph,
+            None => bail!(
+                "{} has no on-CPU samples: record with `fdprof record --cpu` to draw them",
+                crate::escape::name(&args.input.display().to_string())
+            ),
+        }
+    } else {
+        analysis::folded(&rec, &opts)
+    };
     let data = if args.folded {
         render::folded(&graph).into_bytes()
     } else {

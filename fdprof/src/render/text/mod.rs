@@ -4,6 +4,7 @@
 mod activity;
 mod contention;
 mod cost;
+mod cpu;
 mod functions;
 mod header;
 mod rates;
@@ -22,6 +23,7 @@ pub fn text(report: &Report) -> String {
     contention::contention(&mut out, report);
     functions::functions(&mut out, report);
     stacks::stacks(&mut out, report);
+    cpu::cpu(&mut out, report);
     if report.fd_activity_recorded {
         activity::scan(&mut out, report);
         activity::syscalls(&mut out, report);
