@@ -26,7 +26,7 @@ const BPF_LINKER_VERSION: &str = "0.13.0";
 /// terminal for `fdprof top`'s screen) and prometheus + promtool (scrape `fdprof daemon`, check
 /// the dashboard's queries and the scrape config) and systemd (`systemd-analyze verify` checks
 /// the unit example in `dashboards/`; most Debian hosts have it already).
-const TEST_PACKAGES: &[&str] = &["bpftool", "tmux", "prometheus", "systemd"];
+const TEST_PACKAGES: &[&str] = &["bpftool", "tmux", "prometheus", "systemd", "linux-perf"];
 
 fn installed(package: &str) -> bool {
     Command::new("dpkg-query")
