@@ -53,7 +53,12 @@ pub fn fdprof_cpu_sample(ctx: PerfEventContext) -> u32 {
         } else {
             stack_id(&ctx, 0, drop::KERNEL_STACK)
         },
-        user_stack: stack_id(&ctx, u64::from(BPF_F_USER_STACK), drop::USER_STACK),
+        // A kernel thread (`--all`) has no user stack: none, not a drop.
+        user_stack: if kernel::current_has_mm() {
+            stack_id(&ctx, u64::from(BPF_F_USER_STACK), drop::USER_STACK)
+        } else {
+            -1
+        },
     };
     if let Some(count) = CPU_SAMPLES.get_ptr_mut(&key) {
         // SAFETY: this CPU's value; a perf-event program does not nest on a CPU.

@@ -153,3 +153,121 @@ fn top_stacks(samples: &[CpuSite], all: u64, top: usize) -> (Vec<CpuStack>, usiz
         .collect();
     (shown, total)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::recording::{CpuEvent, CpuProfile};
+    use crate::testdata::{self, frame};
+
+    fn site(kernel: &[&str], user: &[&str], count: u64) -> CpuSite {
+        let frames = |names: &[&str], module: Option<&str>| {
+            names.iter().map(|n| frame(n, 0x10, module)).collect()
+        };
+        CpuSite {
+            kernel_stack: frames(kernel, None),
+            user_stack: frames(user, Some("/srv/app")),
+            count,
+        }
+    }
+
+    /// Every kind of sample once: spinning under alloc_fd, close without spinning, expansion
+    /// under alloc_fd (the `other` row), user mode, spinning outside the fd table, and a
+    /// spinlock outside (callers of) the close function, which is not beneath it.
+    fn recording() -> Recording {
+        let mut rec = testdata::recording();
+        rec.cpu = Some(CpuProfile {
+            event: CpuEvent::CpuClock,
+            frequency_hz: 99,
+            samples: vec![
+                site(&[], &["spin", "main"], 4),
+                site(
+                    &[
+                        "native_queued_spin_lock_slowpath",
+                        "_raw_spin_lock",
+                        "alloc_fd.isra.0",
+                        "do_sys_openat2",
+                    ],
+                    &["open_one", "main"],
+                    3,
+                ),
+                site(&["file_close_fd", "__x64_sys_close"], &["close_one"], 1),
+                site(
+                    &[
+                        "_raw_spin_lock",
+                        "expand_files",
+                        "alloc_fd",
+                        "do_sys_openat2",
+                    ],
+                    &["open_one", "main"],
+                    2,
+                ),
+                site(&["_raw_spin_lock", "tcp_v4_rcv"], &["recv_one"], 5),
+                site(
+                    &["file_close_fd", "_raw_spin_lock", "task_work_run"],
+                    &[],
+                    1,
+                ),
+            ],
+        });
+        rec
+    }
+
+    #[test]
+    fn shares_of_the_fd_table_paths_by_operation() {
+        let c = cpu(&recording(), &ReportOptions::default()).unwrap();
+        assert_eq!(
+            (c.event, c.frequency_hz, c.samples),
+            (CpuEvent::CpuClock, 99, 16)
+        );
+        assert_eq!(c.spinning.samples, 3 + 2 + 5 + 1);
+        assert_eq!(c.fd_table.samples, 3 + 1 + 2 + 1);
+        assert_eq!(c.fd_table.share_of_all, Some(7.0 / 16.0));
+        assert_eq!(c.fd_table_spinning.samples, 3 + 2);
+        let rows: Vec<(Operation, u64, u64)> = c
+            .by_operation
+            .iter()
+            .map(|o| (o.operation, o.samples.samples, o.spinning.samples))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                (Operation::Alloc, 3, 3),
+                (Operation::Close, 2, 0),
+                (Operation::Other, 2, 2)
+            ]
+        );
+        assert_eq!(c.by_operation[0].spinning_share, Some(1.0));
+        assert_eq!(c.by_operation[1].spinning_share, Some(0.0));
+    }
+
+    #[test]
+    fn top_stacks_merge_offsets_and_rank_by_samples() {
+        let mut rec = recording();
+        let profile = rec.cpu.as_mut().unwrap();
+        // The same stacks at another offset merge with the first.
+        let mut again = profile.samples[1].clone();
+        again.kernel_stack[0].offset = 0x99;
+        again.count = 3;
+        profile.samples.push(again);
+        let opts = ReportOptions {
+            top: 2,
+            ..ReportOptions::default()
+        };
+        let c = cpu(&rec, &opts).unwrap();
+        assert_eq!(c.stacks_total, 6);
+        let top: Vec<(usize, u64, Operation)> = c
+            .top_stacks
+            .iter()
+            .map(|s| (s.rank, s.samples.samples, s.operation))
+            .collect();
+        assert_eq!(top, [(1, 6, Operation::Alloc), (2, 5, Operation::Other)]);
+        assert_eq!(c.top_stacks[0].kernel_stack[2].function, "alloc_fd.isra.0");
+        assert_eq!(c.top_stacks[0].kernel_stack[2].offset, None);
+    }
+
+    #[test]
+    fn no_section_without_sampling() {
+        assert!(cpu(&testdata::recording(), &ReportOptions::default()).is_none());
+    }
+}

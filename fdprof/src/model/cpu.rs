@@ -100,3 +100,57 @@ fn add_sites(into: &mut Vec<CpuSite>, other: &[CpuSite]) {
     merged.sort_by_key(|s| Reverse(s.count));
     *into = merged;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::recording::CpuEvent;
+    use crate::testdata::frame;
+
+    fn site(function: &str, address: Option<u64>, count: u64) -> CpuSite {
+        let mut f = frame(function, 0x10, None);
+        f.address = address;
+        CpuSite {
+            kernel_stack: vec![f],
+            user_stack: vec![frame("main", 0x4, Some("/srv/app"))],
+            count,
+        }
+    }
+
+    fn profile(samples: Vec<CpuSite>) -> CpuProfile {
+        CpuProfile {
+            event: CpuEvent::CpuClock,
+            frequency_hz: 99,
+            samples,
+        }
+    }
+
+    /// Samples at the same frames add up whatever their raw addresses (another process's);
+    /// others are kept apart; the sum is ordered by samples.
+    #[test]
+    fn profiles_add_by_frames() {
+        let mut into = None;
+        add(&mut into, None);
+        assert!(into.is_none());
+        add(
+            &mut into,
+            Some(&profile(vec![site("alloc_fd", Some(1), 2)])),
+        );
+        add(
+            &mut into,
+            Some(&profile(vec![
+                site("file_close_fd", None, 1),
+                site("alloc_fd", Some(2), 5),
+            ])),
+        );
+        let p = into.unwrap();
+        let rows: Vec<(&str, u64)> = p
+            .samples
+            .iter()
+            .map(|s| (s.kernel_stack[0].function.as_str(), s.count))
+            .collect();
+        assert_eq!(rows, [("alloc_fd", 7), ("file_close_fd", 1)]);
+        // The first site's raw address is kept.
+        assert_eq!(p.samples[0].kernel_stack[0].address, Some(1));
+    }
+}
