@@ -213,3 +213,38 @@ fn flamegraph_cpu_without_samples_fails_in_one_line() {
     assert!(err.contains("no on-CPU samples"), "{err}");
     assert!(!tmp("nocpu.svg").exists());
 }
+
+/// `top --cpu`: every interval carries its own on-CPU samples, and they land where the
+/// program spins.
+#[test]
+fn top_intervals_carry_their_on_cpu_samples() {
+    require_root();
+    let _k = kernel_lock();
+    let spin = tmp("spin-top");
+    cc("spin.c", &spin, &["-fno-omit-frame-pointer"]);
+    let out = run(fdprof()
+        .args(["top", "--jsonl", "--cpu", "--freq", "199", "-n", "2", "--"])
+        .arg(&spin)
+        .arg("5"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_no_programs_left();
+    let intervals: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(intervals.len(), 2);
+    for iv in &intervals {
+        let cpu = &iv["cpu"];
+        let samples = cpu["samples"].as_u64().unwrap();
+        // ~199 a second of one spinning thread, less what a loaded machine gives it.
+        assert!(samples >= 30, "{samples} samples in a 1 s interval");
+        let top = &cpu["top_stacks"][0];
+        assert_eq!(top["user_stack"][0]["function"], "spin_here");
+        let share = top["samples"]["share_of_all"].as_f64().unwrap();
+        assert!(share >= 0.9, "{:.1}% in spin_here", share * 100.0);
+    }
+}

@@ -231,6 +231,48 @@ fn clean(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::recording::{CpuEvent, CpuProfile, CpuSite};
+    use crate::testdata::{self, frame};
+
+    /// On-CPU stacks: weighted by samples, a user-mode sample without a kernel part, the
+    /// operation filter applied; none without samples.
+    #[test]
+    fn on_cpu_stacks() {
+        let mut rec = testdata::recording();
+        assert!(folded_cpu(&rec, &FlamegraphOptions::default()).is_none());
+        let site = |kernel: &[&str], count| CpuSite {
+            kernel_stack: kernel.iter().map(|f| frame(f, 0, None)).collect(),
+            user_stack: vec![frame("spin", 0, None), frame("main", 0, None)],
+            count,
+        };
+        rec.cpu = Some(CpuProfile {
+            event: CpuEvent::CpuClock,
+            frequency_hz: 99,
+            samples: vec![site(&[], 7), site(&["_raw_spin_lock", "alloc_fd"], 3)],
+        });
+        let all = folded_cpu(&rec, &FlamegraphOptions::default()).unwrap();
+        assert_eq!(all.weight, Weight::Samples);
+        let lines: Vec<(&str, u64)> = all
+            .stacks
+            .iter()
+            .map(|s| (s.stack.as_str(), s.weight))
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                ("alloc;main;spin;alloc_fd;_raw_spin_lock", 3),
+                ("other;main;spin", 7)
+            ]
+        );
+        assert_eq!((all.total_weight, all.recording_weight), (10, 10));
+        let close = FlamegraphOptions {
+            op: OpFilter::Close,
+            ..FlamegraphOptions::default()
+        };
+        let none = folded_cpu(&rec, &close).unwrap();
+        assert!(none.stacks.is_empty());
+        assert_eq!(none.recording_weight, 10);
+    }
 
     #[test]
     fn names_are_sanitized() {

@@ -73,3 +73,43 @@ fn stacks(out: &mut Vec<String>, c: &Cpu) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::analysis::{self, ReportOptions};
+    use crate::model::recording::{CpuEvent, CpuProfile, CpuSite};
+    use crate::testdata::{self, frame, line_with};
+
+    #[test]
+    fn section_shows_the_split_and_the_stacks_only_when_sampled() {
+        let mut rec = testdata::recording();
+        let text = super::super::text(&analysis::report(&rec, &ReportOptions::default()));
+        assert!(!text.contains("on CPU"), "{text}");
+        let kernel = ["_raw_spin_lock", "alloc_fd", "do_sys_openat2"];
+        rec.cpu = Some(CpuProfile {
+            event: CpuEvent::Cycles,
+            frequency_hz: 99,
+            samples: vec![
+                CpuSite {
+                    kernel_stack: kernel.iter().map(|f| frame(f, 0x8, None)).collect(),
+                    user_stack: vec![frame("open_one", 0x4, Some("/srv/app"))],
+                    count: 3,
+                },
+                CpuSite {
+                    kernel_stack: Vec::new(),
+                    user_stack: vec![frame("spin", 0x4, Some("/srv/app"))],
+                    count: 1,
+                },
+            ],
+        });
+        let text = super::super::text(&analysis::report(&rec, &ReportOptions::default()));
+        assert!(
+            text.contains("== on CPU: 4 samples (cycles, 99 Hz per CPU) =="),
+            "{text}"
+        );
+        assert!(line_with(&text, "under alloc").contains("75.0%"), "{text}");
+        assert!(line_with(&text, "#1  alloc  3 samples").contains("75.0% of all"));
+        assert!(text.contains("      (user mode)"), "{text}");
+        assert!(text.contains("      spin (/srv/app)"), "{text}");
+    }
+}
