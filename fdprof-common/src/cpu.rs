@@ -45,6 +45,9 @@ impl core::fmt::Display for CpuEvent {
     }
 }
 
+/// The highest `--freq` taken: the kernel's default `perf_event_max_sample_rate`.
+pub const MAX_FREQUENCY_HZ: u64 = 100_000;
+
 /// What a sample is counted under.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

@@ -7,7 +7,10 @@ mod common;
 
 use std::process::Command;
 
-use common::{assert_no_programs_left, cc, fdprof, kernel_lock, read_json, require_root, run, tmp};
+use common::daemon::{Daemon, poll};
+use common::{
+    assert_no_programs_left, cc, fdprof, kernel_lock, parse_svg, read_json, require_root, run, tmp,
+};
 use serde_json::Value;
 
 /// Share of a recording's on-CPU samples taken in user mode inside `function` (the innermost
@@ -247,4 +250,54 @@ fn top_intervals_carry_their_on_cpu_samples() {
         let share = top["samples"]["share_of_all"].as_f64().unwrap();
         assert!(share >= 0.9, "{:.1}% in spin_here", share * 100.0);
     }
+}
+
+/// `daemon --cpu`: the report of a window has the process's on-CPU samples where it spins,
+/// and `/flamegraph.svg?cpu=1` draws them.
+#[test]
+fn daemon_samples_its_processes_on_cpu() {
+    require_root();
+    let _k = kernel_lock();
+    let spin = tmp("spin-daemon");
+    cc("spin.c", &spin, &["-fno-omit-frame-pointer"]);
+    let mut target = Command::new(&spin).arg("20").spawn().unwrap();
+    let pid = target.id().to_string();
+    let daemon = Daemon::start(&[
+        "--pid",
+        &pid,
+        "--cpu",
+        "--freq",
+        "199",
+        "--interval",
+        "250ms",
+    ]);
+    daemon.wait_line("INFO", &format!("profiling pid {pid}"));
+    let found = poll(std::time::Duration::from_secs(20), || {
+        let (code, body) = daemon.get("/report.json");
+        // 503 until the first interval ends.
+        if code != 200 {
+            return Err(body);
+        }
+        let report: Value = serde_json::from_str(&body).unwrap();
+        let cpu = &report["cpu"];
+        (cpu["samples"].as_u64().unwrap_or(0) >= 100)
+            .then(|| cpu.clone())
+            .ok_or(body)
+    });
+    let cpu = found.unwrap_or_else(|body| panic!("too few on-CPU samples: {body}"));
+    let top = &cpu["top_stacks"][0];
+    assert_eq!(top["user_stack"][0]["function"], "spin_here", "{cpu}");
+    assert!(
+        top["samples"]["share_of_all"].as_f64().unwrap() >= 0.9,
+        "{cpu}"
+    );
+    let (code, svg) = daemon.get("/flamegraph.svg?cpu=1&op=all");
+    assert_eq!(code, 200, "{svg}");
+    assert!(svg.contains("spin_here"), "{svg}");
+    parse_svg(&svg);
+    assert_eq!(daemon.get("/flamegraph.svg?cpu=maybe").0, 400);
+    drop(daemon);
+    let _ = target.kill();
+    let _ = target.wait();
+    assert_no_programs_left();
 }

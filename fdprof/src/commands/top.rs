@@ -59,7 +59,7 @@ pub struct TopArgs {
     #[arg(long)]
     pub cpu: bool,
     /// On-CPU samples a second per CPU (with --cpu)
-    #[arg(long, requires = "cpu", value_parser = clap::value_parser!(u64).range(1..=100_000),
+    #[arg(long, requires = "cpu", value_parser = clap::value_parser!(u64).range(1..=fdprof_common::cpu::MAX_FREQUENCY_HZ),
           default_value_t = fdprof_common::cpu::DEFAULT_FREQUENCY_HZ)]
     pub freq: u64,
     /// Print one plain-text block per interval, as `top -b` does (the default when standard

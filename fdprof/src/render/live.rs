@@ -129,7 +129,10 @@ mod tests {
         let close = crate::testdata::cells(lines[2]);
         assert_eq!(close, ["close", "1500", "3.00 ms/s", "40.0 µs"]);
         assert_eq!(lines[3], "fd syscalls/s  2000  (close 2000)");
-        assert!(!text.contains("on CPU"), "no on-CPU line without sampling: {text}");
+        assert!(
+            !text.contains("on CPU"),
+            "no on-CPU line without sampling: {text}"
+        );
     }
 
     #[test]

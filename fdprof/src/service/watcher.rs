@@ -276,7 +276,13 @@ impl Watcher {
             slow: self.watch.slow,
             latency: self.watch.latency,
         };
-        let mut profiler = match Profiler::attach(&self.kernel, options) {
+        let sampled = Profiler::attach(&self.kernel, options).and_then(|mut p| {
+            if let Some(hz) = self.watch.cpu_hz {
+                p.sample_on_cpu(hz)?;
+            }
+            Ok(p)
+        });
+        let mut profiler = match sampled {
             Ok(p) => p,
             Err(e) => {
                 log::error(&format!("cannot profile pid {pid} ({name}): {e:#}"));
