@@ -301,3 +301,17 @@ fn daemon_samples_its_processes_on_cpu() {
     let _ = target.wait();
     assert_no_programs_left();
 }
+
+/// A daemon config asking for an impossible sampling frequency is refused in one line.
+#[test]
+fn daemon_config_with_a_bad_frequency_fails_in_one_line() {
+    let config = tmp("bad-freq.toml");
+    std::fs::write(&config, "comm = [\"fdpd-cpu\"]\ncpu = true\nfreq = 0\n").unwrap();
+    let out = run(fdprof()
+        .args(["daemon", "--listen", "127.0.0.1:1", "--config"])
+        .arg(&config));
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("freq 0 is not 1 to 100000"), "{err}");
+}
