@@ -69,6 +69,26 @@ pub fn add(into: &mut Option<CpuProfile>, other: Option<&CpuProfile>) {
     }
 }
 
+/// Keeps the `max` stack pairs with the most samples; the others lose their stacks and are
+/// folded into one stack-less site, so every sample stays counted (a daemon's running total
+/// stays bounded). Returns how many sites were folded.
+pub fn bound(profile: &mut Option<CpuProfile>, max: usize) -> usize {
+    let Some(p) = profile else { return 0 };
+    if p.samples.len() <= max {
+        return 0;
+    }
+    // Sorted by samples: the tail goes.
+    p.samples.sort_by_key(|s| Reverse(s.count));
+    let folded = p.samples.split_off(max);
+    let rest = CpuSite {
+        kernel_stack: Vec::new(),
+        user_stack: Vec::new(),
+        count: folded.iter().fold(0, |n, s| n.saturating_add(s.count)),
+    };
+    add_sites(&mut p.samples, &[rest]);
+    folded.len()
+}
+
 type FrameKey<'a> = (&'a str, u64, Option<&'a str>);
 
 fn key(stack: &[Frame]) -> Vec<FrameKey<'_>> {
@@ -152,5 +172,26 @@ mod tests {
         assert_eq!(rows, [("alloc_fd", 7), ("file_close_fd", 1)]);
         // The first site's raw address is kept.
         assert_eq!(p.samples[0].kernel_stack[0].address, Some(1));
+    }
+
+    /// Bounding keeps the sites with the most samples and every sample.
+    #[test]
+    fn bound_folds_the_least_sampled_stacks() {
+        let mut p = Some(profile(vec![
+            site("a", None, 5),
+            site("b", None, 1),
+            site("c", None, 2),
+            site("d", None, 9),
+        ]));
+        assert_eq!(bound(&mut p, 4), 0);
+        assert_eq!(bound(&mut p, 2), 2);
+        let rows: Vec<(Option<&str>, u64)> = p
+            .as_ref()
+            .unwrap()
+            .samples
+            .iter()
+            .map(|s| (s.kernel_stack.first().map(|f| f.function.as_str()), s.count))
+            .collect();
+        assert_eq!(rows, [(Some("d"), 9), (Some("a"), 5), (None, 3)]);
     }
 }

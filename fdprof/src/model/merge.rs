@@ -101,6 +101,9 @@ pub fn add(into: &mut Recording, other: &Recording) {
 /// were folded away are added to the drop counter ([`STACK_BOUND_PROBE`],
 /// [`STACK_BOUND_REASON`]), which every report lists. Returns how many sites lost their stacks.
 pub fn bound_sites(r: &mut Recording, max: usize) -> u64 {
+    // On-CPU samples keep their `max` most sampled stacks the same way (no drop: a sample's
+    // count stays, only its stacks go).
+    super::cpu::bound(&mut r.cpu, max);
     if r.contention.len() <= max {
         return 0;
     }
