@@ -7,6 +7,13 @@ pub const PROGRAM: &str = "fdprof_cpu_sample";
 /// Per-CPU hash map of [`CpuKey`] → samples (`u64`).
 pub const SAMPLES_MAP: &str = "CPU_SAMPLES";
 
+/// The samples' stack-trace map. Their own, not the contention's `STACKS`: at a high
+/// frequency the samples' many stacks would fill its buckets, and the contention sites would
+/// lose theirs. One entry in the object, [`STACK_TRACES`] set at load when sampling (a stack
+/// map is allocated whole: ~1 KiB an entry).
+pub const STACKS_MAP: &str = "CPU_STACKS";
+pub const STACK_TRACES: u32 = 16384;
+
 /// Stack pairs the map holds; samples of further pairs are counted as drops
 /// (`counters::drop::PROBE_CPU`, `MAP_FULL`).
 pub const STACK_PAIRS: u32 = 8192;

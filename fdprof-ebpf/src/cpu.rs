@@ -6,7 +6,7 @@ use aya_ebpf::{
     EbpfContext,
     bindings::BPF_F_USER_STACK,
     macros::{map, perf_event},
-    maps::PerCpuHashMap,
+    maps::{PerCpuHashMap, StackTrace},
     programs::{PerfEventContext, tracing::StackIdContext},
 };
 use fdprof_common::{
@@ -19,6 +19,10 @@ use crate::{kernel, maps};
 #[map]
 static CPU_SAMPLES: PerCpuHashMap<CpuKey, u64> = PerCpuHashMap::with_max_entries(STACK_PAIRS, 0);
 
+/// One entry unless sampling: the loader sets `STACK_TRACES` then.
+#[map]
+static CPU_STACKS: StackTrace = StackTrace::with_max_entries(1, 0);
+
 const BPF_NOEXIST: u64 = 1;
 
 /// x86_64 `struct pt_regs`: `cs` is its 18th word; its low two bits are the privilege level
@@ -27,7 +31,7 @@ const PT_REGS_CS_WORD: usize = 17;
 
 #[inline(always)]
 fn stack_id(ctx: &PerfEventContext, flags: u64, reason: u32) -> i32 {
-    match ctx.get_stackid(&maps::STACKS, flags) {
+    match ctx.get_stackid(&CPU_STACKS, flags) {
         Ok(id) => id as i32,
         Err(_) => {
             maps::dropped(drop::PROBE_CPU, reason);

@@ -1,14 +1,15 @@
 //! On-CPU sampling (`record --cpu`): one sampling event per online CPU, in frequency mode,
 //! each running `fdprof_cpu_sample`; hardware cycles where the machine has a PMU, else the
 //! `cpu-clock` software event. The links belong to the object: unloading it (the profiler's
-//! drop or finish) closes them.
+//! drop or finish) closes them. The samples' stacks are in a map of their own
+//! (`fdprof_common::cpu::STACKS_MAP`), so their ids are theirs, not the snapshot's.
 
 use std::collections::HashMap;
 
 use anyhow::{Context, Result, anyhow};
 use aya::{
     Ebpf,
-    maps::PerCpuHashMap,
+    maps::{PerCpuHashMap, StackTraceMap},
     programs::{
         PerfEvent,
         perf_event::{HardwareEvent, PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
@@ -23,6 +24,8 @@ pub struct CpuSamples {
     pub event: CpuEvent,
     pub frequency_hz: u64,
     pub counts: Vec<(CpuKey, u64)>,
+    /// Stack id (of the samples' own map) → instruction pointers, innermost first.
+    pub stacks: HashMap<i32, Vec<u64>>,
 }
 
 /// Loads the sampling program and attaches it on every online CPU, trying cycles first. On
@@ -71,8 +74,8 @@ fn attach_each(
     Ok(())
 }
 
-/// The samples counted so far, summed over CPUs.
-pub fn read(ebpf: &Ebpf) -> Result<Vec<(CpuKey, u64)>> {
+/// The samples counted so far, summed over CPUs, with their stacks.
+pub fn read(ebpf: &Ebpf, event: CpuEvent, frequency_hz: u64) -> Result<CpuSamples> {
     let map: PerCpuHashMap<_, CpuKey, u64> = PerCpuHashMap::try_from(
         ebpf.map(cpu::SAMPLES_MAP)
             .with_context(|| format!("no map {}", cpu::SAMPLES_MAP))?,
@@ -85,7 +88,28 @@ pub fn read(ebpf: &Ebpf) -> Result<Vec<(CpuKey, u64)>> {
             counts.push((key, n));
         }
     }
-    Ok(counts)
+    let traces: StackTraceMap<_> = StackTraceMap::try_from(
+        ebpf.map(cpu::STACKS_MAP)
+            .with_context(|| format!("no map {}", cpu::STACKS_MAP))?,
+    )?;
+    let mut stacks = HashMap::new();
+    for id in counts
+        .iter()
+        .flat_map(|(k, _)| [k.kernel_stack, k.user_stack])
+    {
+        if id >= 0
+            && !stacks.contains_key(&id)
+            && let Ok(trace) = traces.get(&(id as u32), 0)
+        {
+            stacks.insert(id, trace.frames().iter().map(|f| f.ip).collect());
+        }
+    }
+    Ok(CpuSamples {
+        event,
+        frequency_hz,
+        counts,
+        stacks,
+    })
 }
 
 impl CpuSamples {
@@ -106,12 +130,5 @@ impl CpuSamples {
             counts,
             ..self.clone()
         }
-    }
-
-    /// The stack ids the samples refer to.
-    pub fn stack_ids(&self) -> impl Iterator<Item = i32> + '_ {
-        self.counts
-            .iter()
-            .flat_map(|(k, _)| [k.kernel_stack, k.user_stack])
     }
 }

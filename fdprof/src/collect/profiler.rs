@@ -19,8 +19,7 @@ use fdprof_common::{
 
 use super::{
     attach::{self, Attachment},
-    cpu::{self, CpuSamples},
-    direct,
+    cpu, direct,
     events::EventStream,
     kernel::Kernel,
     snapshot::{self, Snapshot},
@@ -48,6 +47,8 @@ pub struct ProfilerOptions {
     pub slow: Duration,
     /// Time every fd syscall entry to exit (two clock reads each); off, they are only counted.
     pub latency: bool,
+    /// Sample the target on every online CPU this many times a second each (`--cpu`).
+    pub cpu_hz: Option<u64>,
 }
 
 impl Default for ProfilerOptions {
@@ -58,6 +59,7 @@ impl Default for ProfilerOptions {
             lock_only: false,
             slow: Duration::from_micros(100),
             latency: false,
+            cpu_hz: None,
         }
     }
 }
@@ -120,6 +122,10 @@ impl Profiler {
             .override_global(setting::IMAGE_START, &image.0, true)
             .override_global(setting::IMAGE_END, &image.1, true)
             .override_global(setting::LATENCY, &latency, true)
+            .map_max_entries(
+                fdprof_common::cpu::STACKS_MAP,
+                opts.cpu_hz.map_or(1, |_| fdprof_common::cpu::STACK_TRACES),
+            )
             .load(object::PROFILER)
             .context("cannot load fdprof's eBPF object")?;
         let mut attachments = BTreeMap::new();
@@ -188,6 +194,10 @@ impl Profiler {
             };
             attachments.insert(family, how);
         }
+        let cpu = match opts.cpu_hz {
+            Some(hz) => Some((cpu::attach(&mut ebpf, hz)?, hz)),
+            None => None,
+        };
         Ok(Self {
             ebpf,
             attachments,
@@ -197,7 +207,7 @@ impl Profiler {
             stats: StatsSampler::new(),
             attached_at: Instant::now(),
             attached_ns: monotonic_ns(),
-            cpu: None,
+            cpu,
         })
     }
 
@@ -216,12 +226,9 @@ impl Profiler {
         Ok(stream)
     }
 
-    /// Starts sampling the target on every online CPU, `frequency_hz` samples a second each
-    /// (`record --cpu`); returns the event it samples on.
-    pub fn sample_on_cpu(&mut self, frequency_hz: u64) -> Result<CpuEvent> {
-        let event = cpu::attach(&mut self.ebpf, frequency_hz)?;
-        self.cpu = Some((event, frequency_hz));
-        Ok(event)
+    /// The event on-CPU sampling runs on (`--cpu`), if it does.
+    pub fn cpu_event(&self) -> Option<CpuEvent> {
+        self.cpu.map(|(event, _)| event)
     }
 
     /// `CLOCK_MONOTONIC` at attach, in ns: the origin of the events' time.
@@ -295,15 +302,7 @@ impl Profiler {
         snap.elapsed = self.attached_at.elapsed();
         snap.stats_window = self.stats.sampled_so_far();
         if let Some((event, frequency_hz)) = self.cpu {
-            let samples = CpuSamples {
-                event,
-                frequency_hz,
-                counts: cpu::read(&self.ebpf)?,
-            };
-            for (id, frames) in self.stacks(samples.stack_ids())? {
-                snap.stacks.entry(id).or_insert(frames);
-            }
-            snap.cpu = Some(samples);
+            snap.cpu = Some(cpu::read(&self.ebpf, event, frequency_hz)?);
         }
         Ok(snap)
     }

@@ -117,20 +117,17 @@ pub fn run(args: RecordArgs) -> Result<()> {
         lock_only: args.lock_only,
         slow: None,
         latency: args.latency,
+        cpu_hz: args.cpu.then_some(args.freq),
         streams: Streams::Inherit,
     };
-    let (mut session, mut profiler) = session::start(request, || args.output.check())?;
-    let cpu_event = if args.cpu {
-        Some(profiler.sample_on_cpu(args.freq)?)
-    } else {
-        None
-    };
+    let (mut session, profiler) = session::start(request, || args.output.check())?;
     session.go()?;
     eprintln!(
         "fdprof: recording {} ({} mode{}{}); Ctrl-C to stop",
         session.target.describe(),
         profiler.mode(),
-        cpu_event
+        profiler
+            .cpu_event()
             .map(|e| format!(", on-CPU samples on {e} at {} Hz", args.freq))
             .unwrap_or_default(),
         args.duration

@@ -205,15 +205,13 @@ pub fn run(args: TopArgs) -> Result<()> {
         lock_only: args.lock_only,
         slow: args.slow,
         latency: args.latency,
+        cpu_hz: args.cpu.then_some(args.freq),
         streams: match Sink::is_screen(&args) {
             true => Streams::Captured,
             false => Streams::Inherit,
         },
     };
-    let (mut session, mut profiler) = session::start(request, || Ok(()))?;
-    if args.cpu {
-        profiler.sample_on_cpu(args.freq)?;
-    }
+    let (mut session, profiler) = session::start(request, || Ok(()))?;
     let command_output = session.take_output().map(CommandOutput::start);
     let mut facts = Facts::of(&profiler, session.target.clone(), session.started_unix_ms);
     let mut events = EventSymbolizer::new(profiler.attached_ns());

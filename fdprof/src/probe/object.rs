@@ -33,7 +33,7 @@ mod tests {
             .chain(&program::ALL)
             .chain(&syscall_programs)
             .chain(&setting::ALL)
-            .chain(&[cpu::SAMPLES_MAP, cpu::PROGRAM])
+            .chain(&[cpu::SAMPLES_MAP, cpu::STACKS_MAP, cpu::PROGRAM])
             .filter(|name| !symbols.contains(*name))
             .copied()
             .collect();

@@ -275,14 +275,9 @@ impl Watcher {
             lock_only: false,
             slow: self.watch.slow,
             latency: self.watch.latency,
+            cpu_hz: self.watch.cpu_hz,
         };
-        let sampled = Profiler::attach(&self.kernel, options).and_then(|mut p| {
-            if let Some(hz) = self.watch.cpu_hz {
-                p.sample_on_cpu(hz)?;
-            }
-            Ok(p)
-        });
-        let mut profiler = match sampled {
+        let mut profiler = match Profiler::attach(&self.kernel, options) {
             Ok(p) => p,
             Err(e) => {
                 log::error(&format!("cannot profile pid {pid} ({name}): {e:#}"));
