@@ -48,7 +48,9 @@ pub mod drop {
     pub const PROBE_SYSCALLS: u32 = 1;
     /// Events lost to a full `EVENTS` ring buffer.
     pub const PROBE_EVENTS: u32 = 2;
-    pub const PROBES: u32 = 3;
+    /// On-CPU samples (`record --cpu`).
+    pub const PROBE_CPU: u32 = 3;
+    pub const PROBES: u32 = 4;
 
     /// A map had no room (for syscalls: another thread's entry took the in-flight slot).
     pub const MAP_FULL: u32 = 0;
@@ -60,7 +62,7 @@ pub mod drop {
     pub const RINGBUF_FULL: u32 = 4;
     pub const COUNT: u32 = 5;
 
-    pub const PROBE_NAMES: [&str; PROBES as usize] = ["contention", "syscalls", "events"];
+    pub const PROBE_NAMES: [&str; PROBES as usize] = ["contention", "syscalls", "events", "cpu"];
     pub const REASON_NAMES: [&str; COUNT as usize] = [
         "map_full",
         "kernel_stack",

@@ -129,6 +129,18 @@ fn read<T>(addr: u64) -> Option<T> {
     unsafe { bpf_probe_read_kernel(addr as *const T).ok() }
 }
 
+/// Whether the current task has a user address space (`current->mm`): kernel threads have
+/// none, so no user stack. True when the kernel's offsets are unknown.
+#[inline(always)]
+pub fn current_has_mm() -> bool {
+    let off = global(&OFF_TASK_MM);
+    if off == u32::MAX {
+        return true;
+    }
+    let task = unsafe { bpf_get_current_task() };
+    read::<u64>(task + u64::from(off)).is_none_or(|mm| mm != 0)
+}
+
 /// `current->files`.
 #[inline(always)]
 pub fn current_files() -> Option<u64> {

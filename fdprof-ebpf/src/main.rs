@@ -8,6 +8,7 @@
 #![no_main]
 
 mod contention;
+mod cpu;
 mod exits;
 mod fdops;
 mod kernel;

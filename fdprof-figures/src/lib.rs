@@ -11,6 +11,7 @@ mod activity;
 mod contention;
 mod cost;
 mod counters;
+mod cpu;
 mod histogram;
 mod live;
 mod lock;
@@ -22,6 +23,7 @@ pub use activity::{Scan, Syscall, SyscallLatency, Table};
 pub use contention::{Contention, Function, LockOperation, LockTotal, StackWalks};
 pub use cost::{DropCounter, Drops, OwnCost, ProgramCost};
 pub use counters::{CounterName, CounterTotal, Counters, TargetCpu, ThreadRow};
+pub use cpu::{Cpu, CpuOperation, CpuStack, Share};
 pub use histogram::{Bucket, Histogram, LatencyLevel, Unit};
 pub use live::{Event, EventKind, Interval};
 pub use lock::{Lock, NamedBy};
@@ -37,6 +39,7 @@ pub const SCHEMA_VERSION: u32 = 2;
 
 pub use fdprof_common::{
     contention::LockKind,
+    cpu::CpuEvent,
     fnops::Operation,
     probes::{Attachment, Mode, Role},
     session::{EndReason, ExitStatus, TargetKind},

@@ -58,6 +58,9 @@ pub struct Report {
     /// The target's per-thread counters; absent when the recording has none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counters: Option<crate::Counters>,
+    /// On-CPU samples, for a recording made with `record --cpu`; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<crate::Cpu>,
 }
 
 impl Default for Report {
@@ -83,6 +86,7 @@ impl Default for Report {
             own_cost: OwnCost::default(),
             rates: None,
             counters: None,
+            cpu: None,
         }
     }
 }

@@ -259,6 +259,24 @@ fn folded_export_is_flamegraphs_folded() {
     let exported = std::fs::read(&file).unwrap();
     assert!(!exported.is_empty());
     assert_eq!(exported, flamegraph.stdout);
+
+    // On-CPU samples too: the same lines as `flamegraph --cpu --folded`.
+    let cpu_rec = tmp("cpu-folded.data");
+    std::fs::write(
+        &cpu_rec,
+        serde_json::to_vec(&fdprof::testdata::cpu_recording()).unwrap(),
+    )
+    .unwrap();
+    let cpu_file = tmp("cpu.folded");
+    export(&cpu_rec, &["--format", "folded", "--cpu"], &cpu_file);
+    let flamegraph = run(fdprof()
+        .arg("flamegraph")
+        .arg(&cpu_rec)
+        .args(["--cpu", "--folded", "-o", "-"]));
+    assert!(flamegraph.status.success());
+    let exported = std::fs::read(&cpu_file).unwrap();
+    assert!(!exported.is_empty());
+    assert_eq!(exported, flamegraph.stdout);
 }
 
 /// An SVG frame: its name, its place (fg:x, fg:w in ns; y, up is smaller) and fill.

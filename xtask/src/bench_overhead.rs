@@ -118,6 +118,22 @@ fn variants() -> Vec<Variant> {
             lock_reference: false,
         },
         Variant {
+            name: "fdprof --cpu",
+            wrap: |fdprof, out| {
+                vec![
+                    fdprof.display().to_string(),
+                    "record".into(),
+                    "--cpu".into(),
+                    "-o".into(),
+                    out.join("fdprof-cpu.data").display().to_string(),
+                    "--".into(),
+                ]
+            },
+            output: Some("fdprof-cpu.data"),
+            empty_hooks: &[],
+            lock_reference: false,
+        },
+        Variant {
             name: "fdprof top",
             wrap: top_wrap,
             output: None,

@@ -29,8 +29,9 @@ const BPF_LINKER_VERSION: &str = "0.13.0";
 /// the dashboard's queries and the scrape config) and systemd (`systemd-analyze verify` checks
 /// the unit example in `dashboards/`; most Debian hosts have it already), golang-go (`go tool
 /// pprof` reads `fdprof export`'s profiles), python3-jsonschema (checks speedscope exports
-/// against the schema of the `speedscope` npm package), and what the Debian package's round
-/// trip needs (dpkg-dev, lintian, sudo, man-db).
+/// against the schema of the `speedscope` npm package), what the Debian package's round
+/// trip needs (dpkg-dev, lintian, sudo, man-db) and linux-perf (`perf record`, the reference
+/// the on-CPU samples are checked against).
 const TEST_PACKAGES: &[&str] = &[
     "bpftool",
     "tmux",
@@ -42,6 +43,7 @@ const TEST_PACKAGES: &[&str] = &[
     "lintian",
     "sudo",
     "man-db",
+    "linux-perf",
 ];
 /// Commands the tests run and the package that brings each where it is missing: npm installs
 /// the `speedscope` package for its schema (a host's Node.js may bring npm from elsewhere).

@@ -1,5 +1,5 @@
 //! Folded stacks for flamegraphs: the waits that pass a filter, merged by stack and weighted by
-//! wait time.
+//! wait time; or, with `--cpu`, the on-CPU samples weighted by their count.
 //!
 //! A stack is `op;user_outer;…;user_inner;kernel_outer;…;kernel_inner`: the root frame is the
 //! fd-table operation, so the graph splits by operation, and the lock slow path is the leaf. A
@@ -88,31 +88,43 @@ impl FlamegraphOptions {
     }
 }
 
+/// What a flamegraph's widths measure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Weight {
+    /// Lock wait, ns (the contention flamegraph).
+    #[default]
+    WaitNs,
+    /// On-CPU samples (`flamegraph --cpu`).
+    Samples,
+}
+
 /// One folded stack and its weight.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FoldedStack {
     /// Frame names, root first, joined by `;`; no name holds a `;` or a line break.
     pub stack: String,
-    /// Total wait of the merged sites, ns.
-    pub wait_ns: u64,
+    /// The merged sites' total wait (ns) or samples, as [`Folded::weight`] says.
+    pub weight: u64,
 }
 
 /// Everything a flamegraph of a recording shows.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Folded {
     pub options: FlamegraphOptions,
+    pub weight: Weight,
     /// Whose recording (for the title and notes).
     pub header: Header,
     pub drops: Drops,
     /// The stacks that pass the filter, sorted by stack, identical ones merged; stacks without
     /// wait are left out.
     pub stacks: Vec<FoldedStack>,
-    /// Sum of the stacks' waits: the graph's width, ns.
-    pub total_wait_ns: u64,
-    /// Contention sites and wait on all locks in the whole recording, filter or not (to say
-    /// what a filter left out).
+    /// Sum of the stacks' weights: the graph's width.
+    pub total_weight: u64,
+    /// Sites (contention sites, or on-CPU stack pairs) and their weight (wait on all locks, or
+    /// samples) in the whole recording, filter or not (to say what a filter left out).
     pub recording_sites: usize,
-    pub recording_wait_ns: u64,
+    pub recording_weight: u64,
 }
 
 /// The folded stacks of the waits that pass the filter of `opts`, with what a flamegraph's
@@ -131,16 +143,53 @@ pub fn folded(rec: &Recording, opts: &FlamegraphOptions) -> Folded {
     }
     Folded {
         options: *opts,
+        weight: Weight::WaitNs,
         header: super::header(rec),
         drops: super::drops(rec),
-        total_wait_ns: super::sum(merged.values().copied()),
+        total_weight: super::sum(merged.values().copied()),
         stacks: merged
             .into_iter()
-            .map(|(stack, wait_ns)| FoldedStack { stack, wait_ns })
+            .map(|(stack, weight)| FoldedStack { stack, weight })
             .collect(),
         recording_sites: rec.contention.len(),
-        recording_wait_ns: all_wait_ns(&rec.contention),
+        recording_weight: all_wait_ns(&rec.contention),
     }
+}
+
+/// The folded on-CPU stacks of the samples whose operation passes `opts.op` (the lock filter
+/// does not apply), weighted by samples; `None` when the recording has no on-CPU samples. A
+/// sample taken in user mode has no kernel part.
+pub fn folded_cpu(rec: &Recording, opts: &FlamegraphOptions) -> Option<Folded> {
+    let profile = rec.cpu.as_ref().filter(|p| !p.samples.is_empty())?;
+    let mut merged: std::collections::BTreeMap<String, u64> = Default::default();
+    for site in &profile.samples {
+        let operation = crate::model::operation::of_stack(
+            site.kernel_stack.iter().map(|f| f.function.as_str()),
+        );
+        if site.count == 0 || !opts.op.matches(operation) {
+            continue;
+        }
+        let mut stack = operation.name().to_string();
+        push_reversed(&mut stack, &site.user_stack, opts.offsets);
+        if !site.kernel_stack.is_empty() {
+            push_reversed(&mut stack, &site.kernel_stack, opts.offsets);
+        }
+        let n = merged.entry(stack).or_default();
+        *n = n.saturating_add(site.count);
+    }
+    Some(Folded {
+        options: *opts,
+        weight: Weight::Samples,
+        header: super::header(rec),
+        drops: super::drops(rec),
+        total_weight: super::sum(merged.values().copied()),
+        stacks: merged
+            .into_iter()
+            .map(|(stack, weight)| FoldedStack { stack, weight })
+            .collect(),
+        recording_sites: profile.samples.len(),
+        recording_weight: super::sum(profile.samples.iter().map(|s| s.count)),
+    })
 }
 
 /// Appends `;frame` for each frame, outermost first (the stack is innermost first).
@@ -182,6 +231,48 @@ fn clean(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::recording::{CpuEvent, CpuProfile, CpuSite};
+    use crate::testdata::{self, frame};
+
+    /// On-CPU stacks: weighted by samples, a user-mode sample without a kernel part, the
+    /// operation filter applied; none without samples.
+    #[test]
+    fn on_cpu_stacks() {
+        let mut rec = testdata::recording();
+        assert!(folded_cpu(&rec, &FlamegraphOptions::default()).is_none());
+        let site = |kernel: &[&str], count| CpuSite {
+            kernel_stack: kernel.iter().map(|f| frame(f, 0, None)).collect(),
+            user_stack: vec![frame("spin", 0, None), frame("main", 0, None)],
+            count,
+        };
+        rec.cpu = Some(CpuProfile {
+            event: CpuEvent::CpuClock,
+            frequency_hz: 99,
+            samples: vec![site(&[], 7), site(&["_raw_spin_lock", "alloc_fd"], 3)],
+        });
+        let all = folded_cpu(&rec, &FlamegraphOptions::default()).unwrap();
+        assert_eq!(all.weight, Weight::Samples);
+        let lines: Vec<(&str, u64)> = all
+            .stacks
+            .iter()
+            .map(|s| (s.stack.as_str(), s.weight))
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                ("alloc;main;spin;alloc_fd;_raw_spin_lock", 3),
+                ("other;main;spin", 7)
+            ]
+        );
+        assert_eq!((all.total_weight, all.recording_weight), (10, 10));
+        let close = FlamegraphOptions {
+            op: OpFilter::Close,
+            ..FlamegraphOptions::default()
+        };
+        let none = folded_cpu(&rec, &close).unwrap();
+        assert!(none.stacks.is_empty());
+        assert_eq!(none.recording_weight, 10);
+    }
 
     #[test]
     fn names_are_sanitized() {

@@ -7,6 +7,7 @@
 
 mod contention;
 mod counters;
+mod cpu;
 mod drops;
 mod flamegraph;
 mod functions;
@@ -31,8 +32,11 @@ pub use fdprof_figures::*;
 
 pub use contention::{by_lock, by_lock_operation, contention, stack_walks};
 pub use counters::{counters, target_cpu};
+pub use cpu::cpu;
 pub use drops::drops;
-pub use flamegraph::{FlamegraphOptions, Folded, FoldedStack, LockFilter, OpFilter, folded};
+pub use flamegraph::{
+    FlamegraphOptions, Folded, FoldedStack, LockFilter, OpFilter, Weight, folded, folded_cpu,
+};
 pub use functions::functions;
 pub use header::{fd_activity_recorded, header};
 pub use histogram::summary;
@@ -74,6 +78,7 @@ pub fn report(rec: &Recording, opts: &ReportOptions) -> Report {
         own_cost: own_cost(rec),
         rates: series_rates(rec),
         counters: counters(rec),
+        cpu: cpu(rec, opts),
     }
 }
 

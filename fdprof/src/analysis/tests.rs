@@ -313,7 +313,7 @@ fn sums_saturate() {
     assert_eq!(report.contention.file_lock_count, u64::MAX);
     assert_eq!(report.top_stacks[0].total_wait_ns, u64::MAX);
     let graph = folded(&r, &FlamegraphOptions::default());
-    assert_eq!(graph.total_wait_ns, u64::MAX);
+    assert_eq!(graph.total_weight, u64::MAX);
 }
 
 #[test]

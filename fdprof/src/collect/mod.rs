@@ -3,6 +3,7 @@
 pub mod attach;
 pub mod batch;
 pub mod counters;
+pub mod cpu;
 pub mod direct;
 pub mod events;
 pub mod kernel;

@@ -12,13 +12,14 @@ use aya::{
     maps::{Array, RingBuf, StackTraceMap},
 };
 use fdprof_common::{
+    cpu::CpuEvent,
     fnops,
     probes::{Mode, Role, map, setting, target_kind},
 };
 
 use super::{
     attach::{self, Attachment},
-    direct,
+    cpu, direct,
     events::EventStream,
     kernel::Kernel,
     snapshot::{self, Snapshot},
@@ -46,6 +47,8 @@ pub struct ProfilerOptions {
     pub slow: Duration,
     /// Time every fd syscall entry to exit (two clock reads each); off, they are only counted.
     pub latency: bool,
+    /// Sample the target on every online CPU this many times a second each (`--cpu`).
+    pub cpu_hz: Option<u64>,
 }
 
 impl Default for ProfilerOptions {
@@ -56,6 +59,7 @@ impl Default for ProfilerOptions {
             lock_only: false,
             slow: Duration::from_micros(100),
             latency: false,
+            cpu_hz: None,
         }
     }
 }
@@ -71,6 +75,8 @@ pub struct Profiler {
     stats: StatsSampler,
     attached_at: Instant,
     attached_ns: u64,
+    /// On-CPU sampling, once started: the event and its frequency.
+    cpu: Option<(CpuEvent, u64)>,
 }
 
 impl Profiler {
@@ -116,6 +122,10 @@ impl Profiler {
             .override_global(setting::IMAGE_START, &image.0, true)
             .override_global(setting::IMAGE_END, &image.1, true)
             .override_global(setting::LATENCY, &latency, true)
+            .map_max_entries(
+                fdprof_common::cpu::STACKS_MAP,
+                opts.cpu_hz.map_or(1, |_| fdprof_common::cpu::STACK_TRACES),
+            )
             .load(object::PROFILER)
             .context("cannot load fdprof's eBPF object")?;
         let mut attachments = BTreeMap::new();
@@ -184,6 +194,10 @@ impl Profiler {
             };
             attachments.insert(family, how);
         }
+        let cpu = match opts.cpu_hz {
+            Some(hz) => Some((cpu::attach(&mut ebpf, hz)?, hz)),
+            None => None,
+        };
         Ok(Self {
             ebpf,
             attachments,
@@ -193,6 +207,7 @@ impl Profiler {
             stats: StatsSampler::new(),
             attached_at: Instant::now(),
             attached_ns: monotonic_ns(),
+            cpu,
         })
     }
 
@@ -209,6 +224,11 @@ impl Profiler {
             Array::try_from(self.ebpf.map_mut(map::CONFIG).context("no map CONFIG")?)?;
         config.set(fnops::CONFIG_EVENTS, 1, 0)?;
         Ok(stream)
+    }
+
+    /// The event on-CPU sampling runs on (`--cpu`), if it does.
+    pub fn cpu_event(&self) -> Option<CpuEvent> {
+        self.cpu.map(|(event, _)| event)
     }
 
     /// `CLOCK_MONOTONIC` at attach, in ns: the origin of the events' time.
@@ -281,6 +301,9 @@ impl Profiler {
         snap.programs = stats::program_costs(&self.ebpf);
         snap.elapsed = self.attached_at.elapsed();
         snap.stats_window = self.stats.sampled_so_far();
+        if let Some((event, frequency_hz)) = self.cpu {
+            snap.cpu = Some(cpu::read(&self.ebpf, event, frequency_hz)?);
+        }
         Ok(snap)
     }
 

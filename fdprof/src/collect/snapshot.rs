@@ -97,6 +97,8 @@ pub struct Snapshot {
     /// Direct-probe counters and histograms (`fnops` layout); max counters combined with max.
     pub fn_counters: Vec<u64>,
     pub fn_hists: Vec<u64>,
+    /// On-CPU samples, when sampling (`record --cpu`).
+    pub cpu: Option<super::cpu::CpuSamples>,
 }
 
 impl Snapshot {
@@ -284,6 +286,7 @@ impl Snapshot {
             drops: sub(&self.drops, &earlier.drops, &none),
             fn_counters: sub(&self.fn_counters, &earlier.fn_counters, &fn_counter_is_max),
             fn_hists: sub(&self.fn_hists, &earlier.fn_hists, &none),
+            cpu: self.cpu.as_ref().map(|c| c.delta(earlier.cpu.as_ref())),
         }
     }
 }

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use fdprof_common::cpu::{DEFAULT_FREQUENCY_HZ, MAX_FREQUENCY_HZ};
 use serde::Deserialize;
 
 use crate::collect::Kernel;
@@ -32,12 +33,14 @@ const CONFIG_MAX: u64 = 64 * 1024;
                   stacks per name and interval and in each name's running total (the rest are \
                   folded into one stack-less row per lock and operation; no count is lost).\n\n\
                   Endpoints (read-only): /metrics (OpenMetrics), /report.json?seconds=N&target=, \
-                  /flamegraph.svg?seconds=N&op=alloc|close|all&lock=file_lock|all&target=, \
+                  /flamegraph.svg?seconds=N&op=alloc|close|all&lock=file_lock|all&target= \
+                  (&cpu=1: the on-CPU samples of --cpu), \
                   /api/v1/stream (one SSE event per interval), /healthz.\n\n\
                   Signals: SIGHUP reloads --config (a broken file keeps the old config); SIGTERM \
                   or SIGINT detaches everything and exits 0.\n\n\
                   Config file (TOML): one of `pid = [1234]`, `comm = [\"nginx\"]` or `all = \
-                  true`; optional `interval = \"1s\"`, `slow = \"100us\"`, `latency = true`."
+                  true`; optional `interval = \"1s\"`, `slow = \"100us\"`, `latency = true`, `cpu = true`, \
+                  `freq = 99`."
 )]
 pub struct DaemonArgs {
     /// Where to serve HTTP; a non-loopback address needs --allow-remote
@@ -68,6 +71,14 @@ pub struct DaemonArgs {
     /// they are only counted
     #[arg(long)]
     pub latency: bool,
+    /// Also sample each profiled process on CPU, --freq times a second per CPU: report.json's
+    /// CPU section and /flamegraph.svg?cpu=1
+    #[arg(long)]
+    pub cpu: bool,
+    /// On-CPU samples a second per CPU (with --cpu)
+    #[arg(long, requires = "cpu", value_parser = clap::value_parser!(u64).range(1..=MAX_FREQUENCY_HZ),
+          default_value_t = DEFAULT_FREQUENCY_HZ)]
+    pub freq: u64,
     /// Attach to at most this many processes at once (1 to 64); others are counted, not
     /// profiled
     #[arg(long, default_value_t = bounds::PROCESSES,
@@ -88,6 +99,8 @@ struct File {
     interval: Option<String>,
     slow: Option<String>,
     latency: Option<bool>,
+    cpu: Option<bool>,
+    freq: Option<u64>,
 }
 
 pub fn run(args: DaemonArgs) -> Result<()> {
@@ -101,7 +114,8 @@ pub fn run(args: DaemonArgs) -> Result<()> {
             ),
         ));
     }
-    let defaults = (args.interval, args.slow, args.latency);
+    let cpu_hz = args.cpu.then_some(args.freq);
+    let defaults = (args.interval, args.slow, args.latency, cpu_hz);
     let watch = match &args.config {
         Some(path) => read_config(path, defaults)?,
         None => Watch {
@@ -109,6 +123,7 @@ pub fn run(args: DaemonArgs) -> Result<()> {
             interval: args.interval,
             slow: args.slow,
             latency: args.latency,
+            cpu_hz,
         },
     };
     let mut needed = privileges::LOAD_BPF.to_vec();
@@ -166,7 +181,7 @@ fn targets(pids: &[u32], comms: &[String], all: bool) -> Result<Targets> {
 /// Reads a config file; every error is one line naming the file.
 fn read_config(
     path: &Path,
-    (interval, slow, latency): (Duration, Duration, bool),
+    (interval, slow, latency, cpu_hz): (Duration, Duration, bool, Option<u64>),
 ) -> Result<Watch> {
     let shown = path.display();
     let bad = |why: String| fatal(EXIT_USAGE, format!("bad config {shown}: {why}"));
@@ -192,6 +207,16 @@ fn read_config(
         interval: duration(file.interval, interval, super::duration::parse_interval)?,
         slow: duration(file.slow, slow, super::duration::parse_slow)?,
         latency: file.latency.unwrap_or(latency),
+        cpu_hz: match file.cpu.unwrap_or(cpu_hz.is_some()) {
+            false => None,
+            true => {
+                let hz = file.freq.or(cpu_hz).unwrap_or(DEFAULT_FREQUENCY_HZ);
+                if !(1..=MAX_FREQUENCY_HZ).contains(&hz) {
+                    return Err(bad(format!("freq {hz} is not 1 to {MAX_FREQUENCY_HZ}")));
+                }
+                Some(hz)
+            }
+        },
     })
 }
 

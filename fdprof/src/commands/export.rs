@@ -78,15 +78,23 @@ pub fn run(args: &ExportArgs) -> Result<()> {
     }
     let data = match args.format {
         Format::Folded => {
-            if kind == ProfileKind::Cpu {
-                bail!("folded on-CPU stacks: use `fdprof flamegraph --cpu --folded`");
-            }
             let opts = FlamegraphOptions {
                 op: args.op.into(),
                 lock: args.lock.into(),
                 offsets: false,
             };
-            render::folded(&analysis::folded(&rec, &opts)).into_bytes()
+            let graph = if kind == ProfileKind::Cpu {
+                match analysis::folded_cpu(&rec, &opts) {
+                    Some(graph) => graph,
+                    None => bail!(
+                        "{} has no on-CPU samples: record with `fdprof record --cpu` to export them",
+                        crate::escape::name(&args.input.display().to_string())
+                    ),
+                }
+            } else {
+                analysis::folded(&rec, &opts)
+            };
+            render::folded(&graph).into_bytes()
         }
         Format::Pprof | Format::Speedscope => {
             let opts = ProfileOptions {
@@ -99,7 +107,7 @@ pub fn run(args: &ExportArgs) -> Result<()> {
                 Ok(p) => p,
                 Err(NoProfile::NoCpuSamples) => bail!(
                     "{} has no on-CPU samples: record with `fdprof record --cpu` to export them",
-                    args.input.display()
+                    crate::escape::name(&args.input.display().to_string())
                 ),
             };
             if args.format == Format::Pprof {

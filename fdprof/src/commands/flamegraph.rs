@@ -1,9 +1,9 @@
 //! `fdprof flamegraph`: a recording's waiting stacks as an SVG flamegraph weighted by wait
-//! time, or as folded stacks.
+//! time, or its on-CPU stacks weighted by samples (`--cpu`), or as folded stacks.
 
 use std::path::PathBuf;
 
-use anyhow::Result;
+use anyhow::{Result, bail};
 
 use crate::analysis::{self, FlamegraphOptions, LockFilter, OpFilter};
 use crate::model::Recording;
@@ -31,10 +31,15 @@ pub struct FlamegraphArgs {
     /// Keep function offsets in frame names
     #[arg(long)]
     pub offsets: bool,
-    /// Draw a differential flamegraph against this older recording (red: more wait than in
-    /// it, blue: less); with --folded, write the two-column folded form
+    /// Draw a differential flamegraph against this older recording (red: more wait, or
+    /// samples with --cpu, than in it; blue: less); with --folded, write the two-column
+    /// folded form
     #[arg(long, value_name = "OLD")]
     pub diff: Option<PathBuf>,
+    /// Draw the on-CPU samples (`record --cpu`), weighted by samples, instead of the lock waits
+    /// (--lock does not apply)
+    #[arg(long)]
+    pub cpu: bool,
 }
 
 pub fn run(args: &FlamegraphArgs) -> Result<()> {
@@ -45,9 +50,9 @@ pub fn run(args: &FlamegraphArgs) -> Result<()> {
         lock: args.lock.into(),
         offsets: args.offsets,
     };
-    let graph = analysis::folded(&rec, &opts);
+    let graph = graph_of(&rec, &args.input, &opts, args.cpu)?;
     let old = match &args.diff {
-        Some(path) => Some(analysis::folded(&Recording::read(path)?, &opts)),
+        Some(path) => Some(graph_of(&Recording::read(path)?, path, &opts, args.cpu)?),
         None => None,
     };
     let data = match (&old, args.folded) {
@@ -59,6 +64,25 @@ pub fn run(args: &FlamegraphArgs) -> Result<()> {
     args.output.write(&data)?;
     eprintln!("fdprof: wrote {}", args.output);
     Ok(())
+}
+
+/// The folded lock waits of `rec`, or its on-CPU samples with `cpu`.
+fn graph_of(
+    rec: &Recording,
+    path: &std::path::Path,
+    opts: &FlamegraphOptions,
+    cpu: bool,
+) -> Result<analysis::Folded> {
+    if !cpu {
+        return Ok(analysis::folded(rec, opts));
+    }
+    match analysis::folded_cpu(rec, opts) {
+        Some(graph) => Ok(graph),
+        None => bail!(
+            "{} has no on-CPU samples: record with `fdprof record --cpu` to draw them",
+            crate::escape::name(&path.display().to_string())
+        ),
+    }
 }
 
 // The command line's names for the analysis options (clap stays out of analysis and render).

@@ -68,6 +68,15 @@ pub struct RecordArgs {
     /// (and cycles, instructions, cache misses where there is a PMU)
     #[arg(long)]
     pub no_counters: bool,
+    /// Also sample the target on CPU (kernel and user stacks), --freq times a second on each
+    /// CPU: hardware cycles where the machine has a PMU, else cpu-clock. `report` shows the
+    /// CPU section and `flamegraph --cpu` draws it
+    #[arg(long)]
+    pub cpu: bool,
+    /// On-CPU samples a second per CPU (with --cpu)
+    #[arg(long, requires = "cpu", value_parser = clap::value_parser!(u64).range(1..=fdprof_common::cpu::MAX_FREQUENCY_HZ),
+          default_value_t = fdprof_common::cpu::DEFAULT_FREQUENCY_HZ)]
+    pub freq: u64,
     /// Keep raw kernel and user addresses in the recording (they reveal the KASLR layout)
     #[arg(long)]
     pub raw_addrs: bool,
@@ -114,6 +123,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
         lock_only: args.lock_only,
         slow: None,
         latency: args.latency,
+        cpu_hz: args.cpu.then_some(args.freq),
         streams: Streams::Inherit,
     };
     let (mut session, profiler) = session::start(request, || args.output.check())?;
@@ -124,9 +134,13 @@ pub fn run(args: RecordArgs) -> Result<()> {
     let counters = counted.as_deref().map(ThreadCounters::open);
     session.go()?;
     eprintln!(
-        "fdprof: recording {} ({} mode{}); Ctrl-C to stop",
+        "fdprof: recording {} ({} mode{}{}); Ctrl-C to stop",
         session.target.describe(),
         profiler.mode(),
+        profiler
+            .cpu_event()
+            .map(|e| format!(", on-CPU samples on {e} at {} Hz", args.freq))
+            .unwrap_or_default(),
         args.duration
             .map(|d| format!(", for {d:?}"))
             .unwrap_or_default()

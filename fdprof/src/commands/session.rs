@@ -65,6 +65,8 @@ pub struct Request<'a> {
     pub slow: Option<std::time::Duration>,
     /// Time the fd syscalls entry to exit (`--latency`).
     pub latency: bool,
+    /// Sample the target on CPU this many times a second per CPU (`--cpu`).
+    pub cpu_hz: Option<u64>,
     /// Where a launched command's output goes.
     pub streams: Streams,
 }
@@ -124,6 +126,7 @@ pub fn start(request: Request, checks: impl FnOnce() -> Result<()>) -> Result<(S
         lock_only: request.lock_only,
         slow: request.slow.unwrap_or(defaults.slow),
         latency: request.latency,
+        cpu_hz: request.cpu_hz,
     };
     let profiler = match Profiler::attach(&kernel, options) {
         Ok(p) => p,

@@ -54,6 +54,14 @@ pub struct TopArgs {
     /// syscalls are counted exactly but not timed
     #[arg(long, conflicts_with = "lock_only")]
     pub latency: bool,
+    /// Also sample the target on CPU, --freq times a second on each CPU: each interval's
+    /// figures get the on-CPU section (--jsonl, and a line of --batch)
+    #[arg(long)]
+    pub cpu: bool,
+    /// On-CPU samples a second per CPU (with --cpu)
+    #[arg(long, requires = "cpu", value_parser = clap::value_parser!(u64).range(1..=fdprof_common::cpu::MAX_FREQUENCY_HZ),
+          default_value_t = fdprof_common::cpu::DEFAULT_FREQUENCY_HZ)]
+    pub freq: u64,
     /// Print one plain-text block per interval, as `top -b` does (the default when standard
     /// output is not a terminal); otherwise the interactive screen
     #[arg(long, conflicts_with = "jsonl")]
@@ -65,7 +73,7 @@ pub struct TopArgs {
     /// Play back a recording made with `record --interval` (no privileges, nothing attached):
     /// on the screen at the recorded pace; with --jsonl or --batch as fast as they are written
     #[arg(long, value_name = "RECORDING",
-          conflicts_with_all = ["mode", "lock_only", "slow", "latency", "interval"])]
+          conflicts_with_all = ["mode", "lock_only", "slow", "latency", "interval", "cpu"])]
     pub from: Option<std::path::PathBuf>,
     /// Stop after this many intervals
     #[arg(short = 'n', long = "count", value_name = "COUNT",
@@ -197,6 +205,7 @@ pub fn run(args: TopArgs) -> Result<()> {
         lock_only: args.lock_only,
         slow: args.slow,
         latency: args.latency,
+        cpu_hz: args.cpu.then_some(args.freq),
         streams: match Sink::is_screen(&args) {
             true => Streams::Captured,
             false => Streams::Inherit,

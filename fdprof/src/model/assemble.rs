@@ -59,7 +59,7 @@ pub fn recording(snap: &Snapshot, run: Run, sym: &mut Symbolizers) -> Recording 
         },
         notes: run.notes,
         series: None,
-        cpu: None,
+        cpu: super::cpu::profile(snap, sym),
         counters: None,
     }
 }

@@ -60,7 +60,7 @@ pub fn add(into: &mut Recording, other: &Recording) {
         own_cost,
         notes,
         series: _,
-        cpu: _,
+        cpu,
         counters,
     } = into;
     // `format` and `version` are this fdprof's; the rest of the facts are kept unless unknown.
@@ -97,6 +97,7 @@ pub fn add(into: &mut Recording, other: &Recording) {
         (None, Some(o)) => *counters = Some(o.clone()),
         (_, None) => {}
     }
+    super::cpu::add(cpu, other.cpu.as_ref());
 }
 
 /// Keeps the `max` sites with stacks that have the most total wait; the others lose their
@@ -106,6 +107,9 @@ pub fn add(into: &mut Recording, other: &Recording) {
 /// were folded away are added to the drop counter ([`STACK_BOUND_PROBE`],
 /// [`STACK_BOUND_REASON`]), which every report lists. Returns how many sites lost their stacks.
 pub fn bound_sites(r: &mut Recording, max: usize) -> u64 {
+    // On-CPU samples keep their `max` most sampled stacks the same way (no drop: a sample's
+    // count stays, only its stacks go).
+    super::cpu::bound(&mut r.cpu, max);
     if r.contention.len() <= max {
         return 0;
     }

@@ -4,6 +4,7 @@ pub mod assemble;
 pub mod bounded;
 pub mod build;
 pub mod counters;
+pub mod cpu;
 pub mod events;
 pub mod hist;
 pub mod lock;

@@ -238,15 +238,9 @@ pub struct StackWalks {
     pub refresh_every: u32,
 }
 
-/// The event that drove on-CPU sampling.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum CpuEvent {
-    /// The `cpu-clock` software event: the only one a machine without a PMU has.
-    CpuClock,
-    /// Hardware cycles.
-    Cycles,
-}
+/// The event that drove on-CPU sampling (defined with the kernel contract, so the collector
+/// and the figures name it the same way).
+pub use fdprof_common::cpu::CpuEvent;
 
 /// On-CPU samples of the target (`record --cpu`), merged by stack pair.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -12,7 +12,10 @@ pub static DOCTOR: &[u8] = include_bytes_aligned!(concat!(env!("OUT_DIR"), "/fdp
 mod tests {
     use std::collections::HashSet;
 
-    use fdprof_common::probes::{map, program, setting};
+    use fdprof_common::{
+        cpu,
+        probes::{map, program, setting},
+    };
     use object::{Object, ObjectSymbol};
 
     /// The eBPF side names its maps, programs and settings by hand; each must be what
@@ -30,6 +33,7 @@ mod tests {
             .chain(&program::ALL)
             .chain(&syscall_programs)
             .chain(&setting::ALL)
+            .chain(&[cpu::SAMPLES_MAP, cpu::STACKS_MAP, cpu::PROGRAM])
             .filter(|name| !symbols.contains(*name))
             .copied()
             .collect();
@@ -39,6 +43,7 @@ mod tests {
             .iter()
             .copied()
             .chain(syscall_programs.iter().copied())
+            .chain([cpu::PROGRAM])
             .collect();
         let stray: Vec<&&str> = symbols
             .iter()

@@ -6,7 +6,7 @@ use anyhow::{Context, Result};
 use inferno::flamegraph::{self, Options};
 
 use super::human::duration;
-use crate::analysis::{FlamegraphOptions, Folded, LockFilter, OpFilter};
+use crate::analysis::{Folded, LockFilter, OpFilter, Weight};
 
 /// Frames drawn at most. Each costs ~200 bytes of SVG and more could not be told apart: past
 /// this, frames too narrow to keep the count under it are left out, as inferno leaves out
@@ -18,9 +18,10 @@ const LABEL_CHARS: usize = 256;
 /// The title drawn at the top of the graph.
 pub fn title(graph: &Folded) -> String {
     let (opts, header) = (&graph.options, &graph.header);
-    let what = match opts.lock {
-        LockFilter::FileLock => "file_lock wait",
-        LockFilter::All => "lock wait (all locks)",
+    let what = match (graph.weight, opts.lock) {
+        (Weight::Samples, _) => "on-CPU samples",
+        (Weight::WaitNs, LockFilter::FileLock) => "file_lock wait",
+        (Weight::WaitNs, LockFilter::All) => "lock wait (all locks)",
     };
     let ops = match opts.op {
         OpFilter::All => String::new(),
@@ -41,8 +42,29 @@ pub fn title(graph: &Folded) -> String {
 }
 
 /// `op=alloc, lock=file_lock`, for titles and messages.
-fn describe_filter(opts: &FlamegraphOptions) -> String {
-    format!("op={}, lock={}", opts.op.as_str(), opts.lock.as_str())
+fn describe_filter(graph: &Folded) -> String {
+    let opts = &graph.options;
+    match graph.weight {
+        Weight::Samples => format!("op={}", opts.op.as_str()),
+        Weight::WaitNs => format!("op={}, lock={}", opts.op.as_str(), opts.lock.as_str()),
+    }
+}
+
+/// A weight as people read it: a duration of wait, or a number of samples.
+fn amount(graph: &Folded, weight: u64) -> String {
+    match graph.weight {
+        Weight::WaitNs => duration(weight),
+        Weight::Samples => format!("{weight} samples"),
+    }
+}
+
+/// inferno's name for the unit of the weights.
+fn count_name(graph: &Folded) -> String {
+    match graph.weight {
+        Weight::WaitNs => "ns",
+        Weight::Samples => "samples",
+    }
+    .into()
 }
 
 /// The line under the title: the filter, the weight and the loss.
@@ -56,9 +78,13 @@ fn subtitle(graph: &Folded) -> String {
         format!("drops: {} events lost (see fdprof report)", d.total)
     };
     format!(
-        "filter {} · width = wait time, {} in total · {drops}",
-        describe_filter(&graph.options),
-        duration(graph.total_wait_ns)
+        "filter {} · width = {}, {} in total · {drops}",
+        describe_filter(graph),
+        match graph.weight {
+            Weight::WaitNs => "wait time",
+            Weight::Samples => "samples",
+        },
+        amount(graph, graph.total_weight)
     )
 }
 
@@ -95,7 +121,7 @@ pub fn svg(graph: &Folded) -> Result<Vec<u8>> {
     let mut options = Options::default();
     options.title = title(graph);
     options.subtitle = Some(subtitle(graph));
-    options.count_name = "ns".into();
+    options.count_name = count_name(graph);
     // Colours from function names only, so the same recording always draws the same SVG.
     options.deterministic = true;
     // The stacks come sorted.
@@ -117,13 +143,20 @@ pub fn svg(graph: &Folded) -> Result<Vec<u8>> {
 
 /// The error for a graph with no stack: one line naming the filter.
 fn nothing_to_draw(graph: &Folded) -> anyhow::Error {
-    anyhow::anyhow!(
-        "nothing to draw: no lock waits match the filter {} (the recording has {} contention \
-         sites with {} of wait in all)",
-        describe_filter(&graph.options),
-        graph.recording_sites,
-        duration(graph.recording_wait_ns)
-    )
+    match graph.weight {
+        Weight::WaitNs => anyhow::anyhow!(
+            "nothing to draw: no lock waits match the filter {} (the recording has {} \
+             contention sites with {} of wait in all)",
+            describe_filter(graph),
+            graph.recording_sites,
+            amount(graph, graph.recording_weight)
+        ),
+        Weight::Samples => anyhow::anyhow!(
+            "nothing to draw: no on-CPU samples match the filter {} (the recording has {})",
+            describe_filter(graph),
+            amount(graph, graph.recording_weight)
+        ),
+    }
 }
 
 /// The graph's stacks with long names cut for drawing; stacks that become the same merge.
@@ -131,7 +164,7 @@ fn short_stacks(graph: &Folded) -> BTreeMap<String, u64> {
     let mut stacks: BTreeMap<String, u64> = BTreeMap::new();
     for s in &graph.stacks {
         let weight = stacks.entry(short_labels(&s.stack)).or_default();
-        *weight = weight.saturating_add(s.wait_ns);
+        *weight = weight.saturating_add(s.weight);
     }
     stacks
 }
@@ -181,12 +214,12 @@ pub fn diff_svg(new: &Folded, old: &Folded) -> Result<Vec<u8>> {
     let mut options = Options::default();
     options.title = format!("{} — differential", title(new));
     options.subtitle = Some(format!(
-        "{} · red: more wait than in {} ({}), blue: less",
+        "{} · red: more than in {} ({}), blue: less",
         subtitle(new),
         old.header.target.description,
-        duration(old.total_wait_ns)
+        amount(old, old.total_weight)
     ));
-    options.count_name = "ns".into();
+    options.count_name = count_name(new);
     options.deterministic = true;
     options.no_sort = true;
     options.notes = comment_safe(&format!(
@@ -247,7 +280,7 @@ fn min_width(stacks: &[(&str, u64)], default: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis;
+    use crate::analysis::{self, FlamegraphOptions};
     use crate::testdata;
 
     #[test]
@@ -268,7 +301,7 @@ mod tests {
             title(&graph),
             "fdprof: lock wait (all locks) in alloc — pid 4242 (opensock) — 10.0 s — tracepoint mode"
         );
-        assert_eq!(graph.total_wait_ns, 6_000_000);
+        assert_eq!(graph.total_weight, 6_000_000);
         assert_eq!(
             subtitle(&graph),
             "filter op=alloc, lock=all · width = wait time, 6.00 ms in total · drops: 3 events \

@@ -8,6 +8,6 @@ pub fn folded(graph: &Folded) -> String {
     graph
         .stacks
         .iter()
-        .map(|s| format!("{} {}\n", s.stack, s.wait_ns))
+        .map(|s| format!("{} {}\n", s.stack, s.weight))
         .collect()
 }

@@ -65,8 +65,28 @@ pub fn interval(iv: &Interval) -> String {
         }
         out.push(line);
     }
+    if let Some(cpu) = &iv.report.cpu {
+        out.push(on_cpu(cpu));
+    }
     out.push(String::new());
     out.join("\n") + "\n"
+}
+
+/// `on CPU  412 samples: 4.1% in the fd table (alloc 2.0%, close 2.1%, other 0%), 1.5%
+/// spinning beneath it`.
+fn on_cpu(cpu: &analysis::Cpu) -> String {
+    let ops: Vec<String> = cpu
+        .by_operation
+        .iter()
+        .map(|o| format!("{} {}", o.operation, human::percent(o.samples.share_of_all)))
+        .collect();
+    format!(
+        "on CPU  {} samples: {} in the fd table ({}), {} spinning beneath it",
+        cpu.samples,
+        human::percent(cpu.fd_table.share_of_all),
+        ops.join(", "),
+        human::percent(cpu.fd_table_spinning.share_of_all)
+    )
 }
 
 #[cfg(test)]
@@ -109,5 +129,42 @@ mod tests {
         let close = crate::testdata::cells(lines[2]);
         assert_eq!(close, ["close", "1500", "3.00 ms/s", "40.0 µs"]);
         assert_eq!(lines[3], "fd syscalls/s  2000  (close 2000)");
+        assert!(
+            !text.contains("on CPU"),
+            "no on-CPU line without sampling: {text}"
+        );
+    }
+
+    #[test]
+    fn on_cpu_line_when_sampled() {
+        use crate::analysis::{Cpu, CpuEvent, CpuOperation, Share};
+        let share = |samples, of: f64| Share {
+            samples,
+            share_of_all: Some(of),
+        };
+        let mut iv = Interval::default();
+        iv.report.cpu = Some(Cpu {
+            event: CpuEvent::CpuClock,
+            frequency_hz: 99,
+            samples: 200,
+            spinning: share(10, 0.05),
+            fd_table: share(20, 0.1),
+            fd_table_spinning: share(6, 0.03),
+            by_operation: vec![CpuOperation {
+                operation: Operation::Alloc,
+                samples: share(20, 0.1),
+                spinning: share(6, 0.03),
+                spinning_share: Some(0.3),
+            }],
+            top_stacks: Vec::new(),
+            stacks_total: 0,
+        });
+        let text = interval(&iv);
+        assert!(
+            text.contains(
+                "on CPU  200 samples: 10.0% in the fd table (alloc 10.0%), 3.0% spinning beneath it"
+            ),
+            "{text}"
+        );
     }
 }

@@ -25,6 +25,9 @@ pub struct Watch {
     pub slow: Duration,
     /// Time the fd syscalls entry to exit (for processes attached from now on).
     pub latency: bool,
+    /// Sample processes attached from now on, on CPU, this many times a second per CPU
+    /// (`--cpu`); `None`: no sampling.
+    pub cpu_hz: Option<u64>,
 }
 
 /// How the daemon runs. `listen` is fixed for its life; `watch` may be reloaded.

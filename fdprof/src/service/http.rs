@@ -104,6 +104,8 @@ struct Window {
     target: Option<String>,
     op: Option<String>,
     lock: Option<String>,
+    /// `1` or `true`: the on-CPU samples (`--cpu`) instead of the lock waits.
+    cpu: Option<String>,
 }
 
 impl Window {
@@ -167,7 +169,16 @@ async fn flamegraph(Shared(app): Shared<Arc<App>>, Query(window): Query<Window>)
         lock,
         offsets: false,
     };
-    let graph = analysis::folded(&rec, &opts);
+    let graph = match window.cpu.as_deref() {
+        None | Some("0" | "false") => analysis::folded(&rec, &opts),
+        Some("1" | "true") => analysis::folded_cpu(&rec, &opts).ok_or_else(|| {
+            (
+                StatusCode::NOT_FOUND,
+                "no on-CPU samples in this window (the daemon samples with --cpu)\n".to_string(),
+            )
+        })?,
+        Some(other) => return Err(bad(format!("cpu is 1 or 0, not {other:?}"))),
+    };
     let svg = render::svg(&graph).map_err(|e| {
         (
             StatusCode::NOT_FOUND,

@@ -275,6 +275,7 @@ impl Watcher {
             lock_only: false,
             slow: self.watch.slow,
             latency: self.watch.latency,
+            cpu_hz: self.watch.cpu_hz,
         };
         let mut profiler = match Profiler::attach(&self.kernel, options) {
             Ok(p) => p,

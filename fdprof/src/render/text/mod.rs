@@ -5,6 +5,7 @@ mod activity;
 mod contention;
 mod cost;
 mod counters;
+mod cpu;
 mod functions;
 mod header;
 mod rates;
@@ -23,6 +24,7 @@ pub fn text(report: &Report) -> String {
     contention::contention(&mut out, report);
     functions::functions(&mut out, report);
     stacks::stacks(&mut out, report);
+    cpu::cpu(&mut out, report);
     if report.fd_activity_recorded {
         activity::scan(&mut out, report);
         activity::syscalls(&mut out, report);

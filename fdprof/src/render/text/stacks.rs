@@ -63,7 +63,7 @@ fn describe(sort: SortKey) -> &'static str {
 }
 
 /// `function+0x1f (module)`: the offset when the report keeps offsets, the module when known.
-fn frame(f: &Frame) -> String {
+pub(super) fn frame(f: &Frame) -> String {
     let label = match f.offset {
         Some(offset) => format!("{}+{offset:#x}", f.function),
         None => f.function.clone(),
