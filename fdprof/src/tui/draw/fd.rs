@@ -1,5 +1,7 @@
 //! fd-table activity: allocations and closes per syscall, the lowest-free-fd scan (with a log2
-//! histogram of its distance), the `next_fd` hit rate, the table's size and growth.
+//! histogram of its distance), the `next_fd` hit rate, the table's size and growth; with
+//! `top --cpu`, where the target's CPU went (its share in the fd-table paths, by operation, and
+//! the top on-CPU functions).
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -15,15 +17,27 @@ use crate::tui::state::{Pane, State};
 const BAR: u64 = 12;
 
 pub fn draw(frame: &mut Frame, area: Rect, state: &State) {
-    let block = pane_block("fd table".into(), Pane::Fd, state);
+    let sampled = state.report().is_some_and(|(r, _)| r.cpu.is_some());
+    let title = if sampled {
+        "fd table · on CPU ↓"
+    } else {
+        "fd table"
+    };
+    let block = pane_block(title.into(), Pane::Fd, state);
     let inner = block.inner(area);
     frame.render_widget(block, area);
     let lines = match state.report() {
         None => vec![waiting(state)],
         Some((report, _)) if !report.fd_activity_recorded => {
-            vec![Line::from("fd activity not recorded (lock only)")]
+            let mut out = vec![Line::from("fd activity not recorded (lock only)")];
+            out.extend(cpu_lines(report));
+            out
         }
-        Some((report, duration_ns)) => lines(report, duration_ns),
+        Some((report, duration_ns)) => {
+            let mut out = lines(report, duration_ns);
+            out.extend(cpu_lines(report));
+            out
+        }
     };
     frame.render_widget(scrolled(lines, Pane::Fd, state), inner);
 }
@@ -63,6 +77,56 @@ fn lines(r: &Report, duration_ns: u64) -> Vec<Line<'static>> {
         opt_count(scan.bits.max),
     )));
     out.extend(bars(&scan.bits).into_iter().map(Line::from));
+    out
+}
+
+/// Top on-CPU stacks shown, by their innermost function.
+const CPU_STACKS: usize = 3;
+
+/// The interval's on-CPU figures, when sampled: the samples, the share in the fd-table paths
+/// and spinning there, the share per operation, and the top stacks' innermost functions.
+fn cpu_lines(r: &Report) -> Vec<Line<'static>> {
+    let Some(c) = &r.cpu else {
+        return vec![];
+    };
+    let mut out = vec![Line::styled(
+        format!(
+            "on CPU: {} samples ({}, {} Hz)",
+            c.samples, c.event, c.frequency_hz
+        ),
+        head_style(),
+    )];
+    out.push(Line::from(format!(
+        "fd paths {}  spinning there {}",
+        human::percent(c.fd_table.share_of_all),
+        human::percent(c.fd_table_spinning.share_of_all)
+    )));
+    let ops: Vec<String> = c
+        .by_operation
+        .iter()
+        .map(|o| {
+            format!(
+                "{} {}",
+                o.operation.name(),
+                human::percent(o.samples.share_of_all)
+            )
+        })
+        .collect();
+    if !ops.is_empty() {
+        out.push(Line::from(ops.join("  ")));
+    }
+    for s in c.top_stacks.iter().take(CPU_STACKS) {
+        // The innermost frame that is not the lock's own says where the CPU went.
+        let kernel = &s.kernel_stack[super::lock_frames(&s.kernel_stack)..];
+        let leaf = kernel
+            .first()
+            .or(s.user_stack.first())
+            .map_or("[unknown]".into(), |f| escape::name(&f.function));
+        out.push(Line::from(format!(
+            "{:>6} {leaf}",
+            human::percent(s.samples.share_of_all)
+        )));
+    }
     out
 }
 

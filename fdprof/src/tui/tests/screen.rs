@@ -142,6 +142,25 @@ fn fd_pane_shows_syscalls_scan_and_table() {
 }
 
 #[test]
+fn with_cpu_samples_the_fd_pane_says_where_the_cpu_went() {
+    let report = analysis::report(&testdata::cpu_recording(), &ReportOptions::default());
+    let mut state = State::default();
+    state.on_update(update_with(0, report));
+    let screen = render(&state, 100, 60);
+    let lines = pane(&screen, "┌fd table · on CPU ↓");
+    let fd = |needle: &str| text_of(&lines, needle);
+    // 10 samples: 7 in alloc_fd (not spinning), 3 in user space.
+    assert_eq!(fd("on CPU"), "on CPU: 10 samples (cpu-clock, 99 Hz)");
+    assert_eq!(fd("fd paths"), "fd paths 70.0%  spinning there 0%");
+    assert!(fd("alloc ").starts_with("alloc 70.0%"), "{}", fd("alloc "));
+    assert_eq!(fd("alloc_fd").trim(), "70.0% alloc_fd");
+    assert_eq!(fd("main").trim(), "30.0% main");
+    // Without samples the pane is as before.
+    let plain = render(&fed(), 100, 30);
+    assert!(!plain.iter().any(|r| r.contains("on CPU")));
+}
+
+#[test]
 fn events_newest_first_with_time_and_thread() {
     for (w, h) in SIZES {
         let screen = render(&fed(), w, h);
