@@ -171,12 +171,33 @@ fn debian_package_installs_works_through_sudo_and_purges_clean() {
         );
     }
 
-    let script = "source /usr/share/bash-completion/completions/fdprof; \
-                  COMP_WORDS=(fdprof re); COMP_CWORD=1; COMP_LINE='fdprof re'; COMP_POINT=9; \
-                  _fdprof fdprof re fdprof; printf '%s\\n' \"${COMPREPLY[@]}\"";
-    let words = run(Command::new("bash").args(["--norc", "-c", script]));
-    let words: BTreeSet<&str> = words.lines().collect();
-    assert_eq!(words, BTreeSet::from(["record", "report"]));
+    // What bash offers after `fdprof <word>`: every visible subcommand, none hidden.
+    let complete = |word: &str| -> BTreeSet<String> {
+        let script = format!(
+            "source /usr/share/bash-completion/completions/fdprof; \
+             COMP_WORDS=(fdprof '{word}'); COMP_CWORD=1; COMP_LINE='fdprof {word}'; \
+             COMP_POINT=${{#COMP_LINE}}; _fdprof fdprof '{word}' fdprof; \
+             printf '%s\\n' \"${{COMPREPLY[@]}}\""
+        );
+        run(Command::new("bash").args(["--norc", "-c", &script]))
+            .lines()
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(complete("rec"), BTreeSet::from(["record".to_string()]));
+    let all = complete("");
+    for sub in [
+        "doctor",
+        "record",
+        "report",
+        "flamegraph",
+        "top",
+        "daemon",
+        "export",
+    ] {
+        assert!(all.contains(sub), "{sub} not offered: {all:?}");
+    }
+    assert!(!all.contains("generate"), "{all:?}");
 
     run(Command::new("dpkg").args(["--purge", "fdprof"]));
     let left: Vec<&PathBuf> = files.iter().filter(|f| f.exists()).collect();

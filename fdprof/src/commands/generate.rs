@@ -55,22 +55,34 @@ pub fn run(args: &GenerateArgs) -> Result<()> {
         }
         What::Completions { shell } => {
             let mut script = Vec::new();
-            clap_complete::generate(shell.shell(), &mut super::cli(), "fdprof", &mut script);
+            clap_complete::generate(shell.shell(), &mut visible_cli(), "fdprof", &mut script);
             Output::Stdout.write(&script)
         }
     }
 }
 
+/// The command line without its hidden subcommands (this one), which the completion
+/// generators would offer otherwise.
+fn visible_cli() -> clap::Command {
+    let full = super::cli();
+    // Rebuilt from the top: clap can add subcommands but not remove one.
+    let mut visible = clap::Command::new(full.get_name().to_string())
+        .version(crate::VERSION)
+        .about(full.get_about().cloned().unwrap_or_default())
+        .subcommand_required(true);
+    for sub in full.get_subcommands().filter(|s| !s.is_hide_set()) {
+        visible = visible.subcommand(sub.clone());
+    }
+    visible
+}
+
 /// Each page's name and roff text: `fdprof` and `fdprof-SUBCOMMAND` for every visible
 /// subcommand.
 fn man_pages() -> Result<Vec<(String, Vec<u8>)>> {
-    let mut cli = super::cli();
+    let mut cli = visible_cli();
     cli.build();
     let mut pages = vec![("fdprof".to_string(), render(cli.clone())?)];
-    for sub in cli
-        .get_subcommands()
-        .filter(|s| !s.is_hide_set() && s.get_name() != "help")
-    {
+    for sub in cli.get_subcommands().filter(|s| s.get_name() != "help") {
         let name = format!("fdprof-{}", sub.get_name());
         let page = sub
             .clone()
