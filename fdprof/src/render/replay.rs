@@ -43,7 +43,7 @@ pub fn text(r: &ReplayReport) -> String {
     );
     let _ = writeln!(
         out,
-        "{:<16} {:>10} {:>14} {:>14} {:>8} {:>12} {:>8} {:>12} {:>11} {:>10}  check",
+        "{:<16} {:>10} {:>14} {:>20} {:>8} {:>12} {:>8} {:>16} {:>11} {:>10}  check",
         "model",
         "allocs",
         "words",
@@ -66,7 +66,7 @@ pub fn text(r: &ReplayReport) -> String {
         let v = m.vs_mainline.as_ref();
         let _ = writeln!(
             out,
-            "{:<16} {:>10} {:>14} {:>14} {:>8} {:>12} {:>8} {:>12} {:>11} {:>10}  {}",
+            "{:<16} {:>10} {:>14} {:>20} {:>8} {:>12} {:>8} {:>16} {:>11} {:>10}  {}",
             m.name,
             m.result.allocations,
             words,
