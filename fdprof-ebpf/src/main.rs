@@ -14,6 +14,7 @@ mod kernel;
 mod maps;
 mod syscalls;
 mod sysfns;
+mod trace;
 
 #[cfg(not(test))]
 #[panic_handler]

@@ -46,6 +46,9 @@ pub struct ProfilerOptions {
     pub slow: Duration,
     /// Time every fd syscall entry to exit (two clock reads each); off, they are only counted.
     pub latency: bool,
+    /// Send every fd-table operation of the target to the trace ring buffer
+    /// ([`Profiler::take_trace`]).
+    pub trace: bool,
 }
 
 impl Default for ProfilerOptions {
@@ -56,6 +59,7 @@ impl Default for ProfilerOptions {
             lock_only: false,
             slow: Duration::from_micros(100),
             latency: false,
+            trace: false,
         }
     }
 }
@@ -87,6 +91,12 @@ impl Profiler {
         let image = kernel.image_data.unwrap_or((0, 0));
         let slow_ns = u64::try_from(opts.slow.as_nanos()).unwrap_or(u64::MAX);
         let latency = u32::from(opts.latency);
+        let trace = u32::from(opts.trace && !opts.lock_only);
+        let trace_bytes = if trace != 0 {
+            fdprof_common::trace::RING_BYTES
+        } else {
+            page_size()
+        };
         let mut ebpf = EbpfLoader::new()
             .btf(Some(&kernel.btf))
             .override_global(setting::TARGET_KIND, &kind, true)
@@ -116,6 +126,8 @@ impl Profiler {
             .override_global(setting::IMAGE_START, &image.0, true)
             .override_global(setting::IMAGE_END, &image.1, true)
             .override_global(setting::LATENCY, &latency, true)
+            .override_global(setting::TRACE_ON, &trace, true)
+            .map_max_entries(map::TRACE, trace_bytes)
             .load(object::PROFILER)
             .context("cannot load fdprof's eBPF object")?;
         let mut attachments = BTreeMap::new();
@@ -201,6 +213,13 @@ impl Profiler {
     pub fn take_events(&mut self) -> Option<Result<EventStream>> {
         let map = self.ebpf.take_map(map::EVENTS)?;
         Some(self.start_events(map))
+    }
+
+    /// The fd-table trace's ring buffer (`ProfilerOptions::trace`), to drain with a
+    /// [`super::trace::TraceReader`]; `None` once taken.
+    pub fn take_trace(&mut self) -> Option<Result<RingBuf<aya::maps::MapData>>> {
+        let map = self.ebpf.take_map(map::TRACE)?;
+        Some(RingBuf::try_from(map).map_err(Into::into))
     }
 
     fn start_events(&mut self, map: aya::maps::Map) -> Result<EventStream> {
@@ -290,6 +309,13 @@ impl Profiler {
         self.stats.stop();
         self.snapshot()
     }
+}
+
+/// The ring buffers' smallest size: one page.
+fn page_size() -> u32 {
+    // SAFETY: sysconf has no preconditions.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    u32::try_from(size).unwrap_or(4096)
 }
 
 /// `CLOCK_MONOTONIC` now, the clock of `bpf_ktime_get_ns`.

@@ -65,6 +65,8 @@ pub struct Request<'a> {
     pub slow: Option<std::time::Duration>,
     /// Time the fd syscalls entry to exit (`--latency`).
     pub latency: bool,
+    /// Trace every fd-table operation (`record --trace`).
+    pub trace: bool,
     /// Where a launched command's output goes.
     pub streams: Streams,
 }
@@ -124,6 +126,7 @@ pub fn start(request: Request, checks: impl FnOnce() -> Result<()>) -> Result<(S
         lock_only: request.lock_only,
         slow: request.slow.unwrap_or(defaults.slow),
         latency: request.latency,
+        trace: request.trace,
     };
     let profiler = match Profiler::attach(&kernel, options) {
         Ok(p) => p,

@@ -197,6 +197,7 @@ pub fn run(args: TopArgs) -> Result<()> {
         lock_only: args.lock_only,
         slow: args.slow,
         latency: args.latency,
+        trace: false,
         streams: match Sink::is_screen(&args) {
             true => Streams::Captured,
             false => Streams::Inherit,

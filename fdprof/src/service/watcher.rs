@@ -275,6 +275,7 @@ impl Watcher {
             lock_only: false,
             slow: self.watch.slow,
             latency: self.watch.latency,
+            trace: false,
         };
         let mut profiler = match Profiler::attach(&self.kernel, options) {
             Ok(p) => p,

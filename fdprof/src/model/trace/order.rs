@@ -1,0 +1,299 @@
+//! A recorded trace as the `fdprof_replay` events a replay runs: each table's operations in
+//! the order the kernel applied them, as far as the probes can tell.
+//!
+//! The tracepoints see a syscall's entry and exit, not the moment inside it when the bit
+//! changed. Sorted by exit, two threads' operations that overlap can come out in the wrong
+//! order: a close and the alloc that took its fd, or an fd closed before the snapshot was read.
+//! Each table's operations are therefore checked against the open fds they imply: an alloc of
+//! an fd still open, or a close of an fd not open, takes the overlapping operation of another
+//! thread that makes it consistent first; an operation the `/proc` snapshot already shows is
+//! dropped. An alloc overlapping another thread's operation on the same table is marked
+//! ambiguous: its fd may depend on an order no probe saw.
+
+use std::collections::HashMap;
+
+use fdprof_common::trace::{flag, op};
+use fdprof_replay::{TraceEvent, TraceOp, event::Snapshot};
+
+use super::{TableSnapshot, Trace, codec::Row};
+
+/// The largest table a snapshot may describe (bits); larger is a corrupt trace.
+pub const MAX_SNAPSHOT_FDS: u32 = 1 << 27;
+
+/// The events, and what ordering them took.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Ordered {
+    pub events: Vec<TraceEvent>,
+    /// Allocations marked ambiguous.
+    pub ambiguous: u64,
+    /// Operations moved before an overlapping one of another thread.
+    pub reordered: u64,
+    /// Operations dropped because the snapshot already showed them.
+    pub in_snapshot: u64,
+    /// Distinct threads seen.
+    pub threads: u64,
+    /// The highest fd seen (0 when none).
+    pub highest_fd: u32,
+}
+
+pub fn events(trace: &Trace) -> Result<Ordered, String> {
+    let rows = trace.rows()?;
+    let mut by_table: Vec<Vec<Row>> = vec![Vec::new(); trace.tables.len()];
+    let mut tids = std::collections::HashSet::new();
+    for r in rows {
+        tids.insert(r.tid);
+        by_table[r.table as usize].push(r);
+    }
+    let mut out = Ordered {
+        threads: tids.len() as u64,
+        ..Ordered::default()
+    };
+    for s in &trace.snapshots {
+        if s.table as usize >= by_table.len() {
+            return Err(format!("a snapshot of unknown table {}", s.table));
+        }
+    }
+    for (table, mut rows) in by_table.into_iter().enumerate() {
+        let snap = trace.snapshots.iter().find(|s| s.table as usize == table);
+        rows.sort_by_key(|r| r.exit_ns);
+        let mut shadow = Shadow::default();
+        if let Some(s) = snap {
+            let (event, open) = snapshot_event(s, table as u64)?;
+            shadow.open = open;
+            shadow.last_ns = event.time_ns;
+            out.events.push(event);
+        }
+        order_table(&rows, snap, &mut shadow, &mut out);
+    }
+    // Tables interleave by time; within one, the order found above is kept (stable sort).
+    out.events.sort_by_key(|e| e.time_ns);
+    Ok(out)
+}
+
+/// The open fds the table's operations imply so far, and their close-on-exec flags.
+#[derive(Default)]
+struct Shadow {
+    open: HashMap<u32, bool>,
+    /// The last event's time: an operation moved ahead takes it, so sorting by time keeps
+    /// the order found.
+    last_ns: u64,
+}
+
+impl Shadow {
+    /// Whether `r` fits the open fds: an alloc of a free fd, a close of an open one.
+    fn fits(&self, r: &Row) -> bool {
+        match r.op {
+            op::ALLOC => r.fd < 0 || !self.open.contains_key(&(r.fd as u32)),
+            op::RELEASE => self.open.contains_key(&(r.fd as u32)),
+            _ => true,
+        }
+    }
+
+    fn apply(&mut self, r: &Row) {
+        let cloexec = r.flags & flag::CLOEXEC != 0;
+        match r.op {
+            op::ALLOC if r.fd >= 0 => {
+                self.open.insert(r.fd as u32, cloexec);
+            }
+            op::INSTALL => {
+                self.open.insert(r.fd as u32, cloexec);
+            }
+            op::RELEASE => {
+                self.open.remove(&(r.fd as u32));
+            }
+            op::CLOSE_RANGE => {
+                let (lo, hi) = (r.fd as u32, r.arg);
+                if r.flags & flag::CLOEXEC_ONLY != 0 {
+                    for (_, c) in self
+                        .open
+                        .iter_mut()
+                        .filter(|(fd, _)| (lo..=hi).contains(*fd))
+                    {
+                        *c = true;
+                    }
+                } else {
+                    self.open.retain(|fd, _| !(lo..=hi).contains(fd));
+                }
+            }
+            op::EXEC => self.open.retain(|_, cloexec| !*cloexec),
+            _ => {}
+        }
+    }
+}
+
+/// Whether `a` and `b` ran at the same time on different threads.
+fn overlap(a: &Row, b: &Row) -> bool {
+    a.tid != b.tid && a.enter_ns <= b.exit_ns && b.enter_ns <= a.exit_ns
+}
+
+/// Whether `r` changes the table (what an alloc can race with).
+fn changes_table(r: &Row) -> bool {
+    matches!(
+        r.op,
+        op::ALLOC | op::RELEASE | op::INSTALL | op::CLOSE_RANGE
+    )
+}
+
+fn order_table(rows: &[Row], snap: Option<&TableSnapshot>, shadow: &mut Shadow, out: &mut Ordered) {
+    let longest = rows
+        .iter()
+        .map(|r| r.exit_ns - r.enter_ns)
+        .max()
+        .unwrap_or(0);
+    let in_window = |r: &Row| snap.is_some_and(|s| r.enter_ns <= s.until_ns);
+    let mut done = vec![false; rows.len()];
+    let mut i = 0;
+    while i < rows.len() {
+        if done[i] {
+            i += 1;
+            continue;
+        }
+        let r = &rows[i];
+        if snap.is_some_and(|s| r.exit_ns < s.from_ns) {
+            out.in_snapshot += 1;
+            i += 1;
+            continue;
+        }
+        if !shadow.fits(r) {
+            // An overlapping operation of another thread that makes `r` fit goes first.
+            let partner = (i + 1..rows.len())
+                .take_while(|&j| rows[j].exit_ns <= r.exit_ns + longest)
+                .find(|&j| {
+                    let p = &rows[j];
+                    !done[j] && overlap(r, p) && p.fd == r.fd && shadow.fits(p) && {
+                        let wanted = if r.op == op::ALLOC {
+                            op::RELEASE
+                        } else {
+                            op::ALLOC
+                        };
+                        p.op == wanted || (r.op == op::RELEASE && p.op == op::INSTALL)
+                    }
+                });
+            if let Some(j) = partner {
+                done[j] = true;
+                out.reordered += 1;
+                emit(rows, j, shadow, longest, out, in_window(&rows[j]));
+                continue;
+            }
+            if in_window(r) {
+                out.in_snapshot += 1;
+                i += 1;
+                continue;
+            }
+        }
+        emit(rows, i, shadow, longest, out, in_window(r));
+        i += 1;
+    }
+}
+
+fn emit(
+    rows: &[Row],
+    i: usize,
+    shadow: &mut Shadow,
+    longest: u64,
+    out: &mut Ordered,
+    in_window: bool,
+) {
+    let r = &rows[i];
+    shadow.apply(r);
+    if r.fd > 0 && r.op != op::EXPAND {
+        out.highest_fd = out.highest_fd.max(r.fd as u32);
+    }
+    let cloexec = r.flags & flag::CLOEXEC != 0;
+    let op = match r.op {
+        op::ALLOC => {
+            let lo = r.enter_ns.saturating_sub(longest);
+            let ambiguous = in_window
+                || rows[..i]
+                    .iter()
+                    .rev()
+                    .take_while(|p| p.exit_ns >= lo)
+                    .chain(
+                        rows[i + 1..]
+                            .iter()
+                            .take_while(|p| p.enter_ns <= r.exit_ns + longest),
+                    )
+                    .any(|p| changes_table(p) && overlap(r, p));
+            out.ambiguous += u64::from(ambiguous);
+            TraceOp::Alloc {
+                start: r.arg,
+                cloexec,
+                fd: if r.fd >= 0 {
+                    Ok(r.fd as u32)
+                } else {
+                    Err(-r.fd)
+                },
+                ambiguous,
+            }
+        }
+        op::RELEASE => TraceOp::Release { fd: r.fd as u32 },
+        op::INSTALL => TraceOp::InstallAt {
+            fd: r.fd as u32,
+            cloexec,
+        },
+        op::CLOSE_RANGE => TraceOp::CloseRange {
+            lo: r.fd as u32,
+            hi: r.arg,
+            cloexec_only: r.flags & flag::CLOEXEC_ONLY != 0,
+            unshare: None,
+        },
+        op::EXEC => TraceOp::Exec { unshare: None },
+        op::EXPAND => TraceOp::Expand {
+            max_fds: r.fd as u32,
+        },
+        _ => return,
+    };
+    shadow.last_ns = shadow.last_ns.max(r.exit_ns);
+    out.events.push(TraceEvent {
+        time_ns: shadow.last_ns,
+        tid: r.tid,
+        table: u64::from(r.table),
+        op,
+    });
+}
+
+/// The snapshot event of `s`, and its open fds with their close-on-exec flags.
+fn snapshot_event(
+    s: &TableSnapshot,
+    table: u64,
+) -> Result<(TraceEvent, HashMap<u32, bool>), String> {
+    let bad = |what: &str| format!("snapshot of table {table}: {what}");
+    if s.max_fds == 0 || s.max_fds > MAX_SNAPSHOT_FDS || s.max_fds % 64 != 0 {
+        return Err(bad("max_fds is not a table size"));
+    }
+    let words = (s.max_fds / 64) as usize;
+    let mut open_bits = vec![0u64; words];
+    let mut cloexec_bits = vec![0u64; words];
+    let mut open = HashMap::new();
+    let mut set = |runs: &[[u32; 2]], bits: &mut Vec<u64>, cloexec: bool| -> Result<(), String> {
+        for &[first, count] in runs {
+            let end = first
+                .checked_add(count)
+                .filter(|&e| e <= s.max_fds)
+                .ok_or_else(|| bad("an fd beyond max_fds"))?;
+            for fd in first..end {
+                bits[fd as usize / 64] |= 1 << (fd % 64);
+                if cloexec {
+                    open.insert(fd, true);
+                } else {
+                    open.entry(fd).or_insert(false);
+                }
+            }
+        }
+        Ok(())
+    };
+    set(&s.open, &mut open_bits, false)?;
+    set(&s.cloexec, &mut cloexec_bits, true)?;
+    let event = TraceEvent {
+        time_ns: s.from_ns,
+        tid: 0,
+        table,
+        op: TraceOp::Snapshot(Box::new(Snapshot {
+            open: open_bits,
+            cloexec: cloexec_bits,
+            next_fd: s.next_fd.min(s.max_fds),
+            max_fds: s.max_fds,
+        })),
+    };
+    Ok((event, open))
+}
