@@ -297,3 +297,110 @@ fn snapshot_event(
     };
     Ok((event, open))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::trace::{ENCODING, TraceTable, codec};
+
+    fn alloc(tid: u32, enter_ns: u64, exit_ns: u64, fd: i32) -> Row {
+        Row {
+            exit_ns,
+            enter_ns,
+            tid,
+            op: op::ALLOC,
+            fd,
+            ..Row::default()
+        }
+    }
+
+    fn release(tid: u32, enter_ns: u64, exit_ns: u64, fd: i32) -> Row {
+        Row {
+            op: op::RELEASE,
+            ..alloc(tid, enter_ns, exit_ns, fd)
+        }
+    }
+
+    fn trace(rows: &[Row], open: &[u32]) -> Trace {
+        Trace {
+            encoding: ENCODING.into(),
+            events: rows.len() as u64,
+            limit: 100,
+            over_limit: 0,
+            lost: 0,
+            tables: vec![TraceTable { pid: 1, addr: None }],
+            snapshots: vec![TableSnapshot {
+                table: 0,
+                from_ns: 0,
+                until_ns: 0,
+                open: crate::model::trace::runs(open),
+                cloexec: Vec::new(),
+                next_fd: 0,
+                max_fds: 64,
+            }],
+            notes: Vec::new(),
+            data: codec::encode(rows),
+        }
+    }
+
+    fn ops(o: &Ordered) -> Vec<(u32, String)> {
+        o.events[1..]
+            .iter()
+            .map(|e| {
+                let what = match &e.op {
+                    TraceOp::Alloc { fd, ambiguous, .. } => {
+                        format!(
+                            "alloc {} {}",
+                            fd.unwrap(),
+                            if *ambiguous { "?" } else { "" }
+                        )
+                    }
+                    TraceOp::Release { fd } => format!("release {fd}"),
+                    other => format!("{other:?}"),
+                };
+                (e.tid, what.trim().to_string())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn overlapping_allocs_are_ambiguous_and_sequential_ones_not() {
+        let rows = [
+            alloc(1, 10, 20, 3),
+            alloc(2, 15, 25, 4),
+            alloc(1, 30, 40, 5),
+        ];
+        let o = events(&trace(&rows, &[0, 1, 2])).unwrap();
+        assert_eq!(
+            ops(&o),
+            [
+                (1, "alloc 3 ?".to_string()),
+                (2, "alloc 4 ?".to_string()),
+                (1, "alloc 5".to_string())
+            ]
+        );
+        assert_eq!(o.ambiguous, 2);
+    }
+
+    #[test]
+    fn a_close_is_moved_before_the_alloc_that_took_its_fd() {
+        // Thread 2's close of 3 ends after thread 1's alloc of 3 ended, but must come first.
+        let rows = [alloc(1, 10, 20, 3), release(2, 5, 30, 3)];
+        let o = events(&trace(&rows, &[0, 1, 2, 3])).unwrap();
+        assert_eq!(
+            ops(&o),
+            [(2, "release 3".to_string()), (1, "alloc 3 ?".to_string())]
+        );
+        assert_eq!(o.reordered, 1);
+    }
+
+    #[test]
+    fn operations_the_snapshot_shows_are_dropped() {
+        let mut t = trace(&[alloc(1, 10, 20, 3), release(1, 30, 40, 3)], &[0, 1, 2, 3]);
+        t.snapshots[0].from_ns = 15;
+        t.snapshots[0].until_ns = 25;
+        let o = events(&t).unwrap();
+        assert_eq!(ops(&o), [(1, "release 3".to_string())]);
+        assert_eq!(o.in_snapshot, 1);
+    }
+}
