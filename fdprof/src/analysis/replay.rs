@@ -217,7 +217,16 @@ pub fn recorded(
         notes,
     };
     let models = models(choice, mainline, seed);
-    let limits = limits_for(source.fds);
+    // Tables beyond what a snapshot may hold are refused, not grown: a corrupt trace's fd
+    // numbers must not size the models' bitmaps.
+    let top = (u64::from(source.fds) * 4).clamp(
+        Limits::default().nr_open,
+        u64::from(order::MAX_SNAPSHOT_FDS),
+    );
+    let limits = Limits {
+        rlimit: top,
+        nr_open: top,
+    };
     Ok(replay(source, &ordered.events, &models, limits))
 }
 

@@ -217,6 +217,10 @@ pub fn run(args: RecordArgs) -> Result<()> {
     recording.series = series;
     recording.counters = counters.as_ref().map(Counters::from);
     if let Some(t) = trace {
+        eprintln!(
+            "fdprof: traced {} fd-table operations ({} lost, {} past --trace-limit)",
+            t.events, t.lost, t.over_limit
+        );
         trace::add_to(&mut recording, t);
     }
     recording.write(&args.output)?;

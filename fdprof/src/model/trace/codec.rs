@@ -56,7 +56,7 @@ pub fn decode(data: &str, count: u64, tables: u32) -> Result<Vec<Row>, String> {
     let packed = unbase64(data).ok_or("not base64")?;
     let mut raw = Vec::new();
     DeflateDecoder::new(packed.as_slice())
-        .take(count.saturating_mul(MAX_ROW_BYTES) + 1)
+        .take(count.saturating_mul(MAX_ROW_BYTES).saturating_add(1))
         .read_to_end(&mut raw)
         .map_err(|e| format!("not deflate data: {e}"))?;
     let mut rows = Vec::with_capacity(count.min(raw.len() as u64 / 10) as usize);
@@ -169,7 +169,7 @@ fn base64(bytes: &[u8]) -> String {
 
 fn unbase64(text: &str) -> Option<Vec<u8>> {
     let bytes = text.as_bytes();
-    if bytes.len() % 4 != 0 {
+    if !bytes.len().is_multiple_of(4) {
         return None;
     }
     let value = |c: u8| ALPHABET.iter().position(|&a| a == c).map(|v| v as u32);

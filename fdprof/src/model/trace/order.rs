@@ -20,6 +20,10 @@ use super::{TableSnapshot, Trace, codec::Row};
 /// The largest table a snapshot may describe (bits); larger is a corrupt trace.
 pub const MAX_SNAPSHOT_FDS: u32 = 1 << 27;
 
+/// How many neighbouring operations (each way) are looked at for an overlap: far more than
+/// the threads a table has run at once, and a bound on the work a hostile trace can cause.
+const NEIGHBOURS: usize = 1024;
+
 /// The events, and what ordering them took.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Ordered {
@@ -156,8 +160,8 @@ fn order_table(rows: &[Row], snap: Option<&TableSnapshot>, shadow: &mut Shadow, 
         }
         if !shadow.fits(r) {
             // An overlapping operation of another thread that makes `r` fit goes first.
-            let partner = (i + 1..rows.len())
-                .take_while(|&j| rows[j].exit_ns <= r.exit_ns + longest)
+            let partner = (i + 1..rows.len().min(i + 1 + NEIGHBOURS))
+                .take_while(|&j| rows[j].exit_ns <= r.exit_ns.saturating_add(longest))
                 .find(|&j| {
                     let p = &rows[j];
                     !done[j] && overlap(r, p) && p.fd == r.fd && shadow.fits(p) && {
@@ -204,14 +208,14 @@ fn emit(
         op::ALLOC => {
             let lo = r.enter_ns.saturating_sub(longest);
             let ambiguous = in_window
-                || rows[..i]
+                || rows[i.saturating_sub(NEIGHBOURS)..i]
                     .iter()
                     .rev()
                     .take_while(|p| p.exit_ns >= lo)
                     .chain(
-                        rows[i + 1..]
+                        rows[i + 1..rows.len().min(i + 1 + NEIGHBOURS)]
                             .iter()
-                            .take_while(|p| p.enter_ns <= r.exit_ns + longest),
+                            .take_while(|p| p.exit_ns <= r.exit_ns.saturating_add(longest)),
                     )
                     .any(|p| changes_table(p) && overlap(r, p));
             out.ambiguous += u64::from(ambiguous);
@@ -221,7 +225,7 @@ fn emit(
                 fd: if r.fd >= 0 {
                     Ok(r.fd as u32)
                 } else {
-                    Err(-r.fd)
+                    Err(r.fd.wrapping_neg())
                 },
                 ambiguous,
             }
@@ -258,7 +262,7 @@ fn snapshot_event(
     table: u64,
 ) -> Result<(TraceEvent, HashMap<u32, bool>), String> {
     let bad = |what: &str| format!("snapshot of table {table}: {what}");
-    if s.max_fds == 0 || s.max_fds > MAX_SNAPSHOT_FDS || s.max_fds % 64 != 0 {
+    if s.max_fds == 0 || s.max_fds > MAX_SNAPSHOT_FDS || !s.max_fds.is_multiple_of(64) {
         return Err(bad("max_fds is not a table size"));
     }
     let words = (s.max_fds / 64) as usize;
@@ -266,11 +270,17 @@ fn snapshot_event(
     let mut cloexec_bits = vec![0u64; words];
     let mut open = HashMap::new();
     let mut set = |runs: &[[u32; 2]], bits: &mut Vec<u64>, cloexec: bool| -> Result<(), String> {
+        // Ascending, disjoint runs: at most max_fds fds set in all.
+        let mut prev_end = 0;
         for &[first, count] in runs {
             let end = first
                 .checked_add(count)
                 .filter(|&e| e <= s.max_fds)
                 .ok_or_else(|| bad("an fd beyond max_fds"))?;
+            if first < prev_end {
+                return Err(bad("runs not ascending"));
+            }
+            prev_end = end;
             for fd in first..end {
                 bits[fd as usize / 64] |= 1 << (fd % 64);
                 if cloexec {
