@@ -136,14 +136,14 @@ fn threads_sharing_a_table_replay_with_overlaps_ambiguous() {
     require_root();
     let _k = kernel_lock();
     let (_, path) = traced(
-        &["opensock", "-t", "2", "-n", "200", "--ops", "1000"],
+        &["opensock", "-t", "2", "-n", "2000", "--ops", "20000"],
         "trace-opensock-2.json",
     );
     let lines = trace_lines(&path);
-    // Each task's op is a close and a socket: 2 × 1000 sockets.
+    // Each task's op is a close and a socket: 2 × 20000 sockets.
     assert_eq!(
         count(&lines, |l| is_alloc(l) && l["syscall"] == "socket"),
-        2000
+        40_000
     );
     let tables = count(&lines, |l| l["op"] == "snapshot");
     assert_eq!(tables, 1);

@@ -20,8 +20,12 @@ use super::{TableSnapshot, Trace, codec::Row};
 /// The largest table a snapshot may describe (bits); larger is a corrupt trace.
 pub const MAX_SNAPSHOT_FDS: u32 = 1 << 27;
 
-/// How many neighbouring operations (each way) are looked at for an overlap: far more than
-/// the threads a table has run at once, and a bound on the work a hostile trace can cause.
+/// How many later operations are searched for the one an inconsistent operation must follow
+/// (a thread preempted inside close for milliseconds lets thousands pass): a bound on the work
+/// a hostile trace can cause.
+const PARTNERS: usize = 1 << 16;
+/// Tables with more threads than this look for overlaps among the nearest operations only.
+const MAX_THREADS_EXACT: usize = 256;
 const NEIGHBOURS: usize = 1024;
 
 /// The events, and what ordering them took.
@@ -59,7 +63,7 @@ pub fn events(trace: &Trace) -> Result<Ordered, String> {
     }
     for (table, mut rows) in by_table.into_iter().enumerate() {
         let snap = trace.snapshots.iter().find(|s| s.table as usize == table);
-        rows.sort_by_key(|r| r.exit_ns);
+        rows.sort_by_key(key);
         let mut shadow = Shadow::default();
         if let Some(s) = snap {
             let (event, open) = snapshot_event(s, table as u64)?;
@@ -125,6 +129,65 @@ impl Shadow {
     }
 }
 
+/// When the operation most likely changed the table: close and close_range release their fds
+/// first thing (the flush and the last fput come after), an allocating syscall takes its fd
+/// late (socket, accept) or at least has it by its exit.
+fn key(r: &Row) -> u64 {
+    match r.op {
+        op::RELEASE | op::CLOSE_RANGE => r.enter_ns,
+        _ => r.exit_ns,
+    }
+}
+
+/// Each thread's table-changing operations, to find what overlaps an alloc in `log n`: a
+/// thread runs one syscall at a time, so its intervals sorted by entry have their running
+/// maximum exit, and one overlaps `[enter, exit]` exactly when the maximum over those entered
+/// by `exit` reaches `enter`.
+struct Busy {
+    by_thread: HashMap<u32, (Vec<u64>, Vec<u64>)>,
+}
+
+impl Busy {
+    fn new(rows: &[Row]) -> Option<Busy> {
+        let mut by_thread: HashMap<u32, Vec<(u64, u64)>> = HashMap::new();
+        for r in rows.iter().filter(|r| changes_table(r)) {
+            by_thread
+                .entry(r.tid)
+                .or_default()
+                .push((r.enter_ns, r.exit_ns));
+            if by_thread.len() > MAX_THREADS_EXACT {
+                return None;
+            }
+        }
+        let by_thread = by_thread
+            .into_iter()
+            .map(|(tid, mut spans)| {
+                spans.sort_unstable();
+                let enters = spans.iter().map(|s| s.0).collect();
+                let max_exits = spans
+                    .iter()
+                    .scan(0, |m, s| {
+                        *m = s.1.max(*m);
+                        Some(*m)
+                    })
+                    .collect();
+                (tid, (enters, max_exits))
+            })
+            .collect();
+        Some(Busy { by_thread })
+    }
+
+    fn overlaps_another(&self, r: &Row) -> bool {
+        self.by_thread
+            .iter()
+            .filter(|(tid, _)| **tid != r.tid)
+            .any(|(_, (enters, max_exits))| {
+                let n = enters.partition_point(|&e| e <= r.exit_ns);
+                n > 0 && max_exits[n - 1] >= r.enter_ns
+            })
+    }
+}
+
 /// Whether `a` and `b` ran at the same time on different threads.
 fn overlap(a: &Row, b: &Row) -> bool {
     a.tid != b.tid && a.enter_ns <= b.exit_ns && b.enter_ns <= a.exit_ns
@@ -145,6 +208,12 @@ fn order_table(rows: &[Row], snap: Option<&TableSnapshot>, shadow: &mut Shadow, 
         .max()
         .unwrap_or(0);
     let in_window = |r: &Row| snap.is_some_and(|s| r.enter_ns <= s.until_ns);
+    let busy = Busy::new(rows);
+    let ctx = Context {
+        rows,
+        longest,
+        busy: busy.as_ref(),
+    };
     let mut done = vec![false; rows.len()];
     let mut i = 0;
     while i < rows.len() {
@@ -160,8 +229,8 @@ fn order_table(rows: &[Row], snap: Option<&TableSnapshot>, shadow: &mut Shadow, 
         }
         if !shadow.fits(r) {
             // An overlapping operation of another thread that makes `r` fit goes first.
-            let partner = (i + 1..rows.len().min(i + 1 + NEIGHBOURS))
-                .take_while(|&j| rows[j].exit_ns <= r.exit_ns.saturating_add(longest))
+            let partner = (i + 1..rows.len().min(i + 1 + PARTNERS))
+                .take_while(|&j| key(&rows[j]) <= r.exit_ns.saturating_add(longest))
                 .find(|&j| {
                     let p = &rows[j];
                     !done[j] && overlap(r, p) && p.fd == r.fd && shadow.fits(p) && {
@@ -176,7 +245,7 @@ fn order_table(rows: &[Row], snap: Option<&TableSnapshot>, shadow: &mut Shadow, 
             if let Some(j) = partner {
                 done[j] = true;
                 out.reordered += 1;
-                emit(rows, j, shadow, longest, out, in_window(&rows[j]));
+                emit(&ctx, j, shadow, out, in_window(&rows[j]));
                 continue;
             }
             if in_window(r) {
@@ -185,20 +254,46 @@ fn order_table(rows: &[Row], snap: Option<&TableSnapshot>, shadow: &mut Shadow, 
                 continue;
             }
         }
-        emit(rows, i, shadow, longest, out, in_window(r));
+        emit(&ctx, i, shadow, out, in_window(r));
         i += 1;
     }
 }
 
-fn emit(
-    rows: &[Row],
-    i: usize,
-    shadow: &mut Shadow,
+/// A table's operations, sorted, and what finds overlaps among them.
+struct Context<'a> {
+    rows: &'a [Row],
+    /// The longest operation (entry to exit).
     longest: u64,
-    out: &mut Ordered,
-    in_window: bool,
-) {
-    let r = &rows[i];
+    busy: Option<&'a Busy>,
+}
+
+impl Context<'_> {
+    /// Whether `rows[i]` overlaps a table-changing operation of another thread.
+    fn overlapped(&self, i: usize) -> bool {
+        let r = &self.rows[i];
+        if let Some(busy) = self.busy {
+            return busy.overlaps_another(r);
+        }
+        // Sorted by key, which lies within each operation: neighbours beyond these bounds
+        // cannot overlap.
+        let lo = r.enter_ns.saturating_sub(self.longest);
+        let hi = r.exit_ns.saturating_add(self.longest);
+        let rows = self.rows;
+        rows[i.saturating_sub(NEIGHBOURS)..i]
+            .iter()
+            .rev()
+            .take_while(|p| key(p) >= lo)
+            .chain(
+                rows[i + 1..rows.len().min(i + 1 + NEIGHBOURS)]
+                    .iter()
+                    .take_while(|p| key(p) <= hi),
+            )
+            .any(|p| changes_table(p) && overlap(r, p))
+    }
+}
+
+fn emit(ctx: &Context, i: usize, shadow: &mut Shadow, out: &mut Ordered, in_window: bool) {
+    let r = &ctx.rows[i];
     shadow.apply(r);
     if r.fd > 0 && r.op != op::EXPAND {
         out.highest_fd = out.highest_fd.max(r.fd as u32);
@@ -206,18 +301,7 @@ fn emit(
     let cloexec = r.flags & flag::CLOEXEC != 0;
     let op = match r.op {
         op::ALLOC => {
-            let lo = r.enter_ns.saturating_sub(longest);
-            let ambiguous = in_window
-                || rows[i.saturating_sub(NEIGHBOURS)..i]
-                    .iter()
-                    .rev()
-                    .take_while(|p| p.exit_ns >= lo)
-                    .chain(
-                        rows[i + 1..rows.len().min(i + 1 + NEIGHBOURS)]
-                            .iter()
-                            .take_while(|p| p.exit_ns <= r.exit_ns.saturating_add(longest)),
-                    )
-                    .any(|p| changes_table(p) && overlap(r, p));
+            let ambiguous = in_window || ctx.overlapped(i);
             out.ambiguous += u64::from(ambiguous);
             TraceOp::Alloc {
                 start: r.arg,
@@ -247,7 +331,7 @@ fn emit(
         },
         _ => return,
     };
-    shadow.last_ns = shadow.last_ns.max(r.exit_ns);
+    shadow.last_ns = shadow.last_ns.max(key(r));
     out.events.push(TraceEvent {
         time_ns: shadow.last_ns,
         tid: r.tid,
@@ -393,13 +477,25 @@ mod tests {
     }
 
     #[test]
-    fn a_close_is_moved_before_the_alloc_that_took_its_fd() {
-        // Thread 2's close of 3 ends after thread 1's alloc of 3 ended, but must come first.
+    fn a_close_is_ordered_at_its_entry() {
+        // Thread 2's close of 3 ends after thread 1's alloc of 3, but released it first thing.
         let rows = [alloc(1, 10, 20, 3), release(2, 5, 30, 3)];
         let o = events(&trace(&rows, &[0, 1, 2, 3])).unwrap();
         assert_eq!(
             ops(&o),
             [(2, "release 3".to_string()), (1, "alloc 3 ?".to_string())]
+        );
+        assert_eq!(o.reordered, 0);
+    }
+
+    #[test]
+    fn an_operation_is_moved_before_the_one_it_must_follow() {
+        // Thread 2 closes the fd thread 1's open took early and returned late.
+        let rows = [alloc(1, 10, 30, 3), release(2, 20, 25, 3)];
+        let o = events(&trace(&rows, &[0, 1, 2])).unwrap();
+        assert_eq!(
+            ops(&o),
+            [(1, "alloc 3 ?".to_string()), (2, "release 3".to_string())]
         );
         assert_eq!(o.reordered, 1);
     }
