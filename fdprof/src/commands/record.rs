@@ -74,10 +74,10 @@ pub struct RecordArgs {
     /// About 5 bytes an operation in the recording
     #[arg(long, conflicts_with_all = ["lock_only", "all", "tid"])]
     pub trace: bool,
-    /// Keep at most this many trace operations (56 bytes each in memory while recording); the
-    /// rest are counted as dropped
+    /// Keep at most this many trace operations (56 bytes each in memory while recording, 4 to
+    /// 11 in the recording, which `replay` reads up to 64 MiB); the rest are counted as dropped
     #[arg(long, value_name = "N", requires = "trace", default_value_t = 2_000_000,
-          value_parser = clap::value_parser!(u64).range(1..=50_000_000))]
+          value_parser = clap::value_parser!(u64).range(1..=5_000_000))]
     pub trace_limit: u64,
     /// Keep raw kernel and user addresses in the recording (they reveal the KASLR layout)
     #[arg(long)]

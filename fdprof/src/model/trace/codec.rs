@@ -29,6 +29,11 @@ pub struct Row {
 
 /// The most bytes a row takes once decompressed (11 varints of at most 10 bytes).
 const MAX_ROW_BYTES: u64 = 110;
+/// The most rows a trace may have: more than a 64 MiB recording can hold.
+pub const MAX_ROWS: u64 = 1 << 24;
+/// The most bytes the rows may inflate to (a real row takes 12 to 20): a deflate bomb stops
+/// here.
+const MAX_RAW_BYTES: u64 = 256 << 20;
 
 pub fn encode(rows: &[Row]) -> String {
     let mut raw = Vec::with_capacity(rows.len() * 12);
@@ -53,10 +58,13 @@ pub fn encode(rows: &[Row]) -> String {
 
 /// Decodes exactly `count` rows whose tables are below `tables`.
 pub fn decode(data: &str, count: u64, tables: u32) -> Result<Vec<Row>, String> {
+    if count > MAX_ROWS {
+        return Err(format!("{count} rows, more than {MAX_ROWS}"));
+    }
     let packed = unbase64(data).ok_or("not base64")?;
     let mut raw = Vec::new();
     DeflateDecoder::new(packed.as_slice())
-        .take(count.saturating_mul(MAX_ROW_BYTES).saturating_add(1))
+        .take((count * MAX_ROW_BYTES).min(MAX_RAW_BYTES) + 1)
         .read_to_end(&mut raw)
         .map_err(|e| format!("not deflate data: {e}"))?;
     let mut rows = Vec::with_capacity(count.min(raw.len() as u64 / 10) as usize);

@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use fdprof_common::trace::{TraceRecord, op};
 use serde::{Deserialize, Serialize};
 
+use super::bounded;
 use crate::collect::trace::{Drained, ProcTable};
 use codec::Row;
 
@@ -19,6 +20,7 @@ pub const ENCODING: &str = "varint-rows-deflate-base64-1";
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Trace {
+    #[serde(deserialize_with = "bounded::name")]
     pub encoding: String,
     /// Operations kept (rows in `data`).
     pub events: u64,
@@ -28,10 +30,13 @@ pub struct Trace {
     /// Operations the kernel could not send (a full ring buffer) or read: the trace has gaps.
     pub lost: u64,
     /// The tables, by the index the rows use.
+    #[serde(deserialize_with = "bounded::trace_tables")]
     pub tables: Vec<TraceTable>,
     /// Each table's state when tracing began, as `/proc/PID/fd` showed it.
+    #[serde(deserialize_with = "bounded::trace_tables")]
     pub snapshots: Vec<TableSnapshot>,
     /// What the probes could not see.
+    #[serde(deserialize_with = "bounded::notes")]
     pub notes: Vec<String>,
     pub data: String,
 }
@@ -53,7 +58,9 @@ pub struct TableSnapshot {
     pub from_ns: u64,
     pub until_ns: u64,
     /// Open fds as runs `[first, count]`, and the close-on-exec ones.
+    #[serde(deserialize_with = "bounded::trace_runs")]
     pub open: Vec<[u32; 2]>,
+    #[serde(deserialize_with = "bounded::trace_runs")]
     pub cloexec: Vec<[u32; 2]>,
     /// The lowest free fd (`/proc` does not show `next_fd`; every fd below it is open).
     pub next_fd: u32,
