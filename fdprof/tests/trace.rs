@@ -121,6 +121,12 @@ fn single_threaded_scenarios_replay_exactly() {
             count(&lines, |l| l["op"] == "release") >= closes,
             "{scenario:?} closes"
         );
+        // Tracing changes none of the counts.
+        let rec = read_json(&path);
+        for (name, n) in expected["syscalls"].as_object().unwrap() {
+            let calls = syscall(&rec, name).map_or(0, |s| s["calls"].as_u64().unwrap());
+            assert_eq!(calls, n.as_u64().unwrap(), "{scenario:?} calls of {name}");
+        }
         let m = replay_mainline(&path);
         assert_eq!(m["allocations"].as_u64().unwrap(), allocs, "{scenario:?}");
         assert_eq!(m["posix"]["model_mismatch"], 0, "{scenario:?}");
@@ -177,6 +183,37 @@ fn a_launched_command_is_traced_from_its_exec() {
     let m = replay_mainline(&out);
     assert_eq!(m["posix"]["model_mismatch"], 0);
     assert_eq!(m["rejected"], 0);
+    assert_no_programs_left();
+}
+
+#[test]
+fn a_trace_cut_by_its_limit_says_so() {
+    require_root();
+    let _k = kernel_lock();
+    let out = tmp("trace-limit.json");
+    let status = run(fdprof()
+        .args(["record", "--trace", "--trace-limit", "100", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg(env!("CARGO_BIN_EXE_fdprof"))
+        .args(["workload", "socket-close", "--ops", "500"])
+        .stdout(Stdio::null()));
+    assert!(status.status.success(), "{status:?}");
+    let rec = read_json(&out);
+    assert_eq!(rec["trace"]["events"], 100);
+    let over = rec["trace"]["over_limit"].as_u64().unwrap();
+    assert!(over >= 900, "{over} past the limit");
+    let limit_drops = rec["drops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["probe"] == "trace" && d["reason"] == "limit")
+        .unwrap();
+    assert_eq!(limit_drops["count"].as_u64().unwrap(), over);
+    let text = run(fdprof().arg("replay").arg(&out));
+    assert!(text.status.success());
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(text.contains("past --trace-limit 100"), "{text}");
     assert_no_programs_left();
 }
 
