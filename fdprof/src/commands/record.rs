@@ -180,9 +180,12 @@ pub fn run(args: RecordArgs) -> Result<()> {
     }
     // The recording ended first (-d): the command must not outlive fdprof.
     session.end_command();
-    notes.push(
-        "aggregated in the kernel: no ring buffer, so nothing is lost to a full buffer".into(),
-    );
+    notes.push(if args.trace {
+        "aggregated in the kernel, but for the fd trace, whose ring buffer can fill (trace.lost)"
+            .into()
+    } else {
+        "aggregated in the kernel: no ring buffer, so nothing is lost to a full buffer".into()
+    });
     let all = session.target.kind == TargetKind::All;
     if all {
         notes.push("user stacks are not symbolized in system-wide mode".into());
