@@ -50,7 +50,9 @@ pub mod drop {
     pub const PROBE_EVENTS: u32 = 2;
     /// On-CPU samples (`record --cpu`).
     pub const PROBE_CPU: u32 = 3;
-    pub const PROBES: u32 = 4;
+    /// fd-table trace records lost (`record --trace`).
+    pub const PROBE_TRACE: u32 = 4;
+    pub const PROBES: u32 = 5;
 
     /// A map had no room (for syscalls: another thread's entry took the in-flight slot).
     pub const MAP_FULL: u32 = 0;
@@ -60,15 +62,19 @@ pub mod drop {
     pub const READ_FAILED: u32 = 3;
     /// The events ring buffer had no room (user space reads too slowly).
     pub const RINGBUF_FULL: u32 = 4;
-    pub const COUNT: u32 = 5;
+    /// Trace records past `record --trace-limit` (counted by user space).
+    pub const LIMIT: u32 = 5;
+    pub const COUNT: u32 = 6;
 
-    pub const PROBE_NAMES: [&str; PROBES as usize] = ["contention", "syscalls", "events", "cpu"];
+    pub const PROBE_NAMES: [&str; PROBES as usize] =
+        ["contention", "syscalls", "events", "cpu", "trace"];
     pub const REASON_NAMES: [&str; COUNT as usize] = [
         "map_full",
         "kernel_stack",
         "user_stack",
         "read_failed",
         "ringbuf_full",
+        "limit",
     ];
 }
 

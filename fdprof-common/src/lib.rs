@@ -13,6 +13,7 @@ pub mod fnops;
 pub mod probes;
 pub mod session;
 pub mod syscalls;
+pub mod trace;
 
 /// Number of log2 buckets in every histogram: slot `k` holds values with `k` significant bits
 /// (slot 0 holds 0, slot 1 holds 1, slot 2 holds 2..=3, …), as bcc's `funclatency` does.

@@ -21,7 +21,9 @@ pub mod map {
     pub const CONFIG: &str = "CONFIG";
     /// Ring buffer of `events::EventRecord`s.
     pub const EVENTS: &str = "EVENTS";
-    pub const ALL: [&str; 12] = [
+    /// Ring buffer of `trace::TraceRecord`s (`record --trace`).
+    pub const TRACE: &str = "TRACE";
+    pub const ALL: [&str; 13] = [
         STACKS,
         SITE_INDEX,
         SITE_WAITS,
@@ -34,6 +36,7 @@ pub mod map {
         FN_HISTS,
         CONFIG,
         EVENTS,
+        TRACE,
     ];
 }
 
@@ -67,7 +70,9 @@ pub mod setting {
     pub const IMAGE_END: &str = "IMAGE_END";
     /// 1: fd syscalls are timed entry to exit (`--latency`); 0: only counted (u32).
     pub const LATENCY: &str = "LATENCY";
-    pub const ALL: [&str; 19] = [
+    /// 1: every fd-table operation of the target is sent to `TRACE` (`record --trace`) (u32).
+    pub const TRACE_ON: &str = "TRACE_ON";
+    pub const ALL: [&str; 20] = [
         TARGET_KIND,
         TARGET_ID,
         OFF_TASK_FILES,
@@ -87,6 +92,7 @@ pub mod setting {
         IMAGE_START,
         IMAGE_END,
         LATENCY,
+        TRACE_ON,
     ];
 }
 

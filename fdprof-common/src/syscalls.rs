@@ -86,6 +86,8 @@ pub const F_DUPFD_CLOEXEC: u64 = 1030;
 
 /// `close_range` flag: mark the range close-on-exec instead of closing it.
 pub const CLOSE_RANGE_CLOEXEC: u64 = 1 << 2;
+/// `close_range` flag: unshare a shared table first.
+pub const CLOSE_RANGE_UNSHARE: u64 = 1 << 1;
 
 /// Index of the `int[2]` argument of the pair-creating syscalls (`socketpair`'s is the fourth).
 pub const fn fd_pair_arg(nr: u32) -> usize {
@@ -142,10 +144,13 @@ pub struct SyscallEntry {
     /// `files->next_fd` and `fdt->max_fds` at entry.
     pub next_fd: u32,
     pub max_fds: u32,
-    /// Lowest fd the allocation may return (`fcntl(F_DUPFD, start)`), else 0.
+    /// Lowest fd the allocation may return (`fcntl(F_DUPFD, start)`), else 0; with the trace
+    /// on, close_range's high end.
     pub start: u32,
     pub index: u8,
     /// dup2/dup3 onto an fd that was open: it gets closed.
     pub closes_target: u8,
-    pub _pad: [u8; 2],
+    /// The new fd is close-on-exec (`record --trace` only).
+    pub cloexec: u8,
+    pub _pad: u8,
 }

@@ -50,6 +50,9 @@ static IMAGE_END: u64 = 0;
 /// 1: fd syscalls are timed, entry to exit (two clock reads each); 0: only counted.
 #[unsafe(no_mangle)]
 static LATENCY: u32 = 0;
+/// 1: every fd-table operation of the target is sent to the `TRACE` ring buffer.
+#[unsafe(no_mangle)]
+static TRACE_ON: u32 = 0;
 
 /// Settings user space writes after attaching (a global is fixed before load, but which
 /// probes attach is only known after): `CONFIG[DIRECT_ALLOC]` = 1 once the allocator itself
@@ -97,6 +100,13 @@ pub fn slow_ns() -> u64 {
 #[inline(always)]
 pub fn latency_on() -> bool {
     global(&LATENCY) != 0
+}
+
+/// Whether the fd-table trace is on (`record --trace`). A frozen global: the verifier drops
+/// every trace path from the programs when it is off.
+#[inline(always)]
+pub fn trace_on() -> bool {
+    global(&TRACE_ON) != 0
 }
 
 /// `current->signal` and its `live` count (threads that have not yet passed `do_exit`'s

@@ -18,7 +18,7 @@ use fdprof_common::{
     },
 };
 
-use crate::{kernel, maps};
+use crate::{kernel, maps, trace};
 
 /// Syscalls between entry and exit. A thread never has two, so its slot is its own unless
 /// another thread with the same low tid bits is inside an fd syscall at the same moment: that
@@ -109,10 +109,10 @@ pub(crate) fn on_enter(nr: u64, args: [u64; 4], btf: bool) {
         }
         in_range = open;
     }
-    let entry = SyscallEntry {
+    let mut entry = SyscallEntry {
         tid,
         in_range,
-        start_ns: if kernel::latency_on() {
+        start_ns: if kernel::latency_on() || kernel::trace_on() {
             unsafe { bpf_ktime_get_ns() }
         } else {
             0
@@ -123,8 +123,12 @@ pub(crate) fn on_enter(nr: u64, args: [u64; 4], btf: bool) {
         start,
         index: index as u8,
         closes_target: closes_target as u8,
-        _pad: [0; 2],
+        cloexec: 0,
+        _pad: 0,
     };
+    if kernel::trace_on() {
+        trace::keep(&mut entry, index, args);
+    }
     let Some(slot) = slot(tid) else { return };
     // SAFETY: a valid map value; only this thread's syscalls use a slot holding its tid.
     unsafe {
@@ -166,6 +170,9 @@ pub(crate) fn on_exit(ret: i64) {
         maps::hist(index, now.saturating_sub(entry.start_ns));
     }
     count(index, per_syscall::CALLS, 1);
+    if kernel::trace_on() {
+        trace::syscall_exit(&entry, ret);
+    }
     if ret < 0 {
         count(index, per_syscall::ERRORS, 1);
         return;
@@ -221,6 +228,9 @@ fn check_growth(fd: u32, entry: &SyscallEntry) {
         .and_then(kernel::table_state)
         .map_or(0, |(_, _, max_fds)| max_fds);
     maps::set_max(&maps::GLOBALS, global::MAX_FDS_SEEN, u64::from(new_max_fds));
+    if kernel::trace_on() {
+        trace::expanded(new_max_fds);
+    }
     if !kernel::expand_probed() {
         maps::emit(EventRecord {
             kind: kind::EXPANSION,
@@ -232,10 +242,11 @@ fn check_growth(fd: u32, entry: &SyscallEntry) {
 }
 
 /// Whether the syscall `index` is counted at its exit alone, from its number and return, with
-/// nothing kept from its entry: close, unless timed. The tracepoints give the number at exit.
+/// nothing kept from its entry: close, unless timed or traced. The tracepoints give the number
+/// at exit.
 #[inline(always)]
 fn counted_at_exit(index: u32) -> bool {
-    effect_of(index) == Effect::Close && !kernel::latency_on()
+    effect_of(index) == Effect::Close && !kernel::latency_on() && !kernel::trace_on()
 }
 
 /// The exit of the fd syscall `index` as the tracepoints see it.
@@ -284,7 +295,7 @@ pub fn fdprof_sys_enter(ctx: BtfTracePointContext) -> i32 {
     {
         // Most fd syscalls need no argument: read registers only for those that do.
         let mut args = [0u64; 4];
-        if needs_args(effect_of(index)) {
+        if needs_args(effect_of(index)) || kernel::trace_on() {
             let regs: *const u8 = ctx.arg(0);
             args = [
                 reg(regs, PT_REGS_ARGS[0]),
@@ -302,8 +313,11 @@ pub fn fdprof_sys_enter(ctx: BtfTracePointContext) -> i32 {
 #[btf_tracepoint(function = "sys_exit")]
 pub fn fdprof_sys_exit(ctx: BtfTracePointContext) -> i32 {
     let regs: *const u8 = ctx.arg(0);
-    if let Some(index) = index_of(reg(regs, PT_REGS_ORIG_AX)) {
+    let nr = reg(regs, PT_REGS_ORIG_AX);
+    if let Some(index) = index_of(nr) {
         exit_of(index, ctx.arg::<i64>(1));
+    } else if kernel::trace_on() {
+        trace::exec_exit(nr, ctx.arg::<i64>(1));
     }
     0
 }
@@ -339,6 +353,8 @@ pub fn fdprof_tp_sys_exit(ctx: TracePointContext) -> u32 {
     let (nr, ret) = unsafe { (*record.add(1), *record.add(2)) };
     if let Some(index) = index_of(nr as u64) {
         exit_of(index, ret);
+    } else if kernel::trace_on() {
+        trace::exec_exit(nr as u64, ret);
     }
     0
 }

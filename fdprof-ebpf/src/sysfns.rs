@@ -22,7 +22,7 @@ const PT_REGS_ORIG_AX: usize = 120;
 fn enter(regs: u64, nr: u64, index: u32, btf: bool) {
     // Most fd syscalls need no argument: read registers only for those that do.
     let mut args = [0u64; 4];
-    if needs_args(effect_of(index)) {
+    if needs_args(effect_of(index)) || crate::kernel::trace_on() {
         args = [
             reg_at(regs, PT_REGS_ARGS[0]),
             reg_at(regs, PT_REGS_ARGS[1]),

@@ -228,6 +228,7 @@ pub fn recording() -> Recording {
         notes: vec!["tracepoint mode: waits are seen from lock:contention_begin".into()],
         series: None,
         cpu: None,
+        trace: None,
         counters: None,
     }
 }
@@ -409,6 +410,7 @@ pub fn command_recording() -> Recording {
         notes: vec![],
         series: None,
         cpu: None,
+        trace: None,
         counters: None,
     }
 }

@@ -3,7 +3,8 @@
 //! `perf lock record` and under a bpftrace contention-stacks one-liner, each run between two bare
 //! runs; medians of ops/s and of the ratios to the mean of the bare runs around are printed, with
 //! the recording size per second of profile. `fdprof record --latency` also times every fd
-//! syscall: its row shows what that costs. A floor row runs the workload bare under empty
+//! syscall: its row shows what that costs; `fdprof record --trace` sends every fd-table
+//! operation through the trace ring buffer (its size per second is the trace's). A floor row runs the workload bare under empty
 //! programs on the same tracepoints: the most any tracepoint-mode profiler could reach. Then
 //! the cost of one syscall, bare, under the floor and under `fdprof record`. Another floor row
 //! measures the waits with the least any profiler can do (`lock_reference.rs`): the mean
@@ -98,6 +99,22 @@ fn variants() -> Vec<Variant> {
                 ]
             },
             output: Some("fdprof-latency.data"),
+            empty_hooks: &[],
+            lock_reference: false,
+        },
+        Variant {
+            name: "fdprof record --trace",
+            wrap: |fdprof, out| {
+                vec![
+                    fdprof.display().to_string(),
+                    "record".into(),
+                    "--trace".into(),
+                    "-o".into(),
+                    out.join("fdprof-trace.data").display().to_string(),
+                    "--".into(),
+                ]
+            },
+            output: Some("fdprof-trace.data"),
             empty_hooks: &[],
             lock_reference: false,
         },

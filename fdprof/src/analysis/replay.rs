@@ -6,6 +6,8 @@ use serde::Serialize;
 use fdprof_replay::synthetic::{self, Params, Pattern};
 use fdprof_replay::{Limits, ModelKind, ModelResult, Ratios, TraceEvent, Version, model};
 
+use crate::model::{Recording, trace::order};
+
 /// Which models to run: mainline as the trace's kernel runs it, one named version, Al Viro's
 /// multi-level bitmap, `O_FD_FASTALLOC` over mainline, or all of them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -32,6 +34,9 @@ pub struct Source {
     /// The kernel whose allocator "mainline" means, and that version's model.
     pub kernel: String,
     pub mainline: Version,
+    /// What a recorded trace could not show (gaps, ambiguous allocations).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// One model's figures, and its allocation cost over mainline's.
@@ -149,9 +154,80 @@ pub fn synthetic(
         events: events.len() as u64,
         kernel: kernel.to_string(),
         mainline,
+        notes: Vec::new(),
     };
     let models = models(choice, mainline, params.seed);
     replay(source, &events, &models, limits_for(params.fds))
+}
+
+/// A recording's fd trace (`record --trace`), replayed with "mainline" the allocator of the
+/// recording's kernel; `Err` is one line saying why it cannot be.
+pub fn recorded(
+    rec: &Recording,
+    name: &str,
+    choice: ModelChoice,
+    seed: u64,
+) -> Result<ReplayReport, String> {
+    let Some(trace) = &rec.trace else {
+        return Err(format!("{name} has no fd trace: record with --trace"));
+    };
+    let mainline = Version::for_kernel(&rec.kernel_release).ok_or_else(|| {
+        format!(
+            "{name}: kernel release {:?} is not one a model exists for",
+            rec.kernel_release
+        )
+    })?;
+    let ordered = order::events(trace).map_err(|e| format!("{name}: corrupt fd trace: {e}"))?;
+    let mut notes = Vec::new();
+    if trace.lost > 0 {
+        notes.push(format!(
+            "the trace has gaps: {} operations lost (full ring buffer or unreadable): \
+             mismatches after a gap are expected",
+            trace.lost
+        ));
+    }
+    if trace.over_limit > 0 {
+        notes.push(format!(
+            "the trace stops early: {} operations past --trace-limit {} were not kept",
+            trace.over_limit, trace.limit
+        ));
+    }
+    if ordered.ambiguous > 0 {
+        notes.push(format!(
+            "{} allocations overlapped another thread's operation on their table: the \
+             tracepoints cannot order them, so they are not counted as mismatches",
+            ordered.ambiguous
+        ));
+    }
+    if ordered.reordered > 0 || ordered.in_snapshot > 0 {
+        notes.push(format!(
+            "{} overlapping operations put in the only order their fds allow; {} already in \
+             the table read at attach",
+            ordered.reordered, ordered.in_snapshot
+        ));
+    }
+    let source = Source {
+        trace: format!("recording {name}"),
+        fds: ordered.highest_fd.saturating_add(1),
+        ops: trace.events,
+        threads: ordered.threads as u32,
+        events: ordered.events.len() as u64,
+        kernel: rec.kernel_release.clone(),
+        mainline,
+        notes,
+    };
+    let models = models(choice, mainline, seed);
+    // Tables beyond what a snapshot may hold are refused, not grown: a corrupt trace's fd
+    // numbers must not size the models' bitmaps.
+    let top = (u64::from(source.fds) * 4).clamp(
+        Limits::default().nr_open,
+        u64::from(order::MAX_SNAPSHOT_FDS),
+    );
+    let limits = Limits {
+        rlimit: top,
+        nr_open: top,
+    };
+    Ok(replay(source, &ordered.events, &models, limits))
 }
 
 pub fn pattern_name(p: Pattern) -> &'static str {

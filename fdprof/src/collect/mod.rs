@@ -13,6 +13,7 @@ pub mod snapshot;
 pub mod stats;
 pub mod stream;
 pub mod target;
+pub mod trace;
 
 pub use attach::Attachment;
 pub use events::{EventStream, RawEvent, RawKind};

@@ -49,6 +49,9 @@ pub struct ProfilerOptions {
     pub latency: bool,
     /// Sample the target on every online CPU this many times a second each (`--cpu`).
     pub cpu_hz: Option<u64>,
+    /// Send every fd-table operation of the target to the trace ring buffer
+    /// ([`Profiler::take_trace`]).
+    pub trace: bool,
 }
 
 impl Default for ProfilerOptions {
@@ -60,6 +63,7 @@ impl Default for ProfilerOptions {
             slow: Duration::from_micros(100),
             latency: false,
             cpu_hz: None,
+            trace: false,
         }
     }
 }
@@ -93,6 +97,12 @@ impl Profiler {
         let image = kernel.image_data.unwrap_or((0, 0));
         let slow_ns = u64::try_from(opts.slow.as_nanos()).unwrap_or(u64::MAX);
         let latency = u32::from(opts.latency);
+        let trace = u32::from(opts.trace && !opts.lock_only);
+        let trace_bytes = if trace != 0 {
+            fdprof_common::trace::RING_BYTES
+        } else {
+            page_size()
+        };
         let mut ebpf = EbpfLoader::new()
             .btf(Some(&kernel.btf))
             .override_global(setting::TARGET_KIND, &kind, true)
@@ -126,6 +136,8 @@ impl Profiler {
                 fdprof_common::cpu::STACKS_MAP,
                 opts.cpu_hz.map_or(1, |_| fdprof_common::cpu::STACK_TRACES),
             )
+            .override_global(setting::TRACE_ON, &trace, true)
+            .map_max_entries(map::TRACE, trace_bytes)
             .load(object::PROFILER)
             .context("cannot load fdprof's eBPF object")?;
         let mut attachments = BTreeMap::new();
@@ -216,6 +228,13 @@ impl Profiler {
     pub fn take_events(&mut self) -> Option<Result<EventStream>> {
         let map = self.ebpf.take_map(map::EVENTS)?;
         Some(self.start_events(map))
+    }
+
+    /// The fd-table trace's ring buffer (`ProfilerOptions::trace`), to drain with a
+    /// [`super::trace::TraceReader`]; `None` once taken.
+    pub fn take_trace(&mut self) -> Option<Result<RingBuf<aya::maps::MapData>>> {
+        let map = self.ebpf.take_map(map::TRACE)?;
+        Some(RingBuf::try_from(map).map_err(Into::into))
     }
 
     fn start_events(&mut self, map: aya::maps::Map) -> Result<EventStream> {
@@ -313,6 +332,13 @@ impl Profiler {
         self.stats.stop();
         self.snapshot()
     }
+}
+
+/// The ring buffers' smallest size: one page.
+fn page_size() -> u32 {
+    // SAFETY: sysconf has no preconditions.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    u32::try_from(size).unwrap_or(4096)
 }
 
 /// `CLOCK_MONOTONIC` now, the clock of `bpf_ktime_get_ns`.

@@ -1,5 +1,6 @@
 //! `fdprof export`: a recording's lock waits or on-CPU samples in a standard profile format
-//! (pprof, speedscope) or as folded stacks, for the tools that read those.
+//! (pprof, speedscope) or as folded stacks, for the tools that read those; its fd trace as
+//! JSON lines.
 
 use std::path::PathBuf;
 
@@ -20,7 +21,7 @@ pub struct ExportArgs {
     #[arg(long, value_enum)]
     pub format: Format,
     /// Where to write it, mode 0600; - for standard output [default: fdprof.pb.gz,
-    /// fdprof.speedscope.json or fdprof.folded]
+    /// fdprof.speedscope.json, fdprof.folded or fdprof.trace.jsonl]
     #[arg(short, long)]
     pub output: Option<Output>,
     /// Export the lock waits, weighted by wait time (the default)
@@ -49,6 +50,9 @@ pub enum Format {
     Speedscope,
     /// Folded stacks, as `flamegraph --folded` writes them
     Folded,
+    /// The fd trace (`record --trace`): one JSON object a line, the tables at attach first,
+    /// then every operation
+    TraceJsonl,
 }
 
 impl Format {
@@ -57,6 +61,7 @@ impl Format {
             Format::Pprof => "fdprof.pb.gz",
             Format::Speedscope => "fdprof.speedscope.json",
             Format::Folded => "fdprof.folded",
+            Format::TraceJsonl => "fdprof.trace.jsonl",
         }
     }
 }
@@ -77,6 +82,17 @@ pub fn run(args: &ExportArgs) -> Result<()> {
         eprintln!("fdprof: the recording has no addresses (record it with --raw-addrs)");
     }
     let data = match args.format {
+        Format::TraceJsonl => {
+            let Some(trace) = &rec.trace else {
+                bail!(
+                    "{} has no fd trace: record with --trace",
+                    crate::escape::name(&args.input.display().to_string())
+                );
+            };
+            render::trace::jsonl(trace)
+                .map_err(|e| anyhow::anyhow!("corrupt fd trace: {e}"))?
+                .into_bytes()
+        }
         Format::Folded => {
             let opts = FlamegraphOptions {
                 op: args.op.into(),

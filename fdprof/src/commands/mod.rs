@@ -15,6 +15,7 @@ pub mod replay;
 pub mod report;
 pub mod session;
 pub mod top;
+pub mod trace;
 pub mod workload;
 
 use std::process::ExitCode;

@@ -13,6 +13,7 @@ use fdprof_common::{
 };
 
 use super::session::{self, Request, Session, Streams};
+use super::trace;
 use crate::collect::{
     TargetSpec,
     counters::ThreadCounters,
@@ -77,6 +78,16 @@ pub struct RecordArgs {
     #[arg(long, requires = "cpu", value_parser = clap::value_parser!(u64).range(1..=fdprof_common::cpu::MAX_FREQUENCY_HZ),
           default_value_t = fdprof_common::cpu::DEFAULT_FREQUENCY_HZ)]
     pub freq: u64,
+    /// Also record every operation of the target on its fd table (allocs, closes, dup2s,
+    /// close_range, exec) with the table's state at attach, for `fdprof replay RECORDING`.
+    /// About 5 bytes an operation in the recording
+    #[arg(long, conflicts_with_all = ["lock_only", "all", "tid"])]
+    pub trace: bool,
+    /// Keep at most this many trace operations (56 bytes each in memory while recording, 4 to
+    /// 11 in the recording, which `replay` reads up to 64 MiB); the rest are counted as dropped
+    #[arg(long, value_name = "N", requires = "trace", default_value_t = 2_000_000,
+          value_parser = clap::value_parser!(u64).range(1..=5_000_000))]
+    pub trace_limit: u64,
     /// Keep raw kernel and user addresses in the recording (they reveal the KASLR layout)
     #[arg(long)]
     pub raw_addrs: bool,
@@ -124,9 +135,15 @@ pub fn run(args: RecordArgs) -> Result<()> {
         slow: None,
         latency: args.latency,
         cpu_hz: args.cpu.then_some(args.freq),
+        trace: args.trace,
         streams: Streams::Inherit,
     };
-    let (mut session, profiler) = session::start(request, || args.output.check())?;
+    let (mut session, mut profiler) = session::start(request, || args.output.check())?;
+    // The table is read while a launched command is still held, before its first operation.
+    let tracing = match args.trace {
+        true => Some(trace::start(&mut profiler, &session, args.trace_limit)?),
+        false => None,
+    };
     // Opened on a launched command's held thread, so its whole run is counted.
     let counted = (!args.no_counters)
         .then(|| session.counted_threads())
@@ -162,6 +179,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
     let (end_reason, duration_ns) =
         record_until_the_end(&args, &mut collector, &mut session, series.as_mut());
     let snap = collector.finish()?; // detached before the slow part
+    let trace = tracing.map(|t| t.finish(&snap, args.raw_addrs));
     let counters = counters.map(ThreadCounters::read);
     if let Some(pid) = session.resolved.pid.filter(|&p| target::process_alive(p)) {
         session.user_syms.snapshot_maps(pid);
@@ -176,9 +194,12 @@ pub fn run(args: RecordArgs) -> Result<()> {
     }
     // The recording ended first (-d): the command must not outlive fdprof.
     session.end_command();
-    notes.push(
-        "aggregated in the kernel: no ring buffer, so nothing is lost to a full buffer".into(),
-    );
+    notes.push(if args.trace {
+        "aggregated in the kernel, but for the fd trace, whose ring buffer can fill (trace.lost)"
+            .into()
+    } else {
+        "aggregated in the kernel: no ring buffer, so nothing is lost to a full buffer".into()
+    });
     let all = session.target.kind == TargetKind::All;
     if all {
         notes.push("user stacks are not symbolized in system-wide mode".into());
@@ -212,6 +233,13 @@ pub fn run(args: RecordArgs) -> Result<()> {
     let mut recording = assemble::recording(&snap, run, &mut sym);
     recording.series = series;
     recording.counters = counters.as_ref().map(Counters::from);
+    if let Some(t) = trace {
+        eprintln!(
+            "fdprof: traced {} fd-table operations ({} lost, {} past --trace-limit)",
+            t.events, t.lost, t.over_limit
+        );
+        trace::add_to(&mut recording, t);
+    }
     recording.write(&args.output)?;
     let waits: u64 = recording.contention.iter().map(|c| c.count).sum();
     let calls: u64 = recording.syscalls.iter().map(|s| s.calls).sum();

@@ -1,20 +1,27 @@
 //! `fdprof replay`: the allocator what-if. Runs a trace of fd-table operations through the
 //! kernel's allocator (by version), Al Viro's multi-level bitmap and `O_FD_FASTALLOC`, and
 //! prints each one's cost side by side. `--synthetic` generates the seeds' patterns without
-//! a kernel, for tables beyond this machine's fd limit.
+//! a kernel, for tables beyond this machine's fd limit; a recording made with `record --trace`
+//! replays what the target did, with mainline the recording's kernel's allocator.
 
-use anyhow::{Context, Result, bail};
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, ValueEnum};
 
-use crate::analysis::replay::{self, ModelChoice};
+use crate::analysis::replay::{self, ModelChoice, ReplayReport};
+use crate::model::Recording;
 use fdprof_replay::Version;
 use fdprof_replay::synthetic::{Params, Pattern};
 
 #[derive(Args)]
+#[command(group(clap::ArgGroup::new("trace").required(true).args(["recording", "synthetic"])))]
 pub struct ReplayArgs {
+    /// A recording made with `record --trace` (- for standard input)
+    recording: Option<PathBuf>,
     /// Generate this pattern of the 2015 threads instead of reading a trace
-    #[arg(long, value_enum, required = true)]
-    synthetic: Synthetic,
+    #[arg(long, value_enum)]
+    synthetic: Option<Synthetic>,
     /// Models to run (mainline: the allocator of --kernel)
     #[arg(long, value_enum, default_value = "all")]
     model: ModelArg,
@@ -27,7 +34,8 @@ pub struct ReplayArgs {
     /// Threads sharing the table (opensock)
     #[arg(long, default_value_t = 16)]
     threads: u32,
-    /// Kernel release whose allocator is "mainline" (default: the running kernel's)
+    /// Kernel release whose allocator is "mainline" for --synthetic (default: the running
+    /// kernel's; a recording's is the kernel it was recorded on)
     #[arg(long, value_name = "RELEASE")]
     kernel: Option<String>,
     /// Seed of the synthetic pattern's and fastalloc's random draws
@@ -62,6 +70,37 @@ const MAX_FDS: u32 = 100_000_000;
 const MAX_OPS: u64 = 100_000_000;
 
 pub fn run(args: &ReplayArgs) -> Result<()> {
+    let choice = match args.model {
+        ModelArg::Mainline => ModelChoice::Mainline,
+        ModelArg::Linear => ModelChoice::Linear,
+        ModelArg::Fb61 => ModelChoice::Fb61,
+        ModelArg::Fb613 => ModelChoice::Fb613,
+        ModelArg::Viro => ModelChoice::Viro,
+        ModelArg::Fastalloc => ModelChoice::Fastalloc,
+        ModelArg::All => ModelChoice::All,
+    };
+    let report = match (&args.recording, args.synthetic) {
+        (Some(path), _) => {
+            let rec = Recording::read(path)?;
+            let shown = path.display().to_string();
+            let name = crate::escape::name(&shown);
+            replay::recorded(&rec, &name, choice, args.seed).map_err(|e| anyhow!(e))?
+        }
+        (None, Some(pattern)) => synthetic(args, pattern, choice)?,
+        (None, None) => bail!("give a recording or --synthetic"),
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!(
+            "{}",
+            crate::escape::text(&crate::render::replay::text(&report))
+        );
+    }
+    Ok(())
+}
+
+fn synthetic(args: &ReplayArgs, pattern: Synthetic, choice: ModelChoice) -> Result<ReplayReport> {
     if args.fds == 0 || args.fds > MAX_FDS {
         bail!("--fds must be 1 to {MAX_FDS}, not {}", args.fds);
     }
@@ -81,20 +120,11 @@ pub fn run(args: &ReplayArgs) -> Result<()> {
     let Some(mainline) = Version::for_kernel(&kernel) else {
         bail!("--kernel {kernel:?} is not a kernel release such as 6.1.0 or 6.12.5");
     };
-    let pattern = match args.synthetic {
+    let pattern = match pattern {
         Synthetic::LinusLoop => Pattern::LinusLoop,
         Synthetic::Opensock => Pattern::Opensock,
         Synthetic::Holes => Pattern::Holes,
         Synthetic::Dup2Worst => Pattern::Dup2Worst,
-    };
-    let choice = match args.model {
-        ModelArg::Mainline => ModelChoice::Mainline,
-        ModelArg::Linear => ModelChoice::Linear,
-        ModelArg::Fb61 => ModelChoice::Fb61,
-        ModelArg::Fb613 => ModelChoice::Fb613,
-        ModelArg::Viro => ModelChoice::Viro,
-        ModelArg::Fastalloc => ModelChoice::Fastalloc,
-        ModelArg::All => ModelChoice::All,
     };
     let params = Params {
         fds: args.fds,
@@ -103,14 +133,7 @@ pub fn run(args: &ReplayArgs) -> Result<()> {
         seed: args.seed,
         ..Params::default()
     };
-    let report = replay::synthetic(pattern, &params, choice, &kernel, mainline);
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!(
-            "{}",
-            crate::escape::text(&crate::render::replay::text(&report))
-        );
-    }
-    Ok(())
+    Ok(replay::synthetic(
+        pattern, &params, choice, &kernel, mainline,
+    ))
 }

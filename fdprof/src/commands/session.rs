@@ -67,6 +67,8 @@ pub struct Request<'a> {
     pub latency: bool,
     /// Sample the target on CPU this many times a second per CPU (`--cpu`).
     pub cpu_hz: Option<u64>,
+    /// Trace every fd-table operation (`record --trace`).
+    pub trace: bool,
     /// Where a launched command's output goes.
     pub streams: Streams,
 }
@@ -127,6 +129,7 @@ pub fn start(request: Request, checks: impl FnOnce() -> Result<()>) -> Result<(S
         slow: request.slow.unwrap_or(defaults.slow),
         latency: request.latency,
         cpu_hz: request.cpu_hz,
+        trace: request.trace,
     };
     let profiler = match Profiler::attach(&kernel, options) {
         Ok(p) => p,

@@ -206,6 +206,7 @@ pub fn run(args: TopArgs) -> Result<()> {
         slow: args.slow,
         latency: args.latency,
         cpu_hz: args.cpu.then_some(args.freq),
+        trace: false,
         streams: match Sink::is_screen(&args) {
             true => Streams::Captured,
             false => Streams::Inherit,

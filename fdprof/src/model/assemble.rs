@@ -60,6 +60,7 @@ pub fn recording(snap: &Snapshot, run: Run, sym: &mut Symbolizers) -> Recording 
         notes: run.notes,
         series: None,
         cpu: super::cpu::profile(snap, sym),
+        trace: None,
         counters: None,
     }
 }

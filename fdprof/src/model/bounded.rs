@@ -60,6 +60,23 @@ pub const ARG_BYTES: usize = 128 << 10;
 /// Sentences: notes (which quote kernel errors), mode descriptions, the scan origin.
 pub const TEXT_BYTES: usize = 64 << 10;
 
+/// Tables of an fd trace (`record --trace` traces one process), and the runs of open fds a
+/// table's snapshot has.
+pub const TRACE_TABLES: usize = 4096;
+pub const TRACE_RUNS: usize = 1 << 20;
+
+pub fn trace_tables<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Vec<T>, D::Error> {
+    seq(d, PhantomData, TRACE_TABLES, "fd trace tables")
+}
+
+pub fn trace_runs<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Vec<T>, D::Error> {
+    seq(d, PhantomData, TRACE_RUNS, "runs of a table snapshot")
+}
+
 pub fn slots<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u64>, D::Error> {
     seq(d, PhantomData, SLOTS, "slots in a histogram")
 }

@@ -61,6 +61,7 @@ pub fn add(into: &mut Recording, other: &Recording) {
         notes,
         series: _,
         cpu,
+        trace: _,
         counters,
     } = into;
     // `format` and `version` are this fdprof's; the rest of the facts are kept unless unknown.

@@ -191,6 +191,7 @@ fn empty_like(r: &Recording) -> Recording {
         notes: Vec::new(),
         series: r.series.clone(),
         cpu: r.cpu.clone(),
+        trace: None,
         counters: r.counters.clone(),
     }
 }

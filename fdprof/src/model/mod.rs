@@ -13,6 +13,7 @@ pub mod operation;
 pub mod read;
 pub mod recording;
 pub mod series;
+pub mod trace;
 
 pub use hist::Log2Hist;
 pub use recording::Recording;

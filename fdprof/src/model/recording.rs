@@ -314,6 +314,9 @@ pub struct Recording {
     /// `record --cpu`: the target's on-CPU samples; absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<CpuProfile>,
+    /// `record --trace`: every fd-table operation of the target; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<super::trace::Trace>,
     /// The target's per-thread counters (`record`, unless `--no-counters` or `-a`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counters: Option<super::counters::Counters>,

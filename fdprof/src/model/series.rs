@@ -268,6 +268,7 @@ pub fn sample_recording(rec: &Recording, sample: &Sample, last: bool) -> Recordi
         notes: rec.notes.clone(),
         series: None,
         cpu: None,
+        trace: None,
         counters: None,
     }
 }

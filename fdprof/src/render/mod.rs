@@ -14,6 +14,7 @@ pub mod pprof;
 pub mod replay;
 pub mod speedscope;
 pub mod text;
+pub mod trace;
 
 pub use flamegraph::svg;
 pub use folded::folded;

@@ -36,6 +36,9 @@ pub fn text(r: &ReplayReport) -> String {
         "replay of {}: {} fds, {} ops, {} thread(s), {} events; mainline = {:?} (kernel {})",
         s.trace, s.fds, s.ops, s.threads, s.events, s.mainline, s.kernel
     );
+    for note in &s.notes {
+        let _ = writeln!(out, "note: {note}");
+    }
     let _ = writeln!(
         out,
         "per allocation: words read (open + full + summary bitmaps), lines touched, dirty lines \

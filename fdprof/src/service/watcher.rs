@@ -276,6 +276,7 @@ impl Watcher {
             slow: self.watch.slow,
             latency: self.watch.latency,
             cpu_hz: self.watch.cpu_hz,
+            trace: false,
         };
         let mut profiler = match Profiler::attach(&self.kernel, options) {
             Ok(p) => p,

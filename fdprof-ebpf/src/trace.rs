@@ -1,0 +1,155 @@
+//! The fd-table trace (`record --trace`): one `TraceRecord` per operation of the target on its
+//! table, sent from the fd syscalls' exits. Every caller checks `kernel::trace_on()` first, a
+//! frozen global, so without `--trace` the verifier removes all of this.
+
+use aya_ebpf::{
+    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_user},
+    macros::map,
+    maps::RingBuf,
+};
+use fdprof_common::{
+    counters::drop,
+    syscalls::{CLOSE_RANGE_CLOEXEC, CLOSE_RANGE_UNSHARE, Effect, F_DUPFD_CLOEXEC, SyscallEntry},
+    trace::{CLOEXEC_BY_INDEX, EBADF, EMFILE, EXEC_NRS, TraceRecord, flag, op},
+};
+
+use crate::{kernel, maps, syscalls::effect_of};
+
+/// Sized by user space when tracing (`trace::RING_BYTES`); one page otherwise.
+#[map]
+static TRACE: RingBuf = RingBuf::with_byte_size(4096, 0);
+
+/// Sends `r`, stamped with the exit time, the current table and task; a full buffer is a
+/// counted drop (the replay then says the trace has a gap).
+#[inline(always)]
+fn send(mut r: TraceRecord) {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    r.exit_ns = unsafe { bpf_ktime_get_ns() };
+    r.table = kernel::current_files().unwrap_or(0);
+    r.pid = (pid_tgid >> 32) as u32;
+    r.tid = pid_tgid as u32;
+    if TRACE.output::<TraceRecord>(&r, 0).is_err() {
+        maps::dropped(drop::PROBE_TRACE, drop::RINGBUF_FULL);
+    }
+}
+
+/// Whether the syscall `index` with arguments `args` asks for a close-on-exec fd.
+#[inline(always)]
+pub fn cloexec(index: u32, args: [u64; 4]) -> bool {
+    let rule = CLOEXEC_BY_INDEX[(index & 63) as usize];
+    let asked = (args[0] & rule.masks[0])
+        | (args[1] & rule.masks[1])
+        | (args[2] & rule.masks[2])
+        | (args[3] & rule.masks[3]);
+    rule.always || asked != 0
+}
+
+#[inline(always)]
+fn record(entry: &SyscallEntry, op: u8, fd: i32) -> TraceRecord {
+    TraceRecord {
+        enter_ns: entry.start_ns,
+        fd,
+        op,
+        flags: if entry.cloexec != 0 { flag::CLOEXEC } else { 0 },
+        syscall: entry.index,
+        next_fd: entry.next_fd,
+        max_fds: entry.max_fds,
+        ..TraceRecord::default()
+    }
+}
+
+/// What [`syscall_exit`] needs kept from the entry, in the entry's fields that the syscall
+/// does not otherwise use: `fd_pair` holds arg 0 (close's fd, close_range's low end), `start`
+/// close_range's high end, `cloexec` close-on-exec (close_range: its `flag` bits).
+#[inline(always)]
+pub fn keep(entry: &mut SyscallEntry, index: u32, args: [u64; 4]) {
+    entry.cloexec = match effect_of(index) {
+        Effect::CloseRange => {
+            entry.start = args[1] as u32;
+            let mut f = 0;
+            if args[2] & CLOSE_RANGE_CLOEXEC != 0 {
+                f |= flag::CLOEXEC_ONLY;
+            }
+            if args[2] & CLOSE_RANGE_UNSHARE != 0 {
+                f |= flag::UNSHARE;
+            }
+            f
+        }
+        Effect::FcntlDup => u8::from(args[1] == F_DUPFD_CLOEXEC),
+        _ => u8::from(cloexec(index, args)),
+    };
+}
+
+/// The exit of a traced fd syscall whose entry is `entry` (see [`keep`]).
+#[inline(always)]
+pub fn syscall_exit(entry: &SyscallEntry, ret: i64) {
+    let effect = effect_of(u32::from(entry.index));
+    match effect {
+        Effect::Alloc | Effect::FcntlDup => {
+            // Only EMFILE is the allocator's failure; other failures leave no trace (an fd
+            // taken and given back inside the syscall is not visible here).
+            if ret >= 0 || ret == -EMFILE {
+                let mut r = record(entry, op::ALLOC, ret as i32);
+                r.arg = entry.start;
+                send(r);
+            }
+        }
+        Effect::AllocPair => {
+            if ret == -EMFILE {
+                send(record(entry, op::ALLOC, ret as i32));
+            } else if ret >= 0 {
+                match unsafe { bpf_probe_read_user(entry.fd_pair as *const [i32; 2]) } {
+                    Ok([a, b]) => {
+                        send(record(entry, op::ALLOC, a));
+                        send(record(entry, op::ALLOC, b));
+                    }
+                    Err(_) => maps::dropped(drop::PROBE_TRACE, drop::READ_FAILED),
+                }
+            }
+        }
+        Effect::Install => {
+            if ret >= 0 {
+                send(record(entry, op::INSTALL, ret as i32));
+            }
+        }
+        // close releases the fd even when it reports a flush error; EBADF: nothing was open.
+        Effect::Close => {
+            if ret != -EBADF {
+                let mut r = record(entry, op::RELEASE, entry.fd_pair as i32);
+                r.flags = 0;
+                send(r);
+            }
+        }
+        Effect::CloseRange => {
+            if ret == 0 {
+                let mut r = record(entry, op::CLOSE_RANGE, entry.fd_pair as i32);
+                r.arg = entry.start;
+                send(r);
+            }
+        }
+    }
+}
+
+/// A growth of the table to `max_fds`, seen at a syscall's exit.
+#[inline(always)]
+pub fn expanded(max_fds: u32) {
+    send(TraceRecord {
+        op: op::EXPAND,
+        fd: max_fds as i32,
+        max_fds,
+        ..TraceRecord::default()
+    });
+}
+
+/// A successful exec of the target (the close-on-exec pass is done).
+#[inline(always)]
+pub fn exec_exit(nr: u64, ret: i64) {
+    if ret != 0 || (nr != EXEC_NRS[0] && nr != EXEC_NRS[1]) || kernel::target_tid().is_none() {
+        return;
+    }
+    send(TraceRecord {
+        op: op::EXEC,
+        syscall: u8::MAX,
+        ..TraceRecord::default()
+    });
+}

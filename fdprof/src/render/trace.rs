@@ -1,0 +1,93 @@
+//! `fdprof export --format trace-jsonl`: a recording's fd trace, one JSON object a line: the
+//! tables' snapshots first, then every operation as recorded, in exit order.
+
+use fdprof_common::{
+    syscalls::FD_SYSCALLS,
+    trace::{flag, op},
+};
+use serde_json::{Value, json};
+
+use crate::model::trace::{Trace, codec::Row};
+
+fn op_name(op: u8) -> &'static str {
+    match op {
+        op::ALLOC => "alloc",
+        op::RELEASE => "release",
+        op::INSTALL => "install_at",
+        op::CLOSE_RANGE => "close_range",
+        op::EXEC => "exec",
+        op::EXPAND => "expand",
+        _ => "unknown",
+    }
+}
+
+fn row(r: &Row) -> Value {
+    let mut v = json!({
+        "time_ns": r.exit_ns,
+        "enter_ns": r.enter_ns,
+        "tid": r.tid,
+        "table": r.table,
+        "op": op_name(r.op),
+    });
+    let o = v.as_object_mut().expect("an object");
+    if let Some(s) = FD_SYSCALLS.get(usize::from(r.syscall)) {
+        o.insert("syscall".into(), s.name.into());
+    }
+    match r.op {
+        op::ALLOC if r.fd < 0 => {
+            o.insert("errno".into(), (-i64::from(r.fd)).into());
+        }
+        op::CLOSE_RANGE => {
+            o.insert("lo".into(), r.fd.into());
+            o.insert("hi".into(), r.arg.into());
+            o.insert(
+                "cloexec_only".into(),
+                (r.flags & flag::CLOEXEC_ONLY != 0).into(),
+            );
+        }
+        op::EXPAND => {
+            o.insert("max_fds".into(), r.fd.into());
+        }
+        op::EXEC => {}
+        _ => {
+            o.insert("fd".into(), r.fd.into());
+        }
+    }
+    if matches!(r.op, op::ALLOC | op::INSTALL) {
+        o.insert("cloexec".into(), (r.flags & flag::CLOEXEC != 0).into());
+    }
+    if r.op == op::ALLOC {
+        o.insert("start".into(), r.arg.into());
+    }
+    if r.max_fds != 0 {
+        o.insert("next_fd".into(), r.next_fd.into());
+        o.insert("max_fds".into(), r.max_fds.into());
+    }
+    v
+}
+
+/// The lines, or why the trace cannot be read.
+pub fn jsonl(trace: &Trace) -> Result<String, String> {
+    let mut rows = trace.rows()?;
+    rows.sort_by_key(|r| r.exit_ns);
+    let mut out = String::new();
+    for s in &trace.snapshots {
+        let v = json!({
+            "time_ns": s.from_ns,
+            "table": s.table,
+            "op": "snapshot",
+            "pid": trace.tables.get(s.table as usize).map(|t| t.pid),
+            "open": s.open,
+            "cloexec": s.cloexec,
+            "next_fd": s.next_fd,
+            "max_fds": s.max_fds,
+        });
+        out.push_str(&v.to_string());
+        out.push('\n');
+    }
+    for r in &rows {
+        out.push_str(&row(r).to_string());
+        out.push('\n');
+    }
+    Ok(out)
+}
