@@ -3,33 +3,11 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
 use serde_json::Value;
-
-/// Starts `fdprof record` and waits until it reports that it is attached.
-fn start_record(args: &[&str]) -> Child {
-    let mut rec = fdprof()
-        .arg("record")
-        .args(args)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(rec.stderr.take().unwrap());
-    let mut line = String::new();
-    stderr.read_line(&mut line).unwrap();
-    assert!(line.contains("recording"), "record did not start: {line}");
-    // Keep draining stderr so the recorder never blocks on a full pipe.
-    std::thread::spawn(move || {
-        let mut rest = String::new();
-        let _ = stderr.read_to_string(&mut rest);
-        eprint!("{rest}");
-    });
-    rec
-}
 
 /// `fdprof record OPTIONS -o OUT -- fdprof workload WORKLOAD...`, the workload's stdout dropped.
 fn record_workload(

@@ -5,34 +5,13 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read};
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 
 use common::*;
 use fdprof::collect::trace::{Drained, ProcTable};
 use fdprof::model::trace::Trace;
 use fdprof_common::trace::{TraceRecord, op};
 use serde_json::Value;
-
-/// Starts `fdprof record` and waits for its line saying the probes are live.
-fn start_record(args: &[&str]) -> Child {
-    let mut rec = fdprof()
-        .arg("record")
-        .args(args)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(rec.stderr.take().unwrap());
-    let mut line = String::new();
-    stderr.read_line(&mut line).unwrap();
-    assert!(line.contains("recording"), "record did not start: {line}");
-    std::thread::spawn(move || {
-        let mut rest = String::new();
-        let _ = stderr.read_to_string(&mut rest);
-        eprint!("{rest}");
-    });
-    rec
-}
 
 /// The trace's lines (`export --format trace-jsonl`).
 fn trace_lines(path: &std::path::Path) -> Vec<Value> {

@@ -141,9 +141,27 @@ pub fn folded(rec: &Recording, opts: &FlamegraphOptions) -> Folded {
         let wait = merged.entry(stack).or_default();
         *wait = wait.saturating_add(site.total_wait_ns);
     }
+    graph(
+        rec,
+        opts,
+        Weight::WaitNs,
+        merged,
+        (rec.contention.len(), all_wait_ns(&rec.contention)),
+    )
+}
+
+/// The graph of `merged` stacks; `recording` is what the whole recording holds (sites,
+/// weight), to say what the filter left out.
+fn graph(
+    rec: &Recording,
+    opts: &FlamegraphOptions,
+    weight: Weight,
+    merged: std::collections::BTreeMap<String, u64>,
+    recording: (usize, u64),
+) -> Folded {
     Folded {
         options: *opts,
-        weight: Weight::WaitNs,
+        weight,
         header: super::header(rec),
         drops: super::drops(rec),
         total_weight: super::sum(merged.values().copied()),
@@ -151,8 +169,8 @@ pub fn folded(rec: &Recording, opts: &FlamegraphOptions) -> Folded {
             .into_iter()
             .map(|(stack, weight)| FoldedStack { stack, weight })
             .collect(),
-        recording_sites: rec.contention.len(),
-        recording_weight: all_wait_ns(&rec.contention),
+        recording_sites: recording.0,
+        recording_weight: recording.1,
     }
 }
 
@@ -177,19 +195,11 @@ pub fn folded_cpu(rec: &Recording, opts: &FlamegraphOptions) -> Option<Folded> {
         let n = merged.entry(stack).or_default();
         *n = n.saturating_add(site.count);
     }
-    Some(Folded {
-        options: *opts,
-        weight: Weight::Samples,
-        header: super::header(rec),
-        drops: super::drops(rec),
-        total_weight: super::sum(merged.values().copied()),
-        stacks: merged
-            .into_iter()
-            .map(|(stack, weight)| FoldedStack { stack, weight })
-            .collect(),
-        recording_sites: profile.samples.len(),
-        recording_weight: super::sum(profile.samples.iter().map(|s| s.count)),
-    })
+    let recording = (
+        profile.samples.len(),
+        super::sum(profile.samples.iter().map(|s| s.count)),
+    );
+    Some(graph(rec, opts, Weight::Samples, merged, recording))
 }
 
 /// Appends `;frame` for each frame, outermost first (the stack is innermost first).

@@ -67,6 +67,28 @@ pub struct Symbolizers<'a> {
     pub raw_addrs: bool,
 }
 
+impl Symbolizers<'_> {
+    /// A kernel stack's frames, innermost first.
+    pub fn kernel_frames(&self, ips: &[u64]) -> Vec<Frame> {
+        ips.iter()
+            .map(|&ip| self.kernel.resolve(ip, self.raw_addrs).into())
+            .collect()
+    }
+
+    /// A user stack's frames, innermost first; none without the stack or the process.
+    pub fn user_frames(&mut self, ips: Option<&Vec<u64>>) -> Vec<Frame> {
+        match (ips, self.user_pid) {
+            (Some(ips), Some(pid)) => self
+                .user
+                .resolve(pid, ips, self.raw_addrs)
+                .into_iter()
+                .map(Frame::from)
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+}
+
 pub fn contention_sites(snap: &Snapshot, sym: &mut Symbolizers) -> Vec<ContentionSite> {
     let mut kernel_frames: HashMap<i32, Vec<Frame>> = HashMap::new();
     let mut user_frames: HashMap<i32, Vec<Frame>> = HashMap::new();
@@ -77,27 +99,13 @@ pub fn contention_sites(snap: &Snapshot, sym: &mut Symbolizers) -> Vec<Contentio
             .or_insert_with(|| {
                 snap.stacks
                     .get(&key.kernel_stack)
-                    .map(|ips| {
-                        trim_probe_frames(
-                            ips.iter()
-                                .map(|&ip| sym.kernel.resolve(ip, sym.raw_addrs).into())
-                                .collect(),
-                        )
-                    })
+                    .map(|ips| trim_probe_frames(sym.kernel_frames(ips)))
                     .unwrap_or_default()
             })
             .clone();
         let ustack = user_frames
             .entry(key.user_stack)
-            .or_insert_with(|| match (snap.stacks.get(&key.user_stack), sym.user_pid) {
-                (Some(ips), Some(pid)) => sym
-                    .user
-                    .resolve(pid, ips, sym.raw_addrs)
-                    .into_iter()
-                    .map(Frame::from)
-                    .collect(),
-                _ => Vec::new(),
-            })
+            .or_insert_with(|| sym.user_frames(snap.stacks.get(&key.user_stack)))
             .clone();
         let mut wait = Log2Hist::default();
         for (slot, &n) in c.slots.iter().enumerate() {

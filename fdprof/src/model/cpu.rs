@@ -17,27 +17,17 @@ pub fn profile(snap: &Snapshot, sym: &mut Symbolizers) -> Option<CpuProfile> {
     for (key, count) in &samples.counts {
         let kernel_stack = kernel
             .entry(key.kernel_stack)
-            .or_insert_with(|| match samples.stacks.get(&key.kernel_stack) {
-                Some(ips) => ips
-                    .iter()
-                    .map(|&ip| sym.kernel.resolve(ip, sym.raw_addrs).into())
-                    .collect(),
-                None => Vec::new(),
+            .or_insert_with(|| {
+                samples
+                    .stacks
+                    .get(&key.kernel_stack)
+                    .map(|ips| sym.kernel_frames(ips))
+                    .unwrap_or_default()
             })
             .clone();
         let user_stack = user
             .entry(key.user_stack)
-            .or_insert_with(
-                || match (samples.stacks.get(&key.user_stack), sym.user_pid) {
-                    (Some(ips), Some(pid)) => sym
-                        .user
-                        .resolve(pid, ips, sym.raw_addrs)
-                        .into_iter()
-                        .map(Frame::from)
-                        .collect(),
-                    _ => Vec::new(),
-                },
-            )
+            .or_insert_with(|| sym.user_frames(samples.stacks.get(&key.user_stack)))
             .clone();
         sites.push(CpuSite {
             kernel_stack,

@@ -124,6 +124,27 @@ pub struct Waiting {
     pub pid: u32,
 }
 
+/// Starts `fdprof record` and waits until it reports that it is attached; its standard error
+/// is drained from then on, so the recorder never blocks on a full pipe.
+pub fn start_record(args: &[&str]) -> Child {
+    let mut rec = fdprof()
+        .arg("record")
+        .args(args)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(rec.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    assert!(line.contains("recording"), "record did not start: {line}");
+    std::thread::spawn(move || {
+        let mut rest = String::new();
+        let _ = stderr.read_to_string(&mut rest);
+        eprint!("{rest}");
+    });
+    rec
+}
+
 pub fn start_workload(args: &[&str]) -> Waiting {
     start_workload_with(fdprof(), args)
 }
