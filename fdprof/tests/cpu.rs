@@ -174,17 +174,27 @@ fn spinning_splits_between_alloc_and_close_as_the_contention_does() {
         panic!("no spinning samples ({alloc}, {close}) or no file_lock waits under alloc/close");
     };
     // Each op is one close and one socket, so both sides take the lock equally often and
-    // wait for each other: the waits split about evenly, and so do the samples spinning under
-    // each. At ~10 kHz for 4 s, some 500 samples spin under alloc or close here (a binomial
-    // error of ~0.02 on the split; ~80 at 3 kHz for 3 s gave differences up to 0.11); 0.12
-    // leaves room for the samples of uncontended acquisitions, and still fails a one-sided or
-    // swapped split (say 0.2 against 0.5).
+    // wait for each other: the seeds' split (52.7% close, 46.4% alloc) has both parts, and so
+    // must both figures here. On a quiet host they agree closely (0.50 of the spinning samples
+    // against 0.54 of the wait, some 2,600 samples at ~10 kHz for 4 s). They measure different
+    // things, though: a paravirtual spinlock waiter that spins too long halts its vCPU, and a
+    // halted vCPU takes no samples while its wait goes on. When the host preempts a lock
+    // holder's vCPU, the other side's wait grows without samples: one clean-clone run here saw
+    // 0.69 against 0.39. So the check is that each part is real in both figures, and that the
+    // split is not swapped or one-sided (0.15 each way; 0.35 apart at most).
     assert!(
         alloc + close >= 50.0,
         "too few spinning samples to judge a split: {alloc} alloc, {close} close"
     );
+    for (what, part) in [("spinning samples", sampled), ("file_lock wait", waited)] {
+        assert!(
+            (0.15..=0.85).contains(&part),
+            "alloc's part of the {what} is {part:.2}: one side of the split is missing \
+             ({alloc} alloc, {close} close samples)"
+        );
+    }
     assert!(
-        (sampled - waited).abs() <= 0.12,
+        (sampled - waited).abs() <= 0.35,
         "alloc's part: {:.2} of spinning samples vs {:.2} of file_lock wait ({alloc} alloc, \
          {close} close samples)",
         sampled,
