@@ -226,16 +226,7 @@ fn copyright() -> String {
 
 /// A native package's changelog: one entry for this version, dated by its commit.
 fn changelog() -> Result<String> {
-    let git = |args: &[&str]| -> Option<String> {
-        let out = Command::new("git")
-            .args(args)
-            .current_dir(root())
-            .output()
-            .ok()?;
-        out.status
-            .success()
-            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
-    };
+    let git = |args: &[&str]| command_line(Command::new("git").args(args).current_dir(root())).ok();
     let commit = git(&["rev-parse", "--short=12", "HEAD"]).unwrap_or_else(|| "unknown".into());
     let date = git(&["log", "-1", "--format=%aD"])
         .filter(|d| !d.is_empty())
@@ -462,7 +453,6 @@ pub fn deb() -> Result<PathBuf> {
          2015 LKML threads with their exact ground truth.\n",
         v = version()
     );
-    let debian = stage.join("DEBIAN");
     put(
         &stage,
         &File {
@@ -477,8 +467,14 @@ pub fn deb() -> Result<PathBuf> {
         let hash = md5.split_whitespace().next().unwrap_or_default();
         sums.push_str(&format!("{hash}  {}\n", f.path.display()));
     }
-    fs::write(debian.join("md5sums"), sums)?;
-    fs::set_permissions(debian.join("md5sums"), fs::Permissions::from_mode(0o644))?;
+    put(
+        &stage,
+        &File {
+            path: "DEBIAN/md5sums".into(),
+            content: Content::Bytes(sums.into_bytes()),
+            mode: 0o644,
+        },
+    )?;
     let out_dir = root().join("target/deb");
     fs::DirBuilder::new()
         .recursive(true)
