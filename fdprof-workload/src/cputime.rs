@@ -121,13 +121,10 @@ mod tests {
         let mut op = peer.peer_op().unwrap();
         let mut t = Fast::default();
         op.once(&mut t).unwrap();
-        // A thread that is gone has no clock.
-        // SAFETY: gettid has no preconditions.
-        let gone = std::thread::spawn(|| unsafe { libc::gettid() })
-            .join()
-            .unwrap();
+        // A thread that cannot exist has no clock: a joined thread's id may still name a task
+        // being reaped, so the id is 2^23, above PID_MAX_LIMIT (2^22): no task can have it.
         let mut op = ReadClock {
-            clock: thread_cpu_clock(gone),
+            clock: thread_cpu_clock(1 << 23),
         };
         assert!(matches!(
             op.once(&mut t),
