@@ -150,12 +150,19 @@ fn spinning_splits_between_alloc_and_close_as_the_contention_does() {
         alloc + close + spin("other"),
         cpu["fd_table_spinning"]["samples"].as_u64().unwrap() as f64
     );
-    let text = run(fdprof().arg("report").arg(&rec_path));
+    // `report --cpu`: the section alone, still with the probe modes and the drops.
+    let text = run(fdprof().args(["report", "--cpu"]).arg(&rec_path));
+    assert!(text.status.success());
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(
         text.contains("under alloc") && text.contains("under close"),
         "{text}"
     );
+    assert!(
+        text.contains("probe mode") && text.contains("drops"),
+        "{text}"
+    );
+    assert!(!text.contains("fd-table activity"), "{text}");
 
     // The independent figure: file_lock wait by operation, from the contention probes.
     let wait = |op: &str| {
@@ -225,6 +232,11 @@ fn flamegraph_cpu_without_samples_fails_in_one_line() {
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(err.contains("no on-CPU samples"), "{err}");
     assert!(!tmp("nocpu.svg").exists());
+    let out = run(fdprof().args(["report", "--cpu"]).arg(&rec_path));
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("no on-CPU samples"), "{err}");
 }
 
 /// `top --cpu`: every interval carries its own on-CPU samples, and they land where the

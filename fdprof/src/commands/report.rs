@@ -24,6 +24,9 @@ pub struct ReportArgs {
     /// Order of the top stacks
     #[arg(long, value_enum, default_value = "wait")]
     pub sort: SortArg,
+    /// Only the on-CPU section (record --cpu), with the header and the drops
+    #[arg(long, conflicts_with = "json")]
+    pub cpu: bool,
     /// Show function offsets (`alloc_fd+0x4a`) and keep stacks that differ only in them apart
     #[arg(long)]
     pub offsets: bool,
@@ -31,6 +34,12 @@ pub struct ReportArgs {
 
 pub fn run(args: &ReportArgs) -> Result<()> {
     let rec = Recording::read(&args.input)?;
+    if args.cpu && rec.cpu.is_none() {
+        anyhow::bail!(
+            "{} has no on-CPU samples: record with `fdprof record --cpu` to report them",
+            crate::escape::name(&args.input.display().to_string())
+        );
+    }
     let opts = ReportOptions {
         top: args.top,
         sort: args.sort.into(),
@@ -43,6 +52,8 @@ pub fn run(args: &ReportArgs) -> Result<()> {
         serde_json::to_writer_pretty(&mut out, &report)?;
         writeln!(out)?;
         out.flush()?;
+    } else if args.cpu {
+        print!("{}", crate::escape::text(&render::cpu_text(&report)));
     } else {
         print!("{}", crate::escape::text(&render::text(&report)));
     }

@@ -20,7 +20,7 @@ pub use flamegraph::svg;
 pub use folded::folded;
 pub use pprof::pprof;
 pub use speedscope::speedscope;
-pub use text::text;
+pub use text::{cpu_text, text};
 
 #[cfg(test)]
 mod tests;

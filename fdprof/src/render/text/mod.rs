@@ -37,6 +37,20 @@ pub fn text(report: &Report) -> String {
     counters::counters(&mut out, report);
     cost::drops(&mut out, report);
     cost::own_cost(&mut out, report);
+    joined(out)
+}
+
+/// `report --cpu`: the header, the on-CPU section and the drops (every report states its probe
+/// mode and everything dropped).
+pub fn cpu_text(report: &Report) -> String {
+    let mut out = Vec::new();
+    header::header(&mut out, report);
+    cpu::cpu(&mut out, report);
+    cost::drops(&mut out, report);
+    joined(out)
+}
+
+fn joined(out: Vec<String>) -> String {
     let mut s = out.join("\n");
     s.push('\n');
     s
