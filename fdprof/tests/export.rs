@@ -194,14 +194,15 @@ fn speedscope_schema() -> PathBuf {
     schema
 }
 
-/// Python's jsonschema on `doc`: `Ok` or the validator's message.
+/// Python's jsonschema on `doc`: `Ok` or the validator's message. Debian's python3, whose
+/// jsonschema the bootstrap installs, not whichever python3 comes first on PATH.
 fn validate(schema: &Path, doc: &Path) -> Result<(), String> {
     const CHECK: &str = "import json, sys, jsonschema\n\
         schema = json.load(open(sys.argv[1]))\n\
         jsonschema.validators.validator_for(schema).check_schema(schema)\n\
         try:\n    jsonschema.validate(json.load(open(sys.argv[2])), schema)\n\
         except jsonschema.ValidationError as e:\n    sys.exit(e.message)\n";
-    let out = run(Command::new("python3")
+    let out = run(Command::new("/usr/bin/python3")
         .args(["-c", CHECK])
         .arg(schema)
         .arg(doc));
