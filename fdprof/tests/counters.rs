@@ -171,7 +171,7 @@ fn a_process_is_counted_per_thread() {
     let mut stderr = BufReader::new(rec.stderr.take().unwrap());
     let mut started = String::new();
     stderr.read_line(&mut started).unwrap();
-    assert!(started.contains("recording"), "{started}");
+    assert!(started.starts_with("fdprof: attached"), "{started}");
     target.stdin.take().unwrap().write_all(b"go\n").unwrap();
     assert!(target.wait().unwrap().success());
     let status = rec.wait().unwrap();

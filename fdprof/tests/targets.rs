@@ -63,7 +63,10 @@ fn start_record(args: &[&str]) -> (Child, std::thread::JoinHandle<String>) {
     let mut stderr = BufReader::new(rec.stderr.take().unwrap());
     let mut line = String::new();
     stderr.read_line(&mut line).unwrap();
-    assert!(line.contains("recording"), "record did not start: {line}");
+    assert!(
+        line.starts_with("fdprof: attached"),
+        "record did not start: {line}"
+    );
     let rest = std::thread::spawn(move || {
         let mut rest = String::new();
         let _ = stderr.read_to_string(&mut rest);

@@ -150,14 +150,15 @@ pub fn run(args: RecordArgs) -> Result<()> {
         .flatten();
     let counters = counted.as_deref().map(ThreadCounters::open);
     session.go()?;
+    // One line once the probes are live, which scripts wait for.
     eprintln!(
-        "fdprof: recording {} ({} mode{}{}); Ctrl-C to stop",
-        session.target.describe(),
+        "fdprof: attached ({} mode{}), recording {}{}; Ctrl-C to stop",
         profiler.mode(),
         profiler
             .cpu_event()
             .map(|e| format!(", on-CPU samples on {e} at {} Hz", args.freq))
             .unwrap_or_default(),
+        session.target.describe(),
         args.duration
             .map(|d| format!(", for {d:?}"))
             .unwrap_or_default()

@@ -136,7 +136,10 @@ pub fn start_record(args: &[&str]) -> Child {
     let mut stderr = BufReader::new(rec.stderr.take().unwrap());
     let mut line = String::new();
     stderr.read_line(&mut line).unwrap();
-    assert!(line.contains("recording"), "record did not start: {line}");
+    assert!(
+        line.starts_with("fdprof: attached"),
+        "record did not start: {line}"
+    );
     std::thread::spawn(move || {
         let mut rest = String::new();
         let _ = stderr.read_to_string(&mut rest);
