@@ -122,7 +122,8 @@ pub enum Role {
     LockSlowpath,
     LockTracepoints,
     FdSyscalls,
-    /// `sched:sched_process_exit`: the target's threads ending (events only).
+    /// `sched:sched_process_exit`: the target's threads ending (events only); and
+    /// `sched:sched_process_exec`, the trace's exec events (`record --trace`), in every mode.
     TaskExits,
 }
 
@@ -193,7 +194,10 @@ impl Role {
                 (program::SYS_ENTER, "sys_enter"),
                 (program::SYS_EXIT, "sys_exit"),
             ],
-            Role::TaskExits => &[(program::TASK_EXIT, "sched_process_exit")],
+            Role::TaskExits => &[
+                (program::TASK_EXIT, "sched_process_exit"),
+                (program::TASK_EXEC, "sched_process_exec"),
+            ],
             _ => &[],
         }
     }
@@ -211,7 +215,10 @@ impl Role {
                 (program::TP_SYS_ENTER, "raw_syscalls", "sys_enter"),
                 (program::TP_SYS_EXIT, "raw_syscalls", "sys_exit"),
             ],
-            Role::TaskExits => &[(program::TP_TASK_EXIT, "sched", "sched_process_exit")],
+            Role::TaskExits => &[
+                (program::TP_TASK_EXIT, "sched", "sched_process_exit"),
+                (program::TP_TASK_EXEC, "sched", "sched_process_exec"),
+            ],
             _ => &[],
         }
     }
@@ -282,10 +289,12 @@ pub mod program {
     pub const KR_SPIN: &str = "fdprof_kr_spin";
     pub const TASK_EXIT: &str = "fdprof_task_exit";
     pub const TP_TASK_EXIT: &str = "fdprof_tp_task_exit";
+    pub const TASK_EXEC: &str = "fdprof_task_exec";
+    pub const TP_TASK_EXEC: &str = "fdprof_tp_task_exec";
     /// kprobe/kretprobe on every syscall function of [`super::SYSCALL_FUNCTIONS`].
     pub const KP_SYS: &str = "fdprof_kp_sys";
     pub const KR_SYS: &str = "fdprof_kr_sys";
-    pub const ALL: [&str; 38] = [
+    pub const ALL: [&str; 40] = [
         LOCK_BEGIN,
         LOCK_END,
         TP_LOCK_BEGIN,
@@ -322,6 +331,8 @@ pub mod program {
         KR_SPIN,
         TASK_EXIT,
         TP_TASK_EXIT,
+        TASK_EXEC,
+        TP_TASK_EXEC,
         KP_SYS,
         KR_SYS,
     ];

@@ -35,9 +35,6 @@ pub mod flag {
 /// map is loaded at its declared minimum, one page.
 pub const RING_BYTES: u32 = 8 * 1024 * 1024;
 
-/// x86_64 `execve` and `execveat`: their successful exits are exec events.
-pub const EXEC_NRS: [u64; 2] = [59, 322];
-
 /// `close`'s return when the fd was not open (only then did it release nothing).
 pub const EBADF: i64 = 9;
 /// `alloc_fd`'s refusal: the one failure of an allocating syscall that is the allocator's.

@@ -8,6 +8,8 @@
 //! exiting together may both read 0 after the last decrement. So the first thread that reads 0
 //! claims the process in `ENDED`, keyed by its `signal_struct` and tgid, and only that one is
 //! marked: exactly one `PROCESS` event per process.
+//!
+//! Execs of the target from `sched:sched_process_exec`, for the fd trace (`record --trace`).
 
 use aya_ebpf::{
     helpers::bpf_get_current_pid_tgid,
@@ -17,7 +19,7 @@ use aya_ebpf::{
 };
 use fdprof_common::events::{EventRecord, flag, kind};
 
-use crate::{kernel, maps};
+use crate::{kernel, maps, trace};
 
 const BPF_NOEXIST: u64 = 1;
 
@@ -51,5 +53,23 @@ pub fn fdprof_task_exit(_ctx: BtfTracePointContext) -> i32 {
 #[tracepoint]
 pub fn fdprof_tp_task_exit(_ctx: TracePointContext) -> u32 {
     exited();
+    0
+}
+
+/// The trace's exec events come from here in every mode: direct modes probe no raw syscall
+/// exit, and this fires once the exec has closed its close-on-exec fds.
+#[btf_tracepoint(function = "sched_process_exec")]
+pub fn fdprof_task_exec(_ctx: BtfTracePointContext) -> i32 {
+    if kernel::trace_on() {
+        trace::executed();
+    }
+    0
+}
+
+#[tracepoint]
+pub fn fdprof_tp_task_exec(_ctx: TracePointContext) -> u32 {
+    if kernel::trace_on() {
+        trace::executed();
+    }
     0
 }

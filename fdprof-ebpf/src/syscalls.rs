@@ -316,8 +316,6 @@ pub fn fdprof_sys_exit(ctx: BtfTracePointContext) -> i32 {
     let nr = reg(regs, PT_REGS_ORIG_AX);
     if let Some(index) = index_of(nr) {
         exit_of(index, ctx.arg::<i64>(1));
-    } else if kernel::trace_on() {
-        trace::exec_exit(nr, ctx.arg::<i64>(1));
     }
     0
 }
@@ -353,8 +351,6 @@ pub fn fdprof_tp_sys_exit(ctx: TracePointContext) -> u32 {
     let (nr, ret) = unsafe { (*record.add(1), *record.add(2)) };
     if let Some(index) = index_of(nr as u64) {
         exit_of(index, ret);
-    } else if kernel::trace_on() {
-        trace::exec_exit(nr as u64, ret);
     }
     0
 }

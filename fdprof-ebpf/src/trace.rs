@@ -10,7 +10,7 @@ use aya_ebpf::{
 use fdprof_common::{
     counters::drop,
     syscalls::{CLOSE_RANGE_CLOEXEC, CLOSE_RANGE_UNSHARE, Effect, F_DUPFD_CLOEXEC, SyscallEntry},
-    trace::{CLOEXEC_BY_INDEX, EBADF, EMFILE, EXEC_NRS, TraceRecord, flag, op},
+    trace::{CLOEXEC_BY_INDEX, EBADF, EMFILE, TraceRecord, flag, op},
 };
 
 use crate::{kernel, maps, syscalls::effect_of};
@@ -141,10 +141,11 @@ pub fn expanded(max_fds: u32) {
     });
 }
 
-/// A successful exec of the target (the close-on-exec pass is done).
+/// An exec of the target, from `sched_process_exec`: the new image is in place and the
+/// close-on-exec pass is done.
 #[inline(always)]
-pub fn exec_exit(nr: u64, ret: i64) {
-    if ret != 0 || (nr != EXEC_NRS[0] && nr != EXEC_NRS[1]) || kernel::target_tid().is_none() {
+pub fn executed() {
+    if kernel::target_tid().is_none() {
         return;
     }
     send(TraceRecord {

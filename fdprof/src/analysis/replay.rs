@@ -178,7 +178,8 @@ pub fn recorded(
         )
     })?;
     let ordered = order::events(trace).map_err(|e| format!("{name}: corrupt fd trace: {e}"))?;
-    let mut notes = Vec::new();
+    // What the recorder said it could not see, then what this trace lacks.
+    let mut notes = trace.notes.clone();
     if trace.lost > 0 {
         notes.push(format!(
             "the trace has gaps: {} operations lost (full ring buffer or unreadable): \
@@ -194,8 +195,8 @@ pub fn recorded(
     }
     if ordered.ambiguous > 0 {
         notes.push(format!(
-            "{} allocations overlapped another thread's operation on their table: the \
-             tracepoints cannot order them, so they are not counted as mismatches",
+            "{} allocations overlapped another thread's operation on their table: their \
+             syscalls' entries and exits cannot order them, so they are not counted as mismatches",
             ordered.ambiguous
         ));
     }

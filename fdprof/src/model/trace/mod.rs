@@ -69,11 +69,13 @@ pub struct TableSnapshot {
     pub max_fds: u32,
 }
 
-/// What the recording notes for a trace taken from the syscall tracepoints.
-pub const TRACEPOINT_NOTE: &str = "fd trace from the syscall tracepoints: an fd taken and given \
-back inside a failed syscall (open of a missing file) is not seen, and an alloc that overlaps \
-another thread's operation on the same table cannot be ordered against it (replayed as \
-ambiguous); fork, CLOSE_RANGE_UNSHARE and an exec unsharing its table are not traced";
+/// What the recording notes for a trace, in every mode: it is taken at the fd syscalls' entries
+/// and exits (the raw syscall tracepoints, or in the direct modes the syscalls' own functions).
+pub const SYSCALL_TRACE_NOTE: &str = "fd trace from the fd syscalls' entries and exits: an fd \
+taken and given back inside a failed syscall (open of a missing file) is not seen, and an alloc \
+that overlaps another thread's operation on the same table cannot be ordered against it \
+(replayed as ambiguous); fork, CLOSE_RANGE_UNSHARE and an exec unsharing its table are not \
+traced";
 
 impl Trace {
     /// The trace of `drained`, starting from `tables`, on a clock starting at `origin_ns`
@@ -141,7 +143,7 @@ impl Trace {
             lost,
             tables: list,
             snapshots,
-            notes: vec![TRACEPOINT_NOTE.into()],
+            notes: vec![SYSCALL_TRACE_NOTE.into()],
             data: codec::encode(&rows),
         }
     }
