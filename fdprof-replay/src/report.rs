@@ -197,7 +197,11 @@ pub struct ModelResult {
     pub rejected: u64,
     /// Tables first seen in a non-snapshot event, started empty.
     pub implicit_tables: u64,
+    /// Beside `allocations` in JSON: a POSIX model's `model_mismatch` and `ambiguous`.
+    #[serde(flatten)]
     pub posix: Option<PosixCheck>,
+    /// Beside `allocations` in JSON: a non-POSIX model's divergence counts.
+    #[serde(flatten)]
     pub non_posix: Option<Divergence>,
 }
 

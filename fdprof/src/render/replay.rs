@@ -83,6 +83,7 @@ pub fn text(r: &ReplayReport) -> String {
             check(&m.result)
         );
     }
+    arrays(&mut out, r);
     let failures: Vec<String> = r
         .models
         .iter()
@@ -98,4 +99,33 @@ pub fn text(r: &ReplayReport) -> String {
         let _ = writeln!(out, "\n{}", failures.join("\n"));
     }
     out
+}
+
+/// Each counter of an allocation on its own: words read from each array, words written and
+/// fd-pointer slots loaded, p50/p99/max.
+fn arrays(out: &mut String, r: &ReplayReport) {
+    let _ = writeln!(
+        out,
+        "\nper allocation, by counter (p50/p99/max): words read from open_fds, full_fds_bits, the \
+         summary levels and close_on_exec; words written; fd-pointer slots\n"
+    );
+    let _ = writeln!(
+        out,
+        "{:<16} {:>16} {:>16} {:>16} {:>16} {:>16} {:>16}",
+        "model", "open", "full", "levels", "cloexec", "written", "fd slots"
+    );
+    for m in &r.models {
+        let c = &m.result.alloc_cost;
+        let _ = writeln!(
+            out,
+            "{:<16} {:>16} {:>16} {:>16} {:>16} {:>16} {:>16}",
+            m.name,
+            per_alloc(&c.o_rd),
+            per_alloc(&c.f_rd),
+            per_alloc(&c.lk_rd),
+            per_alloc(&c.c_rd),
+            per_alloc(&c.wr),
+            per_alloc(&c.ptr)
+        );
+    }
 }
