@@ -6,7 +6,7 @@
 //! `tmux`, and `prometheus` (with `promtool`) for the daemon's and the dashboard's tests, which
 //! run their own Prometheus: the packaged service is never left running (`service_guard`);
 //! `golang-go`, `python3-jsonschema` and `npm` for the export tests (`go tool pprof`, speedscope's
-//! schema).
+//! schema); `nginx` and `apache2-utils` for the trace of a real server.
 
 use std::process::Command;
 use std::time::Instant;
@@ -30,8 +30,10 @@ const BPF_LINKER_VERSION: &str = "0.13.0";
 /// the unit example in `dashboards/`; most Debian hosts have it already), golang-go (`go tool
 /// pprof` reads `fdprof export`'s profiles), python3-jsonschema (checks speedscope exports
 /// against the schema of the `speedscope` npm package), what the Debian package's round
-/// trip needs (dpkg-dev, lintian, sudo, man-db) and linux-perf (`perf record`, the reference
-/// the on-CPU samples are checked against).
+/// trip needs (dpkg-dev, lintian, sudo, man-db), linux-perf (`perf record`, the reference
+/// the on-CPU samples are checked against), and nginx with apache2-utils' `ab` (a server
+/// nobody here wrote, under its own load client, traced and replayed; the tests run their own
+/// nginx on loopback, never the packaged service).
 const TEST_PACKAGES: &[&str] = &[
     "bpftool",
     "tmux",
@@ -44,6 +46,8 @@ const TEST_PACKAGES: &[&str] = &[
     "sudo",
     "man-db",
     "linux-perf",
+    "nginx",
+    "apache2-utils",
 ];
 /// Commands the tests run and the package that brings each where it is missing: npm installs
 /// the `speedscope` package for its schema (a host's Node.js may bring npm from elsewhere).

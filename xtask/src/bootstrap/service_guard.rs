@@ -20,7 +20,10 @@ const FORBID_ALL: &str = "#!/bin/sh\n\
     exit 101\n";
 
 /// Packages that ship a service, and its systemd unit.
-const PACKAGED_SERVICES: &[(&str, &str)] = &[("prometheus", "prometheus.service")];
+const PACKAGED_SERVICES: &[(&str, &str)] = &[
+    ("prometheus", "prometheus.service"),
+    ("nginx", "nginx.service"),
+];
 
 /// While alive, `/usr/sbin/policy-rc.d` forbids every service start. Dropping it (also on a
 /// panic) restores what was there before.
