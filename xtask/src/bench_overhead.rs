@@ -110,11 +110,11 @@ fn variants() -> Vec<Variant> {
                     "record".into(),
                     "--trace".into(),
                     "-o".into(),
-                    out.join("fdprof-trace.data").display().to_string(),
+                    out.join(TRACE_OUTPUT).display().to_string(),
                     "--".into(),
                 ]
             },
-            output: Some("fdprof-trace.data"),
+            output: Some(TRACE_OUTPUT),
             empty_hooks: &[],
             lock_reference: false,
         },
@@ -399,10 +399,36 @@ pub fn run(args: &[String]) -> Result<()> {
         );
     }
     wait_table(&variants, &mut waits, &mut probes);
+    if variants.iter().any(|v| v.output == Some(TRACE_OUTPUT)) {
+        trace_size(&out.join(TRACE_OUTPUT))?;
+    }
     if args.iter().any(|a| a == "--only") {
         return Ok(());
     }
     crate::bench_syscost::run(&fdprof, &out, rounds)
+}
+
+/// The `record --trace` row's recording.
+const TRACE_OUTPUT: &str = "fdprof-trace.data";
+
+/// What the last `record --trace` run's trace takes on disk, per traced operation: its rows
+/// (varints, deflated, base64) and the whole recording.
+fn trace_size(file: &Path) -> Result<()> {
+    let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let rec: serde_json::Value = serde_json::from_slice(&bytes)?;
+    let events = rec["trace"]["events"].as_u64().unwrap_or(0);
+    let rows = rec["trace"]["data"].as_str().map_or(0, str::len);
+    if events == 0 {
+        bail!("{} holds no traced operation", file.display());
+    }
+    println!(
+        "\nrecord --trace, last run: {events} operations traced; {:.1} bytes an operation in the \
+         trace's rows, {:.1} in the whole recording ({} bytes)",
+        rows as f64 / events as f64,
+        bytes.len() as f64 / events as f64,
+        bytes.len()
+    );
+    Ok(())
 }
 
 /// The mean `file_lock` wait each variant measured, against the timestamp-only reference's,
