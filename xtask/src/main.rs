@@ -54,7 +54,7 @@ enum Task {
         #[arg(long, default_value = "all", value_parser = vm_test::mode_choices())]
         mode: String,
         /// Kill a guest that has not powered off after this many seconds
-        #[arg(long, default_value_t = 240)]
+        #[arg(long, default_value_t = 480)]
         timeout: u64,
         /// One host thread per vCPU (real parallelism; guests may crash patching kernel text)
         #[arg(long)]

@@ -164,7 +164,7 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Self {
-            timeout: Duration::from_secs(240),
+            timeout: Duration::from_secs(480),
             mttcg: false,
         }
     }

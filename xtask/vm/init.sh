@@ -62,9 +62,10 @@ recorded() {
         fi
         sleep 0.1
     done
-    fdprof record --mode "$mode" -p $wpid -o "$data" 2>/tmp/r.err &
+    # shellcheck disable=SC2086 # $extra: none, or --trace
+    fdprof record --mode "$mode" $extra -p $wpid -o "$data" 2>/tmp/r.err &
     rpid=$!
-    until grep -q 'recording' /tmp/r.err 2>/dev/null; do
+    until grep -q '^fdprof: attached' /tmp/r.err 2>/dev/null; do
         if ! kill -0 $rpid 2>/dev/null; then
             cat /tmp/r.err >&2
             kill $wpid 2>/dev/null
@@ -93,6 +94,36 @@ scenario() {
     fi
 }
 
+# traced MODE NAME WORKLOAD-ARGS...: records the workload with --trace, then replays the trace
+# under the allocator of the guest's kernel.
+traced() {
+    mode=$1
+    name=$2
+    shift 2
+    data=/tmp/$mode-$name.data
+    extra=--trace
+    ok=0
+    step "record:$mode:$name" recorded "$mode" "$data" "$@" || ok=1
+    extra=
+    if [ $ok -eq 0 ]; then
+        step "replay:$mode:$name" fdprof replay --model mainline --json "$data"
+    fi
+}
+
+# launched MODE NAME WORKLOAD-ARGS...: launches the workload under `record --trace` (its
+# inherited close-on-exec fds go through its exec), then replays the trace.
+launched() {
+    mode=$1
+    name=$2
+    shift 2
+    data=/tmp/$mode-$name.data
+    if step "record:$mode:$name" fdprof record --mode "$mode" --trace -o "$data" -- \
+        fdprof workload "$@"; then
+        step "replay:$mode:$name" fdprof replay --model mainline --json "$data"
+    fi
+}
+
+extra=
 @STEPS@
 
 echo "@@fdprof-vm done uptime=$(uptime_s)"

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use fdprof_figures::{Attachment, Histogram, Report, Role, SCHEMA, SCHEMA_VERSION};
 use serde_json::Value;
 
-use super::guest::{self, GuestOutput, Scenario, StepResult};
+use super::guest::{self, GuestOutput, Scenario, Start, StepResult, Traced};
 
 /// One line of the result table.
 #[derive(Debug, Clone)]
@@ -284,6 +284,68 @@ fn scenario_row(out: &GuestOutput, kernel: &str, mode: &str, scenario: &Scenario
     row
 }
 
+/// A traced scenario's replay under the guest kernel's allocator: every allocation of the
+/// measured phase replayed (attached) or at least the workload's (launched), and none
+/// mismatched, ambiguous, rejected, or on a table the trace never introduced.
+fn judge_trace(traced: &Traced, workload: &Value, replay: &Value) -> (bool, String) {
+    let m = &replay["models"][0];
+    let n = |v: &Value| v.as_u64().unwrap_or(u64::MAX);
+    let allocations = n(&m["allocations"]);
+    let want: u64 = workload["expected"]["allocs"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|x| x["count"].as_u64()).sum())
+        .unwrap_or(0);
+    let counted = match traced.start {
+        Start::Attached => allocations == want,
+        Start::Launched => allocations >= want && allocations != u64::MAX,
+    };
+    let zero = ["model_mismatch", "ambiguous", "rejected", "implicit_tables"];
+    let ok = counted && want > 0 && zero.iter().all(|k| n(&m[*k]) == 0);
+    let zeros: Vec<String> = zero.iter().map(|k| format!("{k} {}", m[*k])).collect();
+    let relation = if traced.start == Start::Attached {
+        ""
+    } else {
+        ">="
+    };
+    (
+        ok,
+        format!(
+            "{} replayed: allocations {allocations}/{relation}{want}, {}, {} events",
+            m["name"].as_str().unwrap_or("?"),
+            zeros.join(", "),
+            m["events"]
+        ),
+    )
+}
+
+fn trace_row(out: &GuestOutput, kernel: &str, mode: &str, traced: &Traced) -> Row {
+    let mut row = Row {
+        kernel: kernel.to_string(),
+        mode: mode.to_string(),
+        scenario: traced.name.to_string(),
+        pass: false,
+        figures: String::new(),
+    };
+    let record = out.steps.get(&guest::record_step(mode, traced.name));
+    let replay = out.steps.get(&guest::replay_step(mode, traced.name));
+    row.figures = match (record, replay) {
+        (None, _) => "no result from the guest (it stopped early?)".into(),
+        (Some(rec), _) if rec.rc != 0 => failure("record --trace", rec),
+        (Some(_), None) => "no replay from the guest".into(),
+        (Some(_), Some(rep)) if rep.rc != 0 => failure("replay", rep),
+        (Some(rec), Some(rep)) => match (json_of(rec), json_of(rep)) {
+            (None, _) => "the workload printed no JSON".into(),
+            (_, None) => "replay --json printed no JSON".into(),
+            (Some(workload), Some(replay)) => {
+                let (ok, figures) = judge_trace(traced, &workload, &replay);
+                row.pass = ok;
+                format!("{figures} ({:.1}s)", rec.secs)
+            }
+        },
+    };
+    row
+}
+
 /// How one probe trial went, in a few words.
 fn trial(v: &Value) -> String {
     let result = v["result"].as_str().unwrap_or("?");
@@ -427,6 +489,9 @@ pub fn rows(out: &GuestOutput, kernel: &str, modes: &[&str]) -> (Vec<Row>, Optio
     for mode in modes {
         for s in guest::SCENARIOS {
             rows.push(scenario_row(out, kernel, mode, s));
+        }
+        for t in guest::TRACED {
+            rows.push(trace_row(out, kernel, mode, t));
         }
     }
     (rows, doc)

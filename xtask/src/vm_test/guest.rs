@@ -51,6 +51,40 @@ pub const SCENARIOS: &[Scenario] = &[
     },
 ];
 
+/// How a traced scenario starts: attached with `-p` before its measured phase, or launched
+/// (its exec in the trace).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Start {
+    Attached,
+    Launched,
+}
+
+/// A scenario recorded with `--trace` and replayed under the guest kernel's allocator: every
+/// allocation replayed, none mismatched or ambiguous (one thread).
+pub struct Traced {
+    pub name: &'static str,
+    pub workload: &'static [&'static str],
+    pub start: Start,
+}
+
+pub const TRACED: &[Traced] = &[
+    Traced {
+        name: "trace-holes",
+        workload: &["holes", "--ops", "200", "-n", "300"],
+        start: Start::Attached,
+    },
+    Traced {
+        name: "trace-dup2-worst",
+        workload: &["dup2-worst", "--ops", "200", "-n", "300"],
+        start: Start::Attached,
+    },
+    Traced {
+        name: "trace-launched",
+        workload: &["socket-close", "--ops", "300"],
+        start: Start::Launched,
+    },
+];
+
 pub const DOCTOR_STEP: &str = "doctor";
 
 pub fn record_step(mode: &str, scenario: &str) -> String {
@@ -59,6 +93,10 @@ pub fn record_step(mode: &str, scenario: &str) -> String {
 
 pub fn report_step(mode: &str, scenario: &str) -> String {
     format!("report:{mode}:{scenario}")
+}
+
+pub fn replay_step(mode: &str, scenario: &str) -> String {
+    format!("replay:{mode}:{scenario}")
 }
 
 const TEMPLATE: &str = include_str!("../../vm/init.sh");
@@ -122,6 +160,17 @@ pub fn init_script(modes: &[&str]) -> String {
         for s in SCENARIOS {
             let mut words = vec!["scenario", mode, s.name];
             words.extend_from_slice(s.workload);
+            words.push("--json");
+            let line: Vec<String> = words.iter().map(|w| quote(w)).collect();
+            steps.push(line.join(" "));
+        }
+        for t in TRACED {
+            let function = match t.start {
+                Start::Attached => "traced",
+                Start::Launched => "launched",
+            };
+            let mut words = vec![function, mode, t.name];
+            words.extend_from_slice(t.workload);
             words.push("--json");
             let line: Vec<String> = words.iter().map(|w| quote(w)).collect();
             steps.push(line.join(" "));
@@ -234,6 +283,10 @@ mod tests {
         );
         assert!(script.contains("scenario tracepoint holes holes --ops 200 -n 300 --json\n"));
         assert!(!script.contains("scenario fentry"));
+        assert!(script.contains("traced tracepoint trace-holes holes --ops 200 -n 300 --json\n"));
+        assert!(
+            script.contains("launched tracepoint trace-launched socket-close --ops 300 --json\n")
+        );
     }
 
     #[test]
