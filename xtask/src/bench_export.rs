@@ -1,8 +1,10 @@
 //! `cargo xtask bench export`: how long `fdprof export` takes, each format, on the largest
 //! recording the benches make: the largest `.data` under `target/bench/` (the overhead bench's
-//! `record --latency` of opensock -t 2 × 4000 fds), or, when there is none yet, a recording of
-//! opensock -t 8 (the top bench's load, the most stacks) made here. Wall time of the whole
-//! command, median of `--rounds N` (default 5); the aim is well under a second.
+//! `record --trace` of opensock -t 2 × 4000 fds, when it ran), or, when there is none yet, a
+//! recording of opensock -t 8 (the top bench's load, the most stacks) made here; then the
+//! overhead bench's `--cpu` recording in each format with `--cpu`, and its `--trace` recording
+//! as trace-jsonl. Wall time of the whole command, median of `--rounds N` (default 5); the aim
+//! is well under a second for the profiles.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -66,36 +68,72 @@ pub fn run(args: &[String]) -> Result<()> {
             path
         }
     };
-    let size = std::fs::metadata(&recording)?.len();
+    let size = |p: &Path| std::fs::metadata(p).map_or(0.0, |m| m.len() as f64 / 1024.0);
     println!(
         "fdprof export of {} ({:.1} KiB), every lock, median of {rounds}:",
         recording.display(),
-        size as f64 / 1024.0
+        size(&recording)
     );
     for format in FORMATS {
-        let target = out.join(format!("export.{format}"));
-        let mut secs = Vec::with_capacity(rounds);
-        for _ in 0..rounds {
-            let start = Instant::now();
-            let status = Command::new(&fdprof)
-                .arg("export")
-                .arg(&recording)
-                .args(["--format", format, "-o"])
-                .arg(&target)
-                .stderr(Stdio::null())
-                .status()
-                .context("cannot run fdprof export")?;
-            if !status.success() {
-                bail!("fdprof export --format {format} failed ({status})");
-            }
-            secs.push(start.elapsed().as_secs_f64());
-        }
-        let written = std::fs::metadata(&target)?.len();
-        println!(
-            "  {format:<10} {:>8.1} ms  ({:.1} KiB written)",
-            median(&mut secs) * 1000.0,
-            written as f64 / 1024.0
-        );
+        time_export(&fdprof, &recording, &["--format", format], &out, rounds)?;
     }
+    // The overhead bench's on-CPU and traced recordings, where it made them.
+    let overhead = root().join("target/bench/overhead");
+    let cpu = overhead.join("fdprof-cpu.data");
+    if cpu.is_file() {
+        println!(
+            "on-CPU samples of {} ({:.1} KiB):",
+            cpu.display(),
+            size(&cpu)
+        );
+        for format in FORMATS {
+            time_export(&fdprof, &cpu, &["--cpu", "--format", format], &out, rounds)?;
+        }
+    }
+    let trace = overhead.join("fdprof-trace.data");
+    if trace.is_file() {
+        println!(
+            "the fd trace of {} ({:.1} KiB):",
+            trace.display(),
+            size(&trace)
+        );
+        time_export(&fdprof, &trace, &["--format", "trace-jsonl"], &out, rounds)?;
+    }
+    Ok(())
+}
+
+/// Times `fdprof export RECORDING ARGS -o FILE`, prints the median and what it wrote.
+fn time_export(
+    fdprof: &Path,
+    recording: &Path,
+    args: &[&str],
+    out: &Path,
+    rounds: usize,
+) -> Result<()> {
+    let what = args.join(" ");
+    let target = out.join(format!("export.{}", what.replace([' ', '-'], "")));
+    let mut secs = Vec::with_capacity(rounds);
+    for _ in 0..rounds {
+        let start = Instant::now();
+        let status = Command::new(fdprof)
+            .arg("export")
+            .arg(recording)
+            .args(args)
+            .arg("-o")
+            .arg(&target)
+            .stderr(Stdio::null())
+            .status()
+            .context("cannot run fdprof export")?;
+        if !status.success() {
+            bail!("fdprof export {what} failed ({status})");
+        }
+        secs.push(start.elapsed().as_secs_f64());
+    }
+    let written = std::fs::metadata(&target)?.len();
+    println!(
+        "  {what:<26} {:>8.1} ms  ({:.1} KiB written)",
+        median(&mut secs) * 1000.0,
+        written as f64 / 1024.0
+    );
     Ok(())
 }
