@@ -25,7 +25,7 @@ pub struct ReplayArgs {
     /// Models to run (mainline: the allocator of --kernel)
     #[arg(long, value_enum, default_value = "all")]
     model: ModelArg,
-    /// fds held (the table's size), up to 100 million
+    /// fds held (the table's size), up to 2^27 (134217728, Al Viro's worst case)
     #[arg(long, default_value_t = 100_000)]
     fds: u32,
     /// Operations (each a close and an allocation, or the pattern's unit), up to 100 million
@@ -65,8 +65,9 @@ enum ModelArg {
     All,
 }
 
-/// Bounds a synthetic trace stays in (memory: ~56 bytes an event, a few events an op).
-const MAX_FDS: u32 = 100_000_000;
+/// Bounds a synthetic trace stays in (memory: ~56 bytes an event, a few events an op; a table
+/// of 2^27 fds, the one of Al Viro's worst case, is 16 MiB a bitmap).
+const MAX_FDS: u32 = 1 << 27;
 const MAX_OPS: u64 = 100_000_000;
 
 pub fn run(args: &ReplayArgs) -> Result<()> {
