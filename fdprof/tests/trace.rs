@@ -70,9 +70,12 @@ fn is_alloc(l: &Value) -> bool {
 fn single_threaded_scenarios_replay_exactly() {
     require_root();
     let _k = kernel_lock();
-    let scenarios: [&[&str]; 5] = [
+    let scenarios: [&[&str]; 8] = [
         &["socket-close", "--ops", "500"],
+        &["open-close", "--ops", "500"],
+        &["dup-close", "--ops", "500"],
         &["pipe", "--ops", "300"],
+        &["socketpair", "--ops", "300"],
         &["opensock", "-t", "1", "-n", "200", "--ops", "500"],
         &["dup2-worst", "-n", "300", "--ops", "200"],
         &["holes", "-n", "300", "--ops", "200"],
@@ -160,6 +163,32 @@ fn threads_sharing_a_table_replay_with_overlaps_ambiguous() {
     assert_eq!(m["rejected"], 0);
     eprintln!(
         "opensock -t 2: {} allocations, {} ambiguous",
+        m["allocations"], m["ambiguous"]
+    );
+    assert_no_programs_left();
+}
+
+/// accept: the accepting thread's table is shared with the connector thread, whose socket and
+/// close may overlap an accept4: no mismatch, whatever is ambiguous.
+#[test]
+fn accept_with_its_connector_replays_without_a_mismatch() {
+    require_root();
+    let _k = kernel_lock();
+    // Not deterministic beyond its accepts (the connectors may retry): no `expected`.
+    let (_, path) = traced(&["accept", "--ops", "500"], "trace-accept.json");
+    let lines = trace_lines(&path);
+    assert_eq!(
+        count(&lines, |l| is_alloc(l) && l["syscall"] == "accept4"),
+        500
+    );
+    let sockets = count(&lines, |l| is_alloc(l) && l["syscall"] == "socket");
+    assert!(sockets >= 500, "{sockets} connector sockets");
+    let m = replay_mainline(&path);
+    assert_eq!(m["allocations"].as_u64().unwrap(), 500 + sockets, "{m}");
+    assert_eq!(m["model_mismatch"], 0, "{m}");
+    assert_eq!(m["rejected"], 0, "{m}");
+    eprintln!(
+        "accept: {} allocations, {} ambiguous",
         m["allocations"], m["ambiguous"]
     );
     assert_no_programs_left();
