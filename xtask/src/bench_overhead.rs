@@ -86,6 +86,23 @@ fn variants() -> Vec<Variant> {
             empty_hooks: &[],
             lock_reference: false,
         },
+        // What the per-thread counters (on by default) cost on top of the probes.
+        Variant {
+            name: "fdprof record --no-counters",
+            wrap: |fdprof, out| {
+                vec![
+                    fdprof.display().to_string(),
+                    "record".into(),
+                    "--no-counters".into(),
+                    "-o".into(),
+                    out.join("fdprof-no-counters.data").display().to_string(),
+                    "--".into(),
+                ]
+            },
+            output: Some("fdprof-no-counters.data"),
+            empty_hooks: &[],
+            lock_reference: false,
+        },
         Variant {
             name: "fdprof record --latency",
             wrap: |fdprof, out| {
@@ -347,7 +364,7 @@ pub fn run(args: &[String]) -> Result<()> {
     for round in 1..=rounds {
         let mut before = run_once(base, &fdprof, &out)?.ops;
         eprintln!(
-            "round {round}/{rounds}  {:<24} {:>12.0} ops/s",
+            "round {round}/{rounds}  {:<28} {:>12.0} ops/s",
             base.name, before
         );
         ops[0].push(before);
@@ -359,7 +376,7 @@ pub fn run(args: &[String]) -> Result<()> {
             let after = run_once(base, &fdprof, &out)?.ops;
             let ratio = o / ((before + after) / 2.0);
             eprintln!(
-                "round {round}/{rounds}  {:<24} {:>12.0} ops/s  ratio {ratio:.3}  (baseline {after:.0})",
+                "round {round}/{rounds}  {:<28} {:>12.0} ops/s  ratio {ratio:.3}  (baseline {after:.0})",
                 v.name, o
             );
             ops[i].push(o);
@@ -377,7 +394,7 @@ pub fn run(args: &[String]) -> Result<()> {
          runs (medians)"
     );
     println!(
-        "{:<24} {:>12} {:>8} {:>16} {:>16}",
+        "{:<28} {:>12} {:>8} {:>16} {:>16}",
         "variant", "ops/s", "ratio", "ratio range", "recording/s"
     );
     for (i, v) in variants.iter().enumerate() {
@@ -390,7 +407,7 @@ pub fn run(args: &[String]) -> Result<()> {
             format!("{:.1} kB/s", median(&mut bytes_per_s[i]) / 1e3)
         };
         println!(
-            "{:<24} {:>12.0} {:>8.3} {:>16} {:>16}",
+            "{:<28} {:>12.0} {:>8.3} {:>16} {:>16}",
             v.name,
             m,
             median(&mut ratios[i]),
@@ -444,7 +461,7 @@ fn wait_table(variants: &[Variant], waits: &mut [Vec<f64>], probes: &mut [Vec<(f
          (clock + one store at begin, clock + one add at end); the lock probes' run time per wait"
     );
     println!(
-        "{:<24} {:>12} {:>14} {:>16} {:>12}",
+        "{:<28} {:>12} {:>14} {:>16} {:>12}",
         "variant", "avg wait", "/ reference", "probe ns/wait", "end ns/run"
     );
     for (i, v) in variants.iter().enumerate() {
@@ -464,7 +481,7 @@ fn wait_table(variants: &[Variant], waits: &mut [Vec<f64>], probes: &mut [Vec<(f
             )
         };
         println!(
-            "{:<24} {:>9.0} ns {:>14} {:>16} {:>12}",
+            "{:<28} {:>9.0} ns {:>14} {:>16} {:>12}",
             v.name, avg, vs, per_wait, end
         );
     }
