@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -50,31 +49,6 @@ fn ended(pid: u32) -> bool {
     matches!(state(pid), None | Some('Z') | Some('X'))
 }
 
-/// Starts `fdprof record ARGS` and waits until it says it is recording; its stderr is then
-/// collected in the background and handed back by the returned thread.
-fn start_record(args: &[&str]) -> (Child, std::thread::JoinHandle<String>) {
-    let mut rec = fdprof()
-        .arg("record")
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(rec.stderr.take().unwrap());
-    let mut line = String::new();
-    stderr.read_line(&mut line).unwrap();
-    assert!(
-        line.starts_with("fdprof: attached"),
-        "record did not start: {line}"
-    );
-    let rest = std::thread::spawn(move || {
-        let mut rest = String::new();
-        let _ = stderr.read_to_string(&mut rest);
-        rest
-    });
-    (rec, rest)
-}
-
 fn signal(pid: u32, sig: libc::c_int) {
     // SAFETY: signalling a process this test started.
     unsafe { libc::kill(pid as i32, sig) };
@@ -113,7 +87,7 @@ fn a_process_is_recorded_until_its_last_thread_exits() {
     );
 
     assert!(!out.exists());
-    let (mut rec, stderr) = start_record(&[
+    let (mut rec, stderr) = start_record_collecting(&[
         "-p",
         &pid.to_string(),
         "-d",
@@ -299,7 +273,7 @@ fn record_a_command(
     let script = format!("echo $$ > {}; {script}", pid_file.display());
     let mut args = extra.to_vec();
     args.extend(["-o", out.to_str().unwrap(), "--", "sh", "-c", &script]);
-    let (rec, stderr) = start_record(&args);
+    let (rec, stderr) = start_record_collecting(&args);
     assert!(
         wait_for(Duration::from_secs(10), || std::fs::read_to_string(
             &pid_file

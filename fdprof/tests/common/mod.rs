@@ -125,8 +125,15 @@ pub struct Waiting {
 }
 
 /// Starts `fdprof record` and waits until it reports that it is attached; its standard error
-/// is drained from then on, so the recorder never blocks on a full pipe.
+/// is drained from then on, so the recorder never blocks on a full pipe, and printed.
 pub fn start_record(args: &[&str]) -> Child {
+    let (rec, rest) = start_record_collecting(args);
+    std::thread::spawn(move || eprint!("{}", rest.join().unwrap_or_default()));
+    rec
+}
+
+/// [`start_record`], with the rest of its standard error handed back by the returned thread.
+pub fn start_record_collecting(args: &[&str]) -> (Child, std::thread::JoinHandle<String>) {
     let mut rec = fdprof()
         .arg("record")
         .args(args)
@@ -140,12 +147,12 @@ pub fn start_record(args: &[&str]) -> Child {
         line.starts_with("fdprof: attached"),
         "record did not start: {line}"
     );
-    std::thread::spawn(move || {
+    let rest = std::thread::spawn(move || {
         let mut rest = String::new();
         let _ = stderr.read_to_string(&mut rest);
-        eprint!("{rest}");
+        rest
     });
-    rec
+    (rec, rest)
 }
 
 pub fn start_workload(args: &[&str]) -> Waiting {
