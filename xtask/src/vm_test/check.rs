@@ -19,6 +19,19 @@ pub struct Row {
     pub figures: String,
 }
 
+impl Row {
+    /// A row that has not passed (yet), with no figures.
+    fn failed(kernel: &str, mode: &str, scenario: &str) -> Row {
+        Row {
+            kernel: kernel.to_string(),
+            mode: mode.to_string(),
+            scenario: scenario.to_string(),
+            pass: false,
+            figures: String::new(),
+        }
+    }
+}
+
 /// The last JSON object a step printed on stdout.
 fn json_of(step: &StepResult) -> Option<Value> {
     serde_json::from_str(step.stdout.trim())
@@ -257,13 +270,7 @@ fn direct_figures(expected: &Value, report: &Report) -> (bool, String) {
 }
 
 fn scenario_row(out: &GuestOutput, kernel: &str, mode: &str, scenario: &Scenario) -> Row {
-    let mut row = Row {
-        kernel: kernel.to_string(),
-        mode: mode.to_string(),
-        scenario: scenario.name.to_string(),
-        pass: false,
-        figures: String::new(),
-    };
+    let mut row = Row::failed(kernel, mode, scenario.name);
     let record = out.steps.get(&guest::record_step(mode, scenario.name));
     let report = out.steps.get(&guest::report_step(mode, scenario.name));
     row.figures = match (record, report) {
@@ -319,13 +326,7 @@ fn judge_trace(traced: &Traced, workload: &Value, replay: &Value) -> (bool, Stri
 }
 
 fn trace_row(out: &GuestOutput, kernel: &str, mode: &str, traced: &Traced) -> Row {
-    let mut row = Row {
-        kernel: kernel.to_string(),
-        mode: mode.to_string(),
-        scenario: traced.name.to_string(),
-        pass: false,
-        figures: String::new(),
-    };
+    let mut row = Row::failed(kernel, mode, traced.name);
     let record = out.steps.get(&guest::record_step(mode, traced.name));
     let replay = out.steps.get(&guest::replay_step(mode, traced.name));
     row.figures = match (record, replay) {
