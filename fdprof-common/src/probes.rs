@@ -55,6 +55,8 @@ pub mod setting {
     pub const ALLOC_START_ARG: &str = "ALLOC_START_ARG";
     /// Offsets of `task_struct.signal` and `signal_struct.live` (thread exits).
     pub const OFF_TASK_SIGNAL: &str = "OFF_TASK_SIGNAL";
+    /// Offset of `task_struct.tgid` (a forked child's pid, for the trace).
+    pub const OFF_TASK_TGID: &str = "OFF_TASK_TGID";
     pub const OFF_SIGNAL_LIVE: &str = "OFF_SIGNAL_LIVE";
     /// Waits of at least this many ns are sent as slow-wait events (u64).
     pub const SLOW_NS: &str = "SLOW_NS";
@@ -72,7 +74,7 @@ pub mod setting {
     pub const LATENCY: &str = "LATENCY";
     /// 1: every fd-table operation of the target is sent to `TRACE` (`record --trace`) (u32).
     pub const TRACE_ON: &str = "TRACE_ON";
-    pub const ALL: [&str; 20] = [
+    pub const ALL: [&str; 21] = [
         TARGET_KIND,
         TARGET_ID,
         OFF_TASK_FILES,
@@ -84,6 +86,7 @@ pub mod setting {
         ALLOC_START_ARG,
         OFF_TASK_SIGNAL,
         OFF_SIGNAL_LIVE,
+        OFF_TASK_TGID,
         SLOW_NS,
         OFF_TASK_MM,
         OFF_MM_MMAP_LOCK,
@@ -123,7 +126,8 @@ pub enum Role {
     LockTracepoints,
     FdSyscalls,
     /// `sched:sched_process_exit`: the target's threads ending (events only); and
-    /// `sched:sched_process_exec`, the trace's exec events (`record --trace`), in every mode.
+    /// `sched:sched_process_exec` and `sched_process_fork`, the trace's exec and fork events
+    /// (`record --trace`), in every mode (fork with tp_btf only).
     TaskExits,
 }
 
@@ -197,6 +201,7 @@ impl Role {
             Role::TaskExits => &[
                 (program::TASK_EXIT, "sched_process_exit"),
                 (program::TASK_EXEC, "sched_process_exec"),
+                (program::TASK_FORK, "sched_process_fork"),
             ],
             _ => &[],
         }
@@ -291,10 +296,11 @@ pub mod program {
     pub const TP_TASK_EXIT: &str = "fdprof_tp_task_exit";
     pub const TASK_EXEC: &str = "fdprof_task_exec";
     pub const TP_TASK_EXEC: &str = "fdprof_tp_task_exec";
+    pub const TASK_FORK: &str = "fdprof_task_fork";
     /// kprobe/kretprobe on every syscall function of [`super::SYSCALL_FUNCTIONS`].
     pub const KP_SYS: &str = "fdprof_kp_sys";
     pub const KR_SYS: &str = "fdprof_kr_sys";
-    pub const ALL: [&str; 40] = [
+    pub const ALL: [&str; 41] = [
         LOCK_BEGIN,
         LOCK_END,
         TP_LOCK_BEGIN,
@@ -333,6 +339,7 @@ pub mod program {
         TP_TASK_EXIT,
         TASK_EXEC,
         TP_TASK_EXEC,
+        TASK_FORK,
         KP_SYS,
         KR_SYS,
     ];

@@ -18,7 +18,14 @@ pub mod op {
     pub const EXEC: u8 = 5;
     /// The table grew to `max_fds`.
     pub const EXPAND: u8 = 6;
+    /// A fork with a table of its own (no `CLONE_FILES`): `child_table` starts as a copy of
+    /// `table`, and `fd` is the child's pid, followed from then on.
+    pub const FORK: u8 = 7;
 }
+
+/// The most processes a trace follows besides its target (forks); a fork past this is a
+/// counted drop.
+pub const MAX_FOLLOWED: u32 = 1024;
 
 /// `TraceRecord::flags` bits.
 pub mod flag {
@@ -30,7 +37,7 @@ pub mod flag {
     pub const UNSHARE: u8 = 1 << 2;
 }
 
-/// The trace ring buffer's size when tracing (a power of two number of pages): ~150,000
+/// The trace ring buffer's size when tracing (a power of two number of pages): ~115,000
 /// records, so a burst of a few hundred ms is absorbed between two reads. Without `--trace` the
 /// map is loaded at its declared minimum, one page.
 pub const RING_BYTES: u32 = 8 * 1024 * 1024;
@@ -50,6 +57,8 @@ pub struct TraceRecord {
     pub exit_ns: u64,
     /// The `files_struct` address: the table's identity.
     pub table: u64,
+    /// fork: the child's `files_struct`; 0 otherwise.
+    pub child_table: u64,
     pub pid: u32,
     pub tid: u32,
     /// The fd (alloc: the fd or `-errno`; close_range: its low end; expand: the new max_fds).

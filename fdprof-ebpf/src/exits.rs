@@ -9,7 +9,8 @@
 //! claims the process in `ENDED`, keyed by its `signal_struct` and tgid, and only that one is
 //! marked: exactly one `PROCESS` event per process.
 //!
-//! Execs of the target from `sched:sched_process_exec`, for the fd trace (`record --trace`).
+//! Execs and forks of the target from `sched:sched_process_exec` and `sched_process_fork`, for
+//! the fd trace (`record --trace`).
 
 use aya_ebpf::{
     helpers::bpf_get_current_pid_tgid,
@@ -37,6 +38,9 @@ fn exited() {
         Some((signal, 0)) => ENDED.insert(&[signal, tgid], &1, BPF_NOEXIST).is_ok(),
         _ => false,
     };
+    if ends_process && kernel::trace_on() {
+        kernel::unfollow(tgid as u32);
+    }
     maps::emit(EventRecord {
         kind: kind::EXIT,
         flags: if ends_process { flag::PROCESS } else { 0 },
@@ -70,6 +74,16 @@ pub fn fdprof_task_exec(_ctx: BtfTracePointContext) -> i32 {
 pub fn fdprof_tp_task_exec(_ctx: TracePointContext) -> u32 {
     if kernel::trace_on() {
         trace::executed();
+    }
+    0
+}
+
+/// Forks of the target, for the trace: `sched_process_fork(parent, child)`, in the parent.
+/// tp_btf only: the classic tracepoint gives no task to read the child's table from.
+#[btf_tracepoint(function = "sched_process_fork")]
+pub fn fdprof_task_fork(ctx: BtfTracePointContext) -> i32 {
+    if kernel::trace_on() {
+        trace::forked(ctx.arg::<u64>(1));
     }
     0
 }

@@ -4,9 +4,9 @@
 use aya_ebpf::{
     helpers::{bpf_get_current_pid_tgid, bpf_get_current_task, bpf_probe_read_kernel},
     macros::map,
-    maps::Array,
+    maps::{Array, HashMap},
 };
-use fdprof_common::probes::target_kind;
+use fdprof_common::{counters::drop, probes::target_kind, trace::MAX_FOLLOWED};
 
 // Set by user space before load (`EbpfLoader::override_global`), under the names of
 // `fdprof_common::probes::setting`.
@@ -30,6 +30,8 @@ static OFF_FDT_OPEN_FDS: u32 = 0;
 static OFF_TASK_SIGNAL: u32 = 0;
 #[unsafe(no_mangle)]
 static OFF_SIGNAL_LIVE: u32 = 0;
+#[unsafe(no_mangle)]
+static OFF_TASK_TGID: u32 = 0;
 /// Waits of at least this many ns are sent as events; never unless set.
 #[unsafe(no_mangle)]
 static SLOW_NS: u64 = u64::MAX;
@@ -59,6 +61,11 @@ static TRACE_ON: u32 = 0;
 /// is probed, so scans are measured there and not from the syscall tracepoints.
 #[map]
 pub static CONFIG: Array<u32> = Array::with_max_entries(4, 0);
+
+/// Processes the trace follows besides the target: its forks with tables of their own, until
+/// they end. Written only at fork and exit, read (lock-free) by the target filter.
+#[map]
+static FOLLOWED: HashMap<u32, u8> = HashMap::with_max_entries(MAX_FOLLOWED, 0);
 
 #[inline(always)]
 pub fn scan_in_syscalls() -> bool {
@@ -127,7 +134,10 @@ pub fn target_tid() -> Option<u32> {
     let tid = pid_tgid as u32;
     let ours = match global(&TARGET_KIND) {
         target_kind::ALL => true,
-        target_kind::TGID => (pid_tgid >> 32) as u32 == global(&TARGET_ID),
+        target_kind::TGID => {
+            let tgid = (pid_tgid >> 32) as u32;
+            tgid == global(&TARGET_ID) || (trace_on() && followed(tgid))
+        }
         _ => tid == global(&TARGET_ID),
     };
     ours.then_some(tid)
@@ -154,8 +164,41 @@ pub fn current_has_mm() -> bool {
 /// `current->files`.
 #[inline(always)]
 pub fn current_files() -> Option<u64> {
-    let task = unsafe { bpf_get_current_task() };
+    task_files(unsafe { bpf_get_current_task() })
+}
+
+/// `task->files`.
+#[inline(always)]
+pub fn task_files(task: u64) -> Option<u64> {
     read::<u64>(task + u64::from(global(&OFF_TASK_FILES))).filter(|&f| f != 0)
+}
+
+/// `task->tgid`.
+#[inline(always)]
+pub fn task_tgid(task: u64) -> Option<u32> {
+    read::<u32>(task + u64::from(global(&OFF_TASK_TGID))).filter(|&t| t != 0)
+}
+
+/// Whether the trace follows process `tgid` (a fork of the target).
+#[inline(always)]
+fn followed(tgid: u32) -> bool {
+    // SAFETY: the value is not kept.
+    unsafe { FOLLOWED.get(&tgid).is_some() }
+}
+
+/// Follows process `tgid` from now on; a full map is a counted drop (its operations are then
+/// missing from the trace).
+#[inline(always)]
+pub fn follow(tgid: u32) {
+    if FOLLOWED.insert(&tgid, &1, 0).is_err() {
+        crate::maps::dropped(drop::PROBE_TRACE, drop::MAP_FULL);
+    }
+}
+
+/// Stops following `tgid` (it has ended: its pid may be reused).
+#[inline(always)]
+pub fn unfollow(tgid: u32) {
+    let _ = FOLLOWED.remove(&tgid);
 }
 
 /// `&current->files->file_lock`.

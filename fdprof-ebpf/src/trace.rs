@@ -154,3 +154,32 @@ pub fn executed() {
         ..TraceRecord::default()
     });
 }
+
+/// A fork by the target. A child with a table of its own (no `CLONE_FILES`) is followed, and
+/// its table starts as a copy of the parent's; threads and `CLONE_FILES` children share the
+/// parent's table, which the trace already has.
+#[inline(always)]
+pub fn forked(child: u64) {
+    if kernel::target_tid().is_none() {
+        return;
+    }
+    let (Some(parent), Some(table), Some(tgid)) = (
+        kernel::current_files(),
+        kernel::task_files(child),
+        kernel::task_tgid(child),
+    ) else {
+        maps::dropped(drop::PROBE_TRACE, drop::READ_FAILED);
+        return;
+    };
+    if table == parent {
+        return;
+    }
+    kernel::follow(tgid);
+    send(TraceRecord {
+        op: op::FORK,
+        fd: tgid as i32,
+        child_table: table,
+        syscall: u8::MAX,
+        ..TraceRecord::default()
+    });
+}

@@ -217,6 +217,62 @@ fn a_launched_command_is_traced_from_its_exec() {
     assert_no_programs_left();
 }
 
+/// `--processes`: the launched workload forks one process per task, each with a table of its
+/// own; the trace follows each from its fork, its table a copy of the parent's.
+#[test]
+fn forked_processes_are_followed_from_their_fork() {
+    require_root();
+    let _k = kernel_lock();
+    let out = tmp("trace-processes.json");
+    let rec = run(fdprof()
+        .args(["record", "--trace", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg(env!("CARGO_BIN_EXE_fdprof"))
+        .args([
+            "workload",
+            "socket-close",
+            "-t",
+            "2",
+            "--processes",
+            "--ops",
+            "300",
+            "--json",
+        ]));
+    assert!(rec.status.success(), "{rec:?}");
+    let result: Value = serde_json::from_str(
+        String::from_utf8_lossy(&rec.stdout)
+            .lines()
+            .last()
+            .expect("the workload's result"),
+    )
+    .unwrap();
+    let lines = trace_lines(&out);
+    let forks: Vec<&Value> = lines.iter().filter(|l| l["op"] == "fork").collect();
+    assert_eq!(forks.len(), 2, "{forks:?}");
+    // Each child's 300 sockets, on its own table.
+    for fork in &forks {
+        let child = &fork["child_table"];
+        assert_ne!(child, &fork["table"]);
+        assert_eq!(
+            count(&lines, |l| l["table"] == *child
+                && is_alloc(l)
+                && l["syscall"] == "socket"),
+            300,
+            "{fork}"
+        );
+    }
+    assert_eq!(result["ops"], 600, "{result}");
+let m = replay_mainline(&out);
+    assert!(m["allocations"].as_u64().unwrap() >= 600, "{m}");
+    assert_eq!(m["model_mismatch"], 0, "{m}");
+    assert_eq!(m["ambiguous"], 0, "{m}");
+    assert_eq!(m["rejected"], 0, "{m}");
+    assert_eq!(m["implicit_tables"], 0, "{m}");
+    assert_eq!(m["tables"], 3, "{m}");
+    assert_no_programs_left();
+}
+
 #[test]
 fn a_trace_cut_by_its_limit_says_so() {
     require_root();

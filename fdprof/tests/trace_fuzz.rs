@@ -82,16 +82,23 @@ fn varints(rng: &mut Rng, n: usize) -> Vec<u8> {
 
 fn random_row(rng: &mut Rng, tables: u32) -> codec::Row {
     let exit_ns = rng.value();
+    let table = rng.below(u64::from(tables)) as u32;
+    let op = rng.below(9) as u8;
     codec::Row {
         exit_ns,
         enter_ns: exit_ns.saturating_sub(rng.value()),
         tid: rng.below(4) as u32,
-        table: rng.below(u64::from(tables)) as u32,
-        op: rng.below(8) as u8,
+        table,
+        op,
         flags: rng.below(8) as u8,
         syscall: rng.next() as u8,
         fd: rng.value() as i32,
-        arg: rng.value() as u32,
+        // A fork names another table, mostly (a bad one makes the whole trace corrupt).
+        arg: if op == fdprof_common::trace::op::FORK && rng.below(8) != 0 {
+            (table + 1) % tables.max(2)
+        } else {
+            rng.value() as u32
+        },
         next_fd: rng.value() as u32,
         max_fds: rng.value() as u32,
     }

@@ -120,6 +120,7 @@ impl Profiler {
             .override_global(setting::ALLOC_START_ARG, &kernel.alloc_start_arg(), true)
             .override_global(setting::OFF_TASK_SIGNAL, &o.task_struct_signal, true)
             .override_global(setting::OFF_SIGNAL_LIVE, &o.signal_struct_live, true)
+            .override_global(setting::OFF_TASK_TGID, &o.task_struct_tgid, true)
             .override_global(setting::SLOW_NS, &slow_ns, true)
             .override_global(setting::OFF_TASK_MM, &l.task_struct_mm, true)
             .override_global(setting::OFF_MM_MMAP_LOCK, &l.mm_struct_mmap_lock, true)

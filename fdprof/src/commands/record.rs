@@ -83,7 +83,7 @@ pub struct RecordArgs {
     /// About 5 bytes an operation in the recording
     #[arg(long, conflicts_with_all = ["lock_only", "all", "tid"])]
     pub trace: bool,
-    /// Keep at most this many trace operations (56 bytes each in memory while recording, 4 to
+    /// Keep at most this many trace operations (64 bytes each in memory while recording, 4 to
     /// 11 in the recording, which `replay` reads up to 64 MiB); the rest are counted as dropped
     #[arg(long, value_name = "N", requires = "trace", default_value_t = 2_000_000,
           value_parser = clap::value_parser!(u64).range(1..=5_000_000))]

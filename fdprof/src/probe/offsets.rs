@@ -18,11 +18,13 @@ pub struct KernelOffsets {
     /// Thread exits: which one ends the process.
     pub task_struct_signal: u32,
     pub signal_struct_live: u32,
+    /// A forked child's pid (the trace follows forks).
+    pub task_struct_tgid: u32,
 }
 
 impl KernelOffsets {
     /// `(struct, field)` pairs in the order of [`KernelOffsets::values`].
-    pub const FIELDS: [(&'static str, &'static str); 9] = [
+    pub const FIELDS: [(&'static str, &'static str); 10] = [
         ("task_struct", "files"),
         ("files_struct", "next_fd"),
         ("files_struct", "fdt"),
@@ -32,11 +34,12 @@ impl KernelOffsets {
         ("fdtable", "full_fds_bits"),
         ("task_struct", "signal"),
         ("signal_struct", "live"),
+        ("task_struct", "tgid"),
     ];
 
     pub fn from_btf(btf: &Btf) -> Result<Self> {
         let off = |(s, f): (&str, &str)| btf.member_offset(s, f);
-        let [a, b, c, d, e, f, g, h, i] = Self::FIELDS;
+        let [a, b, c, d, e, f, g, h, i, j] = Self::FIELDS;
         Ok(Self {
             task_struct_files: off(a)?,
             files_struct_next_fd: off(b)?,
@@ -47,11 +50,12 @@ impl KernelOffsets {
             fdtable_full_fds_bits: off(g)?,
             task_struct_signal: off(h)?,
             signal_struct_live: off(i)?,
+            task_struct_tgid: off(j)?,
         })
     }
 
     /// The offsets in the order of [`KernelOffsets::FIELDS`].
-    pub fn values(&self) -> [u32; 9] {
+    pub fn values(&self) -> [u32; 10] {
         [
             self.task_struct_files,
             self.files_struct_next_fd,
@@ -62,6 +66,7 @@ impl KernelOffsets {
             self.fdtable_full_fds_bits,
             self.task_struct_signal,
             self.signal_struct_live,
+            self.task_struct_tgid,
         ]
     }
 }

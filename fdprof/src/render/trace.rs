@@ -17,6 +17,7 @@ fn op_name(op: u8) -> &'static str {
         op::CLOSE_RANGE => "close_range",
         op::EXEC => "exec",
         op::EXPAND => "expand",
+        op::FORK => "fork",
         _ => "unknown",
     }
 }
@@ -49,6 +50,10 @@ fn row(r: &Row) -> Value {
             o.insert("max_fds".into(), r.fd.into());
         }
         op::EXEC => {}
+        op::FORK => {
+            o.insert("child_table".into(), r.arg.into());
+            o.insert("child_pid".into(), r.fd.into());
+        }
         _ => {
             o.insert("fd".into(), r.fd.into());
         }

@@ -83,6 +83,11 @@ pub const TRACED: &[Traced] = &[
         workload: &["socket-close", "--ops", "300"],
         start: Start::Launched,
     },
+    Traced {
+        name: "trace-processes",
+        workload: &["socket-close", "-t", "2", "--processes", "--ops", "300"],
+        start: Start::Launched,
+    },
 ];
 
 pub const DOCTOR_STEP: &str = "doctor";

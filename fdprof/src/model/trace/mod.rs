@@ -74,8 +74,9 @@ pub struct TableSnapshot {
 pub const SYSCALL_TRACE_NOTE: &str = "fd trace from the fd syscalls' entries and exits: an fd \
 taken and given back inside a failed syscall (open of a missing file) is not seen, and an alloc \
 that overlaps another thread's operation on the same table cannot be ordered against it \
-(replayed as ambiguous); fork, CLOSE_RANGE_UNSHARE and an exec unsharing its table are not \
-traced";
+(replayed as ambiguous); a fork's child is followed from its fork, its table a copy of its \
+parent's as the fork returned (another thread of the parent may change the parent's in \
+between); CLOSE_RANGE_UNSHARE and an exec unsharing its table are not traced";
 
 impl Trace {
     /// The trace of `drained`, starting from `tables`, on a clock starting at `origin_ns`
@@ -109,7 +110,14 @@ impl Trace {
         let rows: Vec<Row> = drained
             .records
             .iter()
-            .map(|r| row(r, id_of(r.table, r.pid, &mut list), rel))
+            .map(|r| {
+                let mut row = row(r, id_of(r.table, r.pid, &mut list), rel);
+                // A fork names its child's table, a new one the child's pid first used.
+                if r.op == op::FORK {
+                    row.arg = id_of(r.child_table, r.fd as u32, &mut list);
+                }
+                row
+            })
             .collect();
         let snapshots = tables
             .iter()

@@ -42,6 +42,9 @@ pub struct Ordered {
     pub threads: u64,
     /// The highest fd seen (0 when none).
     pub highest_fd: u32,
+    /// Each forked table's open fds as its parent's were at the fork, until its own
+    /// operations are ordered from them.
+    forked: HashMap<u32, HashMap<u32, bool>>,
 }
 
 pub fn events(trace: &Trace) -> Result<Ordered, String> {
@@ -61,10 +64,23 @@ pub fn events(trace: &Trace) -> Result<Ordered, String> {
             return Err(format!("a snapshot of unknown table {}", s.table));
         }
     }
+    // A fork names another known table. Ids are given in order of first use, so the child's
+    // is later and its operations are ordered from the parent's fds at the fork (unless its
+    // address was an earlier table's, since freed: then from none).
+    for (table, rows) in by_table.iter().enumerate() {
+        if let Some(r) = rows.iter().find(|r| {
+            r.op == op::FORK && (r.arg as usize >= by_table.len() || r.arg as usize == table)
+        }) {
+            return Err(format!("a fork of table {table} to table {}", r.arg));
+        }
+    }
     for (table, mut rows) in by_table.into_iter().enumerate() {
         let snap = trace.snapshots.iter().find(|s| s.table as usize == table);
         rows.sort_by_key(key);
         let mut shadow = Shadow::default();
+        if let Some(open) = out.forked.remove(&(table as u32)) {
+            shadow.open = open;
+        }
         if let Some(s) = snap {
             let (event, open) = snapshot_event(s, table as u64)?;
             shadow.open = open;
@@ -295,7 +311,8 @@ impl Context<'_> {
 fn emit(ctx: &Context, i: usize, shadow: &mut Shadow, out: &mut Ordered, in_window: bool) {
     let r = &ctx.rows[i];
     shadow.apply(r);
-    if r.fd > 0 && r.op != op::EXPAND {
+    // An expand's fd is a table size, a fork's a pid.
+    if r.fd > 0 && r.op != op::EXPAND && r.op != op::FORK {
         out.highest_fd = out.highest_fd.max(r.fd as u32);
     }
     let cloexec = r.flags & flag::CLOEXEC != 0;
@@ -329,6 +346,12 @@ fn emit(ctx: &Context, i: usize, shadow: &mut Shadow, out: &mut Ordered, in_wind
         op::EXPAND => TraceOp::Expand {
             max_fds: r.fd as u32,
         },
+        op::FORK => {
+            out.forked.insert(r.arg, shadow.open.clone());
+            TraceOp::Fork {
+                child: u64::from(r.arg),
+            }
+        }
         _ => return,
     };
     shadow.last_ns = shadow.last_ns.max(key(r));
