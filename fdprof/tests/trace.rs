@@ -263,7 +263,7 @@ fn forked_processes_are_followed_from_their_fork() {
         );
     }
     assert_eq!(result["ops"], 600, "{result}");
-let m = replay_mainline(&out);
+    let m = replay_mainline(&out);
     assert!(m["allocations"].as_u64().unwrap() >= 600, "{m}");
     assert_eq!(m["model_mismatch"], 0, "{m}");
     assert_eq!(m["ambiguous"], 0, "{m}");

@@ -83,7 +83,11 @@ fn varints(rng: &mut Rng, n: usize) -> Vec<u8> {
 fn random_row(rng: &mut Rng, tables: u32) -> codec::Row {
     let exit_ns = rng.value();
     let table = rng.below(u64::from(tables)) as u32;
-    let op = rng.below(9) as u8;
+    let mut op = rng.below(8) as u8;
+    // A fork needs another table to name.
+    if op == fdprof_common::trace::op::FORK && tables == 1 {
+        op = 0;
+    }
     codec::Row {
         exit_ns,
         enter_ns: exit_ns.saturating_sub(rng.value()),
@@ -94,8 +98,8 @@ fn random_row(rng: &mut Rng, tables: u32) -> codec::Row {
         syscall: rng.next() as u8,
         fd: rng.value() as i32,
         // A fork names another table, mostly (a bad one makes the whole trace corrupt).
-        arg: if op == fdprof_common::trace::op::FORK && rng.below(8) != 0 {
-            (table + 1) % tables.max(2)
+        arg: if op == fdprof_common::trace::op::FORK && rng.below(256) != 0 {
+            (table + 1) % tables
         } else {
             rng.value() as u32
         },
