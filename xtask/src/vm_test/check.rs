@@ -298,16 +298,19 @@ fn judge_trace(traced: &Traced, workload: &Value, replay: &Value) -> (bool, Stri
     let m = &replay["models"][0];
     let n = |v: &Value| v.as_u64().unwrap_or(u64::MAX);
     let allocations = n(&m["allocations"]);
+    // Without an `expected` (--processes), each op is one allocation (socket-close's socket).
     let want: u64 = workload["expected"]["allocs"]
         .as_array()
         .map(|a| a.iter().filter_map(|x| x["count"].as_u64()).sum())
+        .or_else(|| workload["ops"].as_u64())
         .unwrap_or(0);
+    let tables = n(&m["tables"]);
     let counted = match traced.start {
         Start::Attached => allocations == want,
         Start::Launched => allocations >= want && allocations != u64::MAX,
     };
     let zero = ["model_mismatch", "ambiguous", "rejected", "implicit_tables"];
-    let ok = counted && want > 0 && zero.iter().all(|k| n(&m[*k]) == 0);
+    let ok = counted && want > 0 && tables == traced.tables && zero.iter().all(|k| n(&m[*k]) == 0);
     let zeros: Vec<String> = zero.iter().map(|k| format!("{k} {}", m[*k])).collect();
     let relation = if traced.start == Start::Attached {
         ""
@@ -317,8 +320,10 @@ fn judge_trace(traced: &Traced, workload: &Value, replay: &Value) -> (bool, Stri
     (
         ok,
         format!(
-            "{} replayed: allocations {allocations}/{relation}{want}, {}, {} events",
+            "{} replayed: allocations {allocations}/{relation}{want}, tables {tables}/{}, {}, {} \
+             events",
             m["name"].as_str().unwrap_or("?"),
+            traced.tables,
             zeros.join(", "),
             m["events"]
         ),

@@ -65,6 +65,8 @@ pub struct Traced {
     pub name: &'static str,
     pub workload: &'static [&'static str],
     pub start: Start,
+    /// The tables the replay must find: the target's, and one per forked process.
+    pub tables: u64,
 }
 
 pub const TRACED: &[Traced] = &[
@@ -72,21 +74,25 @@ pub const TRACED: &[Traced] = &[
         name: "trace-holes",
         workload: &["holes", "--ops", "200", "-n", "300"],
         start: Start::Attached,
+        tables: 1,
     },
     Traced {
         name: "trace-dup2-worst",
         workload: &["dup2-worst", "--ops", "200", "-n", "300"],
         start: Start::Attached,
+        tables: 1,
     },
     Traced {
         name: "trace-launched",
         workload: &["socket-close", "--ops", "300"],
         start: Start::Launched,
+        tables: 1,
     },
     Traced {
         name: "trace-processes",
         workload: &["socket-close", "-t", "2", "--processes", "--ops", "300"],
         start: Start::Launched,
+        tables: 3,
     },
 ];
 
