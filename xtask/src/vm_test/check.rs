@@ -240,6 +240,13 @@ fn fd_syscalls_direct(mode: &str, report: &Report) -> (bool, String) {
     (ok, text)
 }
 
+/// The allocations the generator's `expected` object counts, where it has one.
+fn expected_allocs(expected: &Value) -> Option<u64> {
+    expected["allocs"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|x| x["count"].as_u64()).sum())
+}
+
 /// Direct-probe figures against the generator: `alloc_fd` calls and calls of the close function
 /// close(2) uses equal the allocations and closes of the measured phase exactly.
 fn direct_figures(expected: &Value, report: &Report) -> (bool, String) {
@@ -250,10 +257,7 @@ fn direct_figures(expected: &Value, report: &Report) -> (bool, String) {
             .find(|f| f.operation.name() == op)
             .map_or(0, |f| f.calls)
     };
-    let want_allocs: u64 = expected["allocs"]
-        .as_array()
-        .map(|a| a.iter().filter_map(|x| x["count"].as_u64()).sum())
-        .unwrap_or(0);
+    let want_allocs = expected_allocs(expected).unwrap_or(0);
     let want_closes = expected["fds_closed"]["close"].as_u64().unwrap_or(0);
     let (allocs, closes) = (op_calls("alloc"), op_calls("close"));
     let close_fn = report
@@ -299,9 +303,7 @@ fn judge_trace(traced: &Traced, workload: &Value, replay: &Value) -> (bool, Stri
     let n = |v: &Value| v.as_u64().unwrap_or(u64::MAX);
     let allocations = n(&m["allocations"]);
     // Without an `expected` (--processes), each op is one allocation (socket-close's socket).
-    let want: u64 = workload["expected"]["allocs"]
-        .as_array()
-        .map(|a| a.iter().filter_map(|x| x["count"].as_u64()).sum())
+    let want = expected_allocs(&workload["expected"])
         .or_else(|| workload["ops"].as_u64())
         .unwrap_or(0);
     let tables = n(&m["tables"]);
