@@ -19,7 +19,7 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, Result, bail};
 
 use crate::bench_floor::{EmptyPrograms, LOCK_HOOKS, RECORD_HOOKS};
-use crate::lock_reference::LockReference;
+use crate::lock_reference::{LockReference, StatsWindow};
 use crate::run::{build_release, fdprof_release, result_line, root};
 
 const WORKLOAD: &[&str] = &[
@@ -264,6 +264,10 @@ fn ensure_tools() -> Result<()> {
     Ok(())
 }
 
+/// How long the reference's run-time statistics are on at the start of a run: what fdprof's
+/// sampler gives the start of a recording (`collect::stats`).
+const STATS_WINDOW: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// What one run of a variant measured.
 struct Run {
     ops: f64,
@@ -271,12 +275,31 @@ struct Run {
     size: Option<u64>,
     /// The mean `file_lock` wait, ns: from the recording, or the reference's busiest lock.
     avg_wait_ns: Option<f64>,
-    /// The lock probes' mean run time per wait, and `contention_end`'s alone (recordings).
+    /// The lock probes' mean run time per wait, and `contention_end`'s alone (recordings and
+    /// the reference).
     probe_ns: Option<(f64, f64)>,
 }
 
+/// The variants whose lock probes' run time is measured: the reference and fdprof's two.
+const PROBE_TIME: &[&str] = &[
+    "floor: lock timestamps",
+    "fdprof record",
+    "fdprof --lock-only",
+];
+
+/// When the kernel's BPF run-time statistics are on during a run.
+#[derive(Clone, Copy, PartialEq)]
+enum Stats {
+    /// As `record` has them: the first 250 ms (fdprof's sampler; the reference gets the same).
+    Sampled,
+    /// The whole run, held on by the bench: the probes' run time in steady state, walks and
+    /// all, not only at the start where every contention site is new. Costs the run its
+    /// statistics' clock reads, so these runs give no ratio.
+    Whole,
+}
+
 /// Runs one variant once.
-fn run_once(v: &Variant, fdprof: &Path, out: &Path) -> Result<Run> {
+fn run_once(v: &Variant, fdprof: &Path, out: &Path, stats: Stats) -> Result<Run> {
     let mut argv = (v.wrap)(fdprof, out);
     let workload: Vec<String> = std::iter::once(fdprof.display().to_string())
         .chain(WORKLOAD.iter().map(|s| s.to_string()))
@@ -288,7 +311,13 @@ fn run_once(v: &Variant, fdprof: &Path, out: &Path) -> Result<Run> {
     }
     let _floor = EmptyPrograms::attach(v.empty_hooks)?;
     let reference = v.lock_reference.then(LockReference::attach).transpose()?;
+    let stats = match (stats, &reference) {
+        (Stats::Whole, _) => Some(StatsWindow::start(None)?),
+        (Stats::Sampled, Some(_)) => Some(StatsWindow::start(Some(STATS_WINDOW))?),
+        (Stats::Sampled, None) => None,
+    };
     let line = result_line(&argv, "\"ops_per_sec\"").with_context(|| v.name)?;
+    drop(stats);
     let ops = serde_json::from_str::<serde_json::Value>(&line)?["ops_per_sec"]
         .as_f64()
         .context("cannot parse ops_per_sec")?;
@@ -306,6 +335,10 @@ fn run_once(v: &Variant, fdprof: &Path, out: &Path) -> Result<Run> {
             .busiest()?
             .filter(|w| w.count > 0)
             .map(|w| w.total_ns as f64 / w.count as f64);
+        run.probe_ns = match r.run_times()? {
+            [Some(begin), Some(end)] => Some((begin + end, end)),
+            _ => None,
+        };
     }
     if let Some(file) = v.output.filter(|f| f.starts_with("fdprof")) {
         (run.avg_wait_ns, run.probe_ns) = recorded_waits(fdprof, &out.join(file))?;
@@ -362,18 +395,17 @@ pub fn run(args: &[String]) -> Result<()> {
     let mut probes: Vec<Vec<(f64, f64)>> = vec![Vec::new(); variants.len()];
     let (base, others) = variants.split_first().expect("a baseline variant");
     for round in 1..=rounds {
-        let mut before = run_once(base, &fdprof, &out)?.ops;
+        let mut before = run_once(base, &fdprof, &out, Stats::Sampled)?.ops;
         eprintln!(
             "round {round}/{rounds}  {:<28} {:>12.0} ops/s",
             base.name, before
         );
         ops[0].push(before);
         for (i, v) in others.iter().enumerate().map(|(i, v)| (i + 1, v)) {
-            let run = run_once(v, &fdprof, &out)?;
+            let run = run_once(v, &fdprof, &out, Stats::Sampled)?;
             let (o, size) = (run.ops, run.size);
             waits[i].extend(run.avg_wait_ns);
-            probes[i].extend(run.probe_ns);
-            let after = run_once(base, &fdprof, &out)?.ops;
+            let after = run_once(base, &fdprof, &out, Stats::Sampled)?.ops;
             let ratio = o / ((before + after) / 2.0);
             eprintln!(
                 "round {round}/{rounds}  {:<28} {:>12.0} ops/s  ratio {ratio:.3}  (baseline {after:.0})",
@@ -415,7 +447,23 @@ pub fn run(args: &[String]) -> Result<()> {
             size
         );
     }
-    wait_table(&variants, &mut waits, &mut probes);
+    // The lock probes' own time, from runs of their own with the statistics on throughout.
+    for (i, v) in variants.iter().enumerate() {
+        if !PROBE_TIME.contains(&v.name) {
+            continue;
+        }
+        for round in 1..=rounds {
+            let run = run_once(v, &fdprof, &out, Stats::Whole)?;
+            if let Some((per_wait, end)) = run.probe_ns {
+                eprintln!(
+                    "probe time {round}/{rounds}  {:<28} {per_wait:>6.0} ns/wait  end {end:.0} ns/run",
+                    v.name
+                );
+            }
+            probes[i].extend(run.probe_ns);
+        }
+    }
+    wait_table(&variants, rounds, &mut waits, &mut probes);
     if variants.iter().any(|v| v.output == Some(TRACE_OUTPUT)) {
         trace_size(&out.join(TRACE_OUTPUT))?;
     }
@@ -450,26 +498,37 @@ fn trace_size(file: &Path) -> Result<()> {
 
 /// The mean `file_lock` wait each variant measured, against the timestamp-only reference's,
 /// and the lock probes' own time per wait.
-fn wait_table(variants: &[Variant], waits: &mut [Vec<f64>], probes: &mut [Vec<(f64, f64)>]) {
+fn wait_table(
+    variants: &[Variant],
+    rounds: usize,
+    waits: &mut [Vec<f64>],
+    probes: &mut [Vec<(f64, f64)>],
+) {
     let reference = variants
         .iter()
         .position(|v| v.lock_reference)
         .filter(|&i| !waits[i].is_empty())
         .map(|i| median(&mut waits[i]));
     println!(
-        "\nfile_lock waits (medians): the mean wait each measured, against the reference's \
-         (clock + one store at begin, clock + one add at end); the lock probes' run time per wait"
+        "\nfile_lock waits (medians): the mean wait each measured in the rounds above, against \
+         the reference's (clock + one store at begin, clock + one add at end); the lock probes' \
+         run time per wait (begin + end) and end's alone, from {rounds} more runs each with BPF \
+         run-time statistics on throughout"
     );
     println!(
         "{:<28} {:>12} {:>14} {:>16} {:>12}",
         "variant", "avg wait", "/ reference", "probe ns/wait", "end ns/run"
     );
     for (i, v) in variants.iter().enumerate() {
-        if waits[i].is_empty() {
+        if waits[i].is_empty() && probes[i].is_empty() {
             continue;
         }
-        let avg = median(&mut waits[i]);
-        let vs = reference.map_or("-".into(), |r| format!("{:.3}", avg / r));
+        let avg = (!waits[i].is_empty()).then(|| median(&mut waits[i]));
+        let vs = match (avg, reference) {
+            (Some(avg), Some(r)) => format!("{:.3}", avg / r),
+            _ => "-".into(),
+        };
+        let avg = avg.map_or("-".into(), |a| format!("{a:.0} ns"));
         let (per_wait, end) = if probes[i].is_empty() {
             ("-".to_string(), "-".to_string())
         } else {
@@ -481,7 +540,7 @@ fn wait_table(variants: &[Variant], waits: &mut [Vec<f64>], probes: &mut [Vec<(f
             )
         };
         println!(
-            "{:<28} {:>9.0} ns {:>14} {:>16} {:>12}",
+            "{:<28} {:>12} {:>14} {:>16} {:>12}",
             v.name, avg, vs, per_wait, end
         );
     }

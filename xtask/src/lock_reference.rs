@@ -12,7 +12,9 @@ const BPF_MAP_CREATE: i64 = 0;
 const BPF_MAP_LOOKUP_ELEM: i64 = 1;
 const BPF_MAP_GET_NEXT_KEY: i64 = 4;
 const BPF_PROG_LOAD: i64 = 5;
+const BPF_OBJ_GET_INFO_BY_FD: i64 = 15;
 const BPF_RAW_TRACEPOINT_OPEN: i64 = 17;
+const BPF_ENABLE_STATS: i64 = 32;
 const BPF_PROG_TYPE_RAW_TRACEPOINT: u32 = 17;
 const BPF_MAP_TYPE_PERCPU_HASH: u32 = 5;
 const BPF_MAP_TYPE_PERCPU_ARRAY: u32 = 6;
@@ -139,6 +141,8 @@ fn load(code: &[u8], name: &[u8]) -> Result<i32> {
 pub struct LockReference {
     fds: Vec<i32>,
     waits: i32,
+    /// The begin and end programs.
+    programs: [i32; 2],
 }
 
 /// The waits on one lock the reference measured.
@@ -154,6 +158,7 @@ impl LockReference {
         let mut this = Self {
             fds: vec![start],
             waits: -1,
+            programs: [-1; 2],
         };
         let waits = create_map(BPF_MAP_TYPE_PERCPU_HASH, 8, 16, LOCKS)?;
         this.fds.push(waits);
@@ -217,12 +222,18 @@ impl LockReference {
             .op(insn(EXIT, 0, 0, 0, 0));
 
         // The end goes in first, so no begin is left without its end.
-        for (code, name, hook) in [
-            (end.finish(), &b"fdprof_ref_end"[..], "contention_end"),
-            (begin.finish(), &b"fdprof_ref_beg"[..], "contention_begin"),
+        for (code, name, hook, slot) in [
+            (end.finish(), &b"fdprof_ref_end"[..], "contention_end", 1),
+            (
+                begin.finish(),
+                &b"fdprof_ref_beg"[..],
+                "contention_begin",
+                0,
+            ),
         ] {
             let prog = load(&code, name)?;
             this.fds.push(prog);
+            this.programs[slot] = prog;
             let hook = std::ffi::CString::new(hook)?;
             let mut attr = [0u8; 128];
             attr[0..8].copy_from_slice(&(hook.as_ptr() as u64).to_ne_bytes());
@@ -269,6 +280,63 @@ impl LockReference {
             }
         }
         Ok(best)
+    }
+}
+
+impl LockReference {
+    /// The begin and end programs' mean run time, ns a run, over the time run-time statistics
+    /// were on ([`StatsWindow`]); `None` for a program that did not run then.
+    pub fn run_times(&self) -> Result<[Option<f64>; 2]> {
+        let mut out = [None; 2];
+        for (slot, &prog) in self.programs.iter().enumerate() {
+            // `struct bpf_prog_info`: run_time_ns at 192, run_cnt at 200.
+            let mut info = [0u8; 232];
+            let mut attr = [0u8; 128];
+            attr[0..4].copy_from_slice(&(prog as u32).to_ne_bytes());
+            attr[4..8].copy_from_slice(&(info.len() as u32).to_ne_bytes());
+            attr[8..16].copy_from_slice(&(info.as_mut_ptr() as u64).to_ne_bytes());
+            bpf(BPF_OBJ_GET_INFO_BY_FD, &mut attr)
+                .context("cannot read the reference program's statistics")?;
+            let at = |o: usize| u64::from_ne_bytes(info[o..o + 8].try_into().unwrap());
+            let (time, runs) = (at(192), at(200));
+            out[slot] = (runs > 0).then(|| time as f64 / runs as f64);
+        }
+        Ok(out)
+    }
+}
+
+/// Kernel BPF run-time statistics held on while this lives, or for its first `window` only.
+/// The kernel counts the holders: fdprof's own sampler switching its statistics off does not
+/// switch these off.
+pub struct StatsWindow(Option<std::thread::JoinHandle<()>>, Option<i32>);
+
+impl StatsWindow {
+    pub fn start(window: Option<std::time::Duration>) -> Result<Self> {
+        let mut attr = [0u8; 128]; // enable_stats.type = BPF_STATS_RUN_TIME (0)
+        let fd = bpf(BPF_ENABLE_STATS, &mut attr).context("cannot enable BPF statistics")?;
+        Ok(match window {
+            Some(window) => Self(
+                Some(std::thread::spawn(move || {
+                    std::thread::sleep(window);
+                    // SAFETY: the statistics fd, closed once.
+                    unsafe { libc::close(fd) };
+                })),
+                None,
+            ),
+            None => Self(None, Some(fd)),
+        })
+    }
+}
+
+impl Drop for StatsWindow {
+    fn drop(&mut self) {
+        if let Some(t) = self.0.take() {
+            let _ = t.join();
+        }
+        if let Some(fd) = self.1.take() {
+            // SAFETY: the statistics fd, closed once.
+            unsafe { libc::close(fd) };
+        }
     }
 }
 
