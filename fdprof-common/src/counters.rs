@@ -30,7 +30,10 @@ pub mod global {
     /// Largest scan distance in bits.
     pub const SCAN_MAX: u32 = 6;
     pub const STACK_REUSES: u32 = 7;
-    pub const COUNT: u32 = 8;
+    /// Time spent walking stacks, ns: left out of the waits, so left out of the probe time a
+    /// wait can contain.
+    pub const WALK_NS: u32 = 8;
+    pub const COUNT: u32 = 9;
 }
 
 /// Histograms: `HISTS[hist * HIST_SLOTS + slot]`; the first `N_SYSCALLS` are syscall latencies.

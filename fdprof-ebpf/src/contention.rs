@@ -192,10 +192,12 @@ fn site_waits<C: StackIdContext>(ctx: &C, site: &StackSite, lock: u64, btf: bool
         (*c).key = key;
         (*c).index = index.unwrap_or(SITES);
     }
+    let walk_ns = unsafe { bpf_ktime_get_ns() }.saturating_sub(walk_start);
+    maps::add(&maps::GLOBALS, global::WALK_NS, walk_ns);
     Some(Cell {
         key,
         index: index?,
-        walk_ns: unsafe { bpf_ktime_get_ns() }.saturating_sub(walk_start),
+        walk_ns,
     })
 }
 

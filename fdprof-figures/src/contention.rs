@@ -25,7 +25,8 @@ pub struct Contention {
     /// The most probe time one measured wait can contain, ns: the mean run times of the lock
     /// tracepoints' programs together (`contention_begin` reads the clock first, so all of its
     /// run after that is inside the wait, and `contention_end` reads it once it has found the
-    /// wait). `null` where run times were not measured.
+    /// wait), less the stack walks, which are timed and left out of the wait. `null` where run
+    /// times were not measured.
     #[serde(default)]
     pub probe_ns_per_wait: Option<f64>,
 }

@@ -364,13 +364,18 @@ fn recorded_waits(fdprof: &Path, file: &Path) -> Result<WaitFigures> {
     let c = &r.contention;
     let avg =
         (c.file_lock_count > 0).then(|| c.file_lock_wait_ns as f64 / c.file_lock_count as f64);
-    let end = r
-        .own_cost
-        .programs
-        .iter()
-        .find(|p| p.name == "fdprof_lock_end")
-        .and_then(|p| p.ns_per_run);
-    Ok((avg, c.probe_ns_per_wait.zip(end)))
+    // From the programs' own mean run times, walks included: with the statistics on
+    // throughout ([`Stats::Whole`]), these cover the whole run.
+    let per_run = |name: &str| {
+        r.own_cost
+            .programs
+            .iter()
+            .find(|p| p.name == name)
+            .and_then(|p| p.ns_per_run)
+    };
+    let begin = per_run("fdprof_lock_begin");
+    let end = per_run("fdprof_lock_end");
+    Ok((avg, begin.zip(end).map(|(b, e)| (b + e, e))))
 }
 
 fn median(v: &mut [f64]) -> f64 {

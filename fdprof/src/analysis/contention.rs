@@ -27,27 +27,26 @@ pub fn contention(rec: &Recording) -> Contention {
     }
 }
 
-/// The mean run times of the lock tracepoints' begin and end programs, added.
+/// The probe time a wait can contain: the lock tracepoints' begin and end programs' mean run
+/// times, added, less the stack walks (timed by the begin program and left out of its wait).
 fn probe_ns_per_wait(rec: &Recording) -> Option<f64> {
     use fdprof_common::probes::program;
-    let mean_of = |names: [&str; 2]| {
-        let runs = rec
-            .own_cost
+    let totals = |names: [&str; 2]| {
+        rec.own_cost
             .programs
             .iter()
-            .filter(|p| names.contains(&p.name.as_str()));
-        let (time, count) = runs.fold((0u64, 0u64), |(t, n), p| {
-            (
-                t.saturating_add(p.run_time_ns),
-                n.saturating_add(p.run_count),
-            )
-        });
-        super::mean(time, count)
+            .filter(|p| names.contains(&p.name.as_str()))
+            .fold((0u64, 0u64), |(t, n), p| {
+                (
+                    t.saturating_add(p.run_time_ns),
+                    n.saturating_add(p.run_count),
+                )
+            })
     };
-    Some(
-        mean_of([program::LOCK_BEGIN, program::TP_LOCK_BEGIN])?
-            + mean_of([program::LOCK_END, program::TP_LOCK_END])?,
-    )
+    let (begin_ns, begins) = totals([program::LOCK_BEGIN, program::TP_LOCK_BEGIN]);
+    let (end_ns, ends) = totals([program::LOCK_END, program::TP_LOCK_END]);
+    let begin_ns = begin_ns.saturating_sub(rec.own_cost.walk_ns_sampled);
+    Some(super::mean(begin_ns, begins)? + super::mean(end_ns, ends)?)
 }
 
 /// Merged waits per lock: `file_lock` first, then by total wait, then by name.

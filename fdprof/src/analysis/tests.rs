@@ -331,3 +331,32 @@ fn latency_not_measured_is_a_level_with_empty_histograms() {
         assert!(s["calls"].as_u64().unwrap() > 0, "the counts stay");
     }
 }
+
+#[test]
+fn probe_time_per_wait_leaves_the_stack_walks_out() {
+    use crate::model::recording::ProgramCost;
+    use fdprof_common::probes::program;
+    let cost = |name: &str, run_time_ns, run_count| ProgramCost {
+        name: name.into(),
+        run_time_ns,
+        run_count,
+        recursion_misses: 0,
+    };
+    let mut r = testdata::recording();
+    r.own_cost.programs = vec![
+        cost(program::LOCK_BEGIN, 100 * 300 + 4_000, 100),
+        cost(program::LOCK_END, 100 * 120, 100),
+    ];
+    assert_eq!(
+        contention::contention(&r).probe_ns_per_wait,
+        Some(340.0 + 120.0)
+    );
+    // One 4 µs walk within the windows: timed by the begin program, not in its wait.
+    r.own_cost.walk_ns_sampled = 4_000;
+    assert_eq!(
+        contention::contention(&r).probe_ns_per_wait,
+        Some(300.0 + 120.0)
+    );
+    r.own_cost.programs.pop();
+    assert_eq!(contention::contention(&r).probe_ns_per_wait, None);
+}

@@ -12,6 +12,7 @@ use aya::{
     maps::{Array, RingBuf, StackTraceMap},
 };
 use fdprof_common::{
+    counters::global,
     cpu::CpuEvent,
     fnops,
     probes::{Mode, Role, map, setting, target_kind},
@@ -311,7 +312,9 @@ impl Profiler {
     /// that share an origin share their windows (a daemon with 64 profilers timed from their
     /// attaches would keep them on most of the time).
     pub fn tick_from(&mut self, origin: Instant) -> Duration {
-        self.stats.tick(origin.elapsed())
+        let ebpf = &self.ebpf;
+        self.stats
+            .tick(origin.elapsed(), || snapshot::walk_ns(ebpf).unwrap_or(0))
     }
 
     /// Everything aggregated since attach: per-CPU sums of the maps, the stacks they refer to
@@ -321,6 +324,9 @@ impl Profiler {
         snap.programs = stats::program_costs(&self.ebpf);
         snap.elapsed = self.attached_at.elapsed();
         snap.stats_window = self.stats.sampled_so_far();
+        snap.walk_ns_sampled = self
+            .stats
+            .walk_ns_so_far(snap.globals[global::WALK_NS as usize]);
         if let Some((event, frequency_hz)) = self.cpu {
             snap.cpu = Some(cpu::read(&self.ebpf, event, frequency_hz)?);
         }
@@ -330,7 +336,8 @@ impl Profiler {
     /// Takes the last snapshot, with the statistics sampler stopped so its window is final,
     /// then detaches and unloads every program.
     pub fn finish(mut self) -> Result<Snapshot> {
-        self.stats.stop();
+        let ebpf = &self.ebpf;
+        self.stats.stop(|| snapshot::walk_ns(ebpf).unwrap_or(0));
         self.snapshot()
     }
 }

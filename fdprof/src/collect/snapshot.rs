@@ -84,6 +84,8 @@ pub struct Snapshot {
     pub elapsed: Duration,
     /// How long the kernel's run-time statistics were on (the programs' costs cover this).
     pub stats_window: Duration,
+    /// Stack-walk time within that window, ns (part of the lock probes' run time).
+    pub walk_ns_sampled: u64,
     pub programs: Vec<ProgramStats>,
     pub contention: Vec<(SiteKey, Contention)>,
     /// Stack id → instruction pointers, innermost first.
@@ -164,6 +166,14 @@ fn per_cpu_array(
             Ok(combine(i, &values))
         })
         .collect()
+}
+
+/// The lock probes' stack-walk time so far (`global::WALK_NS`, summed over CPUs), ns: read
+/// alone at each switch of the run-time statistics.
+pub fn walk_ns(ebpf: &Ebpf) -> Result<u64> {
+    let map: PerCpuArray<_, u64> =
+        PerCpuArray::try_from(ebpf.map(map::GLOBALS).context("no map GLOBALS")?)?;
+    Ok(map.get(&global::WALK_NS, 0)?.iter().sum())
 }
 
 /// The maps' contents now (costs, times and window are the profiler's to fill in).
@@ -277,6 +287,7 @@ impl Snapshot {
         Snapshot {
             elapsed: self.elapsed.saturating_sub(earlier.elapsed),
             stats_window: self.stats_window.saturating_sub(earlier.stats_window),
+            walk_ns_sampled: self.walk_ns_sampled.saturating_sub(earlier.walk_ns_sampled),
             programs,
             contention,
             stacks: self.stacks.clone(),

@@ -21,11 +21,15 @@ pub struct ProgramStats {
 /// windows. Each switch patches kernel text (a static key), so switches stay rare: under qemu
 /// TCG, a switch every 100 ms crashed a 6.12 guest.
 pub struct StatsSampler {
-    on: Option<(OwnedFd, Instant)>,
+    /// The statistics fd while they are on, since when, and the stack-walk time then.
+    on: Option<(OwnedFd, Instant, u64)>,
     window: Duration,
     period: Duration,
     /// Time the statistics were on so far.
     pub sampled: Duration,
+    /// Stack-walk time (`global::WALK_NS`) within the windows so far: the part of the lock
+    /// probes' run time that the waits leave out.
+    walk_ns: u64,
 }
 
 impl StatsSampler {
@@ -35,21 +39,24 @@ impl StatsSampler {
             window: Duration::from_millis(250),
             period: Duration::from_secs(10),
             sampled: Duration::ZERO,
+            walk_ns: 0,
         }
     }
 
     /// Switches statistics on or off for the moment `elapsed` into the recording, and says how
     /// long until the next switch is due (a little after it, so the next call is past it).
-    pub fn tick(&mut self, elapsed: Duration) -> Duration {
+    /// `walk_ns` reads the programs' stack-walk time, at switches only: after switching on and
+    /// before switching off, so no walk outside a window is counted in one.
+    pub fn tick(&mut self, elapsed: Duration, walk_ns: impl Fn() -> u64) -> Duration {
         let phase = Duration::from_nanos((elapsed.as_nanos() % self.period.as_nanos()) as u64);
         let want = phase < self.window;
         match (&self.on, want) {
             (None, true) => {
                 self.on = aya::sys::enable_stats(aya::sys::Stats::RunTime)
                     .ok()
-                    .map(|fd| (fd, Instant::now()));
+                    .map(|fd| (fd, Instant::now(), walk_ns()));
             }
-            (Some(_), false) => self.stop(),
+            (Some(_), false) => self.stop(walk_ns),
             _ => {}
         }
         let next = match want {
@@ -65,12 +72,24 @@ impl StatsSampler {
             + self
                 .on
                 .as_ref()
-                .map_or(Duration::ZERO, |(_, since)| since.elapsed())
+                .map_or(Duration::ZERO, |(_, since, _)| since.elapsed())
+    }
+
+    /// Stack-walk time within the windows so far, the current one included (`walk_ns_now` is
+    /// the programs' total now).
+    pub fn walk_ns_so_far(&self, walk_ns_now: u64) -> u64 {
+        self.walk_ns
+            + self
+                .on
+                .as_ref()
+                .map_or(0, |(_, _, at)| walk_ns_now.saturating_sub(*at))
     }
 
     /// Switches statistics off (closing the fd is what disables them).
-    pub fn stop(&mut self) {
-        if let Some((_, since)) = self.on.take() {
+    pub fn stop(&mut self, walk_ns: impl Fn() -> u64) {
+        if let Some((fd, since, at)) = self.on.take() {
+            self.walk_ns += walk_ns().saturating_sub(at);
+            drop(fd);
             self.sampled += since.elapsed();
         }
     }

@@ -56,6 +56,7 @@ pub fn recording(snap: &Snapshot, run: Run, sym: &mut Symbolizers) -> Recording 
             programs: build::program_costs(snap),
             collector_cpu_ns: run.collector_cpu_ns,
             stats_window_ns: snap.stats_window.as_nanos() as u64,
+            walk_ns_sampled: snap.walk_ns_sampled,
         },
         notes: run.notes,
         series: None,

@@ -340,6 +340,7 @@ fn add_own_cost(into: &mut OwnCost, other: &OwnCost) {
         programs,
         collector_cpu_ns,
         stats_window_ns,
+        walk_ns_sampled,
     } = other;
     for o in programs {
         let ProgramCost {
@@ -358,6 +359,7 @@ fn add_own_cost(into: &mut OwnCost, other: &OwnCost) {
     }
     into.collector_cpu_ns = into.collector_cpu_ns.saturating_add(*collector_cpu_ns);
     into.stats_window_ns = into.stats_window_ns.saturating_add(*stats_window_ns);
+    into.walk_ns_sampled = into.walk_ns_sampled.saturating_add(*walk_ns_sampled);
 }
 
 /// Union in order, without duplicates, and no more than a recording may hold

@@ -165,6 +165,10 @@ pub struct OwnCost {
     /// `run_time_ns` and `run_count` cover this much of the recording.
     #[serde(default)]
     pub stats_window_ns: u64,
+    /// Time the lock probes spent walking stacks within that window, ns: part of their
+    /// `run_time_ns`, but left out of the waits they measure.
+    #[serde(default)]
+    pub walk_ns_sampled: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -56,7 +56,8 @@ pub(super) fn contention(out: &mut Vec<String>, r: &Report) {
     if let Some(ns) = c.probe_ns_per_wait {
         out.push(format!(
             "  probe time: each wait includes at most ~{} of fdprof's own (the lock probes' mean \
-             run time: contention_begin reads the clock first, contention_end once it has the wait)",
+             run time, stack walks left out as they are from the wait: contention_begin reads the \
+             clock first, contention_end once it has the wait)",
             duration(ns.round() as u64)
         ));
     }
