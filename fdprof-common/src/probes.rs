@@ -350,6 +350,18 @@ pub mod program {
         super::syscall_table!(pairs);
 }
 
+/// Whether `name`, as the kernel keeps a program's name (its first 15 bytes,
+/// `BPF_OBJ_NAME_LEN - 1`: what `bpf_prog_<tag>_<name>` in kallsyms shows), is one of fdprof's
+/// programs.
+pub fn is_own_program(name: &str) -> bool {
+    const KEPT: usize = 15;
+    let kept = |full: &str| &full[..full.len().min(KEPT)] == name;
+    program::ALL.iter().any(|p| kept(p))
+        || program::SYSCALL_FENTRY
+            .iter()
+            .any(|(entry, exit)| kept(entry) || kept(exit))
+}
+
 /// Lists, for each index `i` of `FD_SYSCALLS` with its syscall's name, either the fentry/fexit
 /// program names or the syscall function (`pairs` or `functions`).
 macro_rules! syscall_table {

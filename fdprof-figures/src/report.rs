@@ -61,6 +61,10 @@ pub struct Report {
     /// On-CPU samples, for a recording made with `record --cpu`; absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<crate::Cpu>,
+    /// The machine's steal time over the recording; absent where it was not read (recordings
+    /// made before fdprof read it, or without `/proc/stat`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steal: Option<crate::Steal>,
 }
 
 impl Default for Report {
@@ -87,6 +91,7 @@ impl Default for Report {
             rates: None,
             counters: None,
             cpu: None,
+            steal: None,
         }
     }
 }

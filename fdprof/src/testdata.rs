@@ -230,6 +230,7 @@ pub fn recording() -> Recording {
         cpu: None,
         trace: None,
         counters: None,
+        steal: None,
     }
 }
 
@@ -412,6 +413,7 @@ pub fn command_recording() -> Recording {
         cpu: None,
         trace: None,
         counters: None,
+        steal: None,
     }
 }
 

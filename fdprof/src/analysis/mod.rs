@@ -38,7 +38,7 @@ pub use flamegraph::{
     FlamegraphOptions, Folded, FoldedStack, LockFilter, OpFilter, Weight, folded, folded_cpu,
 };
 pub use functions::functions;
-pub use header::{fd_activity_recorded, header};
+pub use header::{fd_activity_recorded, header, steal};
 pub use histogram::summary;
 pub use live::{IntervalRates, OperationRate, SyscallRate, per_second, rates};
 pub use own_cost::own_cost;
@@ -79,6 +79,7 @@ pub fn report(rec: &Recording, opts: &ReportOptions) -> Report {
         rates: series_rates(rec),
         counters: counters(rec),
         cpu: cpu(rec, opts),
+        steal: steal(rec),
     }
 }
 

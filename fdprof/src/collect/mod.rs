@@ -11,6 +11,7 @@ pub mod launch;
 pub mod profiler;
 pub mod snapshot;
 pub mod stats;
+pub mod steal;
 pub mod stream;
 pub mod target;
 pub mod trace;

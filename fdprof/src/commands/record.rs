@@ -180,6 +180,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
     let (end_reason, duration_ns) =
         record_until_the_end(&args, &mut collector, &mut session, series.as_mut());
     let snap = collector.finish()?; // detached before the slow part
+    let steal = session.steal();
     let trace = tracing.map(|t| t.finish(&snap, args.raw_addrs));
     let counters = counters.map(ThreadCounters::read);
     if let Some(pid) = session.resolved.pid.filter(|&p| target::process_alive(p)) {
@@ -234,6 +235,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
     let mut recording = assemble::recording(&snap, run, &mut sym);
     recording.series = series;
     recording.counters = counters.as_ref().map(Counters::from);
+    recording.steal = steal;
     if let Some(t) = trace {
         eprintln!(
             "fdprof: traced {} fd-table operations ({} lost, {} past --trace-limit)",

@@ -62,5 +62,6 @@ pub fn recording(snap: &Snapshot, run: Run, sym: &mut Symbolizers) -> Recording 
         cpu: super::cpu::profile(snap, sym),
         trace: None,
         counters: None,
+        steal: None,
     }
 }

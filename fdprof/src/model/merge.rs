@@ -32,8 +32,9 @@ pub const FOLDED_SITES: usize = bounded::SAMPLE_WAITS;
 /// offset and module, not its raw address, which differs between processes).
 ///
 /// Left to the caller, who knows whether `other` follows `into` in time or ran beside it in
-/// another process: `target`, `started_unix_ms`, `duration_ns`, `end_reason` (unchanged) and
-/// `series` (unchanged). `own_cost.stats_window_ns` adds, which is right in time; across
+/// another process: `target`, `started_unix_ms`, `duration_ns`, `end_reason` (unchanged),
+/// `series` and `steal` (unchanged: the machine's, over the caller's span).
+/// `own_cost.stats_window_ns` adds, which is right in time; across
 /// processes (whose windows overlap) the caller sets it, as it sets `duration_ns`.
 pub fn add(into: &mut Recording, other: &Recording) {
     let Recording {
@@ -63,6 +64,7 @@ pub fn add(into: &mut Recording, other: &Recording) {
         cpu,
         trace: _,
         counters,
+        steal: _,
     } = into;
     // `format` and `version` are this fdprof's; the rest of the facts are kept unless unknown.
     keep_unless_empty(fdprof_version, &other.fdprof_version);

@@ -193,6 +193,7 @@ fn empty_like(r: &Recording) -> Recording {
         cpu: r.cpu.clone(),
         trace: None,
         counters: r.counters.clone(),
+        steal: r.steal,
     }
 }
 

@@ -320,6 +320,35 @@ pub struct Recording {
     /// The target's per-thread counters (`record`, unless `--no-counters` or `-a`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counters: Option<super::counters::Counters>,
+    /// The machine's steal time over the recording (`record`); absent where `/proc/stat`
+    /// could not be read and in recordings made before fdprof read it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steal: Option<StealTime>,
+}
+
+/// Time the hypervisor ran something else while this machine's vCPUs were runnable, from
+/// `/proc/stat` at the start and the end of the recording (tick resolution, 10 ms).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StealTime {
+    pub steal_ns: u64,
+    /// All the CPUs' time over the recording (idle included): the whole the steal is part of.
+    pub total_ns: u64,
+    pub cpus: u32,
+    /// The CPU that lost the most: its steal and its total time.
+    pub max_cpu_steal_ns: u64,
+    pub max_cpu_total_ns: u64,
+}
+
+impl From<crate::collect::steal::Steal> for StealTime {
+    fn from(s: crate::collect::steal::Steal) -> Self {
+        Self {
+            steal_ns: s.steal_ns,
+            total_ns: s.total_ns,
+            cpus: s.cpus,
+            max_cpu_steal_ns: s.max_cpu_steal_ns,
+            max_cpu_total_ns: s.max_cpu_total_ns,
+        }
+    }
 }
 
 fn always_timed() -> bool {

@@ -270,6 +270,7 @@ pub fn sample_recording(rec: &Recording, sample: &Sample, last: bool) -> Recordi
         cpu: None,
         trace: None,
         counters: None,
+        steal: None,
     }
 }
 
