@@ -350,12 +350,12 @@ pub mod program {
         super::syscall_table!(pairs);
 }
 
-/// Whether `name`, as the kernel keeps a program's name (its first 15 bytes,
-/// `BPF_OBJ_NAME_LEN - 1`: what `bpf_prog_<tag>_<name>` in kallsyms shows), is one of fdprof's
-/// programs.
+/// Whether `name`, a program's name as kallsyms shows it in `bpf_prog_<tag>_<name>`, is one of
+/// fdprof's programs: the whole name where the program carries BTF, else the first 15 bytes
+/// the kernel keeps (`BPF_OBJ_NAME_LEN - 1`).
 pub fn is_own_program(name: &str) -> bool {
     const KEPT: usize = 15;
-    let kept = |full: &str| &full[..full.len().min(KEPT)] == name;
+    let kept = |full: &str| full == name || &full[..full.len().min(KEPT)] == name;
     program::ALL.iter().any(|p| kept(p))
         || program::SYSCALL_FENTRY
             .iter()
