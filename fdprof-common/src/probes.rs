@@ -23,7 +23,11 @@ pub mod map {
     pub const EVENTS: &str = "EVENTS";
     /// Ring buffer of `trace::TraceRecord`s (`record --trace`).
     pub const TRACE: &str = "TRACE";
-    pub const ALL: [&str; 13] = [
+    /// Per-CPU hash of `process::ProcessSyscall` → `process::ProcessCounts` (`-a` only).
+    pub const PROCESS_SYSCALLS: &str = "PROCESS_SYSCALLS";
+    /// Hash of tgid → comm (`-a` only).
+    pub const PROCESS_COMMS: &str = "PROCESS_COMMS";
+    pub const ALL: [&str; 15] = [
         STACKS,
         SITE_INDEX,
         SITE_WAITS,
@@ -37,6 +41,8 @@ pub mod map {
         CONFIG,
         EVENTS,
         TRACE,
+        PROCESS_SYSCALLS,
+        PROCESS_COMMS,
     ];
 }
 

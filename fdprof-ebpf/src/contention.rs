@@ -186,6 +186,8 @@ fn site_waits<C: StackIdContext>(ctx: &C, site: &StackSite, lock: u64, btf: bool
         lock: identify(lock, site.flags, btf),
         kernel_stack: stack_id(ctx, 0, drop::KERNEL_STACK),
         user_stack: stack_id(ctx, u64::from(BPF_F_USER_STACK), drop::USER_STACK),
+        tgid: kernel::process_of_all().unwrap_or(0),
+        _pad: 0,
     };
     maps::add(&maps::GLOBALS, global::STACK_WALKS, 1);
     let index = index_of(&key);
@@ -215,7 +217,8 @@ fn index_of(key: &SiteKey) -> Option<u32> {
     let h = (u64::from(key.kernel_stack as u32) << 32 | u64::from(key.user_stack as u32))
         ^ key.lock.static_addr
         ^ u64::from(key.lock.class) << 8
-        ^ u64::from(key.lock.known) << 16;
+        ^ u64::from(key.lock.known) << 16
+        ^ u64::from(key.tgid) << 24;
     let start = (h.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) as u32;
     for probe in 0..SITE_PROBES {
         let i = start.wrapping_add(probe) % SITES;

@@ -65,6 +65,11 @@ pub struct Report {
     /// made before fdprof read it, or without `/proc/stat`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steal: Option<crate::Steal>,
+    /// Per process, for a system-wide recording (`-a`): every process that made an fd syscall
+    /// or waited, most `file_lock` wait first, then most wait, most fd syscalls, lowest pid.
+    /// Empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub processes: Vec<crate::Process>,
 }
 
 impl Default for Report {
@@ -92,6 +97,7 @@ impl Default for Report {
             counters: None,
             cpu: None,
             steal: None,
+            processes: Vec::new(),
         }
     }
 }

@@ -70,6 +70,7 @@ pub fn site(
         total_wait_ns: wait.sum,
         max_wait_ns: wait.max,
         wait,
+        pid: None,
     }
 }
 
@@ -230,6 +231,7 @@ pub fn recording() -> Recording {
         cpu: None,
         trace: None,
         counters: None,
+        processes: Vec::new(),
         steal: None,
     }
 }
@@ -413,6 +415,7 @@ pub fn command_recording() -> Recording {
         cpu: None,
         trace: None,
         counters: None,
+        processes: Vec::new(),
         steal: None,
     }
 }

@@ -15,6 +15,7 @@ mod header;
 mod histogram;
 mod live;
 mod own_cost;
+mod processes;
 mod profile;
 pub mod replay;
 mod scan;
@@ -39,6 +40,7 @@ pub use flamegraph::{
 };
 pub use functions::functions;
 pub use header::{fd_activity_recorded, header, steal};
+pub use processes::processes;
 pub use histogram::summary;
 pub use live::{IntervalRates, OperationRate, SyscallRate, per_second, rates};
 pub use own_cost::own_cost;
@@ -80,6 +82,7 @@ pub fn report(rec: &Recording, opts: &ReportOptions) -> Report {
         counters: counters(rec),
         cpu: cpu(rec, opts),
         steal: steal(rec),
+        processes: processes(rec),
     }
 }
 

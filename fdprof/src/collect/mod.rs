@@ -8,6 +8,7 @@ pub mod direct;
 pub mod events;
 pub mod kernel;
 pub mod launch;
+pub mod processes;
 pub mod profiler;
 pub mod snapshot;
 pub mod stats;

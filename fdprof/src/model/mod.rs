@@ -11,6 +11,7 @@ pub mod lock;
 pub mod merge;
 pub mod operation;
 pub mod own;
+pub mod process;
 pub mod read;
 pub mod recording;
 pub mod series;
