@@ -103,3 +103,47 @@ fn process_filters_need_a_system_wide_recording() {
     assert!(err.contains("system-wide"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
 }
+
+/// The user frames of a process that exited before `record -a` ended: symbolized, with the
+/// workload's own Rust functions named. Which stacks contend is up to the scheduler: a few runs
+/// are allowed for one whose user stack reaches the workload's code.
+#[test]
+fn user_frames_of_an_exited_process_are_symbolized_system_wide() {
+    require_root();
+    let _kernel = kernel_lock();
+    let out = tmp("processes-user.data");
+    for _ in 0..4 {
+        let w = start_workload(&["cputime", "-t", "3", "-d", "1s"]);
+        let pid = w.pid;
+        let rec = start_record(&["-a", "-o", out.to_str().unwrap()]);
+        w.go();
+        w.finish();
+        // The workload has exited; the recording goes on until now.
+        // SAFETY: the recorder is our own child.
+        unsafe { libc::kill(rec.id() as i32, libc::SIGINT) };
+        let mut rec = rec;
+        assert!(rec.wait().unwrap().success());
+        let recording = read_json(&out);
+        let sites: Vec<&Value> = recording["contention"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["pid"] == pid)
+            .collect();
+        let named = sites.iter().any(|s| {
+            s["user_stack"].as_array().unwrap().iter().any(|f| {
+                f["function"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("fdprof_workload::")
+            })
+        });
+        if named {
+            let notes = recording["notes"].to_string();
+            assert!(notes.contains("user stacks of every process"), "{notes}");
+            assert_no_programs_left();
+            return;
+        }
+    }
+    panic!("no wait of the exited workload had its user frames named in 4 runs");
+}

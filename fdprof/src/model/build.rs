@@ -59,7 +59,8 @@ pub(super) fn trim_probe_frames(mut frames: Vec<Frame>) -> Vec<Frame> {
     frames
 }
 
-/// Where user stacks are symbolized: the target process, when there is a single one.
+/// Where user stacks are symbolized: the target process, when there is a single one; else
+/// (`-a`) the process each contention site names.
 pub struct Symbolizers<'a> {
     pub kernel: &'a KernelSymbols,
     pub user: &'a mut UserSymbolizer,
@@ -77,7 +78,13 @@ impl Symbolizers<'_> {
 
     /// A user stack's frames, innermost first; none without the stack or the process.
     pub fn user_frames(&mut self, ips: Option<&Vec<u64>>) -> Vec<Frame> {
-        match (ips, self.user_pid) {
+        self.user_frames_of(ips, None)
+    }
+
+    /// [`user_frames`](Self::user_frames) of process `pid` where the recording has no single
+    /// target process (`-a`).
+    pub fn user_frames_of(&mut self, ips: Option<&Vec<u64>>, pid: Option<u32>) -> Vec<Frame> {
+        match (ips, self.user_pid.or(pid)) {
             (Some(ips), Some(pid)) => self
                 .user
                 .resolve(pid, ips, self.raw_addrs)
@@ -91,7 +98,8 @@ impl Symbolizers<'_> {
 
 pub fn contention_sites(snap: &Snapshot, sym: &mut Symbolizers) -> Vec<ContentionSite> {
     let mut kernel_frames: HashMap<i32, Vec<Frame>> = HashMap::new();
-    let mut user_frames: HashMap<i32, Vec<Frame>> = HashMap::new();
+    // User stacks by (stack id, process): one id can be the same addresses in two processes.
+    let mut user_frames: HashMap<(i32, u32), Vec<Frame>> = HashMap::new();
     let mut sites = Vec::with_capacity(snap.contention.len());
     for (key, c) in &snap.contention {
         let kstack = kernel_frames
@@ -103,9 +111,10 @@ pub fn contention_sites(snap: &Snapshot, sym: &mut Symbolizers) -> Vec<Contentio
                     .unwrap_or_default()
             })
             .clone();
+        let pid = (key.tgid != 0).then_some(key.tgid);
         let ustack = user_frames
-            .entry(key.user_stack)
-            .or_insert_with(|| sym.user_frames(snap.stacks.get(&key.user_stack)))
+            .entry((key.user_stack, key.tgid))
+            .or_insert_with(|| sym.user_frames_of(snap.stacks.get(&key.user_stack), pid))
             .clone();
         let mut wait = Log2Hist::default();
         for (slot, &n) in c.slots.iter().enumerate() {
