@@ -68,8 +68,14 @@ pub mod drop {
     pub const LIMIT: u32 = 5;
     pub const COUNT: u32 = 6;
 
-    pub const PROBE_NAMES: [&str; PROBES as usize] =
-        ["contention", "syscalls", "events", "cpu", "trace", "processes"];
+    pub const PROBE_NAMES: [&str; PROBES as usize] = [
+        "contention",
+        "syscalls",
+        "events",
+        "cpu",
+        "trace",
+        "processes",
+    ];
     pub const REASON_NAMES: [&str; COUNT as usize] = [
         "map_full",
         "kernel_stack",

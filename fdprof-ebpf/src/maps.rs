@@ -7,7 +7,9 @@ use aya_ebpf::{
 };
 use fdprof_common::{
     HIST_SLOTS,
-    counters::{DROP_ENTRIES, HIST_ENTRIES, SYSCALL_COUNTER_ENTRIES, drop, global, hist, per_syscall},
+    counters::{
+        DROP_ENTRIES, HIST_ENTRIES, SYSCALL_COUNTER_ENTRIES, drop, global, hist, per_syscall,
+    },
     events::{EventRecord, RING_BYTES},
     log2_slot,
     process::{COMM_LEN, PROCESS_ROWS, PROCESSES, ProcessCounts, ProcessSyscall},

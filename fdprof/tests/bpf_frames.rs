@@ -69,7 +69,10 @@ fn a_stack_through_fdprofs_program_names_it() {
     assert!(symbols.add_bpf_programs(&after) >= 1);
     let named = symbols.resolve_stack(&stack, false);
     assert_eq!(named[0].function, symbol);
-    assert_eq!((named[0].offset, named[0].module.as_deref()), (4, Some("bpf")));
+    assert_eq!(
+        (named[0].offset, named[0].module.as_deref()),
+        (4, Some("bpf"))
+    );
     assert_eq!(named[1].function, "alloc_fd");
     assert!(
         own::on_stack(named.iter().map(|f| f.function.as_str())),

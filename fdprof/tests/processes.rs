@@ -68,7 +68,14 @@ fn each_process_gets_exactly_its_own_syscalls() {
         assert_eq!(p["fd_syscalls"].as_u64().unwrap(), total, "pid {pid}");
         // The same rows as the whole-machine section.
         let row = &p["syscalls"][0];
-        for field in ["name", "calls", "errors", "fds_created", "fds_closed", "allocs"] {
+        for field in [
+            "name",
+            "calls",
+            "errors",
+            "fds_created",
+            "fds_closed",
+            "allocs",
+        ] {
             assert!(row.get(field).is_some(), "{field}");
         }
         // Narrowed to the one process, the whole report is its own.

@@ -29,7 +29,9 @@ pub fn contention(rec: &Recording) -> Contention {
         probe_ns_per_wait: probe_ns_per_wait(rec),
         irq: waits_where(rec, |s| s.operation == Operation::Irq),
         softirq: waits_where(rec, |s| s.operation == Operation::Softirq),
-        fdprof_on_stack: waits_where(rec, |s| own::on_stack(s.kernel_stack.iter().map(|f| f.function.as_str()))),
+        fdprof_on_stack: waits_where(rec, |s| {
+            own::on_stack(s.kernel_stack.iter().map(|f| f.function.as_str()))
+        }),
     }
 }
 

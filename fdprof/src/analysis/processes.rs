@@ -15,7 +15,11 @@ pub fn processes(rec: &Recording) -> Vec<Process> {
         .iter()
         .map(|p| {
             let own = process::only(rec, |q| q.pid == p.pid);
-            let file_lock = || own.contention.iter().filter(|s| s.lock == LockKind::FileLock);
+            let file_lock = || {
+                own.contention
+                    .iter()
+                    .filter(|s| s.lock == LockKind::FileLock)
+            };
             let syscalls = syscalls(&own);
             Process {
                 pid: p.pid,

@@ -85,7 +85,11 @@ impl CpuTimes {
 pub fn tick_ns() -> u64 {
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if hz > 0 { 1_000_000_000 / hz as u64 } else { 10_000_000 }
+    if hz > 0 {
+        1_000_000_000 / hz as u64
+    } else {
+        10_000_000
+    }
 }
 
 #[cfg(test)]

@@ -14,7 +14,6 @@ use fdprof_common::{
 
 use super::session::{self, Request, Session, Streams};
 use super::trace;
-use crate::symbolize::SystemMaps;
 use crate::collect::{
     TargetSpec,
     counters::ThreadCounters,
@@ -29,6 +28,7 @@ use crate::model::{
     series::{self, Series},
 };
 use crate::output::Output;
+use crate::symbolize::SystemMaps;
 
 #[derive(clap::Args, Debug)]
 #[command(group(clap::ArgGroup::new("target").required(true).args(["pid", "tid", "all", "command"])))]

@@ -81,7 +81,7 @@ fn only_processes(rec: Recording, args: &ReportArgs) -> Result<Recording> {
         );
     }
     let mut narrowed = model::process::only(&rec, |p| {
-        args.pid.contains(&p.pid) || args.comm.iter().any(|c| *c == p.comm)
+        args.pid.contains(&p.pid) || args.comm.contains(&p.comm)
     });
     if narrowed.processes.is_empty() {
         anyhow::bail!("{file} has no process with {}", selection(args));

@@ -11,13 +11,13 @@ use anyhow::{Context, Result};
 use fdprof_common::{probes::Mode, session::EndReason};
 
 use crate::collect::steal::{CpuTimes, tick_ns};
-use crate::model::recording::StealTime;
 use crate::collect::{
     Kernel, Profiler, ProfilerOptions, Resolved, TargetSpec,
     launch::{self, Launched, Program},
     stats::own_cpu_ns,
     target,
 };
+use crate::model::recording::StealTime;
 use crate::model::recording::Target;
 use crate::privileges::{self, Capability};
 use crate::probe::kallsyms::Kallsyms;

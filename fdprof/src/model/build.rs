@@ -14,7 +14,7 @@ use super::{
     hist::Log2Hist,
     lock, operation,
     recording::{
-        ContentionSite, DropCount, Frame, FunctionStats, ProgramCost, ProcessRecord, ScanStats,
+        ContentionSite, DropCount, Frame, FunctionStats, ProcessRecord, ProgramCost, ScanStats,
         StackWalks, SyscallStats, TableStats,
     },
 };
@@ -148,12 +148,7 @@ pub fn processes(snap: &Snapshot) -> Vec<ProcessRecord> {
     let mut entry = |tgid: u32| {
         by_pid.entry(tgid).or_insert_with(|| ProcessRecord {
             pid: tgid,
-            comm: snap
-                .processes
-                .comms
-                .get(&tgid)
-                .cloned()
-                .unwrap_or_default(),
+            comm: snap.processes.comms.get(&tgid).cloned().unwrap_or_default(),
             syscalls: Vec::new(),
         });
     };

@@ -141,7 +141,10 @@ mod tests {
         ];
         assert_eq!(super::of_stack(stack), Operation::Softirq);
         // Without the interrupt frames, the same task's wait is the allocator's.
-        assert_eq!(super::of_stack(stack[11..].iter().copied()), Operation::Alloc);
+        assert_eq!(
+            super::of_stack(stack[11..].iter().copied()),
+            Operation::Alloc
+        );
     }
 
     #[test]
@@ -164,7 +167,12 @@ mod tests {
         );
         // Softirqs run where bottom halves are re-enabled, and on interrupt exit when the
         // softirq loop is inlined into it.
-        let bh = ["_raw_spin_lock", "net_rx_action", "__do_softirq", "do_softirq"];
+        let bh = [
+            "_raw_spin_lock",
+            "net_rx_action",
+            "__do_softirq",
+            "do_softirq",
+        ];
         assert_eq!(super::of_stack(bh), Operation::Softirq);
         assert_eq!(
             super::of_stack(["_raw_spin_lock", "irq_exit_rcu", "sysvec_reschedule_ipi"]),

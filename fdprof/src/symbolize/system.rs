@@ -46,7 +46,10 @@ impl SystemMaps {
         let mut alive = Vec::new();
         let mut taken = 0;
         for entry in dir.flatten() {
-            let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok())
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u32>().ok())
             else {
                 continue;
             };
@@ -92,7 +95,10 @@ mod tests {
         let mut user = UserSymbolizer::new();
         let mut maps = SystemMaps::new();
         // A child of ours, so there is at least one process to follow.
-        let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
         let first = maps.pass(&mut user);
         assert!(first >= 1, "nothing followed");
         assert!(user.has_snapshot(child.id()));
@@ -104,6 +110,9 @@ mod tests {
         child.kill().unwrap();
         child.wait().unwrap();
         maps.pass(&mut user);
-        assert!(user.has_snapshot(child.id()), "a gone process keeps its snapshot");
+        assert!(
+            user.has_snapshot(child.id()),
+            "a gone process keeps its snapshot"
+        );
     }
 }

@@ -12,9 +12,8 @@ pub(super) fn processes(out: &mut Vec<String>, r: &Report) {
         0 => r.processes.len(),
         n => n,
     };
-    let shown = |rows: Vec<&Process>| -> Vec<Vec<String>> {
-        rows.into_iter().take(top).map(row).collect()
-    };
+    let shown =
+        |rows: Vec<&Process>| -> Vec<Vec<String>> { rows.into_iter().take(top).map(row).collect() };
     let head = [
         "pid",
         "comm",
@@ -56,7 +55,11 @@ fn row(p: &Process) -> Vec<String> {
         .collect();
     vec![
         p.pid.to_string(),
-        if p.comm.is_empty() { "?".into() } else { p.comm.clone() },
+        if p.comm.is_empty() {
+            "?".into()
+        } else {
+            p.comm.clone()
+        },
         duration(p.file_lock_wait_ns),
         p.file_lock_count.to_string(),
         duration(p.wait_ns),
