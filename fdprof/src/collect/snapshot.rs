@@ -187,6 +187,8 @@ pub fn read(ebpf: &Ebpf) -> Result<Snapshot> {
             }
         })?,
         fn_hists: per_cpu_array(ebpf, map::FN_HISTS, FN_HIST_ENTRIES, sum)?,
+        // Right after the machine's counters: what is counted between the two reads is in one
+        // and not yet in the other (the next snapshot has it in both).
         processes: super::processes::Processes::read(ebpf)?,
         ..Default::default()
     };
