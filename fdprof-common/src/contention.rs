@@ -119,6 +119,9 @@ pub struct SiteKey {
     /// Stack ids in the stack-trace map; negative when the stack could not be taken.
     pub kernel_stack: i32,
     pub user_stack: i32,
+    /// The waiting process, under `-a` (each process's `file_lock` is its own); 0 otherwise.
+    pub tgid: u32,
+    pub _pad: u32,
 }
 
 /// Sites the programs add waits up for (`SITE_INDEX` entries, `SITE_WAITS` elements). Each

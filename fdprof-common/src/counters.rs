@@ -55,7 +55,9 @@ pub mod drop {
     pub const PROBE_CPU: u32 = 3;
     /// fd-table trace records lost (`record --trace`).
     pub const PROBE_TRACE: u32 = 4;
-    pub const PROBES: u32 = 5;
+    /// Per-process rows of a system-wide recording (`process::PROCESS_ROWS`).
+    pub const PROBE_PROCESSES: u32 = 5;
+    pub const PROBES: u32 = 6;
 
     /// A map had no room (for syscalls: another thread's entry took the in-flight slot).
     pub const MAP_FULL: u32 = 0;
@@ -69,8 +71,14 @@ pub mod drop {
     pub const LIMIT: u32 = 5;
     pub const COUNT: u32 = 6;
 
-    pub const PROBE_NAMES: [&str; PROBES as usize] =
-        ["contention", "syscalls", "events", "cpu", "trace"];
+    pub const PROBE_NAMES: [&str; PROBES as usize] = [
+        "contention",
+        "syscalls",
+        "events",
+        "cpu",
+        "trace",
+        "processes",
+    ];
     pub const REASON_NAMES: [&str; COUNT as usize] = [
         "map_full",
         "kernel_stack",

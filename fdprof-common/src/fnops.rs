@@ -21,13 +21,19 @@ pub enum Operation {
     Exec,
     /// Copying the table at fork.
     Fork,
+    /// In a hardware interrupt handler that landed on the waiting task, whatever the task was
+    /// doing beneath it.
+    Irq,
+    /// In softirq processing (on interrupt exit, or where bottom halves were re-enabled),
+    /// whatever the task was doing beneath it.
+    Softirq,
     /// Outside any fd-table operation.
     #[default]
     Other,
 }
 
 impl Operation {
-    pub const ALL: [Operation; 8] = [
+    pub const ALL: [Operation; 10] = [
         Operation::Alloc,
         Operation::Close,
         Operation::Expand,
@@ -35,6 +41,8 @@ impl Operation {
         Operation::CloseRange,
         Operation::Exec,
         Operation::Fork,
+        Operation::Irq,
+        Operation::Softirq,
         Operation::Other,
     ];
 
@@ -47,8 +55,15 @@ impl Operation {
             Operation::CloseRange => "close_range",
             Operation::Exec => "exec",
             Operation::Fork => "fork",
+            Operation::Irq => "irq",
+            Operation::Softirq => "softirq",
             Operation::Other => "other",
         }
+    }
+
+    /// Whether the wait happened in interrupt context rather than in the task's own work.
+    pub const fn is_interrupt(self) -> bool {
+        matches!(self, Operation::Irq | Operation::Softirq)
     }
 }
 

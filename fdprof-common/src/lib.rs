@@ -11,6 +11,7 @@ pub mod cpu;
 pub mod events;
 pub mod fnops;
 pub mod probes;
+pub mod process;
 pub mod session;
 pub mod syscalls;
 pub mod trace;

@@ -23,7 +23,11 @@ pub mod map {
     pub const EVENTS: &str = "EVENTS";
     /// Ring buffer of `trace::TraceRecord`s (`record --trace`).
     pub const TRACE: &str = "TRACE";
-    pub const ALL: [&str; 13] = [
+    /// Per-CPU hash of `process::ProcessSyscall` → `process::ProcessCounts` (`-a` only).
+    pub const PROCESS_SYSCALLS: &str = "PROCESS_SYSCALLS";
+    /// Hash of tgid → comm (`-a` only).
+    pub const PROCESS_COMMS: &str = "PROCESS_COMMS";
+    pub const ALL: [&str; 15] = [
         STACKS,
         SITE_INDEX,
         SITE_WAITS,
@@ -37,6 +41,8 @@ pub mod map {
         CONFIG,
         EVENTS,
         TRACE,
+        PROCESS_SYSCALLS,
+        PROCESS_COMMS,
     ];
 }
 
@@ -348,6 +354,18 @@ pub mod program {
     /// [`super::SYSCALL_FUNCTIONS`]`[i]` (a fentry program is bound to one function at load).
     pub const SYSCALL_FENTRY: [(&str, &str); crate::syscalls::FD_SYSCALLS.len()] =
         super::syscall_table!(pairs);
+}
+
+/// Whether `name`, a program's name as kallsyms shows it in `bpf_prog_<tag>_<name>`, is one of
+/// fdprof's programs: the whole name where the program carries BTF, else the first 15 bytes
+/// the kernel keeps (`BPF_OBJ_NAME_LEN - 1`).
+pub fn is_own_program(name: &str) -> bool {
+    const KEPT: usize = 15;
+    let kept = |full: &str| full == name || &full[..full.len().min(KEPT)] == name;
+    program::ALL.iter().any(|p| kept(p))
+        || program::SYSCALL_FENTRY
+            .iter()
+            .any(|(entry, exit)| kept(entry) || kept(exit))
 }
 
 /// Lists, for each index `i` of `FD_SYSCALLS` with its syscall's name, either the fentry/fexit

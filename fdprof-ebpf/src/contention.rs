@@ -14,6 +14,8 @@
 //! Walking both stacks costs ~4 µs here, far longer than a typical file_lock wait. So the
 //! stacks walked at a site (thread, syscall, user return point, lock) are kept in a per-CPU
 //! cache and reused for the next contentions there, walked again every [`STACK_REFRESH`]th.
+//! A spin wait nested in another on the same CPU (an interrupt's, landed on a spinning task)
+//! is a site of its own: user space attributes it to `irq`/`softirq` from its own stack.
 
 use aya_ebpf::{
     bindings::BPF_F_USER_STACK,
@@ -184,6 +186,8 @@ fn site_waits<C: StackIdContext>(ctx: &C, site: &StackSite, lock: u64, btf: bool
         lock: identify(lock, site.flags, btf),
         kernel_stack: stack_id(ctx, 0, drop::KERNEL_STACK),
         user_stack: stack_id(ctx, u64::from(BPF_F_USER_STACK), drop::USER_STACK),
+        tgid: kernel::process_of_all().unwrap_or(0),
+        _pad: 0,
     };
     maps::add(&maps::GLOBALS, global::STACK_WALKS, 1);
     let index = index_of(&key);
@@ -215,7 +219,8 @@ fn index_of(key: &SiteKey) -> Option<u32> {
     let h = (u64::from(key.kernel_stack as u32) << 32 | u64::from(key.user_stack as u32))
         ^ key.lock.static_addr
         ^ u64::from(key.lock.class) << 8
-        ^ u64::from(key.lock.known) << 16;
+        ^ u64::from(key.lock.known) << 16
+        ^ u64::from(key.tgid) << 24;
     let start = (h.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) as u32;
     for probe in 0..SITE_PROBES {
         let i = start.wrapping_add(probe) % SITES;
@@ -262,6 +267,25 @@ fn identify(lock: u64, flags: u32, btf: bool) -> LockIdentity {
     }
 }
 
+/// A spin wait's nesting level (how many spin waits are open beneath it on this CPU) is kept
+/// in the stack site's flags from this bit on: a nested wait is an interrupt's, whose stacks
+/// must not be taken for those of the task it landed on (the task's user registers are the
+/// same).
+const NEST_SHIFT: u32 = 16;
+
+/// The first free level of this CPU's open spin waits; `None` when all are taken.
+#[inline(always)]
+fn free_spin_level() -> Option<u32> {
+    let waits = SPIN_WAITS.get_ptr(0)?;
+    for level in 0..SPIN_LEVELS {
+        // SAFETY: per-CPU value, this CPU only.
+        if unsafe { (*waits).levels[level as usize].lock_addr } == 0 {
+            return Some(level);
+        }
+    }
+    None
+}
+
 #[inline(always)]
 fn begin<C: StackIdContext>(ctx: &C, lock: u64, flags: u32, btf: bool) {
     // The wait starts here: what follows is probe time inside the measured wait, but for a
@@ -270,7 +294,20 @@ fn begin<C: StackIdContext>(ctx: &C, lock: u64, flags: u32, btf: bool) {
     let Some(tid) = kernel::target_tid() else {
         return;
     };
-    let Some(cell) = site_waits(ctx, &site(tid, lock, flags, btf), lock, btf) else {
+    let spin = flags & lcb::F_SPIN != 0;
+    let level = if spin {
+        match free_spin_level() {
+            Some(level) => level,
+            None => {
+                maps::dropped(drop::PROBE_CONTENTION, drop::MAP_FULL);
+                return;
+            }
+        }
+    } else {
+        0
+    };
+    let at = site(tid, lock, flags | level << NEST_SHIFT, btf);
+    let Some(cell) = site_waits(ctx, &at, lock, btf) else {
         return;
     };
     let wait = OpenWait {
@@ -280,15 +317,14 @@ fn begin<C: StackIdContext>(ctx: &C, lock: u64, flags: u32, btf: bool) {
         index: cell.index,
         _pad: 0,
     };
-    if flags & lcb::F_SPIN != 0 {
+    if spin {
         if let Some(waits) = SPIN_WAITS.get_ptr_mut(0) {
-            for level in 0..SPIN_LEVELS as usize {
-                // SAFETY: per-CPU value, this CPU only.
-                unsafe {
-                    if (*waits).levels[level].lock_addr == 0 {
-                        (*waits).levels[level] = wait;
-                        return;
-                    }
+            for l in 0..SPIN_LEVELS {
+                if l == level {
+                    // SAFETY: per-CPU value, this CPU only; the program does not nest on a CPU,
+                    // so the level is still free.
+                    unsafe { (*waits).levels[l as usize] = wait };
+                    return;
                 }
             }
         }

@@ -116,6 +116,13 @@ pub fn trace_on() -> bool {
     global(&TRACE_ON) != 0
 }
 
+/// The current process when every process is profiled (`-a`): what per-process figures are
+/// keyed by. `None` for a single target, whose figures are all one process's.
+#[inline(always)]
+pub fn process_of_all() -> Option<u32> {
+    (global(&TARGET_KIND) == target_kind::ALL).then(|| (bpf_get_current_pid_tgid() >> 32) as u32)
+}
+
 /// `current->signal` and its `live` count (threads that have not yet passed `do_exit`'s
 /// decrement).
 #[inline(always)]

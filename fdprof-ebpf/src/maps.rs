@@ -3,13 +3,16 @@
 use aya_ebpf::{
     helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
     macros::map,
-    maps::{PerCpuArray, RingBuf, StackTrace},
+    maps::{HashMap, PerCpuArray, PerCpuHashMap, RingBuf, StackTrace},
 };
 use fdprof_common::{
     HIST_SLOTS,
-    counters::{DROP_ENTRIES, HIST_ENTRIES, SYSCALL_COUNTER_ENTRIES, drop, global, hist},
+    counters::{
+        DROP_ENTRIES, HIST_ENTRIES, SYSCALL_COUNTER_ENTRIES, drop, global, hist, per_syscall,
+    },
     events::{EventRecord, RING_BYTES},
     log2_slot,
+    process::{COMM_LEN, PROCESS_ROWS, PROCESSES, ProcessCounts, ProcessSyscall},
 };
 
 #[map]
@@ -27,6 +30,16 @@ pub static HISTS: PerCpuArray<u64> = PerCpuArray::with_max_entries(HIST_ENTRIES,
 
 #[map]
 pub static DROPS: PerCpuArray<u64> = PerCpuArray::with_max_entries(DROP_ENTRIES, 0);
+
+/// Each process's fd syscall counters under `-a`.
+#[map]
+pub static PROCESS_SYSCALLS: PerCpuHashMap<ProcessSyscall, ProcessCounts> =
+    PerCpuHashMap::with_max_entries(PROCESS_ROWS, 0);
+
+/// Each process's name under `-a`, as it was at its latest first use of a syscall (after an
+/// exec, the new program's).
+#[map]
+pub static PROCESS_COMMS: HashMap<u32, [u8; COMM_LEN]> = HashMap::with_max_entries(PROCESSES, 0);
 
 /// The events that each deserve a record of their own (slow waits, expansions, exits).
 #[map]
@@ -111,4 +124,29 @@ pub fn record_scan(fd: u32, origin: u32) {
         hist::FULL_FDS_WORDS,
         u64::from(fd / 4096 - origin / 4096 + 1),
     );
+}
+
+/// Adds `n` to a `per_syscall` counter of process `tgid`'s syscall `index`. A new row is
+/// created zeroed (and the process's name kept); a full map is a counted drop.
+#[inline(always)]
+pub fn add_process(tgid: u32, index: u32, counter: u32, n: u64) {
+    let key = ProcessSyscall { tgid, index };
+    if PROCESS_SYSCALLS.get_ptr_mut(&key).is_none() {
+        const BPF_NOEXIST: u64 = 1;
+        let zero: ProcessCounts = [0; per_syscall::COUNT as usize];
+        if PROCESS_SYSCALLS.insert(&key, &zero, BPF_NOEXIST).is_ok()
+            && let Ok(comm) = aya_ebpf::helpers::bpf_get_current_comm()
+            && PROCESS_COMMS.insert(&tgid, &comm, 0).is_err()
+        {
+            dropped(drop::PROBE_PROCESSES, drop::MAP_FULL);
+        }
+    }
+    match PROCESS_SYSCALLS.get_ptr_mut(&key) {
+        Some(p) if counter < per_syscall::COUNT => {
+            // SAFETY: per-CPU value, this CPU only; the index is checked above.
+            unsafe { (*p)[counter as usize] += n };
+        }
+        Some(_) => {}
+        None => dropped(drop::PROBE_PROCESSES, drop::MAP_FULL),
+    }
 }

@@ -61,6 +61,9 @@ fn count(index: u32, counter: u32, n: u64) {
         index * per_syscall::COUNT + counter,
         n,
     );
+    if let Some(tgid) = kernel::process_of_all() {
+        maps::add_process(tgid, index, counter, n);
+    }
 }
 
 /// `args` are the first four syscall arguments; `btf` selects direct BTF loads (tp_btf only).

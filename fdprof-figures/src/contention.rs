@@ -20,7 +20,8 @@ pub struct Contention {
     /// One row per lock class: `file_lock` first, then by total wait, then by name.
     pub by_lock: Vec<LockTotal>,
     /// One row per (lock, operation): locks in `by_lock` order; within a lock, operations by
-    /// total wait (ties in the order alloc, close, expand, dup2, close_range, exec, fork, other).
+    /// total wait (ties in the order alloc, close, expand, dup2, close_range, exec, fork, irq, softirq,
+    /// other).
     pub by_lock_operation: Vec<LockOperation>,
     /// The most probe time one measured wait can contain, ns: the mean run times of the lock
     /// tracepoints' programs together (`contention_begin` reads the clock first, so all of its
@@ -29,6 +30,26 @@ pub struct Contention {
     /// times were not measured.
     #[serde(default)]
     pub probe_ns_per_wait: Option<f64>,
+    /// Waits in a hardware interrupt handler (operation `irq`), whatever the task beneath it
+    /// was doing: the interrupt's waits, not the fd table's.
+    #[serde(default)]
+    pub irq: WaitShare,
+    /// Waits in softirq processing (operation `softirq`).
+    #[serde(default)]
+    pub softirq: WaitShare,
+    /// Waits whose kernel stack holds one of fdprof's own BPF programs (an interrupt landed
+    /// while it ran): fdprof itself was part of what waited.
+    #[serde(default)]
+    pub fdprof_on_stack: WaitShare,
+}
+
+/// Some of the waits: how many, how long, and their share of the wait on all locks.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WaitShare {
+    pub count: u64,
+    pub total_wait_ns: u64,
+    /// Of the wait on all locks, 0..=1.
+    pub share_of_all: Option<f64>,
 }
 
 /// Waits on one lock class, all operations.
@@ -50,7 +71,8 @@ pub struct LockTotal {
 pub struct LockOperation {
     #[serde(flatten)]
     pub lock: Lock,
-    /// `alloc`, `close`, `expand`, `dup2`, `close_range`, `exec`, `fork` or `other`.
+    /// `alloc`, `close`, `expand`, `dup2`, `close_range`, `exec`, `fork`, `irq`, `softirq` or
+    /// `other`.
     pub operation: Operation,
     /// Contention sites (distinct stack pairs) merged into this row.
     pub sites: usize,

@@ -61,6 +61,15 @@ pub struct Report {
     /// On-CPU samples, for a recording made with `record --cpu`; absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<crate::Cpu>,
+    /// The machine's steal time over the recording; absent where it was not read (recordings
+    /// made before fdprof read it, or without `/proc/stat`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steal: Option<crate::Steal>,
+    /// Per process, for a system-wide recording (`-a`): every process that made an fd syscall
+    /// or waited, most `file_lock` wait first, then most wait, most fd syscalls, lowest pid.
+    /// Empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub processes: Vec<crate::Process>,
 }
 
 impl Default for Report {
@@ -87,6 +96,8 @@ impl Default for Report {
             rates: None,
             counters: None,
             cpu: None,
+            steal: None,
+            processes: Vec::new(),
         }
     }
 }

@@ -70,6 +70,7 @@ pub fn site(
         total_wait_ns: wait.sum,
         max_wait_ns: wait.max,
         wait,
+        pid: None,
     }
 }
 
@@ -231,6 +232,8 @@ pub fn recording() -> Recording {
         cpu: None,
         trace: None,
         counters: None,
+        processes: Vec::new(),
+        steal: None,
     }
 }
 
@@ -414,6 +417,8 @@ pub fn command_recording() -> Recording {
         cpu: None,
         trace: None,
         counters: None,
+        processes: Vec::new(),
+        steal: None,
     }
 }
 

@@ -161,6 +161,15 @@ fn count_stops_after_that_many_intervals() {
     let ivs = parse_lines(&String::from_utf8_lossy(&out.stdout));
     assert_eq!(ivs.len(), 3);
     check_sequence(&ivs);
+    // System-wide, each interval breaks its figures down per process, each pid once.
+    for iv in &ivs {
+        let mut pids: Vec<u32> = iv.report.processes.iter().map(|p| p.pid).collect();
+        pids.sort_unstable();
+        pids.dedup();
+        assert_eq!(pids.len(), iv.report.processes.len(), "a pid twice");
+    }
+    // fdprof itself makes fd syscalls while it watches.
+    assert!(ivs.iter().any(|iv| !iv.report.processes.is_empty()));
     assert_no_programs_left();
 }
 

@@ -3,11 +3,14 @@
 
 use std::collections::BTreeMap;
 
-use fdprof_figures::{Contention, Lock, LockOperation, LockTotal, Operation, StackWalks, Unit};
+use fdprof_figures::{
+    Contention, Lock, LockOperation, LockTotal, Operation, StackWalks, Unit, WaitShare,
+};
 
 use super::waits::{Waits, all_wait_ns};
 use super::{histogram, share, sum};
-use crate::model::Recording;
+use crate::model::recording::ContentionSite;
+use crate::model::{Recording, own};
 
 /// Totals over all waits, the `file_lock` totals, and the rows of [`by_lock`] and
 /// [`by_lock_operation`].
@@ -24,6 +27,22 @@ pub fn contention(rec: &Recording) -> Contention {
         by_lock: by_lock(rec),
         by_lock_operation: by_lock_operation(rec),
         probe_ns_per_wait: probe_ns_per_wait(rec),
+        irq: waits_where(rec, |s| s.operation == Operation::Irq),
+        softirq: waits_where(rec, |s| s.operation == Operation::Softirq),
+        fdprof_on_stack: waits_where(rec, |s| {
+            own::on_stack(s.kernel_stack.iter().map(|f| f.function.as_str()))
+        }),
+    }
+}
+
+/// The waits of the sites `keep` selects, with their share of all wait.
+fn waits_where(rec: &Recording, keep: impl Fn(&ContentionSite) -> bool) -> WaitShare {
+    let sites = || rec.contention.iter().filter(|s| keep(s));
+    let total_wait_ns = sum(sites().map(|s| s.total_wait_ns));
+    WaitShare {
+        count: sum(sites().map(|s| s.count)),
+        total_wait_ns,
+        share_of_all: share(total_wait_ns, all_wait_ns(&rec.contention)),
     }
 }
 

@@ -1,6 +1,6 @@
 //! Whose recording, when and how.
 
-use fdprof_figures::{Header, Target};
+use fdprof_figures::{Header, Steal, Target};
 
 use crate::model::Recording;
 
@@ -34,4 +34,17 @@ pub fn header(rec: &Recording) -> Header {
 /// False for `record --lock-only` recordings, whose fd syscall probes were off.
 pub fn fd_activity_recorded(rec: &Recording) -> bool {
     rec.fd_activity_recorded()
+}
+
+/// The machine's steal time over the recording, with its shares of the CPUs' time.
+pub fn steal(rec: &Recording) -> Option<Steal> {
+    let s = rec.steal?;
+    Some(Steal {
+        steal_ns: s.steal_ns,
+        total_ns: s.total_ns,
+        share: super::share(s.steal_ns, s.total_ns),
+        cpus: s.cpus,
+        max_cpu_steal_ns: s.max_cpu_steal_ns,
+        max_cpu_share: super::share(s.max_cpu_steal_ns, s.max_cpu_total_ns),
+    })
 }

@@ -15,6 +15,7 @@ mod header;
 mod histogram;
 mod live;
 mod own_cost;
+mod processes;
 mod profile;
 pub mod replay;
 mod scan;
@@ -38,10 +39,11 @@ pub use flamegraph::{
     FlamegraphOptions, Folded, FoldedStack, LockFilter, OpFilter, Weight, folded, folded_cpu,
 };
 pub use functions::functions;
-pub use header::{fd_activity_recorded, header};
+pub use header::{fd_activity_recorded, header, steal};
 pub use histogram::summary;
 pub use live::{IntervalRates, OperationRate, SyscallRate, per_second, rates};
 pub use own_cost::own_cost;
+pub use processes::processes;
 pub use profile::{
     NoProfile, Profile, ProfileFrame, ProfileKind, ProfileOptions, ProfileSample, Space, ValueType,
     ValueUnit, WaitLabels, profile,
@@ -79,6 +81,8 @@ pub fn report(rec: &Recording, opts: &ReportOptions) -> Report {
         rates: series_rates(rec),
         counters: counters(rec),
         cpu: cpu(rec, opts),
+        steal: steal(rec),
+        processes: processes(rec),
     }
 }
 

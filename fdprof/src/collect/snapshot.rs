@@ -101,6 +101,8 @@ pub struct Snapshot {
     pub fn_hists: Vec<u64>,
     /// On-CPU samples, when sampling (`record --cpu`).
     pub cpu: Option<super::cpu::CpuSamples>,
+    /// Per-process fd syscalls (`-a`; empty otherwise).
+    pub processes: super::processes::Processes,
 }
 
 impl Snapshot {
@@ -195,6 +197,9 @@ pub fn read(ebpf: &Ebpf) -> Result<Snapshot> {
             }
         })?,
         fn_hists: per_cpu_array(ebpf, map::FN_HISTS, FN_HIST_ENTRIES, sum)?,
+        // Right after the machine's counters: what is counted between the two reads is in one
+        // and not yet in the other (the next snapshot has it in both).
+        processes: super::processes::Processes::read(ebpf)?,
         ..Default::default()
     };
 
@@ -298,6 +303,7 @@ impl Snapshot {
             fn_counters: sub(&self.fn_counters, &earlier.fn_counters, &fn_counter_is_max),
             fn_hists: sub(&self.fn_hists, &earlier.fn_hists, &none),
             cpu: self.cpu.as_ref().map(|c| c.delta(earlier.cpu.as_ref())),
+            processes: self.processes.delta(&earlier.processes),
         }
     }
 }

@@ -28,6 +28,7 @@ use crate::model::{
     series::{self, Series},
 };
 use crate::output::Output;
+use crate::symbolize::SystemMaps;
 
 #[derive(clap::Args, Debug)]
 #[command(group(clap::ArgGroup::new("target").required(true).args(["pid", "tid", "all", "command"])))]
@@ -177,9 +178,18 @@ pub fn run(args: RecordArgs) -> Result<()> {
         interval_ns: interval.as_nanos() as u64,
         samples: Vec::new(),
     });
-    let (end_reason, duration_ns) =
-        record_until_the_end(&args, &mut collector, &mut session, series.as_mut());
+    // System-wide, every process's maps are read as it appears, so its user stacks can be
+    // symbolized after it exits.
+    let mut system_maps = SystemMaps::new();
+    let (end_reason, duration_ns) = record_until_the_end(
+        &args,
+        &mut collector,
+        &mut session,
+        series.as_mut(),
+        &mut system_maps,
+    );
     let snap = collector.finish()?; // detached before the slow part
+    let steal = session.steal();
     let trace = tracing.map(|t| t.finish(&snap, args.raw_addrs));
     let counters = counters.map(ThreadCounters::read);
     if let Some(pid) = session.resolved.pid.filter(|&p| target::process_alive(p)) {
@@ -203,7 +213,13 @@ pub fn run(args: RecordArgs) -> Result<()> {
     });
     let all = session.target.kind == TargetKind::All;
     if all {
-        notes.push("user stacks are not symbolized in system-wide mode".into());
+        notes.push(format!(
+            "user stacks of every process: maps read as each process appeared or exec'd \
+             ({} snapshots; at most {} processes followed, {} snapshots)",
+            system_maps.taken(),
+            crate::symbolize::system::MAX_PROCESSES,
+            crate::symbolize::system::MAX_SNAPSHOTS
+        ));
         if !args.no_counters {
             notes.push("per-thread counters are not collected in system-wide mode (-a)".into());
         }
@@ -234,6 +250,11 @@ pub fn run(args: RecordArgs) -> Result<()> {
     let mut recording = assemble::recording(&snap, run, &mut sym);
     recording.series = series;
     recording.counters = counters.as_ref().map(Counters::from);
+    recording.steal = steal;
+    // A process that only waited was never named by the kernel: name it now if it is alive.
+    for p in recording.processes.iter_mut().filter(|p| p.comm.is_empty()) {
+        p.comm = crate::collect::counters::comm(p.pid);
+    }
     if let Some(t) = trace {
         eprintln!(
             "fdprof: traced {} fd-table operations ({} lost, {} past --trace-limit)",
@@ -274,7 +295,12 @@ fn record_until_the_end(
     collector: &mut Collector,
     session: &mut Session,
     mut series: Option<&mut Series>,
+    system_maps: &mut SystemMaps,
 ) -> (EndReason, u64) {
+    let all = session.target.kind == TargetKind::All;
+    if all {
+        system_maps.pass(&mut session.user_syms);
+    }
     let mut last_maps = Instant::now();
     let mut end = None;
     loop {
@@ -285,10 +311,12 @@ fn record_until_the_end(
             end = Some((reason, session.started.elapsed().as_nanos() as u64));
             collector.stop();
         }
-        if let Some(pid) = session.resolved.pid
-            && last_maps.elapsed() >= Duration::from_secs(1)
-        {
-            session.user_syms.snapshot_maps(pid);
+        if last_maps.elapsed() >= Duration::from_secs(1) {
+            if let Some(pid) = session.resolved.pid {
+                session.user_syms.snapshot_maps(pid);
+            } else if all {
+                system_maps.pass(&mut session.user_syms);
+            }
             last_maps = Instant::now();
         }
         match received {

@@ -7,7 +7,7 @@ use std::io::Write;
 use anyhow::Result;
 
 use crate::analysis::{self, ReportOptions, SortKey};
-use crate::model::Recording;
+use crate::model::{self, Recording};
 use crate::render;
 
 #[derive(clap::Args, Debug)]
@@ -30,10 +30,20 @@ pub struct ReportArgs {
     /// Show function offsets (`alloc_fd+0x4a`) and keep stacks that differ only in them apart
     #[arg(long)]
     pub offsets: bool,
+    /// Only these processes of a system-wide recording (record -a): their waits, stacks and
+    /// fd syscalls (repeatable)
+    #[arg(long, value_name = "PID")]
+    pub pid: Vec<u32>,
+    /// Only the processes of this name (comm) of a system-wide recording (repeatable)
+    #[arg(long, value_name = "NAME")]
+    pub comm: Vec<String>,
 }
 
 pub fn run(args: &ReportArgs) -> Result<()> {
-    let rec = Recording::read(&args.input)?;
+    let mut rec = Recording::read(&args.input)?;
+    if !args.pid.is_empty() || !args.comm.is_empty() {
+        rec = only_processes(rec, args)?;
+    }
     if args.cpu && rec.cpu.is_none() {
         anyhow::bail!(
             "{} has no on-CPU samples: record with `fdprof record --cpu` to report them",
@@ -58,6 +68,40 @@ pub fn run(args: &ReportArgs) -> Result<()> {
         print!("{}", crate::escape::text(&render::text(&report)));
     }
     Ok(())
+}
+
+/// The recording narrowed to the processes `--pid`/`--comm` select (either selects).
+fn only_processes(rec: Recording, args: &ReportArgs) -> Result<Recording> {
+    let path = args.input.display().to_string();
+    let file = crate::escape::name(&path);
+    if rec.processes.is_empty() {
+        anyhow::bail!(
+            "{file} has no per-process figures: --pid/--comm select processes of a system-wide \
+             recording (fdprof record -a)"
+        );
+    }
+    let mut narrowed = model::process::only(&rec, |p| {
+        args.pid.contains(&p.pid) || args.comm.contains(&p.comm)
+    });
+    if narrowed.processes.is_empty() {
+        anyhow::bail!("{file} has no process with {}", selection(args));
+    }
+    narrowed.notes.push(format!(
+        "only {}: contention, stacks and syscalls are theirs; scan, table, functions, drops \
+         and costs are the whole machine's",
+        selection(args)
+    ));
+    Ok(narrowed)
+}
+
+/// `--pid`/`--comm` as words, names escaped.
+fn selection(args: &ReportArgs) -> String {
+    let pids = args.pid.iter().map(|p| format!("pid {p}"));
+    let comms = args
+        .comm
+        .iter()
+        .map(|c| format!("comm {}", crate::escape::name(c)));
+    pids.chain(comms).collect::<Vec<_>>().join(" or ")
 }
 
 // The command line's names for the analysis options (clap stays out of analysis and render).

@@ -10,12 +10,14 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result};
 use fdprof_common::{probes::Mode, session::EndReason};
 
+use crate::collect::steal::{CpuTimes, tick_ns};
 use crate::collect::{
     Kernel, Profiler, ProfilerOptions, Resolved, TargetSpec,
     launch::{self, Launched, Program},
     stats::own_cpu_ns,
     target,
 };
+use crate::model::recording::StealTime;
 use crate::model::recording::Target;
 use crate::privileges::{self, Capability};
 use crate::probe::kallsyms::Kallsyms;
@@ -82,6 +84,8 @@ pub struct Session {
     pub user_syms: UserSymbolizer,
     /// fdprof's CPU time at attach.
     pub cpu_start: u64,
+    /// The machine's CPU times at attach (`/proc/stat`), for the steal time.
+    pub cpu_times_start: Option<CpuTimes>,
     pub started: Instant,
     pub started_unix_ms: u64,
 }
@@ -108,7 +112,7 @@ pub fn start(request: Request, checks: impl FnOnce() -> Result<()>) -> Result<(S
     // Read once: it is several MB, and both the stack symbolizer and the probe roles need it.
     let kallsyms =
         std::fs::read_to_string("/proc/kallsyms").context("cannot read /proc/kallsyms")?;
-    let kernel_syms = KernelSymbols::from_kallsyms(&kallsyms)?;
+    let mut kernel_syms = KernelSymbols::from_kallsyms(&kallsyms)?;
     let kernel = Kernel::discover(&Kallsyms::parse(&kallsyms))?;
     drop(kallsyms);
     let mut user_syms = UserSymbolizer::new();
@@ -140,6 +144,11 @@ pub fn start(request: Request, checks: impl FnOnce() -> Result<()>) -> Result<(S
             return Err(e);
         }
     };
+    // fdprof's own programs exist from now on: name their frames (an interrupt can land while
+    // one runs). Without them, such frames stay `[unknown]`.
+    if let Ok(now) = std::fs::read_to_string("/proc/kallsyms") {
+        kernel_syms.add_bpf_programs(&now);
+    }
     let target = Target {
         kind: resolved.kind,
         pid: resolved.pid,
@@ -150,6 +159,7 @@ pub fn start(request: Request, checks: impl FnOnce() -> Result<()>) -> Result<(S
         threads: None,
     };
     let cpu_start = own_cpu_ns();
+    let cpu_times_start = CpuTimes::read();
     let started = Instant::now();
     let started_unix_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -165,6 +175,7 @@ pub fn start(request: Request, checks: impl FnOnce() -> Result<()>) -> Result<(S
         kernel_syms,
         user_syms,
         cpu_start,
+        cpu_times_start,
         started,
         started_unix_ms,
     };
@@ -172,6 +183,12 @@ pub fn start(request: Request, checks: impl FnOnce() -> Result<()>) -> Result<(S
 }
 
 impl Session {
+    /// The machine's steal time since attach; `None` where `/proc/stat` could not be read.
+    pub fn steal(&self) -> Option<StealTime> {
+        let start = self.cpu_times_start.as_ref()?;
+        Some(CpuTimes::read()?.since(start, tick_ns()).into())
+    }
+
     /// The launched command's output pipe, once (see [`Streams::Captured`]).
     pub fn take_output(&mut self) -> Option<std::os::fd::OwnedFd> {
         self.launched.as_mut().and_then(Launched::take_output)

@@ -63,5 +63,7 @@ pub fn recording(snap: &Snapshot, run: Run, sym: &mut Symbolizers) -> Recording 
         cpu: super::cpu::profile(snap, sym),
         trace: None,
         counters: None,
+        processes: build::processes(snap),
+        steal: None,
     }
 }

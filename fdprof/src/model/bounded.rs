@@ -105,6 +105,12 @@ pub fn counter_events<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
     seq(d, PhantomData, COUNTERS, "counters")
 }
 
+pub fn processes<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec<T>, D::Error> {
+    // One per (process, syscall) row at most.
+    let rows = fdprof_common::process::PROCESS_ROWS as usize;
+    seq(d, PhantomData, rows, "processes")
+}
+
 pub fn syscalls<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec<T>, D::Error> {
     seq(d, PhantomData, SYSCALLS, "syscalls")
 }

@@ -1,6 +1,6 @@
 //! Turns the kernel's aggregates ([`Snapshot`]) into the model's figures, symbolizing stacks.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use fdprof_common::{
     HIST_SLOTS,
@@ -14,8 +14,8 @@ use super::{
     hist::Log2Hist,
     lock, operation,
     recording::{
-        ContentionSite, DropCount, Frame, FunctionStats, ProgramCost, ScanStats, StackWalks,
-        SyscallStats, TableStats,
+        ContentionSite, DropCount, Frame, FunctionStats, ProcessRecord, ProgramCost, ScanStats,
+        StackWalks, SyscallStats, TableStats,
     },
 };
 use crate::collect::snapshot::Snapshot;
@@ -59,7 +59,8 @@ pub(super) fn trim_probe_frames(mut frames: Vec<Frame>) -> Vec<Frame> {
     frames
 }
 
-/// Where user stacks are symbolized: the target process, when there is a single one.
+/// Where user stacks are symbolized: the target process, when there is a single one; else
+/// (`-a`) the process each contention site names.
 pub struct Symbolizers<'a> {
     pub kernel: &'a KernelSymbols,
     pub user: &'a mut UserSymbolizer,
@@ -77,7 +78,13 @@ impl Symbolizers<'_> {
 
     /// A user stack's frames, innermost first; none without the stack or the process.
     pub fn user_frames(&mut self, ips: Option<&Vec<u64>>) -> Vec<Frame> {
-        match (ips, self.user_pid) {
+        self.user_frames_of(ips, None)
+    }
+
+    /// [`user_frames`](Self::user_frames) of process `pid` where the recording has no single
+    /// target process (`-a`).
+    pub fn user_frames_of(&mut self, ips: Option<&Vec<u64>>, pid: Option<u32>) -> Vec<Frame> {
+        match (ips, self.user_pid.or(pid)) {
             (Some(ips), Some(pid)) => self
                 .user
                 .resolve(pid, ips, self.raw_addrs)
@@ -91,7 +98,8 @@ impl Symbolizers<'_> {
 
 pub fn contention_sites(snap: &Snapshot, sym: &mut Symbolizers) -> Vec<ContentionSite> {
     let mut kernel_frames: HashMap<i32, Vec<Frame>> = HashMap::new();
-    let mut user_frames: HashMap<i32, Vec<Frame>> = HashMap::new();
+    // User stacks by (stack id, process): one id can be the same addresses in two processes.
+    let mut user_frames: HashMap<(i32, u32), Vec<Frame>> = HashMap::new();
     let mut sites = Vec::with_capacity(snap.contention.len());
     for (key, c) in &snap.contention {
         let kstack = kernel_frames
@@ -103,9 +111,10 @@ pub fn contention_sites(snap: &Snapshot, sym: &mut Symbolizers) -> Vec<Contentio
                     .unwrap_or_default()
             })
             .clone();
+        let pid = (key.tgid != 0).then_some(key.tgid);
         let ustack = user_frames
-            .entry(key.user_stack)
-            .or_insert_with(|| sym.user_frames(snap.stacks.get(&key.user_stack)))
+            .entry((key.user_stack, key.tgid))
+            .or_insert_with(|| sym.user_frames_of(snap.stacks.get(&key.user_stack), pid))
             .clone();
         let mut wait = Log2Hist::default();
         for (slot, &n) in c.slots.iter().enumerate() {
@@ -123,10 +132,60 @@ pub fn contention_sites(snap: &Snapshot, sym: &mut Symbolizers) -> Vec<Contentio
             total_wait_ns: c.total_ns,
             max_wait_ns: c.max_ns,
             wait,
+            pid: (key.tgid != 0).then_some(key.tgid),
         });
     }
     sites.sort_by_key(|s| std::cmp::Reverse(s.total_wait_ns));
     sites
+}
+
+/// Each process of a system-wide recording that made an fd syscall or waited on a lock, with
+/// its fd syscalls (rows as [`syscalls`]'s, without latencies: they are timed per syscall, not
+/// per process); most calls first, ties by pid. A process that only waited has no name unless
+/// it also made an fd syscall (the kernel names a process at its first fd syscall).
+pub fn processes(snap: &Snapshot) -> Vec<ProcessRecord> {
+    let mut by_pid: BTreeMap<u32, ProcessRecord> = BTreeMap::new();
+    let mut entry = |tgid: u32| {
+        by_pid.entry(tgid).or_insert_with(|| ProcessRecord {
+            pid: tgid,
+            comm: snap.processes.comms.get(&tgid).cloned().unwrap_or_default(),
+            syscalls: Vec::new(),
+        });
+    };
+    for (key, _) in snap.contention.iter().filter(|(k, _)| k.tgid != 0) {
+        entry(key.tgid);
+    }
+    for key in snap.processes.syscalls.keys() {
+        entry(key.tgid);
+    }
+    for (key, c) in &snap.processes.syscalls {
+        let Some(def) = FD_SYSCALLS.get(key.index as usize) else {
+            continue;
+        };
+        let Some(p) = by_pid.get_mut(&key.tgid) else {
+            continue;
+        };
+        let c = |counter: u32| c[counter as usize];
+        if c(per_syscall::CALLS) > 0 {
+            p.syscalls.push(SyscallStats {
+                name: def.name.to_string(),
+                calls: c(per_syscall::CALLS),
+                errors: c(per_syscall::ERRORS),
+                fds_created: c(per_syscall::FDS_CREATED),
+                fds_closed: c(per_syscall::FDS_CLOSED),
+                allocs: c(per_syscall::ALLOCS),
+                latency: Log2Hist::default(),
+            });
+        }
+    }
+    let calls = |p: &ProcessRecord| p.syscalls.iter().map(|s| s.calls).sum::<u64>();
+    let waited = |pid: u32| snap.contention.iter().any(|(k, _)| k.tgid == pid);
+    let mut processes: Vec<ProcessRecord> = by_pid
+        .into_values()
+        .filter(|p| !p.syscalls.is_empty() || waited(p.pid))
+        .collect();
+    processes.sort_by_key(|p| (std::cmp::Reverse(calls(p)), p.pid));
+    processes
 }
 
 pub fn syscalls(snap: &Snapshot) -> Vec<SyscallStats> {
@@ -281,6 +340,7 @@ ffffffff81000400 T tcp_v4_rcv
             },
             kernel_stack,
             user_stack: -1,
+            ..SiteKey::default()
         }
     }
 

@@ -32,8 +32,9 @@ pub const FOLDED_SITES: usize = bounded::SAMPLE_WAITS;
 /// offset and module, not its raw address, which differs between processes).
 ///
 /// Left to the caller, who knows whether `other` follows `into` in time or ran beside it in
-/// another process: `target`, `started_unix_ms`, `duration_ns`, `end_reason` (unchanged) and
-/// `series` (unchanged). `own_cost.stats_window_ns` adds, which is right in time; across
+/// another process: `target`, `started_unix_ms`, `duration_ns`, `end_reason` (unchanged),
+/// `series` and `steal` (unchanged: the machine's, over the caller's span).
+/// `own_cost.stats_window_ns` adds, which is right in time; across
 /// processes (whose windows overlap) the caller sets it, as it sets `duration_ns`.
 pub fn add(into: &mut Recording, other: &Recording) {
     let Recording {
@@ -63,6 +64,8 @@ pub fn add(into: &mut Recording, other: &Recording) {
         cpu,
         trace: _,
         counters,
+        processes,
+        steal: _,
     } = into;
     // `format` and `version` are this fdprof's; the rest of the facts are kept unless unknown.
     keep_unless_empty(fdprof_version, &other.fdprof_version);
@@ -99,6 +102,15 @@ pub fn add(into: &mut Recording, other: &Recording) {
         (_, None) => {}
     }
     super::cpu::add(cpu, other.cpu.as_ref());
+    for p in &other.processes {
+        match processes.iter_mut().find(|q| q.pid == p.pid) {
+            Some(q) => {
+                keep_unless_empty(&mut q.comm, &p.comm);
+                add_syscalls(&mut q.syscalls, &p.syscalls);
+            }
+            None => processes.push(p.clone()),
+        }
+    }
 }
 
 /// Keeps the `max` sites with stacks that have the most total wait; the others lose their
@@ -168,7 +180,7 @@ fn add_sites<'a>(into: &mut Vec<ContentionSite>, other: impl Iterator<Item = &'a
 
 fn site_hash(s: &ContentionSite) -> u64 {
     let mut h = DefaultHasher::new();
-    (s.lock, &s.lock_name, s.operation).hash(&mut h);
+    (s.lock, &s.lock_name, s.operation, s.pid).hash(&mut h);
     for stack in [&s.kernel_stack, &s.user_stack] {
         stack.len().hash(&mut h);
         for f in stack {
@@ -180,6 +192,7 @@ fn site_hash(s: &ContentionSite) -> u64 {
 
 fn same_site(a: &ContentionSite, b: &ContentionSite) -> bool {
     a.lock == b.lock
+        && a.pid == b.pid
         && a.lock_name == b.lock_name
         && a.operation == b.operation
         && same_frames(&a.kernel_stack, &b.kernel_stack)
@@ -206,6 +219,7 @@ fn add_site(into: &mut ContentionSite, other: &ContentionSite) {
         total_wait_ns,
         max_wait_ns,
         wait,
+        pid: _,
     } = other;
     into.count = into.count.saturating_add(*count);
     into.total_wait_ns = into.total_wait_ns.saturating_add(*total_wait_ns);
@@ -256,7 +270,7 @@ fn add_functions(into: &mut Vec<FunctionStats>, other: &[FunctionStats]) {
 }
 
 /// By name, in the order of fdprof's syscall table (as `build::syscalls` writes them).
-fn add_syscalls(into: &mut Vec<SyscallStats>, other: &[SyscallStats]) {
+pub(super) fn add_syscalls(into: &mut Vec<SyscallStats>, other: &[SyscallStats]) {
     for o in other {
         let SyscallStats {
             name,

@@ -44,6 +44,7 @@ fn cumulative(elapsed_s: u64, k: u64) -> Snapshot {
             },
             kernel_stack,
             user_stack: -1,
+            ..SiteKey::default()
         };
         (key, slot)
     };
@@ -193,6 +194,8 @@ fn empty_like(r: &Recording) -> Recording {
         cpu: r.cpu.clone(),
         trace: None,
         counters: r.counters.clone(),
+        processes: Vec::new(),
+        steal: r.steal,
     }
 }
 

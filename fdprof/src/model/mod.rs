@@ -10,6 +10,8 @@ pub mod hist;
 pub mod lock;
 pub mod merge;
 pub mod operation;
+pub mod own;
+pub mod process;
 pub mod read;
 pub mod recording;
 pub mod series;

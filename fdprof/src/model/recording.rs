@@ -72,6 +72,10 @@ pub struct ContentionSite {
     pub max_wait_ns: u64,
     /// Wait-time histogram (ns).
     pub wait: Log2Hist,
+    /// The waiting process, in system-wide recordings (`-a`); absent otherwise, and for waits
+    /// of the idle task (an interrupt landing on an idle CPU).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
 }
 
 impl ContentionSite {
@@ -324,6 +328,55 @@ pub struct Recording {
     /// The target's per-thread counters (`record`, unless `--no-counters` or `-a`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counters: Option<super::counters::Counters>,
+    /// Each process's fd syscalls in a system-wide recording (`-a`), most calls first; empty
+    /// otherwise.
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "bounded::processes"
+    )]
+    pub processes: Vec<ProcessRecord>,
+    /// The machine's steal time over the recording (`record`); absent where `/proc/stat`
+    /// could not be read and in recordings made before fdprof read it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steal: Option<StealTime>,
+}
+
+/// One process of a system-wide recording: its name and its fd syscalls (rows as the
+/// recording's own, without latencies). Its waits are the `contention` sites with its `pid`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ProcessRecord {
+    pub pid: u32,
+    /// As the kernel named it at its latest first use of an fd syscall.
+    #[serde(deserialize_with = "bounded::name")]
+    pub comm: String,
+    #[serde(deserialize_with = "bounded::syscalls")]
+    pub syscalls: Vec<SyscallStats>,
+}
+
+/// Time the hypervisor ran something else while this machine's vCPUs were runnable, from
+/// `/proc/stat` at the start and the end of the recording (tick resolution, 10 ms).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StealTime {
+    pub steal_ns: u64,
+    /// All the CPUs' time over the recording (idle included): the whole the steal is part of.
+    pub total_ns: u64,
+    pub cpus: u32,
+    /// The CPU that lost the most: its steal and its total time.
+    pub max_cpu_steal_ns: u64,
+    pub max_cpu_total_ns: u64,
+}
+
+impl From<crate::collect::steal::Steal> for StealTime {
+    fn from(s: crate::collect::steal::Steal) -> Self {
+        Self {
+            steal_ns: s.steal_ns,
+            total_ns: s.total_ns,
+            cpus: s.cpus,
+            max_cpu_steal_ns: s.max_cpu_steal_ns,
+            max_cpu_total_ns: s.max_cpu_total_ns,
+        }
+    }
 }
 
 fn always_timed() -> bool {

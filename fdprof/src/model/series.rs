@@ -215,6 +215,7 @@ pub fn sample_recording(rec: &Recording, sample: &Sample, last: bool) -> Recordi
             total_wait_ns: w.total_wait_ns,
             max_wait_ns: w.max_wait_ns,
             wait: Default::default(),
+            pid: None,
         })
         .collect();
     let syscalls = sample
@@ -270,6 +271,8 @@ pub fn sample_recording(rec: &Recording, sample: &Sample, last: bool) -> Recordi
         cpu: None,
         trace: None,
         counters: None,
+        processes: Vec::new(),
+        steal: None,
     }
 }
 
@@ -299,6 +302,7 @@ mod tests {
             lock: Default::default(),
             kernel_stack: stack,
             user_stack: -1,
+            ..SiteKey::default()
         }
     }
 

@@ -286,6 +286,10 @@ impl Watcher {
                 return;
             }
         };
+        // Each profiler loads programs of its own: name their frames.
+        if let Ok(now) = std::fs::read_to_string("/proc/kallsyms") {
+            self.kernel_syms.add_bpf_programs(&now);
+        }
         if self.probes.is_empty() {
             self.mode = profiler.mode();
             self.probes = profiler.attachments().clone();

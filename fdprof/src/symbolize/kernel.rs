@@ -179,6 +179,60 @@ impl KernelSymbols {
         })
     }
 
+    /// Adds the JIT-ed BPF programs (`bpf_prog_<tag>_<name>`, module `bpf`) that kallsyms lists
+    /// now: kallsyms is read before fdprof loads its own programs, which come and go with it.
+    /// Addresses already known are kept as they are. Returns how many were added.
+    pub fn add_bpf_programs(&mut self, kallsyms: &str) -> usize {
+        let mut added: Vec<(u64, Entry)> = Vec::new();
+        for line in kallsyms.lines().filter(|l| l.ends_with("[bpf]")) {
+            let mut parts = line.split_ascii_whitespace();
+            let (Some(addr), Some(_), Some(name)) = (parts.next(), parts.next(), parts.next())
+            else {
+                continue;
+            };
+            let Ok(addr) = u64::from_str_radix(addr, 16) else {
+                continue;
+            };
+            if addr == 0 || self.addrs.binary_search(&addr).is_ok() {
+                continue;
+            }
+            let Ok(name_start) = u32::try_from(self.names.len()) else {
+                break;
+            };
+            let module = match self.modules.iter().position(|m| m == "bpf") {
+                Some(i) => i as u32,
+                None => {
+                    self.modules.push("bpf".into());
+                    (self.modules.len() - 1) as u32
+                }
+            };
+            self.names.push_str(name);
+            added.push((
+                addr,
+                Entry {
+                    name_start,
+                    name_len: name.len() as u32,
+                    module,
+                },
+            ));
+        }
+        if added.is_empty() {
+            return 0;
+        }
+        let n = added.len();
+        let mut rows: Vec<(u64, Entry)> = self
+            .addrs
+            .iter()
+            .copied()
+            .zip(self.entries.iter().copied())
+            .chain(added)
+            .collect();
+        rows.sort_by_key(|&(addr, _)| addr);
+        rows.dedup_by_key(|&mut (addr, _)| addr);
+        (self.addrs, self.entries) = rows.into_iter().unzip();
+        n
+    }
+
     /// Number of distinct symbol addresses kept.
     pub fn len(&self) -> usize {
         self.addrs.len()
@@ -318,6 +372,19 @@ ffffffffc0002000 t nf_hook\t[nf_tables]
             assert_eq!((f.offset, f.module, f.address), (0, None, None));
         }
         assert_eq!(k.resolve(7, true).address, Some(7));
+    }
+
+    #[test]
+    fn bpf_programs_added_later() {
+        let mut k = KernelSymbols::parse(SAMPLE).unwrap();
+        let prog = "ffffffffa0001000 t bpf_prog_6deef7357e7b4530_fdprof_lock_beg\t[bpf]\n\
+                    ffffffff81000110 t foo\n";
+        assert_eq!(k.add_bpf_programs(prog), 1, "only the [bpf] line");
+        let f = k.resolve(0xffffffffa0001042, false);
+        assert_eq!(f.function, "bpf_prog_6deef7357e7b4530_fdprof_lock_beg");
+        assert_eq!((f.offset, f.module.as_deref()), (0x42, Some("bpf")));
+        assert_eq!(k.resolve(0xffffffff81000111, false).function, "foo");
+        assert_eq!(k.add_bpf_programs(prog), 0, "known addresses are kept");
     }
 
     #[test]

@@ -6,10 +6,12 @@
 
 mod frame;
 pub mod kernel;
+pub mod system;
 pub mod user;
 mod vdso;
 
 pub use frame::Frame;
 
 pub use kernel::{KernelSymbols, UNKNOWN};
+pub use system::SystemMaps;
 pub use user::{ExecMapping, UserSymbolizer, parse_maps};

@@ -44,6 +44,27 @@ pub(super) fn contention(out: &mut Vec<String>, r: &Report) {
         ));
     }
     out.push(totals);
+    for (what, w) in [("irq", &c.irq), ("softirq", &c.softirq)] {
+        if w.count > 0 {
+            out.push(format!(
+                "  in {what}: {} in {} waits ({} of all): an interrupt's waits, not the fd \
+                 operation of the task it landed on",
+                duration(w.total_wait_ns),
+                w.count,
+                percent(w.share_of_all)
+            ));
+        }
+    }
+    if c.fdprof_on_stack.count > 0 {
+        let w = &c.fdprof_on_stack;
+        out.push(format!(
+            "  fdprof on the stack: {} in {} waits ({} of all) had one of fdprof's own programs \
+             beneath them",
+            duration(w.total_wait_ns),
+            w.count,
+            percent(w.share_of_all)
+        ));
+    }
     let w = &r.stack_walks;
     // Recordings made before stacks were reused have no figure.
     if w.walked > 0 || w.reused > 0 {

@@ -34,6 +34,21 @@ pub(super) fn header(out: &mut Vec<String>, r: &Report) {
             r.contention.file_lock_count
         ),
     ));
+    if let Some(s) = &r.steal {
+        kv.push((
+            "steal time".to_string(),
+            format!(
+                "{} of {} CPUs' {} ({}; most on one CPU: {}, {}): time the host ran \
+                 something else, a wait's included",
+                duration(s.steal_ns),
+                s.cpus,
+                duration(s.total_ns),
+                human::percent(s.share),
+                duration(s.max_cpu_steal_ns),
+                human::percent(s.max_cpu_share)
+            ),
+        ));
+    }
     kv.push(("drops".to_string(), drops_summary(r)));
     out.extend(key_values(&kv, 2));
     for note in &h.notes {

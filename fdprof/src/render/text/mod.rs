@@ -8,6 +8,7 @@ mod counters;
 mod cpu;
 mod functions;
 mod header;
+mod processes;
 mod rates;
 mod stacks;
 
@@ -22,6 +23,7 @@ pub fn text(report: &Report) -> String {
     let mut out = Vec::new();
     header::header(&mut out, report);
     contention::contention(&mut out, report);
+    processes::processes(&mut out, report);
     functions::functions(&mut out, report);
     stacks::stacks(&mut out, report);
     cpu::cpu(&mut out, report);

@@ -1,0 +1,27 @@
+//! Per-process figures of a system-wide recording (`-a`).
+
+use serde::{Deserialize, Serialize};
+
+use crate::{LockOperation, Syscall};
+
+/// One process: whose fd table was contended, whose fd syscalls ran. Rows have the shapes of
+/// the whole-machine sections.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Process {
+    pub pid: u32,
+    /// Empty when the process only waited and made no fd syscall (the kernel names a process
+    /// at its first fd syscall).
+    pub comm: String,
+    /// Waits on this process's own `file_lock`, ns, and how many.
+    pub file_lock_wait_ns: u64,
+    pub file_lock_count: u64,
+    /// Waits of this process's tasks on every lock (interrupt-time waits included), ns.
+    pub wait_ns: u64,
+    pub wait_count: u64,
+    /// One row per (lock, operation) of this process's waits.
+    pub by_lock_operation: Vec<LockOperation>,
+    /// Its fd syscalls (counted, not timed: the latency histograms are empty).
+    pub syscalls: Vec<Syscall>,
+    /// All its fd syscalls.
+    pub fd_syscalls: u64,
+}

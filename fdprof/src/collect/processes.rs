@@ -1,0 +1,102 @@
+//! Per-process fd syscall counters of a system-wide recording (`-a`), read from
+//! `PROCESS_SYSCALLS` (summed over CPUs) with each process's name from `PROCESS_COMMS`.
+
+use std::collections::BTreeMap;
+
+use anyhow::{Context, Result};
+use aya::{
+    Ebpf,
+    maps::{HashMap as BpfHashMap, PerCpuHashMap},
+};
+use fdprof_common::{
+    probes::map,
+    process::{COMM_LEN, ProcessCounts, ProcessSyscall},
+};
+
+/// Every process's counters, and the names the kernel kept.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Processes {
+    pub syscalls: BTreeMap<ProcessSyscall, ProcessCounts>,
+    /// tgid → comm, as the process was named when it last used a syscall for the first time.
+    pub comms: BTreeMap<u32, String>,
+}
+
+impl Processes {
+    pub fn read(ebpf: &Ebpf) -> Result<Self> {
+        let counts: PerCpuHashMap<_, ProcessSyscall, ProcessCounts> = PerCpuHashMap::try_from(
+            ebpf.map(map::PROCESS_SYSCALLS)
+                .context("no map PROCESS_SYSCALLS")?,
+        )?;
+        let mut syscalls = BTreeMap::new();
+        for entry in counts.iter() {
+            let (key, per_cpu) = entry?;
+            let mut sum: ProcessCounts = Default::default();
+            for cpu in per_cpu.iter() {
+                for (s, v) in sum.iter_mut().zip(cpu) {
+                    *s += v;
+                }
+            }
+            syscalls.insert(key, sum);
+        }
+        let names: BpfHashMap<_, u32, [u8; COMM_LEN]> = BpfHashMap::try_from(
+            ebpf.map(map::PROCESS_COMMS)
+                .context("no map PROCESS_COMMS")?,
+        )?;
+        let mut comms = BTreeMap::new();
+        for entry in names.iter() {
+            let (tgid, comm) = entry?;
+            let len = comm.iter().position(|&b| b == 0).unwrap_or(COMM_LEN);
+            comms.insert(tgid, String::from_utf8_lossy(&comm[..len]).into_owned());
+        }
+        Ok(Self { syscalls, comms })
+    }
+
+    /// What was counted between `earlier` and `self`; rows with nothing new are left out.
+    pub fn delta(&self, earlier: &Processes) -> Processes {
+        let syscalls = self
+            .syscalls
+            .iter()
+            .filter_map(|(key, now)| {
+                let then = earlier.syscalls.get(key).copied().unwrap_or_default();
+                let mut d: ProcessCounts = Default::default();
+                for ((d, n), t) in d.iter_mut().zip(now).zip(then) {
+                    *d = n.saturating_sub(t);
+                }
+                d.iter().any(|&v| v > 0).then_some((*key, d))
+            })
+            .collect();
+        Processes {
+            syscalls,
+            comms: self.comms.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delta_subtracts_and_drops_idle_rows() {
+        let key = |tgid, index| ProcessSyscall { tgid, index };
+        let earlier = Processes {
+            syscalls: [(key(1, 5), [3, 0, 3, 0, 3]), (key(2, 5), [1, 0, 1, 0, 1])].into(),
+            comms: [(1, "a".to_string())].into(),
+        };
+        let later = Processes {
+            syscalls: [
+                (key(1, 5), [5, 1, 4, 0, 4]),
+                (key(2, 5), [1, 0, 1, 0, 1]),
+                (key(3, 1), [2, 0, 0, 2, 0]),
+            ]
+            .into(),
+            comms: [(1, "a".to_string()), (3, "c".to_string())].into(),
+        };
+        let d = later.delta(&earlier);
+        assert_eq!(
+            d.syscalls,
+            [(key(1, 5), [2, 1, 1, 0, 1]), (key(3, 1), [2, 0, 0, 2, 0])].into()
+        );
+        assert_eq!(d.comms.len(), 2);
+    }
+}

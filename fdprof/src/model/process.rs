@@ -1,0 +1,54 @@
+//! The processes of a system-wide recording (`-a`): a recording narrowed to some of them, for
+//! each process's own figures and for `report --pid/--comm`.
+
+use super::recording::{ContentionSite, ProcessRecord, Recording};
+
+/// `rec` narrowed to the processes `keep` selects: their waits and their fd syscalls (added
+/// up). The rest of the figures (scan, table, functions, drops, costs) are the machine's, kept
+/// as they are; the series, on-CPU samples, trace and counters, which are not per process, are
+/// left out.
+pub fn only(rec: &Recording, keep: impl Fn(&ProcessRecord) -> bool) -> Recording {
+    let processes: Vec<ProcessRecord> = rec.processes.iter().filter(|p| keep(p)).cloned().collect();
+    let kept = |pid: u32| processes.iter().any(|p| p.pid == pid);
+    let contention: Vec<ContentionSite> = rec
+        .contention
+        .iter()
+        .filter(|s| s.pid.is_some_and(kept))
+        .cloned()
+        .collect();
+    let mut syscalls = Vec::new();
+    for p in &processes {
+        super::merge::add_syscalls(&mut syscalls, &p.syscalls);
+    }
+    Recording {
+        format: rec.format.clone(),
+        version: rec.version,
+        fdprof_version: rec.fdprof_version.clone(),
+        kernel_release: rec.kernel_release.clone(),
+        target: rec.target.clone(),
+        started_unix_ms: rec.started_unix_ms,
+        duration_ns: rec.duration_ns,
+        end_reason: rec.end_reason,
+        mode: rec.mode,
+        probes: rec.probes.clone(),
+        modes: rec.modes.clone(),
+        raw_addrs: rec.raw_addrs,
+        // Per process, the syscalls are counted, not timed.
+        syscall_latency: false,
+        contention,
+        stack_walks: rec.stack_walks.clone(),
+        functions: rec.functions.clone(),
+        syscalls,
+        scan: rec.scan.clone(),
+        table: rec.table.clone(),
+        drops: rec.drops.clone(),
+        own_cost: rec.own_cost.clone(),
+        notes: rec.notes.clone(),
+        series: None,
+        cpu: None,
+        trace: None,
+        counters: None,
+        processes,
+        steal: rec.steal,
+    }
+}

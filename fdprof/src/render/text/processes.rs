@@ -1,0 +1,70 @@
+//! Per process (`-a`): the top processes by `file_lock` wait and by fd syscalls.
+
+use crate::analysis::{Process, Report};
+use crate::render::human::duration;
+use crate::render::layout::{columns, section};
+
+pub(super) fn processes(out: &mut Vec<String>, r: &Report) {
+    if r.processes.is_empty() {
+        return;
+    }
+    let top = match r.options.top {
+        0 => r.processes.len(),
+        n => n,
+    };
+    let shown =
+        |rows: Vec<&Process>| -> Vec<Vec<String>> { rows.into_iter().take(top).map(row).collect() };
+    let head = [
+        "pid",
+        "comm",
+        "file_lock wait",
+        "waits",
+        "all locks",
+        "waits",
+        "fd syscalls",
+        "busiest syscalls",
+    ];
+    section(
+        out,
+        &format!(
+            "processes: top {} of {} by file_lock wait (each process's own table)",
+            top.min(r.processes.len()),
+            r.processes.len()
+        ),
+    );
+    let by_wait: Vec<&Process> = r.processes.iter().collect();
+    out.extend(columns(&head, 2, &shown(by_wait), 2));
+    section(out, "processes: by fd syscalls");
+    let mut by_calls: Vec<&Process> = r.processes.iter().collect();
+    by_calls.sort_by(|a, b| b.fd_syscalls.cmp(&a.fd_syscalls).then(a.pid.cmp(&b.pid)));
+    out.extend(columns(&head, 2, &shown(by_calls), 2));
+    out.push(
+        "  (report --pid/--comm: one process's waits, stacks and syscalls; --json: every \
+         process)"
+            .into(),
+    );
+}
+
+fn row(p: &Process) -> Vec<String> {
+    let mut busiest: Vec<_> = p.syscalls.iter().collect();
+    busiest.sort_by(|a, b| b.calls.cmp(&a.calls).then(a.name.cmp(&b.name)));
+    let busiest: Vec<String> = busiest
+        .iter()
+        .take(3)
+        .map(|s| format!("{} {}", s.name, s.calls))
+        .collect();
+    vec![
+        p.pid.to_string(),
+        if p.comm.is_empty() {
+            "?".into()
+        } else {
+            p.comm.clone()
+        },
+        duration(p.file_lock_wait_ns),
+        p.file_lock_count.to_string(),
+        duration(p.wait_ns),
+        p.wait_count.to_string(),
+        p.fd_syscalls.to_string(),
+        busiest.join(", "),
+    ]
+}

@@ -1,0 +1,156 @@
+//! Per-process figures of a system-wide recording (`record -a`) on the real kernel, against the
+//! ground truth of two workload processes running side by side.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+
+/// The `report --json` of `out` with `extra` options.
+fn report(out: &std::path::Path, extra: &[&str]) -> Value {
+    let o = run(fdprof().arg("report").arg(out).arg("--json").args(extra));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+fn calls(rows: &Value, name: &str) -> u64 {
+    rows.as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == name)
+        .map_or(0, |s| s["calls"].as_u64().unwrap())
+}
+
+#[test]
+fn each_process_gets_exactly_its_own_syscalls() {
+    require_root();
+    let _kernel = kernel_lock();
+    let out = tmp("processes-all.data");
+    let ops = [1500u64, 2600];
+    let workloads: Vec<Waiting> = ops
+        .iter()
+        .map(|k| start_workload(&["socket-close", "-t", "1", "--ops", &k.to_string()]))
+        .collect();
+    let pids: Vec<u32> = workloads.iter().map(|w| w.pid).collect();
+    let rec = start_record(&["-a", "-o", out.to_str().unwrap()]);
+    for w in &workloads {
+        w.go();
+    }
+    let expected: Vec<Value> = workloads
+        .into_iter()
+        .map(|w| w.finish()["expected"].clone())
+        .collect();
+    // Both have exited (short-lived processes are kept); now stop the recording.
+    // SAFETY: the recorder is our own child.
+    unsafe { libc::kill(rec.id() as i32, libc::SIGINT) };
+    let mut rec = rec;
+    assert!(rec.wait().unwrap().success());
+
+    let r = report(&out, &[]);
+    let processes = r["processes"].as_array().expect("processes in -a reports");
+    for ((pid, k), expected) in pids.iter().zip(ops).zip(&expected) {
+        let rows: Vec<&Value> = processes.iter().filter(|p| p["pid"] == *pid).collect();
+        assert_eq!(rows.len(), 1, "pid {pid} once");
+        let p = rows[0];
+        assert_eq!(p["comm"], "fdprof", "pid {pid}");
+        assert_eq!(calls(&p["syscalls"], "socket"), k, "pid {pid} sockets");
+        assert_eq!(calls(&p["syscalls"], "close"), k, "pid {pid} closes");
+        // Nothing else: the measured phase did only what the generator says.
+        for (name, n) in expected["syscalls"].as_object().unwrap() {
+            assert_eq!(calls(&p["syscalls"], name), n.as_u64().unwrap(), "{name}");
+        }
+        let total: u64 = expected["syscalls"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|v| v.as_u64().unwrap())
+            .sum();
+        assert_eq!(p["fd_syscalls"].as_u64().unwrap(), total, "pid {pid}");
+        // The same rows as the whole-machine section.
+        let row = &p["syscalls"][0];
+        for field in [
+            "name",
+            "calls",
+            "errors",
+            "fds_created",
+            "fds_closed",
+            "allocs",
+        ] {
+            assert!(row.get(field).is_some(), "{field}");
+        }
+        // Narrowed to the one process, the whole report is its own.
+        let only = report(&out, &["--pid", &pid.to_string()]);
+        assert_eq!(calls(&only["syscalls"], "socket"), k);
+        assert_eq!(only["processes"].as_array().unwrap().len(), 1);
+    }
+    // The machine's counts hold both, and more.
+    assert!(calls(&r["syscalls"], "socket") >= ops.iter().sum::<u64>());
+
+    let o = run(fdprof()
+        .arg("report")
+        .arg(&out)
+        .args(["--comm", "no-such-comm"]));
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("no process with comm no-such-comm"), "{err}");
+    assert_no_programs_left();
+}
+
+#[test]
+fn process_filters_need_a_system_wide_recording() {
+    let out = tmp("processes-one.data");
+    std::fs::write(
+        &out,
+        serde_json::to_vec(&fdprof::testdata::recording()).unwrap(),
+    )
+    .unwrap();
+    let o = run(fdprof().arg("report").arg(&out).args(["--pid", "1"]));
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("system-wide"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
+
+/// The user frames of a process that exited before `record -a` ended: symbolized, with the
+/// workload's own Rust functions named. Which stacks contend is up to the scheduler: a few runs
+/// are allowed for one whose user stack reaches the workload's code.
+#[test]
+fn user_frames_of_an_exited_process_are_symbolized_system_wide() {
+    require_root();
+    let _kernel = kernel_lock();
+    let out = tmp("processes-user.data");
+    for _ in 0..4 {
+        let w = start_workload(&["cputime", "-t", "3", "-d", "1s"]);
+        let pid = w.pid;
+        let rec = start_record(&["-a", "-o", out.to_str().unwrap()]);
+        w.go();
+        w.finish();
+        // The workload has exited; the recording goes on until now.
+        // SAFETY: the recorder is our own child.
+        unsafe { libc::kill(rec.id() as i32, libc::SIGINT) };
+        let mut rec = rec;
+        assert!(rec.wait().unwrap().success());
+        let recording = read_json(&out);
+        let sites: Vec<&Value> = recording["contention"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["pid"] == pid)
+            .collect();
+        let named = sites.iter().any(|s| {
+            s["user_stack"].as_array().unwrap().iter().any(|f| {
+                f["function"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("fdprof_workload::")
+            })
+        });
+        if named {
+            let notes = recording["notes"].to_string();
+            assert!(notes.contains("user stacks of every process"), "{notes}");
+            assert_no_programs_left();
+            return;
+        }
+    }
+    panic!("no wait of the exited workload had its user frames named in 4 runs");
+}
