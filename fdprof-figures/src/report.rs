@@ -61,6 +61,10 @@ pub struct Report {
     /// On-CPU samples, for a recording made with `record --cpu`; absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<crate::Cpu>,
+    /// The patterns the figures above show and their remedies (absent in reports made before
+    /// fdprof diagnosed: then read as no finding).
+    #[serde(default)]
+    pub diagnosis: crate::Diagnosis,
 }
 
 impl Default for Report {
@@ -87,6 +91,7 @@ impl Default for Report {
             rates: None,
             counters: None,
             cpu: None,
+            diagnosis: crate::Diagnosis::default(),
         }
     }
 }

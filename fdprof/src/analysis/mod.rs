@@ -8,6 +8,7 @@
 mod contention;
 mod counters;
 mod cpu;
+mod diagnosis;
 mod drops;
 mod flamegraph;
 mod functions;
@@ -33,6 +34,7 @@ pub use fdprof_figures::*;
 pub use contention::{by_lock, by_lock_operation, contention, stack_walks};
 pub use counters::{counters, target_cpu};
 pub use cpu::cpu;
+pub use diagnosis::diagnosis;
 pub use drops::drops;
 pub use flamegraph::{
     FlamegraphOptions, Folded, FoldedStack, LockFilter, OpFilter, Weight, folded, folded_cpu,
@@ -58,7 +60,7 @@ pub fn report(rec: &Recording, opts: &ReportOptions) -> Report {
     let contention = contention(rec);
     let (top_stacks, stacks_total) = top_stacks(rec, opts);
     let syscalls = syscalls(rec);
-    Report {
+    let mut report = Report {
         schema: SCHEMA.into(),
         schema_version: SCHEMA_VERSION,
         header: header(rec),
@@ -79,7 +81,10 @@ pub fn report(rec: &Recording, opts: &ReportOptions) -> Report {
         rates: series_rates(rec),
         counters: counters(rec),
         cpu: cpu(rec, opts),
-    }
+        diagnosis: Diagnosis::default(),
+    };
+    report.diagnosis = diagnosis(rec, &report);
+    report
 }
 
 /// The sum of `values`, saturating: a corrupt recording's counts may add up past `u64`.
