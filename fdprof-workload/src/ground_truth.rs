@@ -99,6 +99,8 @@ pub trait Tracker {
     fn closed(&mut self, sys: Sys, fd: i32) -> Result<(), Mismatch>;
     /// `sys` (dup2/dup3) installed at `fd`, replacing whatever was open there.
     fn installed(&mut self, sys: Sys, fd: i32);
+    /// `sys` (close_range) closed every open fd from `first` to `last`.
+    fn closed_range(&mut self, sys: Sys, first: i32, last: i32);
     /// The highest fd allocated or installed so far (-1: none).
     fn max_fd(&self) -> i32;
 }
@@ -134,6 +136,9 @@ impl Tracker for Fast {
     fn installed(&mut self, _sys: Sys, fd: i32) {
         self.max_fd = self.max_fd.max(fd);
     }
+
+    #[inline(always)]
+    fn closed_range(&mut self, _sys: Sys, _first: i32, _last: i32) {}
 
     fn max_fd(&self) -> i32 {
         self.max_fd
@@ -244,6 +249,14 @@ impl Tracker for Lockstep {
             self.closed[sys.index()] += 1;
         }
         self.max_fd = self.max_fd.max(fd);
+    }
+
+    fn closed_range(&mut self, sys: Sys, first: i32, last: i32) {
+        for fd in first.max(0)..=last {
+            if self.model.close(fd as u32) {
+                self.closed[sys.index()] += 1;
+            }
+        }
     }
 
     fn max_fd(&self) -> i32 {

@@ -60,7 +60,7 @@ use control::{Control, block_sigusr1, progress_wanted};
 pub use error::UsageError;
 pub use options::{DEFAULT_DURATION, MAX_TASKS, Options};
 pub use phase::Plan;
-pub use scenarios::Scenario;
+pub use scenarios::{Scenario, Variant};
 
 /// Runs the generator as `opts` says and prints its report on stdout.
 ///

@@ -8,7 +8,8 @@ use crate::cputime::Cputime;
 use crate::ground_truth::{LoopError, Tracker};
 use crate::phase::{Plan, TaskSlot};
 use crate::scenarios::{
-    Dup2Worst, DupClose, Holes, Op, OpenClose, Opensock, Pipe, SocketClose, SocketPair,
+    CloseLoop, Dup2Worst, DupClose, Holes, HolesReserve, Op, OpenClose, Opensock, Pipe,
+    SocketClose, SocketPair,
 };
 
 /// Ops between two looks at the stop flag and two counter updates.
@@ -58,6 +59,8 @@ pub enum TaskOp {
     SocketPair(SocketPair),
     Opensock(Opensock),
     Holes(Holes),
+    HolesReserve(HolesReserve),
+    CloseLoop(CloseLoop),
     Dup2Worst(Dup2Worst),
     Acceptor(Acceptor),
     Connector(Connector),
@@ -81,6 +84,8 @@ impl TaskOp {
             TaskOp::SocketPair(op) => drive(op, t, plan, slot, stop),
             TaskOp::Opensock(op) => drive(op, t, plan, slot, stop),
             TaskOp::Holes(op) => drive(op, t, plan, slot, stop),
+            TaskOp::HolesReserve(op) => drive(op, t, plan, slot, stop),
+            TaskOp::CloseLoop(op) => drive(op, t, plan, slot, stop),
             TaskOp::Dup2Worst(op) => drive(op, t, plan, slot, stop),
             TaskOp::Acceptor(a) => a.drive(t, plan, slot, stop),
             TaskOp::Connector(c) => c.drive(t, plan, slot, stop),
