@@ -24,7 +24,8 @@
 //! - `accept`: ground_truth, phase, sys
 //! - `cputime`: ground_truth, scenarios
 //! - `task`: accept, cputime, ground_truth, phase, scenarios
-//! - `setup`: accept, cputime, error, scenarios, sys, task
+//! - `uring`: ground_truth, scenarios
+//! - `setup`: accept, cputime, error, scenarios, sys, task, uring
 //! - `options`: error, phase, scenarios, setup
 //! - `limits`: error, scenarios, setup, table
 //! - `outcome`: ground_truth
@@ -53,6 +54,7 @@ mod sys;
 mod table;
 mod task;
 mod threads;
+mod uring;
 
 use anyhow::Result;
 

@@ -174,6 +174,8 @@ pub enum Variant {
     Reserve,
     /// close-loop: one close_range(2) closes the N fds.
     CloseRange,
+    /// opensock: sockets as io_uring direct descriptors in fixed slots, never in the fd table.
+    IoUringDirect,
 }
 
 impl Variant {
@@ -183,6 +185,7 @@ impl Variant {
             Variant::Plain => None,
             Variant::Reserve => Some("--reserve"),
             Variant::CloseRange => Some("--close-range"),
+            Variant::IoUringDirect => Some("--io-uring-direct"),
         }
     }
 
@@ -197,6 +200,7 @@ impl Variant {
             Variant::Plain => None,
             Variant::Reserve => Some(Scenario::Holes),
             Variant::CloseRange => Some(Scenario::CloseLoop),
+            Variant::IoUringDirect => Some(Scenario::Opensock),
         }
     }
 
@@ -206,6 +210,10 @@ impl Variant {
             Variant::Plain => None,
             Variant::Reserve => Some("openat -> N + dup2(N, K) + close(N)"),
             Variant::CloseRange => Some("dup(held fd) x N + close_range(first, last, 0)"),
+            Variant::IoUringDirect => Some(
+                "IORING_OP_CLOSE(random own fixed slot) + IORING_OP_SOCKET into it, linked, one \
+                 io_uring_enter",
+            ),
         }
     }
 }

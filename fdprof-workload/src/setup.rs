@@ -15,6 +15,7 @@ use crate::scenarios::{
 };
 use crate::sys;
 use crate::task::TaskOp;
+use crate::uring::UringOpensock;
 
 /// A validated workload configuration (everything but the task count, which a sweep varies).
 #[derive(Clone, Debug)]
@@ -65,6 +66,17 @@ pub fn prepare(cfg: &Config, first: u32, count: u32, total: u32) -> Result<Prepa
     let mut ops = Vec::with_capacity(count as usize * 2);
     let fds_held;
     match cfg.scenario {
+        Scenario::Opensock if cfg.variant == Variant::IoUringDirect => {
+            for task in first..first + count {
+                let share = opensock_share(cfg.fds, total, task);
+                let ring = UringOpensock::new(share, XorShift::for_task(task))
+                    .map_err(|e| anyhow::anyhow!("{e}"))
+                    .context("setting up a ring of fixed-slot sockets")?;
+                ops.push(TaskOp::UringOpensock(Box::new(ring)));
+            }
+            // The sockets live in the rings' fixed slots; the table holds the rings' fds.
+            fds_held = u64::from(count);
+        }
         Scenario::Opensock => {
             let mut sum = 0u64;
             for task in first..first + count {

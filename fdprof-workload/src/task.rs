@@ -11,6 +11,7 @@ use crate::scenarios::{
     CloseLoop, Dup2Worst, DupClose, Holes, HolesReserve, Op, OpenClose, Opensock, Pipe,
     SocketClose, SocketPair,
 };
+use crate::uring::UringOpensock;
 
 /// Ops between two looks at the stop flag and two counter updates.
 pub const BATCH: u64 = 256;
@@ -58,6 +59,7 @@ pub enum TaskOp {
     Pipe(Pipe),
     SocketPair(SocketPair),
     Opensock(Opensock),
+    UringOpensock(Box<UringOpensock>),
     Holes(Holes),
     HolesReserve(HolesReserve),
     CloseLoop(CloseLoop),
@@ -83,6 +85,7 @@ impl TaskOp {
             TaskOp::Pipe(op) => drive(op, t, plan, slot, stop),
             TaskOp::SocketPair(op) => drive(op, t, plan, slot, stop),
             TaskOp::Opensock(op) => drive(op, t, plan, slot, stop),
+            TaskOp::UringOpensock(op) => drive(op.as_mut(), t, plan, slot, stop),
             TaskOp::Holes(op) => drive(op, t, plan, slot, stop),
             TaskOp::HolesReserve(op) => drive(op, t, plan, slot, stop),
             TaskOp::CloseLoop(op) => drive(op, t, plan, slot, stop),
@@ -109,6 +112,7 @@ impl TaskOp {
     pub fn held_fds(&self) -> &[i32] {
         match self {
             TaskOp::Opensock(op) => &op.slots,
+            TaskOp::UringOpensock(op) => op.held_fds(),
             _ => &[],
         }
     }

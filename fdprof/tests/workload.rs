@@ -232,6 +232,21 @@ fn close_loop_and_close_range_ground_truth() {
     assert_eq!(r["expected"]["allocs"], v["expected"]["allocs"]);
 }
 
+/// opensock --io-uring-direct: the sockets live in io_uring fixed slots, so the table sees no
+/// system call, allocation or close at all; the expected says so, and counts the direct files.
+#[test]
+fn io_uring_direct_opensock_ground_truth() {
+    let v = deterministic(&["opensock", "--io-uring-direct", "-n", "200"], 1000);
+    assert_eq!(v["variant"], "io-uring-direct");
+    let e = &v["expected"];
+    assert_eq!(e["syscalls"], serde_json::json!({}));
+    assert_eq!(e["allocs"], serde_json::json!([]));
+    assert_eq!(e["direct_files"]["created"], 1000);
+    assert_eq!(e["direct_files"]["closed"], 1000);
+    assert_eq!(e["next_fd_start"], e["next_fd_end"]);
+    assert_eq!(v["fds_held"], 1, "the ring's fd");
+}
+
 #[test]
 fn dup2_worst_scans_from_next_fd() {
     let v = deterministic(&["dup2-worst", "-n", "100"], 500);

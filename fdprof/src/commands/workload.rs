@@ -94,8 +94,14 @@ pub struct WorkloadArgs {
     pub reserve: bool,
 
     /// close-loop: close the op's N fds with one close_range(2) instead of N close(2)s
-    #[arg(long)]
+    #[arg(long, conflicts_with = "io_uring_direct")]
     pub close_range: bool,
+
+    /// opensock: each task's sockets are io_uring direct descriptors, created by
+    /// IORING_OP_SOCKET into fixed slots of its own ring and closed through it (Linux 5.19 or
+    /// later): they never enter the fd table
+    #[arg(long, conflicts_with = "reserve")]
+    pub io_uring_direct: bool,
 
     /// Re-read the table size after the run and fail unless it is the predicted one (opens
     /// /proc/self/status after the measured phase)
@@ -153,6 +159,8 @@ impl WorkloadArgs {
                 Variant::Reserve
             } else if self.close_range {
                 Variant::CloseRange
+            } else if self.io_uring_direct {
+                Variant::IoUringDirect
             } else {
                 Variant::Plain
             },
