@@ -94,7 +94,7 @@ pub(super) fn shared_table(r: &Report, stacks: &Stacks) -> Option<Finding> {
                      unshare(CLONE_FILES) in each worker thread), or create the sockets as \
                      io_uring direct descriptors, which never enter the table"
                 .into(),
-            shown_by: Some("fdprof workload opensock --processes".into()),
+            shown_by: Some("fdprof workload opensock --io-uring-direct (or --processes)".into()),
             saving: format!(
                 "the file_lock wait itself: {} ({} per second of recording, {} waits)",
                 span(c.file_lock_wait_ns),
