@@ -211,8 +211,8 @@ impl Variant {
             Variant::Reserve => Some("openat -> N + dup2(N, K) + close(N)"),
             Variant::CloseRange => Some("dup(held fd) x N + close_range(first, last, 0)"),
             Variant::IoUringDirect => Some(
-                "IORING_OP_CLOSE(random own fixed slot) + IORING_OP_SOCKET into it, linked, one \
-                 io_uring_enter",
+                "IORING_OP_CLOSE(random own fixed slot) + IORING_OP_SOCKET into it; 16 ops linked \
+                 an io_uring_enter",
             ),
         }
     }
@@ -226,6 +226,13 @@ pub fn opensock_share(total: u32, tasks: u32, task: u32) -> u32 {
 /// One op of a scenario, performed by one task.
 pub trait Op: Send {
     fn once<T: Tracker>(&mut self, t: &mut T) -> Result<(), LoopError>;
+
+    /// Completes every op [`Op::once`] queued and did not finish yet (the io_uring variant
+    /// submits its ops in batches); called before ops are counted.
+    #[inline(always)]
+    fn flush<T: Tracker>(&mut self, _t: &mut T) -> Result<(), LoopError> {
+        Ok(())
+    }
 }
 
 #[inline(always)]

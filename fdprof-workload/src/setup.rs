@@ -256,7 +256,8 @@ fn consecutive_free(n: u32) -> Result<()> {
     }
     if let Some(open) = (first..first + n as i32).find(|&fd| sys::is_open(fd)) {
         return Err(usage(format!(
-            "close-loop needs fds {first}..{} free, and fd {open} is open: use a smaller -n",
+            "close-loop needs fds {first}..{} free, and fd {open} is open (inherited?): close \
+             it or use a smaller -n",
             first + n as i32 - 1
         )));
     }

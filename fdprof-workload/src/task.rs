@@ -33,6 +33,7 @@ pub fn drive<O: Op, T: Tracker>(
                 for _ in 0..batch {
                     op.once(t)?;
                 }
+                op.flush(t)?;
                 done += batch;
                 slot.ops.store(done, Relaxed);
             }
@@ -41,6 +42,7 @@ pub fn drive<O: Op, T: Tracker>(
             for _ in 0..BATCH {
                 op.once(t)?;
             }
+            op.flush(t)?;
             done += BATCH;
             slot.ops.store(done, Relaxed);
             if stop.load(Relaxed) {

@@ -1,7 +1,9 @@
 //! `opensock --io-uring-direct`: opensock's load with io_uring direct descriptors. Each task
 //! has a ring of its own with a registered (fixed) file table; its sockets are created by
 //! `IORING_OP_SOCKET` straight into fixed slots and closed by `IORING_OP_CLOSE` on the slot, so
-//! they never enter the process's fd table: no `alloc_fd`, no `file_lock`.
+//! they never enter the process's fd table: no `alloc_fd`, no `file_lock`. Ops are submitted
+//! [`RING_BATCH`] at a time, linked into one chain so that they run in order, with one
+//! `io_uring_enter`: batching is what a ring is for.
 
 use std::mem::ManuallyDrop;
 use std::os::fd::AsRawFd;
@@ -20,10 +22,15 @@ pub struct UringOpensock {
     ring_fd: [i32; 1],
     slots: u32,
     rng: XorShift,
+    /// The ops queued and not submitted yet (two entries each).
+    queued: Vec<squeue::Entry>,
 }
 
-/// Entries the ring's queues hold: one op submits two.
-const RING_ENTRIES: u32 = 8;
+/// Ops submitted with one `io_uring_enter` (a divisor of the loop's batch of 256, so that every
+/// counted op has completed).
+pub const RING_BATCH: usize = 16;
+/// Entries the ring's queues hold: one op takes two.
+const RING_ENTRIES: u32 = 2 * RING_BATCH as u32;
 
 fn socket_into(slot: u32) -> Result<squeue::Entry, LoopError> {
     let dest = types::DestinationSlot::try_from_slot_target(slot).map_err(|_| LoopError::Ring {
@@ -48,6 +55,7 @@ impl UringOpensock {
             ring_fd,
             slots,
             rng,
+            queued: Vec::with_capacity(2 * RING_BATCH),
         };
         for slot in 0..slots {
             task.run(&[socket_into(slot)?])?;
@@ -55,8 +63,8 @@ impl UringOpensock {
         Ok(task)
     }
 
-    /// Submits `entries` (linked, in order) with one `io_uring_enter` and checks that each
-    /// completed.
+    /// Submits `entries` (linked into one chain, so in order) with one `io_uring_enter` and
+    /// checks that each completed.
     fn run(&mut self, entries: &[squeue::Entry]) -> Result<(), LoopError> {
         {
             let mut sq = self.ring.submission();
@@ -114,9 +122,24 @@ impl Op for UringOpensock {
     #[inline(always)]
     fn once<T: Tracker>(&mut self, t: &mut T) -> Result<(), LoopError> {
         let slot = self.rng.below(self.slots);
-        let close = opcode::Close::new(types::Fixed(slot)).build();
-        self.run(&[close, socket_into(slot)?])?;
+        self.queued
+            .push(opcode::Close::new(types::Fixed(slot)).build());
+        self.queued.push(socket_into(slot)?);
         t.direct(1, 1);
+        if self.queued.len() == 2 * RING_BATCH {
+            self.flush(t)?;
+        }
         Ok(())
+    }
+
+    fn flush<T: Tracker>(&mut self, _t: &mut T) -> Result<(), LoopError> {
+        if self.queued.is_empty() {
+            return Ok(());
+        }
+        let entries = std::mem::take(&mut self.queued);
+        let done = self.run(&entries);
+        self.queued = entries;
+        self.queued.clear();
+        done
     }
 }

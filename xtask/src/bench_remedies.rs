@@ -8,6 +8,7 @@
 //! one process, and its workers are its children.
 
 use std::io::{BufRead, BufReader, Read};
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
@@ -117,7 +118,25 @@ pub fn run(args: &[String]) -> Result<()> {
 
 /// Runs `workload` for `secs` under `fdprof record -p`, from its measured phase on.
 fn measure(fdprof: &Path, workload: &[&str], secs: u64, out: &Path) -> Result<Run> {
-    let mut w = Command::new(fdprof)
+    let mut w = Command::new(fdprof);
+    // Only stdio in the workload's table, whatever this process holds (close-loop needs its
+    // fds consecutive).
+    // SAFETY: the closure only makes one async-signal-safe system call.
+    unsafe {
+        w.pre_exec(|| {
+            let r = libc::syscall(
+                libc::SYS_close_range,
+                3 as libc::c_long,
+                libc::c_long::from(u32::MAX),
+                0 as libc::c_long,
+            );
+            if r != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut w = w
         .arg("workload")
         .args(workload)
         .args(["-d", &format!("{secs}s"), "--json", "--wait-signal"])
