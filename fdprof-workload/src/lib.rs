@@ -23,8 +23,8 @@
 //! - `scenarios`: ground_truth, sys
 //! - `accept`: ground_truth, phase, sys
 //! - `cputime`: ground_truth, scenarios
-//! - `task`: accept, cputime, ground_truth, phase, scenarios
 //! - `uring`: ground_truth, scenarios
+//! - `task`: accept, cputime, ground_truth, phase, scenarios, uring
 //! - `setup`: accept, cputime, error, scenarios, sys, task, uring
 //! - `options`: error, phase, scenarios, setup
 //! - `limits`: error, scenarios, setup, table
