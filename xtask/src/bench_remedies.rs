@@ -82,7 +82,7 @@ pub fn run(args: &[String]) -> Result<()> {
         println!("{}", g.what);
         println!(
             "  {:<22} {:>12} {:>7} {:>16} {:>9} {:>11}",
-            "variant", "ops/s", "ratio", "file_lock wait/s", "scan p99", "syscalls/op"
+            "variant", "ops/s", "ratio", "file_lock wait/s", "scan p99", "fd calls/op"
         );
         let mut first_ops = None;
         for (name, workload) in g.rows {
