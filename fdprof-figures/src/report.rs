@@ -52,6 +52,10 @@ pub struct Report {
     pub drops: Drops,
     /// What recording cost: the eBPF programs' run time and the collector's CPU time.
     pub own_cost: OwnCost,
+    /// The patterns the figures show and their remedies (absent in reports made before
+    /// fdprof diagnosed: then read as no finding).
+    #[serde(default)]
+    pub diagnosis: crate::Diagnosis,
     /// Rates over time, for a recording made with `record --interval`; absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rates: Option<crate::Rates>,
@@ -61,10 +65,6 @@ pub struct Report {
     /// On-CPU samples, for a recording made with `record --cpu`; absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<crate::Cpu>,
-    /// The patterns the figures above show and their remedies (absent in reports made before
-    /// fdprof diagnosed: then read as no finding).
-    #[serde(default)]
-    pub diagnosis: crate::Diagnosis,
 }
 
 impl Default for Report {
@@ -88,10 +88,10 @@ impl Default for Report {
             table: Table::default(),
             drops: Drops::default(),
             own_cost: OwnCost::default(),
+            diagnosis: crate::Diagnosis::default(),
             rates: None,
             counters: None,
             cpu: None,
-            diagnosis: crate::Diagnosis::default(),
         }
     }
 }

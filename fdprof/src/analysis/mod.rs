@@ -55,12 +55,20 @@ pub use syscalls::{latency_level, syscalls, syscalls_by_calls};
 
 use crate::model::Recording;
 
-/// The whole report: every figure `fdprof report` shows, text or JSON.
+/// The whole report: every figure `fdprof report` shows, text or JSON, and the diagnosis read
+/// from them.
 pub fn report(rec: &Recording, opts: &ReportOptions) -> Report {
+    let mut report = figures(rec, opts);
+    report.diagnosis = diagnosis(rec, &report);
+    report
+}
+
+/// Every figure but the diagnosis.
+fn figures(rec: &Recording, opts: &ReportOptions) -> Report {
     let contention = contention(rec);
     let (top_stacks, stacks_total) = top_stacks(rec, opts);
     let syscalls = syscalls(rec);
-    let mut report = Report {
+    Report {
         schema: SCHEMA.into(),
         schema_version: SCHEMA_VERSION,
         header: header(rec),
@@ -78,13 +86,11 @@ pub fn report(rec: &Recording, opts: &ReportOptions) -> Report {
         table: table(rec),
         drops: drops(rec),
         own_cost: own_cost(rec),
+        diagnosis: Diagnosis::default(),
         rates: series_rates(rec),
         counters: counters(rec),
         cpu: cpu(rec, opts),
-        diagnosis: Diagnosis::default(),
-    };
-    report.diagnosis = diagnosis(rec, &report);
-    report
+    }
 }
 
 /// The sum of `values`, saturating: a corrupt recording's counts may add up past `u64`.
