@@ -177,6 +177,9 @@ pub struct SweepRow {
 #[derive(Clone, Debug, Serialize)]
 pub struct SweepReport {
     pub scenario: &'static str,
+    /// The remedy applied; absent for the plain load.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub variant: Option<&'static str>,
     pub op: &'static str,
     pub mode: &'static str,
     /// The task count whose per-task rate is 100% linear (1 when swept, else the smallest).
@@ -207,6 +210,7 @@ impl SweepReport {
             .collect();
         SweepReport {
             scenario: cfg.scenario.name(),
+            variant: cfg.variant.name(),
             op: cfg.op(),
             mode: if cfg.processes {
                 "processes"
