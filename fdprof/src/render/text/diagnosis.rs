@@ -2,7 +2,7 @@
 //! the stacks that carry it and the remedy.
 
 use super::stacks::frame;
-use crate::analysis::{Evidence, Finding, FindingStack, Report, StackSource};
+use crate::analysis::{Evidence, Finding, FindingStack, Report, Rule, StackSource};
 use crate::escape;
 use crate::render::human::duration;
 use crate::render::layout::section;
@@ -14,7 +14,7 @@ pub(super) fn diagnosis(out: &mut Vec<String>, r: &Report) {
         out.push("  no rule fired: no fd-table pattern to fix in these figures".into());
     }
     for f in &d.findings {
-        finding(out, f);
+        finding(out, f, r.cpu.is_some());
     }
     for n in &d.not_checked {
         out.push(format!(
@@ -25,7 +25,7 @@ pub(super) fn diagnosis(out: &mut Vec<String>, r: &Report) {
     }
 }
 
-fn finding(out: &mut Vec<String>, f: &Finding) {
+fn finding(out: &mut Vec<String>, f: &Finding, sampled: bool) {
     out.push(String::new());
     out.push(format!("  [{}] {}", f.rule, escape::name(&f.summary)));
     let fired: Vec<String> = f.evidence.iter().map(evidence).collect();
@@ -36,7 +36,12 @@ fn finding(out: &mut Vec<String>, f: &Finding) {
         out.push(format!("    shown by: {}", escape::name(w)));
     }
     if f.stacks.is_empty() {
-        out.push("    stacks: not recorded for this pattern".into());
+        let hint = if f.rule == Rule::LongScans && !sampled {
+            " (record --cpu samples the allocator's stacks)"
+        } else {
+            ""
+        };
+        out.push(format!("    stacks: not in this recording{hint}"));
     }
     for s in &f.stacks {
         stack(out, s);
