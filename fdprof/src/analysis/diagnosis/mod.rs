@@ -11,7 +11,7 @@ use fdprof_figures::{
     Report, ReportOptions, Rule, SortKey, StackSource,
 };
 
-use super::top_stacks;
+use super::{cpu, top_stacks};
 use crate::model::Recording;
 
 /// shared-table: at least this many waits on the target's `file_lock` …
@@ -37,7 +37,7 @@ pub const CLOSE_LOOP_MIN_FDS: u64 = 64;
 /// The diagnosis of `report`, the report of `rec` (every figure but this one filled in).
 pub fn diagnosis(rec: &Recording, report: &Report) -> Diagnosis {
     let mut d = Diagnosis::default();
-    let stacks = Stacks::new(rec, report);
+    let stacks = Stacks::new(rec);
     d.findings.extend(rules::shared_table(report, &stacks));
     if report.fd_activity_recorded {
         d.findings.extend(rules::long_scans(report, &stacks));
@@ -69,7 +69,7 @@ struct Stacks {
 }
 
 impl Stacks {
-    fn new(rec: &Recording, report: &Report) -> Self {
+    fn new(rec: &Recording) -> Self {
         let all = ReportOptions {
             top: 0,
             sort: SortKey::Wait,
@@ -77,11 +77,8 @@ impl Stacks {
         };
         Stacks {
             contention: top_stacks(rec, &all).0,
-            cpu: report
-                .cpu
-                .as_ref()
-                .map(|c| c.top_stacks.clone())
-                .unwrap_or_default(),
+            // All of them, not the report's first `--top`: a pattern's stacks may rank low.
+            cpu: cpu(rec, &all).map(|c| c.top_stacks).unwrap_or_default(),
         }
     }
 
