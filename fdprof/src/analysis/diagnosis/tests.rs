@@ -111,6 +111,33 @@ fn holes_scans_are_long_scans() {
     assert!(!rules(&rec).contains(&Rule::LongScans));
 }
 
+/// With on-CPU samples, a long-scans finding's stacks are the allocator's samples first, even
+/// where the report shows fewer stacks than there are; then its file_lock waits in alloc.
+#[test]
+fn long_scans_carry_the_allocators_cpu_stacks() {
+    let mut rec = crate::testdata::cpu_recording();
+    rec.scan.allocations = 1000;
+    rec.scan.next_fd_hits = 500;
+    rec.scan.bits = hist(&[(0, 500), (995, 500)]);
+    let opts = ReportOptions {
+        top: 1,
+        ..ReportOptions::default()
+    };
+    let r = report(&rec, &opts);
+    let f = r
+        .diagnosis
+        .findings
+        .iter()
+        .find(|f| f.rule == Rule::LongScans)
+        .unwrap();
+    assert_eq!(f.stacks.len(), 2, "{:?}", f.stacks);
+    assert_eq!(f.stacks[0].source, StackSource::Cpu);
+    assert_eq!(f.stacks[0].weight, 7);
+    assert_eq!(super::functions(&f.stacks[0].kernel_stack), ["alloc_fd"]);
+    assert_eq!(f.stacks[1].source, StackSource::Contention);
+    assert_eq!(f.stacks[1].operation, fdprof_figures::Operation::Alloc);
+}
+
 fn close(tid: u32, fd: i32, at: u64) -> Row {
     let close = FD_SYSCALLS.iter().position(|s| s.name == "close").unwrap() as u8;
     Row {
