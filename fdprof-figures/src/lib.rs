@@ -12,6 +12,7 @@ mod contention;
 mod cost;
 mod counters;
 mod cpu;
+mod diagnosis;
 mod histogram;
 mod live;
 mod lock;
@@ -26,6 +27,10 @@ pub use contention::{Contention, Function, LockOperation, LockTotal, StackWalks,
 pub use cost::{DropCounter, Drops, OwnCost, ProgramCost};
 pub use counters::{CounterName, CounterTotal, Counters, TargetCpu, ThreadRow};
 pub use cpu::{Cpu, CpuOperation, CpuStack, Share};
+pub use diagnosis::{
+    Comparison, Diagnosis, Evidence, Figure, Finding, FindingStack, NotChecked, Remedy, Rule,
+    STACKS as DIAGNOSIS_STACKS, StackSource,
+};
 pub use histogram::{Bucket, Histogram, LatencyLevel, Unit};
 pub use live::{Event, EventKind, Interval};
 pub use lock::{Lock, NamedBy};

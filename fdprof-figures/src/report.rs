@@ -52,6 +52,10 @@ pub struct Report {
     pub drops: Drops,
     /// What recording cost: the eBPF programs' run time and the collector's CPU time.
     pub own_cost: OwnCost,
+    /// The patterns the figures show and their remedies (absent in reports made before
+    /// fdprof diagnosed: then read as no finding).
+    #[serde(default)]
+    pub diagnosis: crate::Diagnosis,
     /// Rates over time, for a recording made with `record --interval`; absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rates: Option<crate::Rates>,
@@ -93,6 +97,7 @@ impl Default for Report {
             table: Table::default(),
             drops: Drops::default(),
             own_cost: OwnCost::default(),
+            diagnosis: crate::Diagnosis::default(),
             rates: None,
             counters: None,
             cpu: None,

@@ -52,6 +52,11 @@ pub enum LoopError {
     PeerClock {
         peer: usize,
     },
+    /// opensock --io-uring-direct: the ring refused `what` with this errno.
+    Ring {
+        what: &'static str,
+        errno: i32,
+    },
 }
 
 impl From<SysError> for LoopError {
@@ -85,6 +90,11 @@ impl fmt::Display for LoopError {
             LoopError::PeerClock { peer } => {
                 write!(f, "task {peer} did not publish its CPU-time clock")
             }
+            LoopError::Ring { what, errno } => write!(
+                f,
+                "io_uring: {what} failed: {}",
+                crate::sys::describe_errno(*errno)
+            ),
         }
     }
 }
@@ -99,6 +109,10 @@ pub trait Tracker {
     fn closed(&mut self, sys: Sys, fd: i32) -> Result<(), Mismatch>;
     /// `sys` (dup2/dup3) installed at `fd`, replacing whatever was open there.
     fn installed(&mut self, sys: Sys, fd: i32);
+    /// `sys` (close_range) closed every open fd from `first` to `last`.
+    fn closed_range(&mut self, sys: Sys, first: i32, last: i32);
+    /// io_uring created and closed files in fixed slots, outside the fd table.
+    fn direct(&mut self, created: u64, closed: u64);
     /// The highest fd allocated or installed so far (-1: none).
     fn max_fd(&self) -> i32;
 }
@@ -135,6 +149,12 @@ impl Tracker for Fast {
         self.max_fd = self.max_fd.max(fd);
     }
 
+    #[inline(always)]
+    fn closed_range(&mut self, _sys: Sys, _first: i32, _last: i32) {}
+
+    #[inline(always)]
+    fn direct(&mut self, _created: u64, _closed: u64) {}
+
     fn max_fd(&self) -> i32 {
         self.max_fd
     }
@@ -151,6 +171,7 @@ pub struct Lockstep {
     closed: [u64; Sys::COUNT],
     allocs: HashMap<(Sys, u32, u32), u64>,
     max_fd: i32,
+    direct: DirectFiles,
 }
 
 impl Lockstep {
@@ -164,6 +185,7 @@ impl Lockstep {
             closed: [0; Sys::COUNT],
             allocs: HashMap::new(),
             max_fd: -1,
+            direct: DirectFiles::default(),
         }
     }
 
@@ -197,6 +219,7 @@ impl Lockstep {
             max_fds_start: self.max_fds_start,
             next_fd_start: self.next_fd_start,
             next_fd_end: self.model.next_fd(),
+            direct_files: (self.direct != DirectFiles::default()).then_some(self.direct),
         }
     }
 }
@@ -246,6 +269,19 @@ impl Tracker for Lockstep {
         self.max_fd = self.max_fd.max(fd);
     }
 
+    fn closed_range(&mut self, sys: Sys, first: i32, last: i32) {
+        for fd in first.max(0)..=last {
+            if self.model.close(fd as u32) {
+                self.closed[sys.index()] += 1;
+            }
+        }
+    }
+
+    fn direct(&mut self, created: u64, closed: u64) {
+        self.direct.created += created;
+        self.direct.closed += closed;
+    }
+
     fn max_fd(&self) -> i32 {
         self.max_fd
     }
@@ -271,6 +307,17 @@ pub struct Expected {
     pub next_fd_start: u32,
     /// `files->next_fd` at the end of the measured phase.
     pub next_fd_end: u32,
+    /// Files io_uring created and closed in fixed slots (`opensock --io-uring-direct`): none
+    /// of them is in the fd table, so none is in the counts above. Absent when there are none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub direct_files: Option<DirectFiles>,
+}
+
+/// Files created and closed as io_uring direct descriptors.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct DirectFiles {
+    pub created: u64,
+    pub closed: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]

@@ -23,8 +23,9 @@
 //! - `scenarios`: ground_truth, sys
 //! - `accept`: ground_truth, phase, sys
 //! - `cputime`: ground_truth, scenarios
-//! - `task`: accept, cputime, ground_truth, phase, scenarios
-//! - `setup`: accept, cputime, error, scenarios, sys, task
+//! - `uring`: ground_truth, scenarios
+//! - `task`: accept, cputime, ground_truth, phase, scenarios, uring
+//! - `setup`: accept, cputime, error, scenarios, sys, task, uring
 //! - `options`: error, phase, scenarios, setup
 //! - `limits`: error, scenarios, setup, table
 //! - `outcome`: ground_truth
@@ -53,6 +54,7 @@ mod sys;
 mod table;
 mod task;
 mod threads;
+mod uring;
 
 use anyhow::Result;
 
@@ -60,7 +62,7 @@ use control::{Control, block_sigusr1, progress_wanted};
 pub use error::UsageError;
 pub use options::{DEFAULT_DURATION, MAX_TASKS, Options};
 pub use phase::Plan;
-pub use scenarios::Scenario;
+pub use scenarios::{Scenario, Variant};
 
 /// Runs the generator as `opts` says and prints its report on stdout.
 ///

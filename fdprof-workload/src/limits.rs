@@ -66,6 +66,8 @@ fn new_fds_at_peak(cfg: &Config, fds: u32, tasks: u32, open: &[u32]) -> u64 {
             let open_below = open.iter().filter(|&&fd| fd < fds).count() as u64;
             u64::from(fds) - open_below + 1
         }
+        // The held source fd and the op's N dups.
+        Scenario::CloseLoop => u64::from(fds) + 1 + setup_scratch,
         // Held fds + listener + per acceptor the accepted socket, per connector its socket.
         Scenario::Accept => u64::from(fds) + 1 + 2 * u64::from(tasks),
         tight => {
@@ -81,6 +83,7 @@ pub fn min_fds(cfg: &Config, tasks: u32) -> u32 {
     match cfg.scenario {
         Scenario::Opensock => tasks,
         Scenario::Holes | Scenario::Dup2Worst => cfg.hole + 1,
+        Scenario::CloseLoop => 1,
         _ => 0,
     }
 }
@@ -143,6 +146,7 @@ mod tests {
             prealloc: None,
             processes: false,
             pin: false,
+            variant: Default::default(),
         }
     }
 

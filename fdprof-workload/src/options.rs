@@ -10,7 +10,7 @@ use anyhow::Result;
 
 use crate::error::usage;
 use crate::phase::Plan;
-use crate::scenarios::Scenario;
+use crate::scenarios::{Scenario, Variant};
 use crate::setup::Config;
 
 /// The most tasks a run may have (threads or processes).
@@ -50,6 +50,8 @@ pub struct Options {
     pub prealloc: Option<u32>,
     /// Re-read the table size after the run and fail unless it is the predicted one.
     pub verify_table: bool,
+    /// A remedy applied to the scenario's load (`--reserve`, `--close-range`).
+    pub variant: Variant,
 }
 
 impl Default for Options {
@@ -69,6 +71,7 @@ impl Default for Options {
             hole: 3,
             prealloc: None,
             verify_table: false,
+            variant: Variant::Plain,
         }
     }
 }
@@ -141,6 +144,19 @@ impl Options {
                 )));
             }
         }
+        if let (Some(flag), Some(wanted)) = (self.variant.flag(), self.variant.scenario())
+            && wanted != scenario
+        {
+            return Err(usage(format!(
+                "{flag} is a variant of {}, not of {name}",
+                wanted.name()
+            )));
+        }
+        if scenario == Scenario::CloseLoop && fds == 0 {
+            return Err(usage(
+                "close-loop closes -n fds an op: -n must be at least 1",
+            ));
+        }
         if scenario == Scenario::Opensock && fds < max_tasks {
             return Err(usage(format!(
                 "opensock needs at least one socket per task: -n {fds} is less than {max_tasks} tasks"
@@ -159,6 +175,7 @@ impl Options {
             prealloc: self.prealloc,
             processes: self.processes,
             pin: self.pin,
+            variant: self.variant,
         })
     }
 }
@@ -231,6 +248,16 @@ mod tests {
         nul.path = PathBuf::from("a\0b");
         assert_eq!(refusal(&nul), "--path contains a NUL byte");
         assert!(opts(Scenario::Pipe, 8, None).config().is_ok());
+        let mut reserve = opts(Scenario::Dup2Worst, 1, None);
+        reserve.variant = Variant::Reserve;
+        assert_eq!(
+            refusal(&reserve),
+            "--reserve is a variant of holes, not of dup2-worst"
+        );
+        reserve.scenario = Scenario::Holes;
+        assert!(reserve.config().is_ok());
+        assert!(refusal(&opts(Scenario::CloseLoop, 2, None)).contains("use -t 1"));
+        assert!(refusal(&opts(Scenario::CloseLoop, 1, Some(0))).contains("at least 1"));
         let mut cputime = opts(Scenario::Cputime, 2, None);
         assert_eq!(cputime.config().unwrap().fds, 0);
         cputime.processes = true;

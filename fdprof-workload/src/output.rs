@@ -12,6 +12,9 @@ use crate::setup::Config;
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
     pub scenario: &'static str,
+    /// The remedy applied (`reserve`, `close-range`); absent for the plain load.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub variant: Option<&'static str>,
     /// What one op is.
     pub op: &'static str,
     /// "threads" (one shared fd table) or "processes" (one table each).
@@ -56,7 +59,8 @@ impl Report {
         let ops_per_sec = rate(ops, outcome.secs);
         Report {
             scenario: cfg.scenario.name(),
-            op: cfg.scenario.op(),
+            variant: cfg.variant.name(),
+            op: cfg.op(),
             mode: if cfg.processes {
                 "processes"
             } else {
@@ -105,8 +109,11 @@ impl Report {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "{}: {} {task_word}{plural} {sharing}, {:.2} s",
-            self.scenario, self.tasks, self.secs
+            "{}{}: {} {task_word}{plural} {sharing}, {:.2} s",
+            self.scenario,
+            self.variant.map(|v| format!(" --{v}")).unwrap_or_default(),
+            self.tasks,
+            self.secs
         );
         let _ = writeln!(s, "  op          {}", self.op);
         let _ = writeln!(
@@ -170,6 +177,9 @@ pub struct SweepRow {
 #[derive(Clone, Debug, Serialize)]
 pub struct SweepReport {
     pub scenario: &'static str,
+    /// The remedy applied; absent for the plain load.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub variant: Option<&'static str>,
     pub op: &'static str,
     pub mode: &'static str,
     /// The task count whose per-task rate is 100% linear (1 when swept, else the smallest).
@@ -200,7 +210,8 @@ impl SweepReport {
             .collect();
         SweepReport {
             scenario: cfg.scenario.name(),
-            op: cfg.scenario.op(),
+            variant: cfg.variant.name(),
+            op: cfg.op(),
             mode: if cfg.processes {
                 "processes"
             } else {

@@ -21,11 +21,12 @@ pub enum Scenario {
     Dup2Worst,
     Holes,
     Cputime,
+    CloseLoop,
 }
 
 impl Scenario {
     /// Every scenario, in the order the command line lists them.
-    pub const ALL: [Scenario; 10] = [
+    pub const ALL: [Scenario; 11] = [
         Scenario::Opensock,
         Scenario::SocketClose,
         Scenario::OpenClose,
@@ -36,6 +37,7 @@ impl Scenario {
         Scenario::Dup2Worst,
         Scenario::Holes,
         Scenario::Cputime,
+        Scenario::CloseLoop,
     ];
 
     /// The name on the command line and in reports.
@@ -51,6 +53,7 @@ impl Scenario {
             Scenario::Dup2Worst => "dup2-worst",
             Scenario::Holes => "holes",
             Scenario::Cputime => "cputime",
+            Scenario::CloseLoop => "close-loop",
         }
     }
 
@@ -84,6 +87,11 @@ impl Scenario {
                  task (i+1) % N's; -t 1: its own), which takes the scheduler's task_rq_lock \
                  (contended most with more threads than CPUs); no fd system call; threads only"
             }
+            Scenario::CloseLoop => {
+                "op = dup(held fd) N times, then close(2) of each of those N consecutive fds in \
+                 a loop (N = -n, default 64); --close-range: one close_range(first, last, 0) \
+                 instead of the loop"
+            }
         }
     }
 
@@ -100,6 +108,7 @@ impl Scenario {
             Scenario::Dup2Worst => "close(K) + dup2(0, K) + dup(0) -> N + close(N)",
             Scenario::Holes => "close(K) + openat -> K + openat -> N + close(N)",
             Scenario::Cputime => "clock_gettime(next thread's CPU-time clock)",
+            Scenario::CloseLoop => "dup(held fd) x N + close each of the N",
         }
     }
 
@@ -122,7 +131,10 @@ impl Scenario {
 
     /// Whether several threads may share one table (the hole patterns own fixed fd numbers).
     pub fn threads_share_table(self) -> bool {
-        !matches!(self, Scenario::Holes | Scenario::Dup2Worst)
+        !matches!(
+            self,
+            Scenario::Holes | Scenario::Dup2Worst | Scenario::CloseLoop
+        )
     }
 
     /// The fill patterns keep fds 0..N-1 open.
@@ -133,6 +145,7 @@ impl Scenario {
     pub fn default_fds(self) -> u32 {
         match self {
             Scenario::Opensock | Scenario::Holes | Scenario::Dup2Worst => 1000,
+            Scenario::CloseLoop => 64,
             _ => 0,
         }
     }
@@ -144,9 +157,63 @@ impl Scenario {
             Scenario::Pipe | Scenario::Socketpair => 2,
             // accept: the accepted socket and the connector's socket.
             Scenario::Accept => 2,
-            // opensock closes before it opens; the hole patterns are counted by their fill.
-            Scenario::Opensock | Scenario::Holes | Scenario::Dup2Worst => 0,
+            // opensock closes before it opens; the hole patterns are counted by their fill,
+            // close-loop by its -n.
+            Scenario::Opensock | Scenario::Holes | Scenario::Dup2Worst | Scenario::CloseLoop => 0,
             Scenario::Cputime => 0,
+        }
+    }
+}
+
+/// A remedy applied to a scenario's load, shown against the plain load on the same machine.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Variant {
+    #[default]
+    Plain,
+    /// holes: the refill goes through dup2 onto the reserved slot K, which never becomes a hole.
+    Reserve,
+    /// close-loop: one close_range(2) closes the N fds.
+    CloseRange,
+    /// opensock: sockets as io_uring direct descriptors in fixed slots, never in the fd table.
+    IoUringDirect,
+}
+
+impl Variant {
+    /// The command-line flag that asks for it.
+    pub fn flag(self) -> Option<&'static str> {
+        match self {
+            Variant::Plain => None,
+            Variant::Reserve => Some("--reserve"),
+            Variant::CloseRange => Some("--close-range"),
+            Variant::IoUringDirect => Some("--io-uring-direct"),
+        }
+    }
+
+    /// The name reports give it (`null` for the plain load).
+    pub fn name(self) -> Option<&'static str> {
+        self.flag().map(|f| f.trim_start_matches('-'))
+    }
+
+    /// The scenario it applies to.
+    pub fn scenario(self) -> Option<Scenario> {
+        match self {
+            Variant::Plain => None,
+            Variant::Reserve => Some(Scenario::Holes),
+            Variant::CloseRange => Some(Scenario::CloseLoop),
+            Variant::IoUringDirect => Some(Scenario::Opensock),
+        }
+    }
+
+    /// What one op is, when the variant changes it.
+    pub fn op(self) -> Option<&'static str> {
+        match self {
+            Variant::Plain => None,
+            Variant::Reserve => Some("openat -> N + dup2(N, K) + close(N)"),
+            Variant::CloseRange => Some("dup(held fd) x N + close_range(first, last, 0)"),
+            Variant::IoUringDirect => Some(
+                "IORING_OP_CLOSE(random own fixed slot) + IORING_OP_SOCKET into it; 16 ops linked \
+                 an io_uring_enter",
+            ),
         }
     }
 }
@@ -159,6 +226,13 @@ pub fn opensock_share(total: u32, tasks: u32, task: u32) -> u32 {
 /// One op of a scenario, performed by one task.
 pub trait Op: Send {
     fn once<T: Tracker>(&mut self, t: &mut T) -> Result<(), LoopError>;
+
+    /// Completes every op [`Op::once`] queued and did not finish yet (the io_uring variant
+    /// submits its ops in batches); called before ops are counted.
+    #[inline(always)]
+    fn flush<T: Tracker>(&mut self, _t: &mut T) -> Result<(), LoopError> {
+        Ok(())
+    }
 }
 
 #[inline(always)]
@@ -275,6 +349,66 @@ impl Op for Holes {
         let far = sys::openat(&self.path, libc::O_RDONLY)?;
         created(t, Sys::Openat, far)?;
         closed(t, far)
+    }
+}
+
+/// holes --reserve: fds 0..N-1 open, K a reserved slot that stays open: the new file is opened
+/// at next_fd (N) and moved onto K with dup2, which replaces K's file without a hole, so every
+/// allocation takes next_fd itself.
+pub struct HolesReserve {
+    pub hole: i32,
+    pub path: CString,
+}
+
+impl Op for HolesReserve {
+    #[inline(always)]
+    fn once<T: Tracker>(&mut self, t: &mut T) -> Result<(), LoopError> {
+        let fd = sys::openat(&self.path, libc::O_RDONLY)?;
+        created(t, Sys::Openat, fd)?;
+        sys::dup2(fd, self.hole)?;
+        t.call(Sys::Dup2);
+        t.installed(Sys::Dup2, self.hole);
+        closed(t, fd)
+    }
+}
+
+/// close-loop: N dups of a held fd (N consecutive fds from next_fd: setup checks they are
+/// free), then the N closed, one close(2) each or, with `range`, one close_range(2).
+pub struct CloseLoop {
+    pub src: i32,
+    /// The fds of the op in progress; its length is N.
+    pub fds: Vec<i32>,
+    pub range: bool,
+}
+
+impl Op for CloseLoop {
+    #[inline(always)]
+    fn once<T: Tracker>(&mut self, t: &mut T) -> Result<(), LoopError> {
+        for slot in self.fds.iter_mut() {
+            let fd = sys::dup(self.src)?;
+            created(t, Sys::Dup, fd)?;
+            *slot = fd;
+        }
+        let (first, last) = (self.fds[0], self.fds[self.fds.len() - 1]);
+        if !self.range {
+            for &fd in &self.fds {
+                closed(t, fd)?;
+            }
+            return Ok(());
+        }
+        // The range closes only the op's own fds: they must be consecutive.
+        if last - first + 1 != self.fds.len() as i32 {
+            return Err(LoopError::Model(Mismatch {
+                sys: Sys::Dup,
+                kernel_fd: last,
+                model_fd: first + self.fds.len() as i32 - 1,
+                what: "returned a non-consecutive",
+            }));
+        }
+        sys::close_range(first, last)?;
+        t.call(Sys::CloseRange);
+        t.closed_range(Sys::CloseRange, first, last);
+        Ok(())
     }
 }
 

@@ -10,11 +10,12 @@ use crate::accept::{AcceptShared, Acceptor, Connector, listen_loopback};
 use crate::cputime::{CpuClocks, Cputime};
 use crate::error::usage;
 use crate::scenarios::{
-    Dup2Worst, DupClose, Holes, OpenClose, Opensock, Pipe, Scenario, SocketClose, SocketPair,
-    XorShift, opensock_share,
+    CloseLoop, Dup2Worst, DupClose, Holes, HolesReserve, OpenClose, Opensock, Pipe, Scenario,
+    SocketClose, SocketPair, Variant, XorShift, opensock_share,
 };
 use crate::sys;
 use crate::task::TaskOp;
+use crate::uring::UringOpensock;
 
 /// A validated workload configuration (everything but the task count, which a sweep varies).
 #[derive(Clone, Debug)]
@@ -30,6 +31,15 @@ pub struct Config {
     pub prealloc: Option<u32>,
     pub processes: bool,
     pub pin: bool,
+    /// The remedy applied to the scenario's load (checked to fit the scenario).
+    pub variant: Variant,
+}
+
+impl Config {
+    /// What one op is, for people: the variant's op where it changes it.
+    pub fn op(&self) -> &'static str {
+        self.variant.op().unwrap_or(self.scenario.op())
+    }
 }
 
 /// One fd table, ready for its measured phase.
@@ -56,6 +66,17 @@ pub fn prepare(cfg: &Config, first: u32, count: u32, total: u32) -> Result<Prepa
     let mut ops = Vec::with_capacity(count as usize * 2);
     let fds_held;
     match cfg.scenario {
+        Scenario::Opensock if cfg.variant == Variant::IoUringDirect => {
+            for task in first..first + count {
+                let share = opensock_share(cfg.fds, total, task);
+                let ring = UringOpensock::new(share, XorShift::for_task(task))
+                    .map_err(|e| anyhow::anyhow!("{e}"))
+                    .context("setting up a ring of fixed-slot sockets")?;
+                ops.push(TaskOp::UringOpensock(Box::new(ring)));
+            }
+            // The sockets live in the rings' fixed slots; the table holds the rings' fds.
+            fds_held = u64::from(count);
+        }
         Scenario::Opensock => {
             let mut sum = 0u64;
             for task in first..first + count {
@@ -73,7 +94,12 @@ pub fn prepare(cfg: &Config, first: u32, count: u32, total: u32) -> Result<Prepa
             fill_below(cfg.fds, &mut held).context("opening fds 0..N-1")?;
             fds_held = u64::from(cfg.fds);
             let hole = cfg.hole as i32;
-            ops.push(if cfg.scenario == Scenario::Holes {
+            ops.push(if cfg.variant == Variant::Reserve {
+                TaskOp::HolesReserve(HolesReserve {
+                    hole,
+                    path: cfg.path.clone(),
+                })
+            } else if cfg.scenario == Scenario::Holes {
                 TaskOp::Holes(Holes {
                     hole,
                     path: cfg.path.clone(),
@@ -81,6 +107,17 @@ pub fn prepare(cfg: &Config, first: u32, count: u32, total: u32) -> Result<Prepa
             } else {
                 TaskOp::Dup2Worst(Dup2Worst { hole })
             });
+        }
+        Scenario::CloseLoop => {
+            let src = open_dev_null()?;
+            held.push(src);
+            fds_held = 1;
+            consecutive_free(cfg.fds)?;
+            ops.push(TaskOp::CloseLoop(CloseLoop {
+                src,
+                fds: vec![-1; cfg.fds as usize],
+                range: cfg.variant == Variant::CloseRange,
+            }));
         }
         Scenario::Accept => {
             hold_extra(cfg.fds, &mut held)?;
@@ -206,6 +243,23 @@ fn fill_below(n: u32, held: &mut Vec<i32>) -> Result<()> {
             sys::dup2(src, fd)?;
             held.push(fd);
         }
+    }
+    Ok(())
+}
+
+/// Checks that the `n` fds from the lowest free one are all free, so that close-loop's dups
+/// are consecutive and a close_range over them closes nothing else.
+fn consecutive_free(n: u32) -> Result<()> {
+    let mut first = 0;
+    while sys::is_open(first) {
+        first += 1;
+    }
+    if let Some(open) = (first..first + n as i32).find(|&fd| sys::is_open(fd)) {
+        return Err(usage(format!(
+            "close-loop needs fds {first}..{} free, and fd {open} is open (inherited?): close \
+             it or use a smaller -n",
+            first + n as i32 - 1
+        )));
     }
     Ok(())
 }

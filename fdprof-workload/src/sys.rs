@@ -20,10 +20,11 @@ pub enum Sys {
     Accept4,
     Connect,
     Setsockopt,
+    CloseRange,
 }
 
 impl Sys {
-    pub const COUNT: usize = 10;
+    pub const COUNT: usize = 11;
 
     /// The kernel's name of the system call (the `syscalls:sys_enter_*` tracepoint suffix).
     pub fn name(self) -> &'static str {
@@ -38,6 +39,7 @@ impl Sys {
             Sys::Accept4 => "accept4",
             Sys::Connect => "connect",
             Sys::Setsockopt => "setsockopt",
+            Sys::CloseRange => "close_range",
         }
     }
 
@@ -57,6 +59,7 @@ impl Sys {
             Sys::Accept4,
             Sys::Connect,
             Sys::Setsockopt,
+            Sys::CloseRange,
         ];
         ALL[i]
     }
@@ -161,6 +164,21 @@ pub fn close(fd: i32) -> Result<(), SysError> {
     // SAFETY: close(2) takes an integer only.
     let r = unsafe { libc::syscall(libc::SYS_close, fd as libc::c_long) };
     ret(Sys::Close, r).map(|_| ())
+}
+
+/// `close_range(first, last, 0)`: closes every open fd from `first` to `last`.
+#[inline(always)]
+pub fn close_range(first: i32, last: i32) -> Result<(), SysError> {
+    // SAFETY: close_range(2) takes integers only.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            first as libc::c_long,
+            last as libc::c_long,
+            0 as libc::c_long,
+        )
+    };
+    ret(Sys::CloseRange, r).map(|_| ())
 }
 
 /// `openat(AT_FDCWD, path, flags)`.

@@ -8,8 +8,10 @@ use crate::cputime::Cputime;
 use crate::ground_truth::{LoopError, Tracker};
 use crate::phase::{Plan, TaskSlot};
 use crate::scenarios::{
-    Dup2Worst, DupClose, Holes, Op, OpenClose, Opensock, Pipe, SocketClose, SocketPair,
+    CloseLoop, Dup2Worst, DupClose, Holes, HolesReserve, Op, OpenClose, Opensock, Pipe,
+    SocketClose, SocketPair,
 };
+use crate::uring::UringOpensock;
 
 /// Ops between two looks at the stop flag and two counter updates.
 pub const BATCH: u64 = 256;
@@ -31,6 +33,7 @@ pub fn drive<O: Op, T: Tracker>(
                 for _ in 0..batch {
                     op.once(t)?;
                 }
+                op.flush(t)?;
                 done += batch;
                 slot.ops.store(done, Relaxed);
             }
@@ -39,6 +42,7 @@ pub fn drive<O: Op, T: Tracker>(
             for _ in 0..BATCH {
                 op.once(t)?;
             }
+            op.flush(t)?;
             done += BATCH;
             slot.ops.store(done, Relaxed);
             if stop.load(Relaxed) {
@@ -57,7 +61,10 @@ pub enum TaskOp {
     Pipe(Pipe),
     SocketPair(SocketPair),
     Opensock(Opensock),
+    UringOpensock(Box<UringOpensock>),
     Holes(Holes),
+    HolesReserve(HolesReserve),
+    CloseLoop(CloseLoop),
     Dup2Worst(Dup2Worst),
     Acceptor(Acceptor),
     Connector(Connector),
@@ -80,7 +87,10 @@ impl TaskOp {
             TaskOp::Pipe(op) => drive(op, t, plan, slot, stop),
             TaskOp::SocketPair(op) => drive(op, t, plan, slot, stop),
             TaskOp::Opensock(op) => drive(op, t, plan, slot, stop),
+            TaskOp::UringOpensock(op) => drive(op.as_mut(), t, plan, slot, stop),
             TaskOp::Holes(op) => drive(op, t, plan, slot, stop),
+            TaskOp::HolesReserve(op) => drive(op, t, plan, slot, stop),
+            TaskOp::CloseLoop(op) => drive(op, t, plan, slot, stop),
             TaskOp::Dup2Worst(op) => drive(op, t, plan, slot, stop),
             TaskOp::Acceptor(a) => a.drive(t, plan, slot, stop),
             TaskOp::Connector(c) => c.drive(t, plan, slot, stop),
@@ -104,6 +114,7 @@ impl TaskOp {
     pub fn held_fds(&self) -> &[i32] {
         match self {
             TaskOp::Opensock(op) => &op.slots,
+            TaskOp::UringOpensock(op) => op.held_fds(),
             _ => &[],
         }
     }

@@ -146,12 +146,21 @@ fn stream_flamegraph_and_report_show_a_contended_target() {
         let (code, body) = daemon.get(&path);
         assert_eq!(code, 200, "{path}: {body}");
         let report: Report = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
-        (report.contention.file_lock_count > 0 && report.contention.file_lock_wait_ns > 0)
+        // The diagnosis comes with it: two threads replacing sockets in one table.
+        let diagnosed = report.diagnosis.findings.iter().any(|f| {
+            matches!(
+                f.rule,
+                fdprof_figures::Rule::SharedTable | fdprof_figures::Rule::LongScans
+            )
+        });
+        (report.contention.file_lock_count > 0
+            && report.contention.file_lock_wait_ns > 0
+            && diagnosed)
             .then_some(())
             .ok_or(body)
     });
     if let Err(body) = report {
-        panic!("no file_lock contention in {path}: {body}");
+        panic!("no file_lock contention or no diagnosis of it in {path}: {body}");
     }
     let (code, svg) = daemon.get(&format!(
         "/flamegraph.svg?seconds=30&op=alloc&target={comm}"

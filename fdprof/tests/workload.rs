@@ -186,6 +186,67 @@ fn holes_scans_from_hole_to_n() {
     assert!(allocs(&v).contains(&("openat".into(), 300, 11, 289, 200)));
 }
 
+/// holes --reserve: the refill goes through dup2 onto K, which stays open, so every allocation
+/// takes next_fd (N) with a zero-bit scan.
+#[test]
+fn holes_reserve_scans_nothing() {
+    let v = deterministic(&["holes", "--reserve", "-n", "100", "--hole", "3"], 1000);
+    assert_eq!(v["variant"], "reserve");
+    let dup2 = if cfg!(target_arch = "x86_64") {
+        "dup2"
+    } else {
+        "dup3"
+    };
+    assert_eq!(count(&v, "syscalls", "openat"), 1000);
+    assert_eq!(count(&v, "syscalls", dup2), 1000);
+    assert_eq!(count(&v, "syscalls", "close"), 1000);
+    assert_eq!(
+        count(&v, "fds_closed", dup2),
+        1000,
+        "dup2 replaces K's file"
+    );
+    assert_eq!(allocs(&v), vec![("openat".to_string(), 100, 100, 0, 1000)]);
+    assert_eq!(v["fds_held"], 100);
+}
+
+/// close-loop: N consecutive dups closed one by one, or by one close_range.
+#[test]
+fn close_loop_and_close_range_ground_truth() {
+    let v = deterministic(&["close-loop", "-n", "16"], 100);
+    assert_eq!(count(&v, "syscalls", "dup"), 1600);
+    assert_eq!(count(&v, "syscalls", "close"), 1600);
+    assert_eq!(count(&v, "fds_closed", "close"), 1600);
+    let groups = allocs(&v);
+    assert_eq!(groups.len(), 16, "fds 4..=19, each at next_fd: {groups:?}");
+    assert!(
+        groups
+            .iter()
+            .enumerate()
+            .all(|(i, g)| g.1 == 4 + i as u64 && g.3 == 0 && g.4 == 100)
+    );
+    let r = deterministic(&["close-loop", "--close-range", "-n", "16"], 100);
+    assert_eq!(r["variant"], "close-range");
+    assert_eq!(count(&r, "syscalls", "close_range"), 100);
+    assert_eq!(count(&r, "fds_closed", "close_range"), 1600);
+    assert_eq!(count(&r, "syscalls", "close"), 0);
+    assert_eq!(r["expected"]["allocs"], v["expected"]["allocs"]);
+}
+
+/// opensock --io-uring-direct: the sockets live in io_uring fixed slots, so the table sees no
+/// system call, allocation or close at all; the expected says so, and counts the direct files.
+#[test]
+fn io_uring_direct_opensock_ground_truth() {
+    let v = deterministic(&["opensock", "--io-uring-direct", "-n", "200"], 1000);
+    assert_eq!(v["variant"], "io-uring-direct");
+    let e = &v["expected"];
+    assert_eq!(e["syscalls"], serde_json::json!({}));
+    assert_eq!(e["allocs"], serde_json::json!([]));
+    assert_eq!(e["direct_files"]["created"], 1000);
+    assert_eq!(e["direct_files"]["closed"], 1000);
+    assert_eq!(e["next_fd_start"], e["next_fd_end"]);
+    assert_eq!(v["fds_held"], 1, "the ring's fd");
+}
+
 #[test]
 fn dup2_worst_scans_from_next_fd() {
     let v = deterministic(&["dup2-worst", "-n", "100"], 500);

@@ -5,6 +5,7 @@ mod bench_daemon;
 mod bench_export;
 mod bench_floor;
 mod bench_overhead;
+mod bench_remedies;
 mod bench_syscost;
 mod bench_top;
 mod bench_workload;
@@ -36,10 +37,11 @@ enum Task {
     Test,
     /// Benchmarks: `workload` (generator vs C), `overhead` (cost of profiling here),
     /// `top` (fdprof top's own CPU and memory), `daemon` (the daemon's overhead, scrape latency
-    /// and memory), `export` (how long `fdprof export` takes) or `vm-overhead` (cost of each
-    /// probe mode inside the qemu guests)
+    /// and memory), `export` (how long `fdprof export` takes), `remedies` (each remedy against
+    /// its load, measured by fdprof) or `vm-overhead` (cost of each probe mode inside the qemu
+    /// guests)
     Bench {
-        #[arg(value_parser = ["workload", "overhead", "top", "daemon", "export", "vm-overhead"])]
+        #[arg(value_parser = ["workload", "overhead", "top", "daemon", "export", "remedies", "vm-overhead"])]
         what: String,
         /// Passed to the benchmark (e.g. --rounds 7)
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -89,6 +91,7 @@ fn main() {
             "top" => bench_top::run(&args),
             "daemon" => bench_daemon::run(&args),
             "export" => bench_export::run(&args),
+            "remedies" => bench_remedies::run(&args),
             _ => bench_overhead::run(&args),
         }),
         Task::Install { prefix } => package::prefix_arg(prefix)

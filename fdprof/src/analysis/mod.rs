@@ -8,6 +8,7 @@
 mod contention;
 mod counters;
 mod cpu;
+mod diagnosis;
 mod drops;
 mod flamegraph;
 mod functions;
@@ -34,6 +35,7 @@ pub use fdprof_figures::*;
 pub use contention::{by_lock, by_lock_operation, contention, stack_walks};
 pub use counters::{counters, target_cpu};
 pub use cpu::cpu;
+pub use diagnosis::diagnosis;
 pub use drops::drops;
 pub use flamegraph::{
     FlamegraphOptions, Folded, FoldedStack, LockFilter, OpFilter, Weight, folded, folded_cpu,
@@ -55,8 +57,16 @@ pub use syscalls::{latency_level, syscalls, syscalls_by_calls};
 
 use crate::model::Recording;
 
-/// The whole report: every figure `fdprof report` shows, text or JSON.
+/// The whole report: every figure `fdprof report` shows, text or JSON, and the diagnosis read
+/// from them.
 pub fn report(rec: &Recording, opts: &ReportOptions) -> Report {
+    let mut report = figures(rec, opts);
+    report.diagnosis = diagnosis(rec, &report);
+    report
+}
+
+/// Every figure but the diagnosis.
+fn figures(rec: &Recording, opts: &ReportOptions) -> Report {
     let contention = contention(rec);
     let (top_stacks, stacks_total) = top_stacks(rec, opts);
     let syscalls = syscalls(rec);
@@ -78,6 +88,7 @@ pub fn report(rec: &Recording, opts: &ReportOptions) -> Report {
         table: table(rec),
         drops: drops(rec),
         own_cost: own_cost(rec),
+        diagnosis: Diagnosis::default(),
         rates: series_rates(rec),
         counters: counters(rec),
         cpu: cpu(rec, opts),

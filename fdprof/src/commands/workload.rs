@@ -9,7 +9,7 @@ use clap::ValueEnum;
 use clap::builder::PossibleValue;
 
 use crate::error::{EXIT_USAGE, fatal};
-use fdprof_workload::{DEFAULT_DURATION, MAX_TASKS, Options, Plan, Scenario, UsageError};
+use fdprof_workload::{DEFAULT_DURATION, MAX_TASKS, Options, Plan, Scenario, UsageError, Variant};
 
 const AFTER_HELP: &str = "\
 An op is one iteration of the scenario's loop (see SCENARIO above); ops/s and --ops count them.
@@ -88,6 +88,21 @@ pub struct WorkloadArgs {
     #[arg(long, value_name = "SIZE", value_parser = clap::value_parser!(u32).range(1..))]
     pub prealloc: Option<u32>,
 
+    /// holes: refill the hole's slot with dup2 from a fresh fd at next_fd instead of close then
+    /// open (the reserved-slot remedy: no hole, no long scan)
+    #[arg(long, conflicts_with = "close_range")]
+    pub reserve: bool,
+
+    /// close-loop: close the op's N fds with one close_range(2) instead of N close(2)s
+    #[arg(long, conflicts_with = "io_uring_direct")]
+    pub close_range: bool,
+
+    /// opensock: each task's sockets are io_uring direct descriptors, created by
+    /// IORING_OP_SOCKET into fixed slots of its own ring and closed through it, 16 ops a
+    /// submission (Linux 5.19 or later): they never enter the fd table
+    #[arg(long, conflicts_with = "reserve")]
+    pub io_uring_direct: bool,
+
     /// Re-read the table size after the run and fail unless it is the predicted one (opens
     /// /proc/self/status after the measured phase)
     #[arg(long, hide = true)]
@@ -140,6 +155,15 @@ impl WorkloadArgs {
             hole: self.hole,
             prealloc: self.prealloc,
             verify_table: self.verify_table,
+            variant: if self.reserve {
+                Variant::Reserve
+            } else if self.close_range {
+                Variant::CloseRange
+            } else if self.io_uring_direct {
+                Variant::IoUringDirect
+            } else {
+                Variant::Plain
+            },
         }
     }
 }
@@ -204,5 +228,24 @@ mod tests {
             .expect("exit code");
         assert_eq!(fatal.code, EXIT_USAGE);
         assert_eq!(fatal.message, "--hole 2 is stdio: use 3 or more");
+        let args = Cli::try_parse_from(["workload", "opensock", "--reserve"])
+            .unwrap()
+            .args;
+        let err = run(args).unwrap_err();
+        let fatal = err.downcast_ref::<crate::error::Fatal>().unwrap();
+        assert_eq!(
+            fatal.message,
+            "--reserve is a variant of holes, not of opensock"
+        );
+    }
+
+    #[test]
+    fn remedies_parse_into_variants() {
+        assert_eq!(parse(&["holes", "--reserve"]).variant, Variant::Reserve);
+        assert_eq!(
+            parse(&["close-loop", "--close-range"]).variant,
+            Variant::CloseRange
+        );
+        assert_eq!(parse(&["close-loop"]).variant, Variant::Plain);
     }
 }

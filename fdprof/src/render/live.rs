@@ -1,5 +1,6 @@
 //! `fdprof top --batch`: one plain-text block per interval, like `top -b`: the header (target,
-//! mode, interval, drops), `file_lock` waits by operation per second, fd syscalls per second.
+//! mode, interval, drops), `file_lock` waits by operation per second, fd syscalls per second,
+//! and a line per diagnosis finding.
 
 use crate::analysis::{self, Interval};
 use crate::render::{human, layout};
@@ -68,6 +69,13 @@ pub fn interval(iv: &Interval) -> String {
     if let Some(cpu) = &iv.report.cpu {
         out.push(on_cpu(cpu));
     }
+    for f in &iv.report.diagnosis.findings {
+        out.push(format!(
+            "diagnosis [{}] {}",
+            f.rule,
+            crate::escape::name(&f.summary)
+        ));
+    }
     out.push(String::new());
     out.join("\n") + "\n"
 }
@@ -132,6 +140,28 @@ mod tests {
         assert!(
             !text.contains("on CPU"),
             "no on-CPU line without sampling: {text}"
+        );
+        assert!(!text.contains("diagnosis"), "no finding, no line: {text}");
+        iv.report.diagnosis.findings.push(crate::analysis::Finding {
+            rule: crate::analysis::Rule::TableGrowth,
+            summary: "the table grew".into(),
+            evidence: Vec::new(),
+            context: Vec::new(),
+            stacks: Vec::new(),
+            remedy: crate::analysis::Remedy {
+                change: String::new(),
+                shown_by: None,
+                saving: String::new(),
+                wait_ns: None,
+                syscalls: None,
+                scan_words: None,
+                table_copies: None,
+            },
+        });
+        let text = interval(&iv);
+        assert_eq!(
+            text.lines().nth(4),
+            Some("diagnosis [table-growth] the table grew")
         );
     }
 

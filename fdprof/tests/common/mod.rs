@@ -202,3 +202,4 @@ impl Waiting {
 }
 pub mod daemon;
 pub mod prometheus;
+pub mod remedy;

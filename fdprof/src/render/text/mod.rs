@@ -6,6 +6,7 @@ mod contention;
 mod cost;
 mod counters;
 mod cpu;
+mod diagnosis;
 mod functions;
 mod header;
 mod processes;
@@ -39,6 +40,7 @@ pub fn text(report: &Report) -> String {
     counters::counters(&mut out, report);
     cost::drops(&mut out, report);
     cost::own_cost(&mut out, report);
+    diagnosis::diagnosis(&mut out, report);
     joined(out)
 }
 

@@ -1,5 +1,5 @@
-//! Three lines on top: the target, kernel, view and interval; how each probe role is
-//! attached; what was lost and what fdprof itself costs.
+//! Four lines on top: the target, kernel, view and interval; how each probe role is
+//! attached; what was lost and what fdprof itself costs; the diagnosis of the view.
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -13,7 +13,7 @@ use crate::escape;
 use crate::render::human;
 use crate::tui::state::{State, View};
 
-pub const HEIGHT: u16 = 3;
+pub const HEIGHT: u16 = 4;
 
 pub fn draw(frame: &mut Frame, area: Rect, state: &State) {
     let mut first = vec![Span::styled("fdprof top", head_style())];
@@ -56,8 +56,33 @@ pub fn draw(frame: &mut Frame, area: Rect, state: &State) {
         Line::from(first),
         Line::from(format!("probes: {}", probes.join(", "))),
         Line::from(cost_line(report, duration_ns)),
+        diagnosis_line(report),
     ];
     frame.render_widget(Paragraph::new(lines), area);
+}
+
+/// The view's first finding (rule and summary), and how many more there are.
+fn diagnosis_line(report: &Report) -> Line<'static> {
+    let findings = &report.diagnosis.findings;
+    let Some(first) = findings.first() else {
+        return Line::from("diagnosis: no rule fired");
+    };
+    let more = match findings.len() {
+        1 => String::new(),
+        n => format!("  (+{} more: {})", n - 1, rules(&findings[1..])),
+    };
+    Line::from(vec![
+        Span::styled(
+            format!("diagnosis [{}] ", first.rule),
+            Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD),
+        ),
+        Span::raw(format!("{}{more}", escape::name(&first.summary))),
+    ])
+}
+
+fn rules(findings: &[crate::analysis::Finding]) -> String {
+    let names: Vec<&str> = findings.iter().map(|f| f.rule.name()).collect();
+    names.join(", ")
 }
 
 /// Drops and fdprof's own cost over the view's duration.

@@ -42,7 +42,7 @@ pub fn screen(frame: &mut Frame, state: &State) {
     // Borders, the column heads and the sparkline around the rows; the stacks keep the rest.
     let contention_height =
         (contention_rows as u16 + 4).min(if area.height >= 30 { 10 } else { 8 });
-    let events_height = if area.height >= 30 { 7 } else { 5 };
+    let events_height = if area.height >= 30 { 6 } else { 4 };
     let [top, contention, middle, events] = Layout::vertical([
         Constraint::Length(header::HEIGHT),
         Constraint::Length(contention_height),

@@ -26,6 +26,12 @@ fn header_names_target_kernel_probes_drops_and_cost() {
             screen[2].trim_end(),
             "drops 3 (figures are lower bounds)  fdprof: collector 0.30% CPU, programs -"
         );
+        // The test recording's file_lock waits and table growth.
+        assert!(
+            screen[3].starts_with("diagnosis [shared-table] file_lock wait is 60% alloc"),
+            "{}",
+            screen[3]
+        );
     }
 }
 

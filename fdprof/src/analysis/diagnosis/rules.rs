@@ -1,0 +1,265 @@
+//! The rules that read the report's figures alone: shared-table contention, long scans, table
+//! growth.
+
+use fdprof_figures::{Comparison, Finding, LockKind, Operation, Remedy, Report, Rule};
+
+use super::{
+    FAR_SCAN_BITS, GROWTH_MIN, LONG_SCAN_MIN, LONG_SCAN_SHARE, NEXT_FD_HIT_MAX,
+    SHARED_MIN_WAIT_SHARE, SHARED_MIN_WAITS, Stacks, check, figure, pct, span,
+};
+
+/// How many threads the figures say share the table, where they say it: the live view's count,
+/// else the counted threads (`record -p` counts every thread alive at its start).
+fn threads(r: &Report) -> Option<u64> {
+    let counted = r
+        .counters
+        .as_ref()
+        .map(|c| c.threads.iter().map(|t| t.threads).sum::<u64>());
+    r.header
+        .target
+        .threads
+        .map(u64::from)
+        .or(counted)
+        .filter(|&n| n > 1)
+}
+
+/// `file_lock` waits spread over the threads of one process: only tasks sharing the table take
+/// its lock, so a contended `file_lock` is the sharing itself.
+pub(super) fn shared_table(r: &Report, stacks: &Stacks) -> Option<Finding> {
+    let c = &r.contention;
+    let duration = r.header.duration_ns.max(1);
+    let wait_share = c.file_lock_wait_ns as f64 / duration as f64;
+    let evidence = vec![
+        check(
+            "contention.file_lock_count",
+            c.file_lock_count as f64,
+            Comparison::AtLeast,
+            SHARED_MIN_WAITS as f64,
+        )?,
+        check(
+            "contention.file_lock_wait_share_of_duration",
+            wait_share,
+            Comparison::AtLeast,
+            SHARED_MIN_WAIT_SHARE,
+        )?,
+    ];
+    // The wait split by operation, as the by-lock rows give it.
+    let rows: Vec<_> = c
+        .by_lock_operation
+        .iter()
+        .filter(|o| o.lock.kind == LockKind::FileLock && o.total_wait_ns > 0)
+        .collect();
+    let split: Vec<String> = rows
+        .iter()
+        .map(|o| format!("{} {}", pct(o.share_of_lock.unwrap_or(0.0)), o.operation))
+        .collect();
+    let mut context = vec![
+        figure("contention.file_lock_wait_ns", c.file_lock_wait_ns as f64),
+        figure("duration_ns", r.header.duration_ns as f64),
+    ];
+    for o in &rows {
+        context.push(figure(
+            &format!("file_lock.{}.share_of_lock", o.operation),
+            o.share_of_lock.unwrap_or(0.0),
+        ));
+    }
+    let who = match threads(r) {
+        Some(n) => {
+            context.push(figure("threads", n as f64));
+            format!("{n} threads")
+        }
+        None => "the threads".into(),
+    };
+    // Sharing, not the allocator, unless the allocator's scans are long too.
+    let scanning = r.scan.next_fd_hit_rate.is_some_and(|h| h < NEXT_FD_HIT_MAX);
+    let verdict = if scanning {
+        "fd-table sharing, made worse by long scans under the lock"
+    } else {
+        "fd-table sharing, not the allocator"
+    };
+    let per_s = c.file_lock_wait_ns as f64 / (duration as f64 / 1e9);
+    Some(Finding {
+        rule: Rule::SharedTable,
+        summary: format!(
+            "file_lock wait is {} across {who} sharing one table ({} waits, {} in all): {verdict}",
+            split.join(" and "),
+            c.file_lock_count,
+            span(c.file_lock_wait_ns),
+        ),
+        evidence,
+        context,
+        stacks: stacks.of(None, false),
+        remedy: Remedy {
+            change: "give each thread or core a table of its own: a process per worker (or \
+                     unshare(CLONE_FILES) in each worker thread), or create the sockets as \
+                     io_uring direct descriptors, which never enter the table"
+                .into(),
+            shown_by: Some("fdprof workload opensock --io-uring-direct (or --processes)".into()),
+            saving: format!(
+                "the file_lock wait itself: {} ({} per second of recording, {} waits)",
+                span(c.file_lock_wait_ns),
+                span(per_s as u64),
+                c.file_lock_count
+            ),
+            wait_ns: Some(c.file_lock_wait_ns),
+            syscalls: None,
+            scan_words: None,
+            table_copies: None,
+        },
+    })
+}
+
+/// Allocations far past `next_fd`, seldom at it: holes low in a large table, refilled by each
+/// open while the next one scans past every open fd above them.
+pub(super) fn long_scans(r: &Report, stacks: &Stacks) -> Option<Finding> {
+    let s = &r.scan;
+    let far: u64 = s
+        .bits
+        .buckets
+        .iter()
+        .filter(|b| b.low >= FAR_SCAN_BITS)
+        .map(|b| b.count)
+        .sum();
+    let far_share = far as f64 / s.allocations.max(1) as f64;
+    let hit_rate = s.next_fd_hit_rate?;
+    let evidence = vec![
+        check(
+            "scan.far_scans",
+            far as f64,
+            Comparison::AtLeast,
+            LONG_SCAN_MIN as f64,
+        )?,
+        check(
+            "scan.far_share",
+            far_share,
+            Comparison::AtLeast,
+            LONG_SCAN_SHARE,
+        )?,
+        check(
+            "scan.next_fd_hit_rate",
+            hit_rate,
+            Comparison::AtMost,
+            NEXT_FD_HIT_MAX,
+        )?,
+    ];
+    let p99 = s.bits.p99.unwrap_or(0);
+    // Bits scanned past the origin, at least: each far scan counted at its bucket's low end
+    // (the kernel keeps no exact sum of distances).
+    let scanned: u64 = s
+        .bits
+        .buckets
+        .iter()
+        .map(|b| b.low.saturating_mul(b.count))
+        .fold(0, u64::saturating_add);
+    let words = scanned / 64;
+    let closes = r.syscalls.iter().find(|c| c.name == "close");
+    let mut allocating: Vec<_> = r.syscalls.iter().filter(|c| c.allocs > 0).collect();
+    allocating.sort_by_key(|c| std::cmp::Reverse(c.allocs));
+    let opens: Vec<String> = allocating
+        .iter()
+        .take(3)
+        .map(|c| format!("{} {}", c.name, c.allocs))
+        .collect();
+    let mut context = vec![
+        figure("scan.allocations", s.allocations as f64),
+        figure("scan.bits.p99", p99 as f64),
+        figure("scan.bits_at_least", scanned as f64),
+        figure("table.max_fds_max", r.table.max_fds_max as f64),
+    ];
+    if let Some(c) = closes {
+        context.push(figure("syscalls.close.calls", c.calls as f64));
+    }
+    for c in allocating.iter().take(3) {
+        context.push(figure(
+            &format!("syscalls.{}.allocs", c.name),
+            c.allocs as f64,
+        ));
+    }
+    Some(Finding {
+        rule: Rule::LongScans,
+        summary: format!(
+            "{} of {} allocations scanned {FAR_SCAN_BITS} bits or more past next_fd (p99 {p99} \
+             bits) and next_fd hit {}: the holes pattern, a close(2) of a low fd in a table of \
+             {} slots ({} closes) sends next_fd back to the hole, one open refills it and the \
+             next scans past every open fd above it ({})",
+            far,
+            s.allocations,
+            pct(hit_rate),
+            r.table.max_fds_max,
+            closes.map_or(0, |c| c.calls),
+            opens.join(", "),
+        ),
+        evidence,
+        context,
+        stacks: stacks.of(Some(Operation::Alloc), true),
+        remedy: Remedy {
+            change: "keep the low fds in place: replace a long-lived fd with dup2(new, reserved \
+                     slot) and close the new one, instead of close then open, so no hole opens \
+                     below next_fd"
+                .into(),
+            shown_by: Some("fdprof workload holes --reserve".into()),
+            saving: format!(
+                "at least {scanned} bits ({words} bitmap words) scanned past next_fd, {:.1} \
+                 bits an allocation: every allocation would take next_fd itself",
+                scanned as f64 / s.allocations.max(1) as f64
+            ),
+            wait_ns: None,
+            syscalls: None,
+            scan_words: Some(words),
+            table_copies: None,
+        },
+    })
+}
+
+/// The table grew during the recording: each growth allocates a table twice as large (or
+/// more) and copies the old one into it, and a shared table's old copy is freed after an RCU
+/// grace period the growing thread waits for.
+pub(super) fn table_growth(r: &Report, stacks: &Stacks) -> Option<Finding> {
+    let t = &r.table;
+    let evidence = vec![check(
+        "table.expansions",
+        t.expansions as f64,
+        Comparison::AtLeast,
+        GROWTH_MIN as f64,
+    )?];
+    let shared = r.contention.file_lock_count > 0 || threads(r).is_some();
+    let rcu = if shared {
+        ", and the table being shared, waits for an RCU grace period (synchronize_rcu) before \
+         the old one is freed"
+    } else {
+        ""
+    };
+    Some(Finding {
+        rule: Rule::TableGrowth,
+        summary: format!(
+            "the table grew {} times during the recording, max_fds {} to {}: each growth \
+             allocates a larger table and copies the fd array and bitmaps into it{rcu}",
+            t.expansions, t.max_fds_first, t.max_fds_max
+        ),
+        evidence,
+        context: vec![
+            figure("table.max_fds_first", t.max_fds_first as f64),
+            figure("table.max_fds_max", t.max_fds_max as f64),
+        ],
+        stacks: stacks.of(Some(Operation::Expand), false),
+        remedy: Remedy {
+            change: format!(
+                "size the table before the load: at start-up, with RLIMIT_NOFILE above {}, \
+                 make fd {} once (fcntl(fd, F_DUPFD, {})) and close it, so the table grows \
+                 once, before the threads start",
+                t.max_fds_max.saturating_sub(1),
+                t.max_fds_max.saturating_sub(1),
+                t.max_fds_max.saturating_sub(1)
+            ),
+            shown_by: None,
+            saving: format!(
+                "{} table copies under load (one at start-up instead)",
+                t.expansions
+            ),
+            wait_ns: None,
+            syscalls: None,
+            scan_words: None,
+            table_copies: Some(t.expansions),
+        },
+    })
+}
