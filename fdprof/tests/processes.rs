@@ -85,6 +85,20 @@ fn each_process_gets_exactly_its_own_syscalls() {
     }
     // The machine's counts hold both, and more.
     assert!(calls(&r["syscalls"], "socket") >= ops.iter().sum::<u64>());
+    // Every recording states the machine's steal time over it, and the interrupt-time waits.
+    let steal = &r["steal"];
+    let cpus = std::thread::available_parallelism().unwrap().get() as u64;
+    assert!(steal["cpus"].as_u64().unwrap() >= cpus.min(1), "{steal}");
+    let (stolen, total) = (steal["steal_ns"].as_u64(), steal["total_ns"].as_u64());
+    assert!(
+        total.unwrap() > 0 && stolen.unwrap() <= total.unwrap(),
+        "{steal}"
+    );
+    for part in ["irq", "softirq", "fdprof_on_stack"] {
+        assert!(r["contention"][part]["count"].is_u64(), "{part}");
+    }
+    let text = run(fdprof().arg("report").arg(&out));
+    assert!(String::from_utf8_lossy(&text.stdout).contains("steal time"));
 
     let o = run(fdprof()
         .arg("report")
