@@ -30,15 +30,22 @@ pub enum Rule {
     TableGrowth,
     /// One thread closes runs of consecutive fds one close(2) at a time.
     CloseLoops,
+    /// Much of the wait is interrupt handlers' (`irq`/`softirq`), not the program's own work.
+    InterruptTime,
+    /// The host ran other things while this VM's vCPUs were runnable: long waits may be a
+    /// preempted vCPU's, not the program's.
+    HostSteal,
 }
 
 impl Rule {
     /// Every rule, in the order findings are listed.
-    pub const ALL: [Rule; 4] = [
+    pub const ALL: [Rule; 6] = [
         Rule::SharedTable,
         Rule::LongScans,
         Rule::TableGrowth,
         Rule::CloseLoops,
+        Rule::InterruptTime,
+        Rule::HostSteal,
     ];
 
     /// The name JSON and text use.
@@ -48,6 +55,8 @@ impl Rule {
             Rule::LongScans => "long-scans",
             Rule::TableGrowth => "table-growth",
             Rule::CloseLoops => "close-loops",
+            Rule::InterruptTime => "interrupt-time",
+            Rule::HostSteal => "host-steal",
         }
     }
 }

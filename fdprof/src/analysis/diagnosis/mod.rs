@@ -33,6 +33,14 @@ pub const GROWTH_MIN: u64 = 1;
 pub const CLOSE_RUN_MIN: u64 = 8;
 /// … and the rule fires when the runs close at least this many fds in all.
 pub const CLOSE_LOOP_MIN_FDS: u64 = 64;
+/// interrupt-time: at least this many waits in interrupt handlers (`irq` and `softirq`) …
+pub const INTERRUPT_MIN_WAITS: u64 = 10;
+/// … making at least this share of all the wait.
+pub const INTERRUPT_MIN_SHARE: f64 = 0.1;
+/// host-steal: the host took at least this share of the CPUs' time over the recording …
+pub const STEAL_MIN_SHARE: f64 = 0.05;
+/// … while the recording holds at least this many lock waits (else no wait was the host's).
+pub const STEAL_MIN_WAITS: u64 = 100;
 
 /// The diagnosis of `report`, the report of `rec` (every figure but this one filled in).
 pub fn diagnosis(rec: &Recording, report: &Report) -> Diagnosis {
@@ -50,6 +58,8 @@ pub fn diagnosis(rec: &Recording, report: &Report) -> Diagnosis {
             });
         }
     }
+    d.findings.extend(rules::interrupt_time(report, &stacks));
+    d.findings.extend(rules::host_steal(report));
     match loops::close_loops(rec, report) {
         Ok(finding) => d.findings.extend(finding),
         Err(why) => d.not_checked.push(NotChecked {
@@ -90,13 +100,7 @@ impl Stacks {
             .contention
             .iter()
             .filter(|s| s.lock.kind == fdprof_figures::LockKind::FileLock && wanted(s.operation))
-            .map(|s| FindingStack {
-                source: StackSource::Contention,
-                operation: s.operation,
-                weight: s.total_wait_ns,
-                kernel_stack: s.kernel_stack.clone(),
-                user_stack: s.user_stack.clone(),
-            });
+            .map(contention_stack);
         let cpu = self
             .cpu
             .iter()
@@ -114,6 +118,28 @@ impl Stacks {
             contention.chain(cpu).collect()
         };
         all.into_iter().take(DIAGNOSIS_STACKS).collect()
+    }
+}
+
+impl Stacks {
+    /// The heaviest stacks of waits in interrupt handlers, on any lock.
+    fn of_interrupts(&self) -> Vec<FindingStack> {
+        self.contention
+            .iter()
+            .filter(|s| s.operation.is_interrupt())
+            .take(DIAGNOSIS_STACKS)
+            .map(contention_stack)
+            .collect()
+    }
+}
+
+fn contention_stack(s: &fdprof_figures::TopStack) -> FindingStack {
+    FindingStack {
+        source: StackSource::Contention,
+        operation: s.operation,
+        weight: s.total_wait_ns,
+        kernel_stack: s.kernel_stack.clone(),
+        user_stack: s.user_stack.clone(),
     }
 }
 

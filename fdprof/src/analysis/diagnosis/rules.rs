@@ -4,8 +4,9 @@
 use fdprof_figures::{Comparison, Finding, LockKind, Operation, Remedy, Report, Rule};
 
 use super::{
-    FAR_SCAN_BITS, GROWTH_MIN, LONG_SCAN_MIN, LONG_SCAN_SHARE, NEXT_FD_HIT_MAX,
-    SHARED_MIN_WAIT_SHARE, SHARED_MIN_WAITS, Stacks, check, figure, pct, span,
+    FAR_SCAN_BITS, GROWTH_MIN, INTERRUPT_MIN_SHARE, INTERRUPT_MIN_WAITS, LONG_SCAN_MIN,
+    LONG_SCAN_SHARE, NEXT_FD_HIT_MAX, SHARED_MIN_WAIT_SHARE, SHARED_MIN_WAITS, STEAL_MIN_SHARE,
+    STEAL_MIN_WAITS, Stacks, check, figure, pct, span,
 };
 
 /// How many threads the figures say share the table, where they say it: the live view's count,
@@ -260,6 +261,120 @@ pub(super) fn table_growth(r: &Report, stacks: &Stacks) -> Option<Finding> {
             syscalls: None,
             scan_words: None,
             table_copies: Some(t.expansions),
+        },
+    })
+}
+
+/// Waits in interrupt handlers that landed on the profiled tasks (a timer's softirq waking a
+/// thread, say): the handler's, not the fd operation beneath it, and no change to the program
+/// removes them.
+pub(super) fn interrupt_time(r: &Report, stacks: &Stacks) -> Option<Finding> {
+    let c = &r.contention;
+    let count = c.irq.count + c.softirq.count;
+    let wait_ns = c.irq.total_wait_ns + c.softirq.total_wait_ns;
+    let share = wait_ns as f64 / c.total_wait_ns.max(1) as f64;
+    let evidence = vec![
+        check(
+            "contention.interrupt_waits",
+            count as f64,
+            Comparison::AtLeast,
+            INTERRUPT_MIN_WAITS as f64,
+        )?,
+        check(
+            "contention.interrupt_share_of_all",
+            share,
+            Comparison::AtLeast,
+            INTERRUPT_MIN_SHARE,
+        )?,
+    ];
+    Some(Finding {
+        rule: Rule::InterruptTime,
+        summary: format!(
+            "{} of all lock wait ({count} waits, {}) is interrupt handlers' that landed on the \
+             profiled tasks ({} in irq, {} in softirq): not the program's own doing",
+            pct(share),
+            span(wait_ns),
+            span(c.irq.total_wait_ns),
+            span(c.softirq.total_wait_ns),
+        ),
+        evidence,
+        context: vec![
+            figure("contention.irq.total_wait_ns", c.irq.total_wait_ns as f64),
+            figure(
+                "contention.softirq.total_wait_ns",
+                c.softirq.total_wait_ns as f64,
+            ),
+            figure("contention.total_wait_ns", c.total_wait_ns as f64),
+        ],
+        stacks: stacks.of_interrupts(),
+        remedy: Remedy {
+            change: "leave these waits out when judging the program; to cut them, steer the \
+                     interrupts (IRQ affinity, RPS) and timers away from the CPUs its hot \
+                     threads run on"
+                .into(),
+            shown_by: None,
+            saving: format!(
+                "{} of wait that is not the program's (the rest of the report is)",
+                span(wait_ns)
+            ),
+            wait_ns: Some(wait_ns),
+            syscalls: None,
+            scan_words: None,
+            table_copies: None,
+        },
+    })
+}
+
+/// The hypervisor ran something else while this VM's vCPUs were runnable: a spinning waiter
+/// whose lock holder's vCPU was preempted waits until the host runs it again.
+pub(super) fn host_steal(r: &Report) -> Option<Finding> {
+    let s = r.steal.as_ref()?;
+    let c = &r.contention;
+    let evidence = vec![
+        check(
+            "steal.share",
+            s.share?,
+            Comparison::AtLeast,
+            STEAL_MIN_SHARE,
+        )?,
+        check(
+            "contention.count",
+            c.count as f64,
+            Comparison::AtLeast,
+            STEAL_MIN_WAITS as f64,
+        )?,
+    ];
+    let longest = c.by_lock.iter().map(|l| l.max_wait_ns).max().unwrap_or(0);
+    Some(Finding {
+        rule: Rule::HostSteal,
+        summary: format!(
+            "the host took {} of the {} CPUs' time over the recording ({} of steal, {} on the \
+             worst CPU): waits beside it, the longest {}, may be a preempted vCPU's, not the \
+             program's",
+            pct(s.share.unwrap_or(0.0)),
+            s.cpus,
+            span(s.steal_ns),
+            pct(s.max_cpu_share.unwrap_or(0.0)),
+            span(longest),
+        ),
+        evidence,
+        context: vec![
+            figure("steal.steal_ns", s.steal_ns as f64),
+            figure("steal.max_cpu_steal_ns", s.max_cpu_steal_ns as f64),
+            figure("contention.max_wait_ns", longest as f64),
+        ],
+        stacks: Vec::new(),
+        remedy: Remedy {
+            change: "measure again where the host does not overcommit these CPUs (dedicated or \
+                     pinned vCPUs), or compare with a run whose steal share is near 0, before \
+                     changing the program for its longest waits"
+                .into(),
+            shown_by: None,
+            saving: format!("{} of CPU time the VM did not get", span(s.steal_ns)),
+            wait_ns: None,
+            syscalls: None,
+            scan_words: None,
+            table_copies: None,
         },
     })
 }
