@@ -35,8 +35,11 @@ pub const CLOSE_RUN_MIN: u64 = 8;
 pub const CLOSE_LOOP_MIN_FDS: u64 = 64;
 /// interrupt-time: at least this many waits in interrupt handlers (`irq` and `softirq`) …
 pub const INTERRUPT_MIN_WAITS: u64 = 10;
-/// … making at least this share of all the wait.
+/// … making at least this share of all the wait …
 pub const INTERRUPT_MIN_SHARE: f64 = 0.1;
+/// … and at least this share of the recording's duration (100 µs a second): a few stray
+/// handler waits in an otherwise quiet recording are no pattern.
+pub const INTERRUPT_MIN_WAIT_SHARE: f64 = 0.0001;
 /// host-steal: the host took at least this share of the CPUs' time over the recording …
 pub const STEAL_MIN_SHARE: f64 = 0.05;
 /// … while the recording holds at least this many lock waits (else no wait was the host's).

@@ -4,9 +4,9 @@
 use fdprof_figures::{Comparison, Finding, LockKind, Operation, Remedy, Report, Rule};
 
 use super::{
-    FAR_SCAN_BITS, GROWTH_MIN, INTERRUPT_MIN_SHARE, INTERRUPT_MIN_WAITS, LONG_SCAN_MIN,
-    LONG_SCAN_SHARE, NEXT_FD_HIT_MAX, SHARED_MIN_WAIT_SHARE, SHARED_MIN_WAITS, STEAL_MIN_SHARE,
-    STEAL_MIN_WAITS, Stacks, check, figure, pct, span,
+    FAR_SCAN_BITS, GROWTH_MIN, INTERRUPT_MIN_SHARE, INTERRUPT_MIN_WAIT_SHARE, INTERRUPT_MIN_WAITS,
+    LONG_SCAN_MIN, LONG_SCAN_SHARE, NEXT_FD_HIT_MAX, SHARED_MIN_WAIT_SHARE, SHARED_MIN_WAITS,
+    STEAL_MIN_SHARE, STEAL_MIN_WAITS, Stacks, check, figure, pct, span,
 };
 
 /// How many threads the figures say share the table, where they say it: the live view's count,
@@ -285,6 +285,12 @@ pub(super) fn interrupt_time(r: &Report, stacks: &Stacks) -> Option<Finding> {
             share,
             Comparison::AtLeast,
             INTERRUPT_MIN_SHARE,
+        )?,
+        check(
+            "contention.interrupt_wait_share_of_duration",
+            wait_ns as f64 / r.header.duration_ns.max(1) as f64,
+            Comparison::AtLeast,
+            INTERRUPT_MIN_WAIT_SHARE,
         )?,
     ];
     Some(Finding {
