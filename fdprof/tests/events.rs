@@ -231,6 +231,9 @@ fn every_file_lock_wait_is_a_slow_wait_at_one_ns() {
 fn classic_tracepoint_fallbacks_load_and_attach() {
     require_root();
     let _guard = kernel_lock();
+    // Classic tracepoints are attached through tracefs, which the profiler mounts where it is
+    // missing: so does this test, which may be the first to need it since boot.
+    fdprof::probe::tracefs::ensure_mounted();
     {
         let mut ebpf = aya::EbpfLoader::new()
             .load(fdprof::probe::object::PROFILER)
