@@ -27,7 +27,9 @@ pub mod map {
     pub const PROCESS_SYSCALLS: &str = "PROCESS_SYSCALLS";
     /// Hash of tgid → comm (`-a` only).
     pub const PROCESS_COMMS: &str = "PROCESS_COMMS";
-    pub const ALL: [&str; 15] = [
+    /// Per-CPU hash of tgid → `process::ProcessScan` (`-a` only).
+    pub const PROCESS_SCANS: &str = "PROCESS_SCANS";
+    pub const ALL: [&str; 16] = [
         STACKS,
         SITE_INDEX,
         SITE_WAITS,
@@ -43,6 +45,7 @@ pub mod map {
         TRACE,
         PROCESS_SYSCALLS,
         PROCESS_COMMS,
+        PROCESS_SCANS,
     ];
 }
 

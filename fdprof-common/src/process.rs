@@ -23,6 +23,41 @@ pub const PROCESS_ROWS: u32 = 16384;
 /// Processes whose name is kept (`PROCESS_COMMS`, tgid → comm).
 pub const PROCESSES: u32 = 4096;
 
+/// Log2 slots of a process's scan-distance histogram: a distance is below `nr_open`'s
+/// ceiling (2^30), so it has at most 30 significant bits. A power of two, so the programs
+/// bound a slot with a mask the verifier follows.
+pub const SCAN_SLOTS: usize = 32;
+
+/// `PROCESS_SCANS` value, per CPU: a process's allocator scans (as `record_scan` counts the
+/// machine's) and its table's size.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProcessScan {
+    pub allocations: u64,
+    pub next_fd_hits: u64,
+    pub below_origin: u64,
+    /// The largest `max_fds` seen (combined over CPUs with max).
+    pub max_fds: u64,
+    /// Syscalls during which its `max_fds` grew.
+    pub expansions: u64,
+    /// Scan distances past the origin, in bits: `bits[k]` counts those with `k` significant
+    /// bits.
+    pub bits: [u32; SCAN_SLOTS],
+}
+
+impl Default for ProcessScan {
+    fn default() -> Self {
+        Self {
+            allocations: 0,
+            next_fd_hits: 0,
+            below_origin: 0,
+            max_fds: 0,
+            expansions: 0,
+            bits: [0; SCAN_SLOTS],
+        }
+    }
+}
+
 /// `TASK_COMM_LEN`.
 pub const COMM_LEN: usize = 16;
 
@@ -30,4 +65,5 @@ pub const COMM_LEN: usize = 16;
 mod pod {
     // SAFETY: plain #[repr(C)] data without padding.
     unsafe impl aya::Pod for super::ProcessSyscall {}
+    unsafe impl aya::Pod for super::ProcessScan {}
 }

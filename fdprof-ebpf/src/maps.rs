@@ -12,7 +12,7 @@ use fdprof_common::{
     },
     events::{EventRecord, RING_BYTES},
     log2_slot,
-    process::{COMM_LEN, PROCESS_ROWS, PROCESSES, ProcessCounts, ProcessSyscall},
+    process::{COMM_LEN, PROCESS_ROWS, PROCESSES, ProcessCounts, ProcessScan, ProcessSyscall},
 };
 
 #[map]
@@ -40,6 +40,11 @@ pub static PROCESS_SYSCALLS: PerCpuHashMap<ProcessSyscall, ProcessCounts> =
 /// exec, the new program's).
 #[map]
 pub static PROCESS_COMMS: HashMap<u32, [u8; COMM_LEN]> = HashMap::with_max_entries(PROCESSES, 0);
+
+/// Each process's allocator scans and table size under `-a`.
+#[map]
+pub static PROCESS_SCANS: PerCpuHashMap<u32, ProcessScan> =
+    PerCpuHashMap::with_max_entries(PROCESSES, 0);
 
 /// The events that each deserve a record of their own (slow waits, expansions, exits).
 #[map]
@@ -111,6 +116,10 @@ pub fn dropped(probe: u32, reason: u32) {
 pub fn record_scan(fd: u32, origin: u32) {
     if fd < origin {
         add(&GLOBALS, global::BELOW_ORIGIN, 1);
+        if let Some(s) = crate::kernel::process_of_all().and_then(process_scan) {
+            // SAFETY: per-CPU value, this CPU only.
+            unsafe { (*s).below_origin += 1 };
+        }
         return;
     }
     let bits = u64::from(fd - origin);
@@ -119,6 +128,15 @@ pub fn record_scan(fd: u32, origin: u32) {
     }
     set_max(&GLOBALS, global::SCAN_MAX, bits);
     hist(hist::SCAN_BITS, bits);
+    if let Some(s) = crate::kernel::process_of_all().and_then(process_scan) {
+        // SAFETY: per-CPU value, this CPU only; the slot is bounded.
+        unsafe {
+            (*s).allocations += 1;
+            (*s).next_fd_hits += u64::from(bits == 0);
+            let slot = log2_slot(bits) as usize & (fdprof_common::process::SCAN_SLOTS - 1);
+            (*s).bits[slot] += 1;
+        }
+    }
     hist(hist::OPEN_FDS_WORDS, u64::from(fd / 64 - origin / 64 + 1));
     hist(
         hist::FULL_FDS_WORDS,
@@ -148,5 +166,34 @@ pub fn add_process(tgid: u32, index: u32, counter: u32, n: u64) {
         }
         Some(_) => {}
         None => dropped(drop::PROBE_PROCESSES, drop::MAP_FULL),
+    }
+}
+
+/// Process `tgid`'s scan row (`-a`), created zeroed; a full map is a counted drop.
+#[inline(always)]
+pub fn process_scan(tgid: u32) -> Option<*mut ProcessScan> {
+    if let Some(p) = PROCESS_SCANS.get_ptr_mut(&tgid) {
+        return Some(p);
+    }
+    const BPF_NOEXIST: u64 = 1;
+    let _ = PROCESS_SCANS.insert(&tgid, &ProcessScan::default(), BPF_NOEXIST);
+    let p = PROCESS_SCANS.get_ptr_mut(&tgid);
+    if p.is_none() {
+        dropped(drop::PROBE_PROCESSES, drop::MAP_FULL);
+    }
+    p
+}
+
+/// Process `tgid`'s table size seen at `max_fds` (`-a`); `grew` when a syscall grew it.
+#[inline(always)]
+pub fn process_table(max_fds: u64, grew: bool) {
+    if let Some(s) = crate::kernel::process_of_all().and_then(process_scan) {
+        // SAFETY: per-CPU value, this CPU only.
+        unsafe {
+            if (*s).max_fds < max_fds {
+                (*s).max_fds = max_fds;
+            }
+            (*s).expansions += u64::from(grew);
+        }
     }
 }

@@ -98,6 +98,7 @@ pub(crate) fn on_enter(nr: u64, args: [u64; 4], btf: bool) {
         let max_fds = u64::from(state.2);
         maps::set_min_nonzero(&maps::GLOBALS, global::MAX_FDS_FIRST, max_fds);
         maps::set_max(&maps::GLOBALS, global::MAX_FDS_SEEN, max_fds);
+        maps::process_table(max_fds, false);
         state
     };
     let closes_target = effect == Effect::Install
@@ -231,6 +232,7 @@ fn check_growth(fd: u32, entry: &SyscallEntry) {
         .and_then(kernel::table_state)
         .map_or(0, |(_, _, max_fds)| max_fds);
     maps::set_max(&maps::GLOBALS, global::MAX_FDS_SEEN, u64::from(new_max_fds));
+    maps::process_table(u64::from(new_max_fds), true);
     if kernel::trace_on() {
         trace::expanded(new_max_fds);
     }

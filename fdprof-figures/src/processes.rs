@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{LockOperation, Syscall};
+use crate::{LockOperation, Scan, Syscall, Table};
 
 /// One process: whose fd table was contended, whose fd syscalls ran. Rows have the shapes of
 /// the whole-machine sections.
@@ -24,4 +24,15 @@ pub struct Process {
     pub syscalls: Vec<Syscall>,
     /// All its fd syscalls.
     pub fd_syscalls: u64,
+    /// Its allocator's scans (as the machine's `scan`, without the word counts) and its
+    /// table's size (as `table`, without the first size); absent where it allocated nothing,
+    /// and for recordings made before fdprof kept them per process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scan: Option<Scan>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub table: Option<Table>,
+    /// Bits its allocations scanned past `next_fd`, at least (each counted at its log2
+    /// bucket's low end: no exact sum is kept): the scan work the top-processes table ranks by.
+    #[serde(default)]
+    pub scan_bits_at_least: u64,
 }

@@ -78,9 +78,30 @@ fn each_process_gets_exactly_its_own_syscalls() {
         ] {
             assert!(row.get(field).is_some(), "{field}");
         }
+        // Its allocator's scans and its table, exactly the generator's.
+        let allocs = expected["allocs"].as_array().unwrap();
+        let count = |hits_only: bool| -> u64 {
+            allocs
+                .iter()
+                .filter(|a| !hits_only || a["scan_bits"] == 0)
+                .map(|a| a["count"].as_u64().unwrap())
+                .sum()
+        };
+        let scan = &p["scan"];
+        assert_eq!(scan["allocations"].as_u64(), Some(count(false)), "{scan}");
+        assert_eq!(scan["next_fd_hits"].as_u64(), Some(count(true)), "{scan}");
+        assert_eq!(scan["below_origin"], 0, "{scan}");
+        assert_eq!(
+            p["table"]["max_fds_max"], expected["max_fds"],
+            "pid {pid}: {}",
+            p["table"]
+        );
+        assert_eq!(p["table"]["expansions"], 0);
         // Narrowed to the one process, the whole report is its own.
         let only = report(&out, &["--pid", &pid.to_string()]);
         assert_eq!(calls(&only["syscalls"], "socket"), k);
+        assert_eq!(only["scan"]["allocations"].as_u64(), Some(count(false)));
+        assert_eq!(only["table"]["max_fds_max"], expected["max_fds"]);
         assert_eq!(only["processes"].as_array().unwrap().len(), 1);
     }
     // The machine's counts hold both, and more.

@@ -4,7 +4,7 @@
 
 use fdprof_figures::{LockKind, Process};
 
-use super::{by_lock_operation, sum, syscalls};
+use super::{by_lock_operation, scan, sum, syscalls, table};
 use crate::model::{Recording, process};
 
 /// Every process of the recording (none unless `-a`), most `file_lock` wait first, then most
@@ -21,7 +21,17 @@ pub fn processes(rec: &Recording) -> Vec<Process> {
                     .filter(|s| s.lock == LockKind::FileLock)
             };
             let syscalls = syscalls(&own);
+            let scan = p.scan.is_some().then(|| scan(&own));
             Process {
+                scan_bits_at_least: scan.as_ref().map_or(0, |s| {
+                    s.bits
+                        .buckets
+                        .iter()
+                        .map(|b| b.low.saturating_mul(b.count))
+                        .fold(0, u64::saturating_add)
+                }),
+                scan,
+                table: p.table.is_some().then(|| table(&own)),
                 pid: p.pid,
                 comm: p.comm.clone(),
                 file_lock_wait_ns: sum(file_lock().map(|s| s.total_wait_ns)),

@@ -10,13 +10,15 @@ use aya::{
 };
 use fdprof_common::{
     probes::map,
-    process::{COMM_LEN, ProcessCounts, ProcessSyscall},
+    process::{COMM_LEN, ProcessCounts, ProcessScan, ProcessSyscall},
 };
 
 /// Every process's counters, and the names the kernel kept.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Processes {
     pub syscalls: BTreeMap<ProcessSyscall, ProcessCounts>,
+    /// tgid → its scans and table size.
+    pub scans: BTreeMap<u32, ProcessScan>,
     /// tgid → comm, as the process was named when it last used a syscall for the first time.
     pub comms: BTreeMap<u32, String>,
 }
@@ -48,7 +50,24 @@ impl Processes {
             let len = comm.iter().position(|&b| b == 0).unwrap_or(COMM_LEN);
             comms.insert(tgid, String::from_utf8_lossy(&comm[..len]).into_owned());
         }
-        Ok(Self { syscalls, comms })
+        let rows: PerCpuHashMap<_, u32, ProcessScan> = PerCpuHashMap::try_from(
+            ebpf.map(map::PROCESS_SCANS)
+                .context("no map PROCESS_SCANS")?,
+        )?;
+        let mut scans = BTreeMap::new();
+        for entry in rows.iter() {
+            let (tgid, per_cpu) = entry?;
+            let mut sum = ProcessScan::default();
+            for cpu in per_cpu.iter() {
+                add_scan(&mut sum, cpu);
+            }
+            scans.insert(tgid, sum);
+        }
+        Ok(Self {
+            syscalls,
+            scans,
+            comms,
+        })
     }
 
     /// What was counted between `earlier` and `self`; rows with nothing new are left out.
@@ -65,10 +84,40 @@ impl Processes {
                 d.iter().any(|&v| v > 0).then_some((*key, d))
             })
             .collect();
+        let scans = self
+            .scans
+            .iter()
+            .filter_map(|(tgid, now)| {
+                let then = earlier.scans.get(tgid).copied().unwrap_or_default();
+                let d = ProcessScan {
+                    allocations: now.allocations.saturating_sub(then.allocations),
+                    next_fd_hits: now.next_fd_hits.saturating_sub(then.next_fd_hits),
+                    below_origin: now.below_origin.saturating_sub(then.below_origin),
+                    // A size, not a count: the table's as it is now.
+                    max_fds: now.max_fds,
+                    expansions: now.expansions.saturating_sub(then.expansions),
+                    bits: std::array::from_fn(|k| now.bits[k].saturating_sub(then.bits[k])),
+                };
+                (d.allocations + d.below_origin + d.expansions > 0).then_some((*tgid, d))
+            })
+            .collect();
         Processes {
             syscalls,
+            scans,
             comms: self.comms.clone(),
         }
+    }
+}
+
+/// Adds one CPU's row: counts add, the table size is the largest seen.
+fn add_scan(sum: &mut ProcessScan, cpu: &ProcessScan) {
+    sum.allocations += cpu.allocations;
+    sum.next_fd_hits += cpu.next_fd_hits;
+    sum.below_origin += cpu.below_origin;
+    sum.max_fds = sum.max_fds.max(cpu.max_fds);
+    sum.expansions += cpu.expansions;
+    for (s, c) in sum.bits.iter_mut().zip(&cpu.bits) {
+        *s += c;
     }
 }
 
@@ -82,6 +131,7 @@ mod tests {
         let earlier = Processes {
             syscalls: [(key(1, 5), [3, 0, 3, 0, 3]), (key(2, 5), [1, 0, 1, 0, 1])].into(),
             comms: [(1, "a".to_string())].into(),
+            ..Default::default()
         };
         let later = Processes {
             syscalls: [
@@ -91,6 +141,7 @@ mod tests {
             ]
             .into(),
             comms: [(1, "a".to_string()), (3, "c".to_string())].into(),
+            ..Default::default()
         };
         let d = later.delta(&earlier);
         assert_eq!(

@@ -86,10 +86,19 @@ fn only_processes(rec: Recording, args: &ReportArgs) -> Result<Recording> {
     if narrowed.processes.is_empty() {
         anyhow::bail!("{file} has no process with {}", selection(args));
     }
+    let kept_scans = rec
+        .processes
+        .iter()
+        .any(|p| p.scan.is_some() || p.table.is_some());
     narrowed.notes.push(format!(
-        "only {}: contention, stacks and syscalls are theirs; scan, table, functions, drops \
-         and costs are the whole machine's",
-        selection(args)
+        "only {}: contention, stacks and syscalls are theirs; {}functions, drops and costs are \
+         the whole machine's",
+        selection(args),
+        if kept_scans {
+            "so are scan and table; "
+        } else {
+            "scan, table, "
+        }
     ));
     Ok(narrowed)
 }

@@ -150,6 +150,8 @@ pub fn processes(snap: &Snapshot) -> Vec<ProcessRecord> {
             pid: tgid,
             comm: snap.processes.comms.get(&tgid).cloned().unwrap_or_default(),
             syscalls: Vec::new(),
+            scan: None,
+            table: None,
         });
     };
     for (key, _) in snap.contention.iter().filter(|(k, _)| k.tgid != 0) {
@@ -157,6 +159,26 @@ pub fn processes(snap: &Snapshot) -> Vec<ProcessRecord> {
     }
     for key in snap.processes.syscalls.keys() {
         entry(key.tgid);
+    }
+    for (&tgid, s) in &snap.processes.scans {
+        let Some(p) = by_pid.get_mut(&tgid) else {
+            continue;
+        };
+        let bits = process_scan_bits(s);
+        p.scan = Some(ScanStats {
+            allocations: bits.count + s.below_origin,
+            next_fd_hits: s.next_fd_hits,
+            below_origin: s.below_origin,
+            origin: String::new(),
+            bits,
+            open_fds_words: Log2Hist::default(),
+            full_fds_words: Log2Hist::default(),
+        });
+        p.table = Some(TableStats {
+            max_fds_first: 0,
+            max_fds_max: s.max_fds,
+            expansions: s.expansions,
+        });
     }
     for (key, c) in &snap.processes.syscalls {
         let Some(def) = FD_SYSCALLS.get(key.index as usize) else {
@@ -186,6 +208,13 @@ pub fn processes(snap: &Snapshot) -> Vec<ProcessRecord> {
         .collect();
     processes.sort_by_key(|p| (std::cmp::Reverse(calls(p)), p.pid));
     processes
+}
+
+/// A process's scan distances (no exact sum or maximum is kept per process: the maximum is
+/// its slot's upper bound).
+fn process_scan_bits(s: &fdprof_common::process::ProcessScan) -> Log2Hist {
+    let slots: Vec<u64> = s.bits.iter().map(|&n| u64::from(n)).collect();
+    hist_from_slots(&slots, slots_max(&slots), 0)
 }
 
 pub fn syscalls(snap: &Snapshot) -> Vec<SyscallStats> {

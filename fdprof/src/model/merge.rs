@@ -14,8 +14,8 @@ use fdprof_common::syscalls::FD_SYSCALLS;
 
 use super::bounded;
 use super::recording::{
-    ContentionSite, DropCount, Frame, FunctionStats, OwnCost, ProgramCost, Recording, ScanStats,
-    StackWalks, SyscallStats, TableStats,
+    ContentionSite, DropCount, Frame, FunctionStats, OwnCost, ProcessRecord, ProgramCost,
+    Recording, ScanStats, StackWalks, SyscallStats, TableStats,
 };
 
 /// The drop counter [`bound_sites`] adds to: waits whose stacks were folded away.
@@ -107,6 +107,7 @@ pub fn add(into: &mut Recording, other: &Recording) {
             Some(q) => {
                 keep_unless_empty(&mut q.comm, &p.comm);
                 add_syscalls(&mut q.syscalls, &p.syscalls);
+                add_process_figures(q, p);
             }
             None => processes.push(p.clone()),
         }
@@ -298,6 +299,16 @@ pub(super) fn add_syscalls(into: &mut Vec<SyscallStats>, other: &[SyscallStats])
             .position(|d| d.name == s.name)
             .unwrap_or(usize::MAX)
     });
+}
+
+/// A process's scan and table, added as the recording's are.
+pub fn add_process_figures(into: &mut ProcessRecord, other: &ProcessRecord) {
+    if let Some(s) = &other.scan {
+        add_scan(into.scan.get_or_insert_with(Default::default), s);
+    }
+    if let Some(t) = &other.table {
+        add_table(into.table.get_or_insert_with(Default::default), t);
+    }
 }
 
 fn add_scan(into: &mut ScanStats, other: &ScanStats) {

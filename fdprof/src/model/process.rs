@@ -1,12 +1,13 @@
 //! The processes of a system-wide recording (`-a`): a recording narrowed to some of them, for
 //! each process's own figures and for `report --pid/--comm`.
 
-use super::recording::{ContentionSite, ProcessRecord, Recording};
+use super::recording::{ContentionSite, ProcessRecord, Recording, ScanStats, TableStats};
 
-/// `rec` narrowed to the processes `keep` selects: their waits and their fd syscalls (added
-/// up). The rest of the figures (scan, table, functions, drops, costs) are the machine's, kept
-/// as they are; the series, on-CPU samples, trace and counters, which are not per process, are
-/// left out.
+/// `rec` narrowed to the processes `keep` selects: their waits, their fd syscalls, their scans
+/// and table sizes (added up; the machine's scan and table where the recording has none per
+/// process). The rest of the figures (functions, drops, costs) are the machine's, kept as they
+/// are; the series, on-CPU samples, trace and counters, which are not per process, are left
+/// out.
 pub fn only(rec: &Recording, keep: impl Fn(&ProcessRecord) -> bool) -> Recording {
     let processes: Vec<ProcessRecord> = rec.processes.iter().filter(|p| keep(p)).cloned().collect();
     let kept = |pid: u32| processes.iter().any(|p| p.pid == pid);
@@ -17,9 +18,31 @@ pub fn only(rec: &Recording, keep: impl Fn(&ProcessRecord) -> bool) -> Recording
         .cloned()
         .collect();
     let mut syscalls = Vec::new();
+    let mut own = ProcessRecord::default();
     for p in &processes {
         super::merge::add_syscalls(&mut syscalls, &p.syscalls);
+        super::merge::add_process_figures(&mut own, p);
     }
+    let per_process = rec
+        .processes
+        .iter()
+        .any(|p| p.scan.is_some() || p.table.is_some());
+    let scan = match (own.scan, per_process) {
+        (Some(mut s), _) => {
+            s.origin = rec.scan.origin.clone();
+            s
+        }
+        (None, true) => ScanStats {
+            origin: rec.scan.origin.clone(),
+            ..Default::default()
+        },
+        (None, false) => rec.scan.clone(),
+    };
+    let table = match (own.table, per_process) {
+        (Some(t), _) => t,
+        (None, true) => TableStats::default(),
+        (None, false) => rec.table.clone(),
+    };
     Recording {
         format: rec.format.clone(),
         version: rec.version,
@@ -39,8 +62,8 @@ pub fn only(rec: &Recording, keep: impl Fn(&ProcessRecord) -> bool) -> Recording
         stack_walks: rec.stack_walks.clone(),
         functions: rec.functions.clone(),
         syscalls,
-        scan: rec.scan.clone(),
-        table: rec.table.clone(),
+        scan,
+        table,
         drops: rec.drops.clone(),
         own_cost: rec.own_cost.clone(),
         notes: rec.notes.clone(),

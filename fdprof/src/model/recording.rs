@@ -352,6 +352,13 @@ pub struct ProcessRecord {
     pub comm: String,
     #[serde(deserialize_with = "bounded::syscalls")]
     pub syscalls: Vec<SyscallStats>,
+    /// Its allocator's scans (the bits histogram only: no word counts per process) and its
+    /// table's size (no first size: `max_fds_first` 0). Absent where it allocated nothing, and
+    /// in recordings made before fdprof kept them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scan: Option<ScanStats>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub table: Option<TableStats>,
 }
 
 /// Time the hypervisor ran something else while this machine's vCPUs were runnable, from

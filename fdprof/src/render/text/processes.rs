@@ -1,4 +1,4 @@
-//! Per process (`-a`): the top processes by `file_lock` wait and by fd syscalls.
+//! Per process (`-a`): the top processes by `file_lock` wait, by fd syscalls and by scan work.
 
 use crate::analysis::{Process, Report};
 use crate::render::human::duration;
@@ -38,11 +38,67 @@ pub(super) fn processes(out: &mut Vec<String>, r: &Report) {
     let mut by_calls: Vec<&Process> = r.processes.iter().collect();
     by_calls.sort_by(|a, b| b.fd_syscalls.cmp(&a.fd_syscalls).then(a.pid.cmp(&b.pid)));
     out.extend(columns(&head, 2, &shown(by_calls), 2));
+    let mut by_scan: Vec<&Process> = r.processes.iter().filter(|p| p.scan.is_some()).collect();
+    if !by_scan.is_empty() {
+        section(out, "processes: by scan work (bits scanned past next_fd)");
+        by_scan.sort_by(|a, b| {
+            b.scan_bits_at_least
+                .cmp(&a.scan_bits_at_least)
+                .then(a.pid.cmp(&b.pid))
+        });
+        let rows: Vec<Vec<String>> = by_scan.into_iter().take(top).map(scan_row).collect();
+        let head = [
+            "pid",
+            "comm",
+            "allocations",
+            "next_fd hits",
+            "scan p99",
+            "bits ≥",
+            "max_fds",
+            "expansions",
+        ];
+        out.extend(columns(&head, 2, &rows, 2));
+    }
     out.push(
         "  (report --pid/--comm: one process's waits, stacks and syscalls; --json: every \
          process)"
             .into(),
     );
+}
+
+fn comm(p: &Process) -> String {
+    if p.comm.is_empty() {
+        "?".into()
+    } else {
+        p.comm.clone()
+    }
+}
+
+fn scan_row(p: &Process) -> Vec<String> {
+    let (allocations, hits, p99) =
+        p.scan
+            .as_ref()
+            .map_or(("-".into(), "-".into(), "-".into()), |s| {
+                (
+                    s.allocations.to_string(),
+                    s.next_fd_hit_rate
+                        .map_or("-".into(), |h| format!("{:.0}%", h * 100.0)),
+                    s.bits.p99.map_or("-".into(), |b| b.to_string()),
+                )
+            });
+    let (max_fds, expansions) = p.table.as_ref().map_or(("-".into(), "-".into()), |t| {
+        (t.max_fds_max.to_string(), t.expansions.to_string())
+    });
+    vec![
+        p.pid.to_string(),
+        comm(p),
+        allocations,
+        hits,
+        p99,
+        p.scan_bits_at_least.to_string(),
+        max_fds,
+        expansions,
+    ]
 }
 
 fn row(p: &Process) -> Vec<String> {
@@ -55,11 +111,7 @@ fn row(p: &Process) -> Vec<String> {
         .collect();
     vec![
         p.pid.to_string(),
-        if p.comm.is_empty() {
-            "?".into()
-        } else {
-            p.comm.clone()
-        },
+        comm(p),
         duration(p.file_lock_wait_ns),
         p.file_lock_count.to_string(),
         duration(p.wait_ns),
