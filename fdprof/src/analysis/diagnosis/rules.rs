@@ -15,7 +15,7 @@ fn threads(r: &Report) -> Option<u64> {
     let counted = r
         .counters
         .as_ref()
-        .map(|c| c.threads.iter().map(|t| t.threads).sum::<u64>());
+        .map(|c| c.threads.iter().map(|t| t.threads).fold(0, u64::saturating_add));
     r.header
         .target
         .threads
@@ -120,7 +120,7 @@ pub(super) fn long_scans(r: &Report, stacks: &Stacks) -> Option<Finding> {
         .iter()
         .filter(|b| b.low >= FAR_SCAN_BITS)
         .map(|b| b.count)
-        .sum();
+        .fold(0, u64::saturating_add);
     let far_share = far as f64 / s.allocations.max(1) as f64;
     let hit_rate = s.next_fd_hit_rate?;
     let evidence = vec![
@@ -270,8 +270,8 @@ pub(super) fn table_growth(r: &Report, stacks: &Stacks) -> Option<Finding> {
 /// removes them.
 pub(super) fn interrupt_time(r: &Report, stacks: &Stacks) -> Option<Finding> {
     let c = &r.contention;
-    let count = c.irq.count + c.softirq.count;
-    let wait_ns = c.irq.total_wait_ns + c.softirq.total_wait_ns;
+    let count = c.irq.count.saturating_add(c.softirq.count);
+    let wait_ns = c.irq.total_wait_ns.saturating_add(c.softirq.total_wait_ns);
     let share = wait_ns as f64 / c.total_wait_ns.max(1) as f64;
     let evidence = vec![
         check(
