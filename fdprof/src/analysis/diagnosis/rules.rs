@@ -12,10 +12,12 @@ use super::{
 /// How many threads the figures say share the table, where they say it: the live view's count,
 /// else the counted threads (`record -p` counts every thread alive at its start).
 fn threads(r: &Report) -> Option<u64> {
-    let counted = r
-        .counters
-        .as_ref()
-        .map(|c| c.threads.iter().map(|t| t.threads).fold(0, u64::saturating_add));
+    let counted = r.counters.as_ref().map(|c| {
+        c.threads
+            .iter()
+            .map(|t| t.threads)
+            .fold(0, u64::saturating_add)
+    });
     r.header
         .target
         .threads
