@@ -37,9 +37,11 @@ pub const CLOSE_LOOP_MIN_FDS: u64 = 64;
 pub const INTERRUPT_MIN_WAITS: u64 = 10;
 /// … making at least this share of all the wait …
 pub const INTERRUPT_MIN_SHARE: f64 = 0.1;
-/// … and at least this share of the recording's duration (100 µs a second): a few stray
-/// handler waits in an otherwise quiet recording are no pattern.
+/// … and at least this share of the recording's duration (100 µs a second) …
 pub const INTERRUPT_MIN_WAIT_SHARE: f64 = 0.0001;
+/// … and at least this much wait in all (1 ms): a few stray handler waits in a short, quiet
+/// recording are no pattern.
+pub const INTERRUPT_MIN_WAIT_NS: u64 = 1_000_000;
 /// host-steal: the host took at least this share of the CPUs' time over the recording …
 pub const STEAL_MIN_SHARE: f64 = 0.05;
 /// … while the recording holds at least this many lock waits (else no wait was the host's).
@@ -125,11 +127,18 @@ impl Stacks {
 }
 
 impl Stacks {
-    /// The heaviest stacks of waits in interrupt handlers, on any lock.
+    /// The stack groups of waits in interrupt handlers, on any lock, heaviest first, but those
+    /// with one of fdprof's programs on the stack: fdprof's own doing (its ring buffer's wake-up
+    /// is an irq_work interrupt), counted apart as `contention.fdprof_on_stack`.
+    fn interrupts(&self) -> impl Iterator<Item = &fdprof_figures::TopStack> {
+        self.contention.iter().filter(|s| {
+            s.operation.is_interrupt()
+                && !crate::model::own::on_stack(s.kernel_stack.iter().map(|f| f.function.as_str()))
+        })
+    }
+
     fn of_interrupts(&self) -> Vec<FindingStack> {
-        self.contention
-            .iter()
-            .filter(|s| s.operation.is_interrupt())
+        self.interrupts()
             .take(DIAGNOSIS_STACKS)
             .map(contention_stack)
             .collect()

@@ -4,9 +4,10 @@
 use fdprof_figures::{Comparison, Finding, LockKind, Operation, Remedy, Report, Rule};
 
 use super::{
-    FAR_SCAN_BITS, GROWTH_MIN, INTERRUPT_MIN_SHARE, INTERRUPT_MIN_WAIT_SHARE, INTERRUPT_MIN_WAITS,
-    LONG_SCAN_MIN, LONG_SCAN_SHARE, NEXT_FD_HIT_MAX, SHARED_MIN_WAIT_SHARE, SHARED_MIN_WAITS,
-    STEAL_MIN_SHARE, STEAL_MIN_WAITS, Stacks, check, figure, pct, span,
+    FAR_SCAN_BITS, GROWTH_MIN, INTERRUPT_MIN_SHARE, INTERRUPT_MIN_WAIT_NS,
+    INTERRUPT_MIN_WAIT_SHARE, INTERRUPT_MIN_WAITS, LONG_SCAN_MIN, LONG_SCAN_SHARE, NEXT_FD_HIT_MAX,
+    SHARED_MIN_WAIT_SHARE, SHARED_MIN_WAITS, STEAL_MIN_SHARE, STEAL_MIN_WAITS, Stacks, check,
+    figure, pct, span,
 };
 
 /// How many threads the figures say share the table, where they say it: the live view's count,
@@ -272,8 +273,14 @@ pub(super) fn table_growth(r: &Report, stacks: &Stacks) -> Option<Finding> {
 /// removes them.
 pub(super) fn interrupt_time(r: &Report, stacks: &Stacks) -> Option<Finding> {
     let c = &r.contention;
-    let count = c.irq.count.saturating_add(c.softirq.count);
-    let wait_ns = c.irq.total_wait_ns.saturating_add(c.softirq.total_wait_ns);
+    let (mut count, mut wait_ns, mut irq_ns) = (0u64, 0u64, 0u64);
+    for s in stacks.interrupts() {
+        count = count.saturating_add(s.count);
+        wait_ns = wait_ns.saturating_add(s.total_wait_ns);
+        if s.operation == Operation::Irq {
+            irq_ns = irq_ns.saturating_add(s.total_wait_ns);
+        }
+    }
     let share = wait_ns as f64 / c.total_wait_ns.max(1) as f64;
     let evidence = vec![
         check(
@@ -281,6 +288,12 @@ pub(super) fn interrupt_time(r: &Report, stacks: &Stacks) -> Option<Finding> {
             count as f64,
             Comparison::AtLeast,
             INTERRUPT_MIN_WAITS as f64,
+        )?,
+        check(
+            "contention.interrupt_wait_ns",
+            wait_ns as f64,
+            Comparison::AtLeast,
+            INTERRUPT_MIN_WAIT_NS as f64,
         )?,
         check(
             "contention.interrupt_share_of_all",
@@ -302,8 +315,8 @@ pub(super) fn interrupt_time(r: &Report, stacks: &Stacks) -> Option<Finding> {
              profiled tasks ({} in irq, {} in softirq): not the program's own doing",
             pct(share),
             span(wait_ns),
-            span(c.irq.total_wait_ns),
-            span(c.softirq.total_wait_ns),
+            span(irq_ns),
+            span(wait_ns - irq_ns),
         ),
         evidence,
         context: vec![
@@ -311,6 +324,10 @@ pub(super) fn interrupt_time(r: &Report, stacks: &Stacks) -> Option<Finding> {
             figure(
                 "contention.softirq.total_wait_ns",
                 c.softirq.total_wait_ns as f64,
+            ),
+            figure(
+                "contention.fdprof_on_stack.total_wait_ns",
+                c.fdprof_on_stack.total_wait_ns as f64,
             ),
             figure("contention.total_wait_ns", c.total_wait_ns as f64),
         ],

@@ -224,6 +224,16 @@ fn interrupt_time_fires_on_waits_in_interrupt_handlers() {
     // Nine waits are too few to be a pattern, whatever their share.
     rec.contention.last_mut().unwrap().count = 9;
     assert!(!rules(&rec).contains(&Rule::InterruptTime));
+    // fdprof's own wake-up interrupt (its ring buffer's irq_work) is fdprof's doing, not an
+    // interrupt's that landed on the program.
+    let site = rec.contention.last_mut().unwrap();
+    site.count = 40;
+    site.operation = crate::testdata::operation("irq");
+    site.kernel_stack.insert(
+        4,
+        frame("bpf_prog_6337228e2445929d_fdprof_sys_exit", 0, Some("bpf")),
+    );
+    assert!(!rules(&rec).contains(&Rule::InterruptTime));
 }
 
 #[test]
