@@ -10,21 +10,6 @@ use fdprof::model::own;
 use fdprof::probe::kallsyms::Kallsyms;
 use fdprof::symbolize::KernelSymbols;
 
-/// `(tag, name)` of every loaded program called fdprof_*, as the kernel reports them
-/// (bpftool, not kallsyms).
-fn own_program_tags() -> Vec<(String, String)> {
-    let out = run(std::process::Command::new("bpftool").args(["prog", "show", "--json"]));
-    assert!(out.status.success(), "bpftool prog show failed");
-    let progs: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    progs
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|p| Some((p["tag"].as_str()?.into(), p["name"].as_str()?.into())))
-        .filter(|(_, n): &(String, String)| n.starts_with("fdprof"))
-        .collect()
-}
-
 /// The address kallsyms text gives `symbol`.
 fn address_in(kallsyms: &str, symbol: &str) -> Option<u64> {
     kallsyms.lines().find_map(|l| {
@@ -47,7 +32,7 @@ fn a_stack_through_fdprofs_program_names_it() {
     };
     let profiler = Profiler::attach(&kernel, opts).unwrap();
 
-    let programs = own_program_tags();
+    let programs = loaded_fdprof_program_tags();
     assert!(!programs.is_empty(), "fdprof's programs are loaded");
     let after = std::fs::read_to_string("/proc/kallsyms").unwrap();
     // The address of one of them, found by the tag the kernel gives it.

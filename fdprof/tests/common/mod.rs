@@ -37,6 +37,15 @@ pub fn run(cmd: &mut Command) -> Output {
 
 /// Names of loaded BPF programs that belong to fdprof (`bpftool prog show`).
 pub fn loaded_fdprof_programs() -> Vec<String> {
+    loaded_fdprof_program_tags()
+        .into_iter()
+        .map(|(_, name)| name)
+        .collect()
+}
+
+/// `(tag, name)` of every loaded program called fdprof_*, as the kernel reports them
+/// (`bpftool prog show`, not kallsyms).
+pub fn loaded_fdprof_program_tags() -> Vec<(String, String)> {
     let out = run(Command::new("bpftool").args(["prog", "show", "--json"]));
     assert!(out.status.success(), "bpftool prog show failed");
     let progs: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -44,9 +53,8 @@ pub fn loaded_fdprof_programs() -> Vec<String> {
         .as_array()
         .unwrap()
         .iter()
-        .filter_map(|p| p["name"].as_str())
-        .filter(|n| n.starts_with("fdprof"))
-        .map(str::to_string)
+        .filter_map(|p| Some((p["tag"].as_str()?.into(), p["name"].as_str()?.into())))
+        .filter(|(_, n): &(String, String)| n.starts_with("fdprof"))
         .collect()
 }
 
