@@ -112,7 +112,10 @@ pub fn prepare(cfg: &Config, first: u32, count: u32, total: u32) -> Result<Prepa
             let src = open_dev_null()?;
             held.push(src);
             fds_held = 1;
-            consecutive_free(cfg.fds)?;
+            let first = consecutive_free(cfg.fds)?;
+            // The table the process inherits from its parent can be of any size: grow it
+            // now for the N fds, so that the measured phase never does.
+            prealloc(first + cfg.fds).context("sizing the table for close-loop's fds")?;
             ops.push(TaskOp::CloseLoop(CloseLoop {
                 src,
                 fds: vec![-1; cfg.fds as usize],
@@ -248,8 +251,8 @@ fn fill_below(n: u32, held: &mut Vec<i32>) -> Result<()> {
 }
 
 /// Checks that the `n` fds from the lowest free one are all free, so that close-loop's dups
-/// are consecutive and a close_range over them closes nothing else.
-fn consecutive_free(n: u32) -> Result<()> {
+/// are consecutive and a close_range over them closes nothing else; returns the first.
+fn consecutive_free(n: u32) -> Result<u32> {
     let mut first = 0;
     while sys::is_open(first) {
         first += 1;
@@ -261,7 +264,7 @@ fn consecutive_free(n: u32) -> Result<()> {
             first + n as i32 - 1
         )));
     }
-    Ok(())
+    Ok(first as u32)
 }
 
 /// Holds `n` idle fds (/dev/null and its dups); returns the first.
