@@ -118,7 +118,7 @@ pub mod target_kind {
 }
 
 /// What a probe role observes. The first six are kernel functions, probed directly (fentry or
-/// kprobe) where the kernel allows; the last three are tracepoint families.
+/// kprobe) where the kernel allows; then the tracepoint families and the trace's in-lock probes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[cfg_attr(
     feature = "serde",
@@ -134,6 +134,10 @@ pub enum Role {
     LockSlowpath,
     LockTracepoints,
     FdSyscalls,
+    /// `record --trace` in the direct modes: kprobes just after each `spin_lock` of
+    /// `files->file_lock` in the allocator and close functions (offsets found in the kernel's
+    /// text at attach), giving each traced operation its moment inside the lock.
+    LockedSections,
     /// `sched:sched_process_exit`: the target's threads ending (events only); and
     /// `sched:sched_process_exec` and `sched_process_fork`, the trace's exec and fork events
     /// (`record --trace`), in every mode (fork with tp_btf only).
@@ -161,6 +165,7 @@ impl Role {
             Role::LockTracepoints => "lock_tracepoints",
             Role::FdSyscalls => "fd_syscalls",
             Role::TaskExits => "task_exits",
+            Role::LockedSections => "locked_sections",
         }
     }
 
@@ -178,7 +183,7 @@ impl Role {
                 (program::FE_SPIN2, program::FX_SPIN2),
             ],
             Role::FdSyscalls => &program::SYSCALL_FENTRY,
-            Role::LockTracepoints | Role::TaskExits => &[],
+            Role::LockTracepoints | Role::TaskExits | Role::LockedSections => &[],
         }
     }
 
@@ -192,7 +197,7 @@ impl Role {
             Role::CloseRange => (program::KP_CRANGE, program::KR_CRANGE),
             Role::LockSlowpath => (program::KP_SPIN, program::KR_SPIN),
             Role::FdSyscalls => (program::KP_SYS, program::KR_SYS),
-            Role::LockTracepoints | Role::TaskExits => return None,
+            Role::LockTracepoints | Role::TaskExits | Role::LockedSections => return None,
         })
     }
 
@@ -309,7 +314,9 @@ pub mod program {
     /// kprobe/kretprobe on every syscall function of [`super::SYSCALL_FUNCTIONS`].
     pub const KP_SYS: &str = "fdprof_kp_sys";
     pub const KR_SYS: &str = "fdprof_kr_sys";
-    pub const ALL: [&str; 41] = [
+    /// kprobe at offsets inside the allocator and close functions ([`super::Role::LockedSections`]).
+    pub const KP_LOCKED: &str = "fdprof_kp_locked";
+    pub const ALL: [&str; 42] = [
         LOCK_BEGIN,
         LOCK_END,
         TP_LOCK_BEGIN,
@@ -351,6 +358,7 @@ pub mod program {
         TASK_FORK,
         KP_SYS,
         KR_SYS,
+        KP_LOCKED,
     ];
 
     /// fentry/fexit pairs on the syscall functions, `fdprof_fes_<i>`/`fdprof_fxs_<i>` on

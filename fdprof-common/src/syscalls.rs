@@ -152,5 +152,13 @@ pub struct SyscallEntry {
     pub closes_target: u8,
     /// The new fd is close-on-exec (`record --trace` only).
     pub cloexec: u8,
-    pub _pad: u8,
+    /// `record --trace`: the allocator calls that returned so far, their moments in
+    /// `locked_ns`.
+    pub allocs: u8,
+    /// `record --trace`: the last moment seen inside the table's `file_lock` section (0: none,
+    /// or the lock was dropped since), from the in-lock probes of direct modes.
+    pub pending_ns: u64,
+    /// `record --trace`: each allocator call's moment inside its `file_lock` section, in call
+    /// order (0 where none was seen).
+    pub locked_ns: [u64; 2],
 }

@@ -35,6 +35,10 @@ pub mod flag {
     pub const CLOEXEC_ONLY: u8 = 1 << 1;
     /// close_range with `CLOSE_RANGE_UNSHARE`.
     pub const UNSHARE: u8 = 1 << 2;
+    /// `enter_ns` and `exit_ns` are both the moment the operation was inside the table's
+    /// `file_lock` section (direct modes' in-lock probes): operations on one table are then
+    /// in the kernel's order by that moment alone.
+    pub const LOCKED: u8 = 1 << 3;
 }
 
 /// The trace ring buffer's size when tracing (a power of two number of pages): ~115,000

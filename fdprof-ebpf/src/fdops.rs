@@ -125,6 +125,7 @@ fn alloc_origin(start: u32) -> u32 {
 
 #[inline(always)]
 fn alloc_exit(ret: i64) {
+    crate::syscalls::allocator_returned();
     if let Some(state) = op_exit(op::ALLOC)
         && ret >= 0
     {
@@ -310,9 +311,22 @@ macro_rules! fentry_pair {
 }
 
 fentry_pair!(fdprof_fe_close, fdprof_fx_close, op::CLOSE);
-fentry_pair!(fdprof_fe_dup2, fdprof_fx_dup2, op::DUP2);
 fentry_pair!(fdprof_fe_crange, fdprof_fx_crange, op::CLOSE_RANGE);
 
+/// `do_dup2` is entered with `file_lock` held (it drops it): its entry is the dup's moment
+/// inside the lock.
+#[fentry]
+pub fn fdprof_fe_dup2(_ctx: FEntryContext) -> i32 {
+    crate::syscalls::locked_now();
+    op_enter(op::DUP2, 0);
+    0
+}
+
+#[fexit]
+pub fn fdprof_fx_dup2(_ctx: FExitContext) -> i32 {
+    op_exit(op::DUP2);
+    0
+}
 #[fentry]
 pub fn fdprof_fe_expand(_ctx: FEntryContext) -> i32 {
     expand_enter();
@@ -379,8 +393,29 @@ macro_rules! kprobe_pair {
 }
 
 kprobe_pair!(fdprof_kp_close, fdprof_kr_close, op::CLOSE);
-kprobe_pair!(fdprof_kp_dup2, fdprof_kr_dup2, op::DUP2);
 kprobe_pair!(fdprof_kp_crange, fdprof_kr_crange, op::CLOSE_RANGE);
+
+#[kprobe]
+pub fn fdprof_kp_dup2(_ctx: ProbeContext) -> u32 {
+    crate::syscalls::locked_now();
+    op_enter(op::DUP2, 0);
+    0
+}
+
+#[kretprobe]
+pub fn fdprof_kr_dup2(_ctx: RetProbeContext) -> u32 {
+    op_exit(op::DUP2);
+    0
+}
+
+/// Just after a `spin_lock(&files->file_lock)` inside the allocator or close function (an
+/// offset into it found at attach, `record --trace` in the direct modes): the operation's
+/// moment inside the lock, which orders it against other threads' on the same table.
+#[kprobe]
+pub fn fdprof_kp_locked(_ctx: ProbeContext) -> u32 {
+    crate::syscalls::locked_now();
+    0
+}
 
 #[kprobe]
 pub fn fdprof_kp_expand(_ctx: ProbeContext) -> u32 {

@@ -128,7 +128,9 @@ pub(crate) fn on_enter(nr: u64, args: [u64; 4], btf: bool) {
         index: index as u8,
         closes_target: closes_target as u8,
         cloexec: 0,
-        _pad: 0,
+        allocs: 0,
+        pending_ns: 0,
+        locked_ns: [0; 2],
     };
     if kernel::trace_on() {
         trace::keep(&mut entry, index, args);
@@ -140,6 +142,46 @@ pub(crate) fn on_enter(nr: u64, args: [u64; 4], btf: bool) {
             maps::dropped(drop::PROBE_SYSCALLS, drop::MAP_FULL);
         }
         *slot = entry;
+    }
+}
+
+/// The current thread's fd syscall in flight, when it is traced (`record --trace`).
+#[inline(always)]
+fn traced_entry() -> Option<*mut SyscallEntry> {
+    if !kernel::trace_on() {
+        return None;
+    }
+    let tid = kernel::target_tid()?;
+    let s = slot(tid)?;
+    // SAFETY: a valid map value; its tid says whose it is.
+    (unsafe { (*s).tid } == tid).then_some(s)
+}
+
+/// An in-lock probe (direct modes, `record --trace`): the current syscall is now inside its
+/// table's `file_lock` section. The probes sit just after each `spin_lock(&files->file_lock)`
+/// of the allocator and close paths (expansion's re-locking included), so the last moment
+/// seen is in the section that completes the operation.
+#[inline(always)]
+pub(crate) fn locked_now() {
+    if let Some(s) = traced_entry() {
+        // SAFETY: this thread's own slot.
+        unsafe { (*s).pending_ns = bpf_ktime_get_ns() };
+    }
+}
+
+/// The allocator returned: its moment is the last one seen inside `file_lock`.
+#[inline(always)]
+pub(crate) fn allocator_returned() {
+    if let Some(s) = traced_entry() {
+        // SAFETY: this thread's own slot.
+        unsafe {
+            let n = (*s).allocs;
+            if n < 2 {
+                (*s).locked_ns[n as usize] = (*s).pending_ns;
+            }
+            (*s).allocs = n.saturating_add(1);
+            (*s).pending_ns = 0;
+        }
     }
 }
 

@@ -24,7 +24,9 @@ static TRACE: RingBuf = RingBuf::with_byte_size(4096, 0);
 #[inline(always)]
 fn send(mut r: TraceRecord) {
     let pid_tgid = bpf_get_current_pid_tgid();
-    r.exit_ns = unsafe { bpf_ktime_get_ns() };
+    if r.flags & flag::LOCKED == 0 {
+        r.exit_ns = unsafe { bpf_ktime_get_ns() };
+    }
     r.table = kernel::current_files().unwrap_or(0);
     r.pid = (pid_tgid >> 32) as u32;
     r.tid = pid_tgid as u32;
@@ -55,6 +57,28 @@ fn record(entry: &SyscallEntry, op: u8, fd: i32) -> TraceRecord {
         next_fd: entry.next_fd,
         max_fds: entry.max_fds,
         ..TraceRecord::default()
+    }
+}
+
+/// `r` done at `locked_ns` inside its table's `file_lock` section, when an in-lock probe saw
+/// it (0: none did, the syscall's entry and exit bound it).
+#[inline(always)]
+fn locked(mut r: TraceRecord, locked_ns: u64) -> TraceRecord {
+    if locked_ns != 0 {
+        r.enter_ns = locked_ns;
+        r.exit_ns = locked_ns;
+        r.flags |= flag::LOCKED;
+    }
+    r
+}
+
+/// The moment of the syscall's one allocator call inside `file_lock`, if it made exactly one.
+#[inline(always)]
+fn one_alloc(entry: &SyscallEntry) -> u64 {
+    if entry.allocs == 1 {
+        entry.locked_ns[0]
+    } else {
+        0
     }
 }
 
@@ -91,17 +115,22 @@ pub fn syscall_exit(entry: &SyscallEntry, ret: i64) {
             if ret >= 0 || ret == -EMFILE {
                 let mut r = record(entry, op::ALLOC, ret as i32);
                 r.arg = entry.start;
-                send(r);
+                send(locked(r, one_alloc(entry)));
             }
         }
         Effect::AllocPair => {
             if ret == -EMFILE {
                 send(record(entry, op::ALLOC, ret as i32));
             } else if ret >= 0 {
+                let [first, second] = if entry.allocs == 2 {
+                    entry.locked_ns
+                } else {
+                    [0; 2]
+                };
                 match unsafe { bpf_probe_read_user(entry.fd_pair as *const [i32; 2]) } {
                     Ok([a, b]) => {
-                        send(record(entry, op::ALLOC, a));
-                        send(record(entry, op::ALLOC, b));
+                        send(locked(record(entry, op::ALLOC, a), first));
+                        send(locked(record(entry, op::ALLOC, b), second));
                     }
                     Err(_) => maps::dropped(drop::PROBE_TRACE, drop::READ_FAILED),
                 }
@@ -109,7 +138,10 @@ pub fn syscall_exit(entry: &SyscallEntry, ret: i64) {
         }
         Effect::Install => {
             if ret >= 0 {
-                send(record(entry, op::INSTALL, ret as i32));
+                send(locked(
+                    record(entry, op::INSTALL, ret as i32),
+                    entry.pending_ns,
+                ));
             }
         }
         // close releases the fd even when it reports a flush error; EBADF: nothing was open.
@@ -117,7 +149,7 @@ pub fn syscall_exit(entry: &SyscallEntry, ret: i64) {
             if ret != -EBADF {
                 let mut r = record(entry, op::RELEASE, entry.fd_pair as i32);
                 r.flags = 0;
-                send(r);
+                send(locked(r, entry.pending_ns));
             }
         }
         Effect::CloseRange => {

@@ -191,6 +191,73 @@ pub fn attach_syscalls(
     }))
 }
 
+/// Where `files->file_lock` is taken: the allocator and close functions found for their roles,
+/// and the expansion path that drops and takes it again inside the allocator (where it is not
+/// inlined into it).
+fn locking_functions(functions: &[(FunctionRole, Vec<FoundFunction>)]) -> Vec<String> {
+    let mut names: Vec<String> = functions
+        .iter()
+        .filter(|(r, _)| matches!(r.role, Role::Allocate | Role::Close))
+        .flat_map(|(_, found)| found.iter().map(|f| f.name.clone()))
+        .collect();
+    names.extend(["expand_files", "expand_fdtable"].map(String::from));
+    names
+}
+
+/// `record --trace` in a direct mode: a kprobe just after each call to `_raw_spin_lock` in the
+/// functions that take `file_lock` to allocate and close, so that each traced operation has a
+/// moment inside the lock. `Off` (with a note) where the kernel's text cannot be read or the
+/// kprobes are refused: the replay then orders by entry and exit, as in tracepoint mode.
+pub fn attach_locked_sections(
+    ebpf: &mut Ebpf,
+    functions: &[(FunctionRole, Vec<FoundFunction>)],
+    notes: &mut Vec<String>,
+) -> Attachment {
+    let names = locking_functions(functions);
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let result = crate::probe::text::calls_in(&names, "_raw_spin_lock").and_then(|sites| {
+        let has_alloc = sites.iter().any(|(f, _)| {
+            functions.iter().any(|(r, found)| {
+                r.role == Role::Allocate
+                    && found.iter().any(|x| f.trim_end_matches(".cold") == x.name)
+            })
+        });
+        if !has_alloc {
+            bail!("no call to _raw_spin_lock found in the allocator");
+        }
+        let program = fdprof_common::probes::program::KP_LOCKED;
+        let mut attached = Vec::new();
+        with_rollback(ebpf, &[program], |ebpf| {
+            let p: &mut KProbe = program_of(ebpf, program)?.try_into()?;
+            p.load()?;
+            for (function, offsets) in &sites {
+                for &offset in offsets {
+                    p.attach(function.as_str(), offset)
+                        .with_context(|| format!("kprobe {function}+{offset:#x}"))?;
+                    attached.push(format!("{function}+{offset:#x}"));
+                }
+            }
+            Ok(())
+        })?;
+        Ok(attached)
+    });
+    match result {
+        Ok(functions) => Attachment::Direct {
+            mode: Mode::Kprobe,
+            functions,
+        },
+        Err(e) => {
+            notes.push(format!(
+                "{}: no probe inside file_lock ({}): the trace orders each table's operations \
+                 by syscall entry and exit, overlapping ones ambiguous",
+                Role::LockedSections.name(),
+                short(&e)
+            ));
+            Attachment::Off
+        }
+    }
+}
+
 /// The kernel's answer in a few words: the errno of the failing call (with the verifier's
 /// reason where it refused the program), else the first line.
 fn short(e: &anyhow::Error) -> String {

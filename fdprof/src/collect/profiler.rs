@@ -208,6 +208,13 @@ impl Profiler {
             };
             attachments.insert(family, how);
         }
+        // The trace's order on shared tables: a moment inside file_lock for each operation.
+        if trace != 0
+            && let Some(Attachment::Direct { .. }) = attachments.get(&Role::FdSyscalls)
+        {
+            let how = direct::attach_locked_sections(&mut ebpf, &kernel.functions, &mut notes);
+            attachments.insert(Role::LockedSections, how);
+        }
         let cpu = match opts.cpu_hz {
             Some(hz) => Some((cpu::attach(&mut ebpf, hz)?, hz)),
             None => None,

@@ -6,5 +6,6 @@ pub mod kallsyms;
 pub mod object;
 pub mod offsets;
 pub mod roles;
+pub mod text;
 pub mod tracefs;
 pub mod trial;

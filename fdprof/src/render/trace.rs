@@ -64,6 +64,10 @@ fn row(r: &Row) -> Value {
     if r.op == op::ALLOC {
         o.insert("start".into(), r.arg.into());
     }
+    if r.flags & flag::LOCKED != 0 {
+        // Both times are the moment inside file_lock.
+        o.insert("locked".into(), true.into());
+    }
     if r.max_fds != 0 {
         o.insert("next_fd".into(), r.next_fd.into());
         o.insert("max_fds".into(), r.max_fds.into());

@@ -60,13 +60,17 @@ pub enum Start {
 }
 
 /// A scenario recorded with `--trace` and replayed under the guest kernel's allocator: every
-/// allocation replayed, none mismatched or ambiguous (one thread).
+/// allocation replayed, none mismatched or ambiguous (one thread, or a shared table in a direct
+/// mode, whose in-lock probes order it).
 pub struct Traced {
     pub name: &'static str,
     pub workload: &'static [&'static str],
     pub start: Start,
     /// The tables the replay must find: the target's, and one per forked process.
     pub tables: u64,
+    /// Threads share the table: in tracepoint mode, allocations that overlap another
+    /// thread's operation are ambiguous (counted, not mismatched); the direct modes order them.
+    pub shared: bool,
 }
 
 pub const TRACED: &[Traced] = &[
@@ -75,24 +79,35 @@ pub const TRACED: &[Traced] = &[
         workload: &["holes", "--ops", "200", "-n", "300"],
         start: Start::Attached,
         tables: 1,
+        shared: false,
     },
     Traced {
         name: "trace-dup2-worst",
         workload: &["dup2-worst", "--ops", "200", "-n", "300"],
         start: Start::Attached,
         tables: 1,
+        shared: false,
     },
     Traced {
         name: "trace-launched",
         workload: &["socket-close", "--ops", "300"],
         start: Start::Launched,
         tables: 1,
+        shared: false,
     },
     Traced {
         name: "trace-processes",
         workload: &["socket-close", "-t", "2", "--processes", "--ops", "300"],
         start: Start::Launched,
         tables: 3,
+        shared: false,
+    },
+    Traced {
+        name: "trace-shared",
+        workload: &["socket-close", "-t", "2", "--ops", "1500"],
+        start: Start::Attached,
+        tables: 1,
+        shared: true,
     },
 ];
 

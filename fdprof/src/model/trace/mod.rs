@@ -74,7 +74,8 @@ pub struct TableSnapshot {
 pub const SYSCALL_TRACE_NOTE: &str = "fd trace from the fd syscalls' entries and exits: an fd \
 taken and given back inside a failed syscall (open of a missing file) is not seen, and an alloc \
 that overlaps another thread's operation on the same table cannot be ordered against it \
-(replayed as ambiguous); a fork's child is followed from its fork, its table a copy of its \
+(replayed as ambiguous) unless both carry their moment inside file_lock (the direct modes' \
+locked_sections probes); a fork's child is followed from its fork, its table a copy of its \
 parent's as the fork returned (another thread of the parent may change the parent's in \
 between); CLOSE_RANGE_UNSHARE and an exec unsharing its table are not traced";
 
