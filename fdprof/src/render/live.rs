@@ -21,13 +21,14 @@ pub fn interval(iv: &Interval) -> String {
     let header = &iv.report.header;
     let rates = analysis::rates(iv);
     let mut out = vec![format!(
-        "fdprof top - {} - {} mode - interval {} at {} for {} - {} dropped",
+        "fdprof top - {} - {} mode - interval {} at {} for {} - {} dropped - {}",
         header.target.description,
         header.mode,
         iv.index,
         human::duration(iv.start_ns),
         human::duration(iv.duration_ns),
         iv.report.drops.total,
+        human::steal(iv.report.steal.as_ref()),
     )];
     if rates.file_lock.is_empty() {
         out.push("file_lock  no contention".into());
@@ -132,7 +133,19 @@ mod tests {
             lines[0].starts_with("fdprof top - pid 7 (srv) - "),
             "{text}"
         );
-        assert!(lines[0].contains("interval 2 at 2.00 s for 1.00 s - 0 dropped"));
+        assert!(lines[0].contains("interval 2 at 2.00 s for 1.00 s - 0 dropped - steal unknown"));
+        iv.report.steal = Some(crate::analysis::Steal {
+            steal_ns: 20_000_000,
+            share: Some(0.01),
+            ..Default::default()
+        });
+        assert!(
+            interval(&iv)
+                .lines()
+                .next()
+                .unwrap()
+                .ends_with(" - steal 20.0 ms (1.0%)")
+        );
         assert!(lines[1].starts_with("file_lock"), "{text}");
         let close = crate::testdata::cells(lines[2]);
         assert_eq!(close, ["close", "1500", "3.00 ms/s", "40.0 µs"]);
