@@ -250,9 +250,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
     recording.series = series;
     recording.counters = counters.as_ref().map(Counters::from);
     // A process that only waited was never named by the kernel: name it now if it is alive.
-    for p in recording.processes.iter_mut().filter(|p| p.comm.is_empty()) {
-        p.comm = crate::collect::counters::comm(p.pid);
-    }
+    crate::model::process::name_unnamed(&mut recording);
     if let Some(t) = trace {
         eprintln!(
             "fdprof: traced {} fd-table operations ({} lost, {} past --trace-limit)",

@@ -517,7 +517,10 @@ impl Watcher {
             user_pid: pid,
             raw_addrs: false,
         };
-        assemble::recording(delta, run, &mut sym)
+        let mut rec = assemble::recording(delta, run, &mut sym);
+        // Processes that only waited (system-wide), named while they live.
+        crate::model::process::name_unnamed(&mut rec);
+        rec
     }
 
     /// A recording of nothing, for `name` over one interval: what each interval starts from.
