@@ -385,3 +385,26 @@ fn events_arrive_with_the_intervals() {
     assert_eq!(exits, 1, "the workload's process exits once");
     assert_no_programs_left();
 }
+
+#[test]
+fn system_wide_batch_blocks_list_processes() {
+    require_root();
+    let _guard = kernel_lock();
+    let out = run(fdprof().args(["top", "-n", "3", "-a", "--interval", "200ms", "--batch"]));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    // fdprof itself makes fd syscalls while it watches: some block has its process table.
+    let heads = text
+        .lines()
+        .filter(|l| {
+            let cells: Vec<&str> = l.split_whitespace().collect();
+            cells.starts_with(&["pid", "comm", "file_lock/s", "wait/s", "fd"])
+        })
+        .count();
+    assert!(heads >= 1, "{text}");
+    assert_no_programs_left();
+}

@@ -1,6 +1,6 @@
 //! `fdprof top --batch`: one plain-text block per interval, like `top -b`: the header (target,
-//! mode, interval, drops), `file_lock` waits by operation per second, fd syscalls per second,
-//! and a line per diagnosis finding.
+//! mode, interval, drops, steal), `file_lock` waits by operation per second, fd syscalls per
+//! second, system-wide the first processes by `file_lock` wait, and a line per diagnosis finding.
 
 use crate::analysis::{self, Interval};
 use crate::render::{human, layout};
@@ -15,6 +15,9 @@ pub(crate) fn rate(per_s: Option<f64>) -> String {
         Some(v) => format!("{v:.2}"),
     }
 }
+
+/// Processes a system-wide block lists.
+pub const BATCH_PROCESSES: usize = 5;
 
 /// The block of one interval, ending with a blank line.
 pub fn interval(iv: &Interval) -> String {
@@ -66,6 +69,29 @@ pub fn interval(iv: &Interval) -> String {
             line.push_str(&format!("  ({})", each.join(", ")));
         }
         out.push(line);
+    }
+    if !rates.processes.is_empty() {
+        let body: Vec<Vec<String>> = rates
+            .processes
+            .iter()
+            .take(BATCH_PROCESSES)
+            .map(|p| {
+                vec![
+                    p.pid.to_string(),
+                    crate::escape::name(&p.comm).into_owned(),
+                    rate(p.file_lock_contentions_per_s),
+                    p.file_lock_wait_ns_per_s
+                        .map_or("-".into(), |w| format!("{}/s", human::duration_f(w))),
+                    rate(p.fd_syscalls_per_s),
+                ]
+            })
+            .collect();
+        out.extend(layout::columns(
+            &["pid", "comm", "file_lock/s", "wait/s", "fd syscalls/s"],
+            2,
+            &body,
+            0,
+        ));
     }
     if let Some(cpu) = &iv.report.cpu {
         out.push(on_cpu(cpu));
@@ -175,6 +201,32 @@ mod tests {
         assert_eq!(
             text.lines().nth(4),
             Some("diagnosis [table-growth] the table grew")
+        );
+    }
+
+    #[test]
+    fn system_wide_blocks_list_the_first_processes_escaped() {
+        let mut iv = Interval {
+            duration_ns: 1_000_000_000,
+            ..Default::default()
+        };
+        iv.report.processes = (1..=BATCH_PROCESSES as u32 + 2)
+            .map(|pid| fdprof_figures::Process {
+                pid,
+                comm: "ev\x1bil".into(),
+                file_lock_count: 7,
+                file_lock_wait_ns: 3_000,
+                fd_syscalls: 40,
+                ..Default::default()
+            })
+            .collect();
+        let text = interval(&iv);
+        assert!(!text.contains('\x1b'), "{text}");
+        let rows: Vec<&str> = text.lines().filter(|l| l.contains("ev\\x1bil")).collect();
+        assert_eq!(rows.len(), BATCH_PROCESSES, "{text}");
+        assert_eq!(
+            crate::testdata::cells(rows[0]),
+            ["1", "ev\\x1bil", "7.00", "3.00 µs/s", "40.0"]
         );
     }
 
