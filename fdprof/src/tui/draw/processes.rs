@@ -1,7 +1,7 @@
 //! Per process (`top -a` only): the view's processes by `file_lock` wait or by scan work, one
 //! line each: pid and comm (escaped: whoever runs a process names it), its own `file_lock`
-//! waits and their time, its allocations, the bits its allocator scanned past `next_fd`, and
-//! its table's size.
+//! waits and their time, its allocations, how many of them scanned far (a bitmap word or more
+//! past `next_fd`) and the bits they scanned in all, and its table's size.
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -12,7 +12,8 @@ use crate::analysis::Process;
 use crate::escape;
 use crate::tui::state::{Pane, ProcessOrder, State};
 
-const HEAD: &str = "    pid comm             fl wait/s fl wait/CPU  alloc/s  scan bits≥  max_fds";
+const HEAD: &str =
+    "    pid comm             fl wait/s fl wait/CPU  alloc/s far scans  scan bits≥  max_fds";
 
 /// Lines the pane takes besides its rows: the borders and the column heads.
 pub const CHROME: u16 = 3;
@@ -71,12 +72,13 @@ fn row(p: &Process, duration_ns: u64) -> String {
         .as_ref()
         .map_or("-".into(), |t| t.max_fds_max.to_string());
     format!(
-        "{:>7} {:<16} {:>9} {:>11} {:>8} {:>11} {:>8}",
+        "{:>7} {:<16} {:>9} {:>11} {:>8} {:>9} {:>11} {:>8}",
         p.pid,
         truncate(&comm, 16),
         rate(p.file_lock_count, duration_ns),
         cpu(p.file_lock_wait_ns, duration_ns),
         rate(allocations, duration_ns),
+        p.far_scans,
         p.scan_bits_at_least,
         max_fds,
     )

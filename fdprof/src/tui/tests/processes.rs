@@ -25,6 +25,7 @@ fn system_wide() -> State {
             ..Default::default()
         }),
         scan_bits_at_least: bits,
+        far_scans: bits / 100,
         ..Default::default()
     };
     report.processes = vec![
@@ -60,7 +61,7 @@ fn the_pane_shows_only_system_wide() {
     // 5000 waits, 5 ms of file_lock wait and 500 allocations in the fixture's 10 s.
     assert_eq!(
         text_of(&screen, "    100 server"),
-        "100 server                 500       0.05%     50.0          10      256"
+        "100 server                 500       0.05%     50.0         0          10      256"
     );
     let evil = text_of(&screen, "    200 ");
     assert!(evil.starts_with("200 evil\\x1b[2J"), "{evil}");
