@@ -539,7 +539,16 @@ fn system_wide_keeps_each_process_apart_up_to_prometheus() {
         fdprof::render::metrics::PROCESS_SERIES
     );
     assert!(help.contains(&stated), "--help does not state {stated:?}");
-    // Steal: one counter, within what /proc/stat counted around the daemon's life.
+    // Steal: in each streamed interval, and one counter, within what /proc/stat counted
+    // around the daemon's life.
+    for event in daemon.stream(2) {
+        let iv: Interval = serde_json::from_str(&event).unwrap();
+        let steal = iv.report.steal.expect("steal in a streamed interval");
+        assert!(
+            steal.total_ns > 0 && steal.steal_ns <= steal.total_ns,
+            "{steal:?}"
+        );
+    }
     let steal = prometheus.wait_for("fdprof_steal_seconds_total", TIMEOUT, |r| {
         sample_values(r).len() == 1
     });
