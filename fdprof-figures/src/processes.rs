@@ -35,4 +35,8 @@ pub struct Process {
     /// bucket's low end: no exact sum is kept): the scan work the top-processes table ranks by.
     #[serde(default)]
     pub scan_bits_at_least: u64,
+    /// Its allocations that scanned a bitmap word (64 bits) or more past `next_fd`, as the
+    /// long-scans rule counts them for the machine.
+    #[serde(default)]
+    pub far_scans: u64,
 }

@@ -436,3 +436,128 @@ fn listening_beyond_loopback_needs_allow_remote_and_warns() {
     let status = daemon.stop();
     assert!(status.success(), "{status}\n{}", daemon.log());
 }
+
+/// The machine's steal so far (`/proc/stat`'s first line), seconds.
+fn machine_steal_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap();
+    let line = stat.lines().next().unwrap();
+    let ticks: u64 = line
+        .split_ascii_whitespace()
+        .nth(8)
+        .unwrap()
+        .parse()
+        .unwrap();
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    ticks as f64 / hz
+}
+
+/// `daemon -a` with two workloads: `/report.json` (and its windows) breaks the figures down per
+/// process, and Prometheus scrapes each one's series under its pid and comm with exactly the
+/// generator's counts; the machine's steal is a counter and in every report.
+#[test]
+fn system_wide_keeps_each_process_apart_up_to_prometheus() {
+    require_root();
+    let _guard = kernel_lock();
+    let steal_before = machine_steal_seconds();
+    let runs = [("fdpd-proc-l", 20_000u64), ("fdpd-proc-r", 30_000)];
+    let workloads: Vec<Waiting> = runs
+        .iter()
+        .map(|(comm, ops)| {
+            workload_as(
+                comm,
+                &["socket-close", "-t", "1", "--ops", &ops.to_string()],
+            )
+        })
+        .collect();
+    let daemon = Daemon::start(&["-a", "--interval", "1s"]);
+    daemon.wait_line("INFO", "profiling every process");
+    let prometheus = Prometheus::start(&[daemon.addr]);
+    let pids: Vec<u32> = workloads.iter().map(|w| w.pid).collect();
+    for w in &workloads {
+        w.go();
+    }
+    let expected: Vec<serde_json::Value> = workloads
+        .into_iter()
+        .map(|w| w.finish()["expected"].clone())
+        .collect();
+    for ((pid, (comm, ops)), expected) in pids.iter().zip(runs).zip(&expected) {
+        assert_eq!(expected["fds_closed"]["close"], ops);
+        let fd_syscalls: u64 = expected["syscalls"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|v| v.as_u64().unwrap())
+            .sum();
+        let allocations: u64 = expected["allocs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["count"].as_u64().unwrap())
+            .sum();
+        let labels = format!("{{pid=\"{pid}\",comm=\"{comm}\"}}");
+        for (family, want) in [
+            ("fdprof_process_fd_syscalls_total", fd_syscalls),
+            ("fdprof_process_fd_allocations_total", allocations),
+            ("fdprof_process_fd_closes_total", ops),
+        ] {
+            let series = format!("{family}{labels}");
+            prometheus.wait_for(&series, TIMEOUT, |r| sample_values(r) == [want as f64]);
+        }
+        // The JSON report, whole and windowed, has the process once with its syscalls.
+        for path in ["/report.json", "/report.json?seconds=300"] {
+            let (code, body) = daemon.get(path);
+            assert_eq!(code, 200, "{path}: {body}");
+            let report: Report = serde_json::from_str(&body).unwrap();
+            let rows: Vec<_> = report.processes.iter().filter(|p| p.pid == *pid).collect();
+            assert_eq!(rows.len(), 1, "{path}: pid {pid} once");
+            assert_eq!(rows[0].comm, comm);
+            let calls = |name: &str| {
+                rows[0]
+                    .syscalls
+                    .iter()
+                    .find(|s| s.name == name)
+                    .map_or(0, |s| s.calls)
+            };
+            assert_eq!(calls("socket"), ops, "{path}: pid {pid} sockets");
+            assert_eq!(calls("close"), ops, "{path}: pid {pid} closes");
+            assert_eq!(rows[0].fd_syscalls, fd_syscalls, "{path}: pid {pid}");
+            assert!(report.steal.is_some(), "{path}: no steal");
+        }
+    }
+    // The per-process series are bounded: at most the stated number of pids.
+    let pids_exposed = prometheus.query("count(fdprof_process_fd_syscalls_total)");
+    let exposed = sample_values(&pids_exposed);
+    assert!(
+        exposed.len() == 1 && exposed[0] <= fdprof::render::metrics::PROCESS_SERIES as f64,
+        "{pids_exposed}"
+    );
+    let help = run(fdprof().args(["daemon", "--help"]));
+    let help = String::from_utf8_lossy(&help.stdout);
+    let stated = format!(
+        "first {} processes",
+        fdprof::render::metrics::PROCESS_SERIES
+    );
+    assert!(help.contains(&stated), "--help does not state {stated:?}");
+    // Steal: in each streamed interval, and one counter, within what /proc/stat counted
+    // around the daemon's life.
+    for event in daemon.stream(2) {
+        let iv: Interval = serde_json::from_str(&event).unwrap();
+        let steal = iv.report.steal.expect("steal in a streamed interval");
+        assert!(
+            steal.total_ns > 0 && steal.steal_ns <= steal.total_ns,
+            "{steal:?}"
+        );
+    }
+    let steal = prometheus.wait_for("fdprof_steal_seconds_total", TIMEOUT, |r| {
+        sample_values(r).len() == 1
+    });
+    let stolen = sample_values(&steal)[0];
+    assert!(
+        (0.0..=machine_steal_seconds() - steal_before).contains(&stolen),
+        "{steal}"
+    );
+    drop(prometheus);
+    drop(daemon);
+    assert_no_programs_left();
+}

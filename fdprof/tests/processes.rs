@@ -91,6 +91,12 @@ fn each_process_gets_exactly_its_own_syscalls() {
         assert_eq!(scan["allocations"].as_u64(), Some(count(false)), "{scan}");
         assert_eq!(scan["next_fd_hits"].as_u64(), Some(count(true)), "{scan}");
         assert_eq!(scan["below_origin"], 0, "{scan}");
+        let far: u64 = allocs
+            .iter()
+            .filter(|a| a["scan_bits"].as_u64().unwrap() >= 64)
+            .map(|a| a["count"].as_u64().unwrap())
+            .sum();
+        assert_eq!(p["far_scans"].as_u64(), Some(far), "pid {pid}");
         assert_eq!(
             p["table"]["max_fds_max"], expected["max_fds"],
             "pid {pid}: {}",

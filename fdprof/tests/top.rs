@@ -148,11 +148,30 @@ fn a_launched_command_is_watched_until_it_exits() {
     assert_no_programs_left();
 }
 
+/// The machine's steal so far (`/proc/stat`'s first line), ns.
+fn machine_steal_ns() -> u64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap();
+    let ticks: u64 = stat
+        .lines()
+        .next()
+        .unwrap()
+        .split_ascii_whitespace()
+        .nth(8)
+        .unwrap()
+        .parse()
+        .unwrap();
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+    ticks * (1_000_000_000 / hz)
+}
+
 #[test]
 fn count_stops_after_that_many_intervals() {
     require_root();
     let _guard = kernel_lock();
+    let steal_before = machine_steal_ns();
     let out = run(fdprof().args(["top", "-n", "3", "-a", "--interval", "100ms", "--jsonl"]));
+    let steal_after = machine_steal_ns();
     assert!(
         out.status.success(),
         "{}",
@@ -161,6 +180,18 @@ fn count_stops_after_that_many_intervals() {
     let ivs = parse_lines(&String::from_utf8_lossy(&out.stdout));
     assert_eq!(ivs.len(), 3);
     check_sequence(&ivs);
+    // Each interval states the machine's steal over it: together, within what /proc/stat
+    // counted around the whole run.
+    let mut stolen = 0;
+    for iv in &ivs {
+        let steal = iv.report.steal.as_ref().expect("steal in every interval");
+        assert!(
+            steal.total_ns > 0 && steal.steal_ns <= steal.total_ns,
+            "{steal:?}"
+        );
+        stolen += steal.steal_ns;
+    }
+    assert!(stolen <= steal_after - steal_before, "{stolen} ns stolen");
     // System-wide, each interval breaks its figures down per process, each pid once.
     for iv in &ivs {
         let mut pids: Vec<u32> = iv.report.processes.iter().map(|p| p.pid).collect();
@@ -195,6 +226,13 @@ fn batch_prints_a_block_per_interval() {
         .filter(|l| l.starts_with("fdprof top - "))
         .count();
     assert!(headers > 1, "{text}");
+    // Each block's header ends with the machine's steal over the interval.
+    assert!(
+        text.lines()
+            .filter(|l| l.starts_with("fdprof top - "))
+            .all(|l| l.contains(" dropped - steal ") && l.ends_with(')')),
+        "{text}"
+    );
     assert_eq!(
         text.lines().filter(|l| l.starts_with("file_lock")).count(),
         headers,
@@ -345,5 +383,28 @@ fn events_arrive_with_the_intervals() {
         .filter(|e| matches!(e.what, EventKind::Exit { process: true }))
         .count();
     assert_eq!(exits, 1, "the workload's process exits once");
+    assert_no_programs_left();
+}
+
+#[test]
+fn system_wide_batch_blocks_list_processes() {
+    require_root();
+    let _guard = kernel_lock();
+    let out = run(fdprof().args(["top", "-n", "3", "-a", "--interval", "200ms", "--batch"]));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    // fdprof itself makes fd syscalls while it watches: some block has its process table.
+    let heads = text
+        .lines()
+        .filter(|l| {
+            let cells: Vec<&str> = l.split_whitespace().collect();
+            cells.starts_with(&["pid", "comm", "file_lock/s", "wait/s", "fd"])
+        })
+        .count();
+    assert!(heads >= 1, "{text}");
     assert_no_programs_left();
 }

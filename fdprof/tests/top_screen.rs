@@ -22,6 +22,11 @@ struct Screen {
 impl Screen {
     /// Starts `fdprof top ARGS` in a 100×30 tmux session.
     fn start(name: &str, args: &str) -> Self {
+        Self::start_sized(name, args, 100, 30)
+    }
+
+    /// Starts `fdprof top ARGS` in a `width`×`height` tmux session.
+    fn start_sized(name: &str, args: &str, width: u16, height: u16) -> Self {
         let dir = tmp(name);
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
@@ -40,9 +45,9 @@ impl Screen {
             "new-session",
             "-d",
             "-x",
-            "100",
+            &width.to_string(),
             "-y",
-            "30",
+            &height.to_string(),
             "sh",
             "-c",
             &script,
@@ -299,4 +304,82 @@ fn a_played_back_series_shows_its_contention_and_quits_cleanly() {
     assert!(busy, "no close row at 5000/s:\n{text}");
     screen.keys("q");
     screen.assert_clean_exit();
+}
+
+/// `top -a` with two workloads of comms of their own: the processes pane names both pids with
+/// their comms (both have exited by then: the cumulative view keeps them), and the header
+/// states the steal time.
+#[test]
+fn the_processes_pane_names_each_workload_system_wide() {
+    require_root();
+    let _guard = kernel_lock();
+    let comms = ["fdpt-left", "fdpt-right"];
+    let workloads: Vec<Waiting> = comms
+        .iter()
+        .zip([3000, 5000])
+        .map(|(comm, ops)| {
+            start_workload_with(
+                common::daemon::fdprof_as(comm),
+                &["socket-close", "-t", "1", "--ops", &ops.to_string()],
+            )
+        })
+        .collect();
+    let pids: Vec<u32> = workloads.iter().map(|w| w.pid).collect();
+    let screen = Screen::start_sized("processes", "-a --interval 300ms", 140, 60);
+    let (up, text) = screen.wait_for(Duration::from_secs(20), |s| {
+        s.contains("processes by file_lock wait")
+    });
+    assert!(up, "no processes pane under -a:\n{text}");
+    assert!(text.contains("steal "), "no steal in the header:\n{text}");
+    for w in workloads {
+        w.go();
+        w.finish();
+    }
+    // Both exited; the next intervals bring their last counts into the cumulative totals.
+    std::thread::sleep(Duration::from_secs(2));
+    screen.keys("z");
+    let (cumulative, text) = screen.wait_for(Duration::from_secs(5), |s| s.contains("cumulative"));
+    assert!(
+        cumulative,
+        "z did not switch to the cumulative view:\n{text}"
+    );
+    // Frozen, then scrolled through the focused pane (Tab: stacks, fd table, processes) until
+    // both rows have been on screen: how many other processes rank above them is the
+    // machine's business.
+    screen.keys("p");
+    let (paused, text) = screen.wait_for(Duration::from_secs(3), |s| s.contains("PAUSED"));
+    assert!(paused, "p did not pause:\n{text}");
+    for _ in 0..3 {
+        screen.keys("Tab");
+    }
+    let wanted: Vec<String> = pids
+        .iter()
+        .zip(comms)
+        .map(|(pid, comm)| format!("{pid} {comm} "))
+        .collect();
+    let mut seen = vec![false; wanted.len()];
+    let mut now = screen.screen();
+    loop {
+        for (seen, row) in seen.iter_mut().zip(&wanted) {
+            *seen |= now.contains(row.as_str());
+        }
+        if seen.iter().all(|&s| s) {
+            break;
+        }
+        // A screen that no longer changes is the pane's last line.
+        screen.keys("Down");
+        let (moved, next) = screen.wait_for(Duration::from_secs(2), |s| s != now);
+        if !moved {
+            break;
+        }
+        now = next;
+    }
+    assert_eq!(
+        seen,
+        [true, true],
+        "rows {wanted:?} not in the pane; last screen:\n{now}"
+    );
+    screen.keys("q");
+    screen.assert_clean_exit();
+    assert_no_programs_left();
 }

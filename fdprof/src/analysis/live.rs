@@ -15,6 +15,18 @@ pub struct IntervalRates {
     pub fd_syscalls_per_s: Option<f64>,
     /// Per syscall called in the interval, most calls first.
     pub syscalls: Vec<SyscallRate>,
+    /// Per process (system-wide only), in the report's order: most `file_lock` wait first.
+    pub processes: Vec<ProcessRate>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProcessRate {
+    pub pid: u32,
+    pub comm: String,
+    /// Waits on its own `file_lock` per second, and their time per second (ns/s).
+    pub file_lock_contentions_per_s: Option<f64>,
+    pub file_lock_wait_ns_per_s: Option<f64>,
+    pub fd_syscalls_per_s: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -70,10 +82,22 @@ pub fn rates(interval: &Interval) -> IntervalRates {
         })
         .collect();
     let all_calls = super::sum(report.syscalls.iter().map(|s| s.calls));
+    let processes = report
+        .processes
+        .iter()
+        .map(|p| ProcessRate {
+            pid: p.pid,
+            comm: p.comm.clone(),
+            file_lock_contentions_per_s: per_second(p.file_lock_count, d),
+            file_lock_wait_ns_per_s: per_second(p.file_lock_wait_ns, d),
+            fd_syscalls_per_s: per_second(p.fd_syscalls, d),
+        })
+        .collect();
     IntervalRates {
         file_lock,
         fd_syscalls_per_s: per_second(all_calls, d).filter(|_| report.fd_activity_recorded),
         syscalls,
+        processes,
     }
 }
 
@@ -111,7 +135,20 @@ mod tests {
             ..Default::default()
         }];
         iv.report.syscalls_by_calls = vec!["socket".into()];
+        iv.report.processes = vec![fdprof_figures::Process {
+            pid: 9,
+            comm: "srv".into(),
+            file_lock_count: 10,
+            file_lock_wait_ns: 2_000,
+            fd_syscalls: 300,
+            ..Default::default()
+        }];
         let r = rates(&iv);
+        let p = &r.processes[0];
+        assert_eq!((p.pid, p.comm.as_str()), (9, "srv"));
+        assert_eq!(p.file_lock_contentions_per_s, Some(20.0));
+        assert_eq!(p.file_lock_wait_ns_per_s, Some(4_000.0));
+        assert_eq!(p.fd_syscalls_per_s, Some(600.0));
         assert_eq!(r.file_lock.len(), 1, "file_lock rows only");
         assert_eq!(r.file_lock[0].contentions_per_s, Some(20.0));
         assert_eq!(r.file_lock[0].wait_ns_per_s, Some(4_000.0));

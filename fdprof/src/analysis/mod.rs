@@ -43,7 +43,7 @@ pub use flamegraph::{
 pub use functions::functions;
 pub use header::{fd_activity_recorded, header, steal};
 pub use histogram::summary;
-pub use live::{IntervalRates, OperationRate, SyscallRate, per_second, rates};
+pub use live::{IntervalRates, OperationRate, ProcessRate, SyscallRate, per_second, rates};
 pub use own_cost::own_cost;
 pub use processes::processes;
 pub use profile::{

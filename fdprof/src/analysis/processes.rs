@@ -23,13 +23,8 @@ pub fn processes(rec: &Recording) -> Vec<Process> {
             let syscalls = syscalls(&own);
             let scan = p.scan.is_some().then(|| scan(&own));
             Process {
-                scan_bits_at_least: scan.as_ref().map_or(0, |s| {
-                    s.bits
-                        .buckets
-                        .iter()
-                        .map(|b| b.low.saturating_mul(b.count))
-                        .fold(0, u64::saturating_add)
-                }),
+                scan_bits_at_least: scan.as_ref().map_or(0, |s| scan::bits_at_least(&s.bits)),
+                far_scans: scan.as_ref().map_or(0, |s| scan::far_scans(&s.bits)),
                 scan,
                 table: p.table.is_some().then(|| table(&own)),
                 pid: p.pid,

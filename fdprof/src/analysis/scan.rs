@@ -1,6 +1,6 @@
 //! The lowest-free-fd scan in `alloc_fd` and the table's growth.
 
-use fdprof_figures::{Scan, Table, Unit};
+use fdprof_figures::{Histogram, Scan, Table, Unit};
 
 use super::histogram::summary;
 use super::share;
@@ -22,6 +22,27 @@ pub fn scan(rec: &Recording) -> Scan {
     }
 }
 
+/// A scan this many bits past the origin or more is far: past one bitmap word.
+pub const FAR_SCAN_BITS: u64 = 64;
+
+/// The allocations of a scan-distance histogram that scanned [`FAR_SCAN_BITS`] or more.
+pub fn far_scans(bits: &Histogram) -> u64 {
+    bits.buckets
+        .iter()
+        .filter(|b| b.low >= FAR_SCAN_BITS)
+        .map(|b| b.count)
+        .fold(0, u64::saturating_add)
+}
+
+/// The bits a scan-distance histogram's allocations scanned past the origin, at least: each
+/// counted at its bucket's low end (the kernel keeps no exact sum of distances).
+pub fn bits_at_least(bits: &Histogram) -> u64 {
+    bits.buckets
+        .iter()
+        .map(|b| b.low.saturating_mul(b.count))
+        .fold(0, u64::saturating_add)
+}
+
 /// `max_fds` at the first syscall and at most, and how many syscalls grew the table.
 pub fn table(rec: &Recording) -> Table {
     let t = &rec.table;
@@ -29,5 +50,22 @@ pub fn table(rec: &Recording) -> Table {
         max_fds_first: t.max_fds_first,
         max_fds_max: t.max_fds_max,
         expansions: t.expansions,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fdprof_figures::Bucket;
+
+    #[test]
+    fn far_scans_and_bits_at_least_read_the_buckets_low_ends() {
+        let bucket = |low, high, count| Bucket { low, high, count };
+        let bits = Histogram {
+            buckets: vec![bucket(0, 0, 10), bucket(32, 63, 3), bucket(64, 127, 2)],
+            ..Default::default()
+        };
+        assert_eq!(far_scans(&bits), 2, "64 bits or more");
+        assert_eq!(bits_at_least(&bits), 32 * 3 + 64 * 2);
     }
 }

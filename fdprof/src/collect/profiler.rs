@@ -25,6 +25,7 @@ use super::{
     kernel::Kernel,
     snapshot::{self, Snapshot},
     stats::{self, StatsSampler},
+    steal::{CpuTimes, Span},
 };
 use crate::probe::{object, tracefs};
 
@@ -80,6 +81,8 @@ pub struct Profiler {
     stats: StatsSampler,
     attached_at: Instant,
     attached_ns: u64,
+    /// The machine's CPU times at attach, for each snapshot's steal time.
+    attached_cpu_times: Option<CpuTimes>,
     /// On-CPU sampling, once started: the event and its frequency.
     cpu: Option<(CpuEvent, u64)>,
 }
@@ -228,6 +231,7 @@ impl Profiler {
             stats: StatsSampler::new(),
             attached_at: Instant::now(),
             attached_ns: monotonic_ns(),
+            attached_cpu_times: CpuTimes::read(),
             cpu,
         })
     }
@@ -337,6 +341,11 @@ impl Profiler {
         if let Some((event, frequency_hz)) = self.cpu {
             snap.cpu = Some(cpu::read(&self.ebpf, event, frequency_hz)?);
         }
+        snap.machine = self
+            .attached_cpu_times
+            .clone()
+            .zip(CpuTimes::read())
+            .map(|(start, end)| Span { start, end });
         Ok(snap)
     }
 

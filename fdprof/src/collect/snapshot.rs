@@ -103,6 +103,9 @@ pub struct Snapshot {
     pub cpu: Option<super::cpu::CpuSamples>,
     /// Per-process fd syscalls (`-a`; empty otherwise).
     pub processes: super::processes::Processes,
+    /// The machine's CPU times (`/proc/stat`) at the snapshot's start and end, for its steal
+    /// time; `None` where they could not be read.
+    pub machine: Option<super::steal::Span>,
 }
 
 impl Snapshot {
@@ -304,6 +307,11 @@ impl Snapshot {
             fn_hists: sub(&self.fn_hists, &earlier.fn_hists, &none),
             cpu: self.cpu.as_ref().map(|c| c.delta(earlier.cpu.as_ref())),
             processes: self.processes.delta(&earlier.processes),
+            // An earlier snapshot without times is the zero one of attach: then since attach.
+            machine: match (&self.machine, &earlier.machine) {
+                (Some(now), Some(then)) => Some(now.after(then)),
+                (now, _) => now.clone(),
+            },
         }
     }
 }

@@ -81,6 +81,30 @@ impl CpuTimes {
     }
 }
 
+/// The machine's CPU times at both ends of a span (a snapshot's: from attach, or from the
+/// earlier snapshot of a delta, to the moment it was taken).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Span {
+    pub start: CpuTimes,
+    pub end: CpuTimes,
+}
+
+impl Span {
+    /// The steal over the span, in ns.
+    pub fn steal(&self) -> Steal {
+        self.end.since(&self.start, tick_ns())
+    }
+
+    /// From the end of `earlier` to the end of `self` (spans of one profiler, both from
+    /// attach or `earlier` before `self`).
+    pub fn after(&self, earlier: &Span) -> Span {
+        Span {
+            start: earlier.end.clone(),
+            end: self.end.clone(),
+        }
+    }
+}
+
 /// The length of a `/proc/stat` tick in ns (`USER_HZ`, nearly always 100 a second).
 pub fn tick_ns() -> u64 {
     // SAFETY: sysconf has no preconditions.
@@ -115,6 +139,20 @@ mod tests {
         assert_eq!(s.max_cpu_steal_ns, 30 * 10_000_000, "cpu1 lost the most");
         assert_eq!(s.max_cpu_total_ns, (1250 - 1000 - 115) * 10_000_000);
         assert_eq!(CpuTimes::parse("intr 1\n"), None);
+        let attach = Span {
+            start: before.clone(),
+            end: before.clone(),
+        };
+        let now = Span {
+            start: before.clone(),
+            end: after.clone(),
+        };
+        assert_eq!(now.after(&attach), now, "from attach: the whole span");
+        assert_eq!(
+            now.after(&now).steal().steal_ns,
+            0,
+            "an empty span steals nothing"
+        );
     }
 
     #[test]

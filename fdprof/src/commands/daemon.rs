@@ -55,7 +55,8 @@ pub struct DaemonArgs {
     /// Profile every process with this comm, as they start and exit
     #[arg(long, num_args = 1.., value_name = "NAME")]
     pub comm: Vec<String>,
-    /// Profile every process, as one target named `all`
+    /// Profile every process, as one target named `all`; /metrics also has per-process series
+    /// (labels pid and comm) for the first 20 processes by file_lock wait, then fd syscalls
     #[arg(short, long)]
     pub all: bool,
     /// Read the targets, interval and slow threshold from this TOML file; SIGHUP reads it again

@@ -68,7 +68,9 @@ pub fn interval(
         notes: facts.notes.clone(),
         collector_cpu_ns: delta.collector_cpu_ns,
     };
-    let recording = assemble::recording(&delta.delta, run, sym);
+    let mut recording = assemble::recording(&delta.delta, run, sym);
+    // Processes that only waited, named while they live (system-wide only).
+    crate::model::process::name_unnamed(&mut recording);
     Interval {
         index: delta.index,
         start_ns: delta.start.as_nanos() as u64,

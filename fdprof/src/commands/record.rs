@@ -189,7 +189,6 @@ pub fn run(args: RecordArgs) -> Result<()> {
         &mut system_maps,
     );
     let snap = collector.finish()?; // detached before the slow part
-    let steal = session.steal();
     let trace = tracing.map(|t| t.finish(&snap, args.raw_addrs));
     let counters = counters.map(ThreadCounters::read);
     if let Some(pid) = session.resolved.pid.filter(|&p| target::process_alive(p)) {
@@ -250,11 +249,8 @@ pub fn run(args: RecordArgs) -> Result<()> {
     let mut recording = assemble::recording(&snap, run, &mut sym);
     recording.series = series;
     recording.counters = counters.as_ref().map(Counters::from);
-    recording.steal = steal;
     // A process that only waited was never named by the kernel: name it now if it is alive.
-    for p in recording.processes.iter_mut().filter(|p| p.comm.is_empty()) {
-        p.comm = crate::collect::counters::comm(p.pid);
-    }
+    crate::model::process::name_unnamed(&mut recording);
     if let Some(t) = trace {
         eprintln!(
             "fdprof: traced {} fd-table operations ({} lost, {} past --trace-limit)",

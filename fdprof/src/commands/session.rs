@@ -10,14 +10,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result};
 use fdprof_common::{probes::Mode, session::EndReason};
 
-use crate::collect::steal::{CpuTimes, tick_ns};
 use crate::collect::{
     Kernel, Profiler, ProfilerOptions, Resolved, TargetSpec,
     launch::{self, Launched, Program},
     stats::own_cpu_ns,
     target,
 };
-use crate::model::recording::StealTime;
 use crate::model::recording::Target;
 use crate::privileges::{self, Capability};
 use crate::probe::kallsyms::Kallsyms;
@@ -84,8 +82,6 @@ pub struct Session {
     pub user_syms: UserSymbolizer,
     /// fdprof's CPU time at attach.
     pub cpu_start: u64,
-    /// The machine's CPU times at attach (`/proc/stat`), for the steal time.
-    pub cpu_times_start: Option<CpuTimes>,
     pub started: Instant,
     pub started_unix_ms: u64,
 }
@@ -159,7 +155,6 @@ pub fn start(request: Request, checks: impl FnOnce() -> Result<()>) -> Result<(S
         threads: None,
     };
     let cpu_start = own_cpu_ns();
-    let cpu_times_start = CpuTimes::read();
     let started = Instant::now();
     let started_unix_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -175,7 +170,6 @@ pub fn start(request: Request, checks: impl FnOnce() -> Result<()>) -> Result<(S
         kernel_syms,
         user_syms,
         cpu_start,
-        cpu_times_start,
         started,
         started_unix_ms,
     };
@@ -183,12 +177,6 @@ pub fn start(request: Request, checks: impl FnOnce() -> Result<()>) -> Result<(S
 }
 
 impl Session {
-    /// The machine's steal time since attach; `None` where `/proc/stat` could not be read.
-    pub fn steal(&self) -> Option<StealTime> {
-        let start = self.cpu_times_start.as_ref()?;
-        Some(CpuTimes::read()?.since(start, tick_ns()).into())
-    }
-
     /// The launched command's output pipe, once (see [`Streams::Captured`]).
     pub fn take_output(&mut self) -> Option<std::os::fd::OwnedFd> {
         self.launched.as_mut().and_then(Launched::take_output)

@@ -64,6 +64,6 @@ pub fn recording(snap: &Snapshot, run: Run, sym: &mut Symbolizers) -> Recording 
         trace: None,
         counters: None,
         processes: build::processes(snap),
-        steal: None,
+        steal: snap.machine.as_ref().map(|m| m.steal().into()),
     }
 }

@@ -15,7 +15,7 @@ use fdprof_common::syscalls::FD_SYSCALLS;
 use super::bounded;
 use super::recording::{
     ContentionSite, DropCount, Frame, FunctionStats, OwnCost, ProcessRecord, ProgramCost,
-    Recording, ScanStats, StackWalks, SyscallStats, TableStats,
+    Recording, ScanStats, StackWalks, StealTime, SyscallStats, TableStats,
 };
 
 /// The drop counter [`bound_sites`] adds to: waits whose stacks were folded away.
@@ -358,6 +358,29 @@ fn add_drop(into: &mut Vec<DropCount>, probe: &str, reason: &str, count: u64) {
             count,
         }),
     }
+}
+
+/// Adds the steal of a span that follows `into`'s in time: times add; the most-stolen CPU is
+/// that of whichever span lost more on one CPU (a lower bound of the joined span's, which
+/// would need each CPU's times at its ends). Unknown in either span: unknown.
+pub fn add_steal_in_time(into: &mut Option<StealTime>, later: Option<&StealTime>) {
+    *into = match (*into, later.copied()) {
+        (Some(a), Some(b)) => {
+            let most = if b.max_cpu_steal_ns > a.max_cpu_steal_ns {
+                b
+            } else {
+                a
+            };
+            Some(StealTime {
+                steal_ns: a.steal_ns.saturating_add(b.steal_ns),
+                total_ns: a.total_ns.saturating_add(b.total_ns),
+                cpus: a.cpus.max(b.cpus),
+                max_cpu_steal_ns: most.max_cpu_steal_ns,
+                max_cpu_total_ns: most.max_cpu_total_ns,
+            })
+        }
+        _ => None,
+    };
 }
 
 fn add_own_cost(into: &mut OwnCost, other: &OwnCost) {

@@ -565,3 +565,23 @@ fn recordings_add_their_counters() {
     );
     assert_eq!(c.events.len(), CounterName::ALL.len());
 }
+
+#[test]
+fn steal_adds_in_time_and_keeps_the_most_stolen_cpu() {
+    use crate::model::recording::StealTime;
+    let span = |steal_ns, max_cpu_steal_ns| StealTime {
+        steal_ns,
+        total_ns: 2_000,
+        cpus: 2,
+        max_cpu_steal_ns,
+        max_cpu_total_ns: 1_000,
+    };
+    let mut total = Some(StealTime::default());
+    add_steal_in_time(&mut total, Some(&span(30, 20)));
+    add_steal_in_time(&mut total, Some(&span(10, 10)));
+    let t = total.unwrap();
+    assert_eq!((t.steal_ns, t.total_ns, t.cpus), (40, 4_000, 2));
+    assert_eq!((t.max_cpu_steal_ns, t.max_cpu_total_ns), (20, 1_000));
+    add_steal_in_time(&mut total, None);
+    assert_eq!(total, None, "a span of unknown steal makes the sum unknown");
+}

@@ -3,6 +3,14 @@
 
 use super::recording::{ContentionSite, ProcessRecord, Recording, ScanStats, TableStats};
 
+/// Names the processes the kernel left unnamed (they waited but made no fd syscall) from
+/// `/proc`, those still alive: called as a recording or a live interval is assembled.
+pub fn name_unnamed(rec: &mut Recording) {
+    for p in rec.processes.iter_mut().filter(|p| p.comm.is_empty()) {
+        p.comm = crate::collect::counters::comm(p.pid);
+    }
+}
+
 /// `rec` narrowed to the processes `keep` selects: their waits, their fd syscalls, their scans
 /// and table sizes (added up; the machine's scan and table where the recording has none per
 /// process). The rest of the figures (functions, drops, costs) are the machine's, kept as they

@@ -62,6 +62,15 @@ pub fn percent(share: Option<f64>) -> String {
     }
 }
 
+/// The machine's steal over a view, short: `steal 20.0 ms (0.5%)`, or `steal unknown` where
+/// `/proc/stat` was not read.
+pub fn steal(steal: Option<&crate::analysis::Steal>) -> String {
+    match steal {
+        Some(s) => format!("steal {} ({})", duration(s.steal_ns), percent(s.share)),
+        None => "steal unknown".into(),
+    }
+}
+
 /// An optional quantile, formatted with `fmt`, or `-`.
 pub fn opt(v: Option<u64>, fmt: impl Fn(u64) -> String) -> String {
     v.map_or_else(|| "-".into(), fmt)

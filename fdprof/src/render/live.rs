@@ -1,6 +1,6 @@
 //! `fdprof top --batch`: one plain-text block per interval, like `top -b`: the header (target,
-//! mode, interval, drops), `file_lock` waits by operation per second, fd syscalls per second,
-//! and a line per diagnosis finding.
+//! mode, interval, drops, steal), `file_lock` waits by operation per second, fd syscalls per
+//! second, system-wide the first processes by `file_lock` wait, and a line per diagnosis finding.
 
 use crate::analysis::{self, Interval};
 use crate::render::{human, layout};
@@ -16,18 +16,22 @@ pub(crate) fn rate(per_s: Option<f64>) -> String {
     }
 }
 
+/// Processes a system-wide block lists.
+pub const BATCH_PROCESSES: usize = 5;
+
 /// The block of one interval, ending with a blank line.
 pub fn interval(iv: &Interval) -> String {
     let header = &iv.report.header;
     let rates = analysis::rates(iv);
     let mut out = vec![format!(
-        "fdprof top - {} - {} mode - interval {} at {} for {} - {} dropped",
+        "fdprof top - {} - {} mode - interval {} at {} for {} - {} dropped - {}",
         header.target.description,
         header.mode,
         iv.index,
         human::duration(iv.start_ns),
         human::duration(iv.duration_ns),
         iv.report.drops.total,
+        human::steal(iv.report.steal.as_ref()),
     )];
     if rates.file_lock.is_empty() {
         out.push("file_lock  no contention".into());
@@ -65,6 +69,29 @@ pub fn interval(iv: &Interval) -> String {
             line.push_str(&format!("  ({})", each.join(", ")));
         }
         out.push(line);
+    }
+    if !rates.processes.is_empty() {
+        let body: Vec<Vec<String>> = rates
+            .processes
+            .iter()
+            .take(BATCH_PROCESSES)
+            .map(|p| {
+                vec![
+                    p.pid.to_string(),
+                    crate::escape::name(&p.comm).into_owned(),
+                    rate(p.file_lock_contentions_per_s),
+                    p.file_lock_wait_ns_per_s
+                        .map_or("-".into(), |w| format!("{}/s", human::duration_f(w))),
+                    rate(p.fd_syscalls_per_s),
+                ]
+            })
+            .collect();
+        out.extend(layout::columns(
+            &["pid", "comm", "file_lock/s", "wait/s", "fd syscalls/s"],
+            2,
+            &body,
+            0,
+        ));
     }
     if let Some(cpu) = &iv.report.cpu {
         out.push(on_cpu(cpu));
@@ -132,7 +159,19 @@ mod tests {
             lines[0].starts_with("fdprof top - pid 7 (srv) - "),
             "{text}"
         );
-        assert!(lines[0].contains("interval 2 at 2.00 s for 1.00 s - 0 dropped"));
+        assert!(lines[0].contains("interval 2 at 2.00 s for 1.00 s - 0 dropped - steal unknown"));
+        iv.report.steal = Some(crate::analysis::Steal {
+            steal_ns: 20_000_000,
+            share: Some(0.01),
+            ..Default::default()
+        });
+        assert!(
+            interval(&iv)
+                .lines()
+                .next()
+                .unwrap()
+                .ends_with(" - steal 20.0 ms (1.0%)")
+        );
         assert!(lines[1].starts_with("file_lock"), "{text}");
         let close = crate::testdata::cells(lines[2]);
         assert_eq!(close, ["close", "1500", "3.00 ms/s", "40.0 µs"]);
@@ -162,6 +201,32 @@ mod tests {
         assert_eq!(
             text.lines().nth(4),
             Some("diagnosis [table-growth] the table grew")
+        );
+    }
+
+    #[test]
+    fn system_wide_blocks_list_the_first_processes_escaped() {
+        let mut iv = Interval {
+            duration_ns: 1_000_000_000,
+            ..Default::default()
+        };
+        iv.report.processes = (1..=BATCH_PROCESSES as u32 + 2)
+            .map(|pid| fdprof_figures::Process {
+                pid,
+                comm: "ev\x1bil".into(),
+                file_lock_count: 7,
+                file_lock_wait_ns: 3_000,
+                fd_syscalls: 40,
+                ..Default::default()
+            })
+            .collect();
+        let text = interval(&iv);
+        assert!(!text.contains('\x1b'), "{text}");
+        let rows: Vec<&str> = text.lines().filter(|l| l.contains("ev\\x1bil")).collect();
+        assert_eq!(rows.len(), BATCH_PROCESSES, "{text}");
+        assert_eq!(
+            crate::testdata::cells(rows[0]),
+            ["1", "ev\\x1bil", "7.00", "3.00 µs/s", "40.0"]
         );
     }
 

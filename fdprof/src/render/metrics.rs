@@ -270,6 +270,17 @@ fn write(e: &Exposition, encoder: &mut DescriptorEncoder) -> fmt::Result {
         None,
         fd_activity().map(|(target, r)| ([("target", target.as_str())], r.table.expansions)),
     )?;
+    processes::write(e, &mut out)?;
+    out.counters(
+        "fdprof_steal",
+        "Time the hypervisor ran something else while this machine's vCPUs were runnable \
+         (/proc/stat, all CPUs, since the daemon started).",
+        Some(&Unit::Seconds),
+        e.daemon
+            .steal
+            .iter()
+            .map(|s| (NO_LABELS, seconds(s.steal_ns))),
+    )?;
     out.counters(
         "fdprof_events_dropped",
         "Events lost, by probe and reason: every other figure is a lower bound while it grows.",
@@ -307,5 +318,8 @@ fn write(e: &Exposition, encoder: &mut DescriptorEncoder) -> fmt::Result {
     )
 }
 
+mod processes;
 #[cfg(test)]
 mod tests;
+
+pub use processes::{PROCESS_SERIES, exposed};

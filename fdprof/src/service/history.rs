@@ -93,7 +93,9 @@ pub struct History {
 
 impl History {
     /// A history starting from `empty` (no counts, the run's facts).
-    pub fn new(empty: Recording) -> Self {
+    pub fn new(mut empty: Recording) -> Self {
+        // No time yet, so no steal: each interval's adds to it.
+        empty.steal = Some(Default::default());
         Self {
             total: empty,
             recent: VecDeque::new(),
@@ -112,6 +114,7 @@ impl History {
         self.total.target = rec.target.clone();
         merge::bound_sites(&mut self.total, bounds::SITES);
         self.total.duration_ns += rec.duration_ns;
+        merge::add_steal_in_time(&mut self.total.steal, rec.steal.as_ref());
         self.total.own_cost.stats_window_ns = self
             .total
             .own_cost
@@ -166,6 +169,7 @@ impl History {
         for kept in within {
             merge::add(&mut rec, &self.whole(kept));
             rec.duration_ns += kept.rec.duration_ns;
+            merge::add_steal_in_time(&mut rec.steal, kept.rec.steal.as_ref());
             rec.end_reason = kept.rec.end_reason;
         }
         merge::bound_sites(&mut rec, bounds::SITES);

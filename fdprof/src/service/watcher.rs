@@ -15,7 +15,10 @@ use fdprof_figures::Event;
 
 use crate::collect::{
     EventStream, Filter, Kernel, Profiler, ProfilerOptions, RawEvent, Snapshot,
-    profiler::monotonic_ns, stats::own_cpu_ns, target,
+    profiler::monotonic_ns,
+    stats::own_cpu_ns,
+    steal::{CpuTimes, tick_ns},
+    target,
 };
 use crate::model::{
     Recording,
@@ -101,6 +104,8 @@ pub struct Watcher {
     /// End of the last interval, since `started`.
     last_end: Duration,
     cpu_earlier: u64,
+    /// The machine's CPU times at the end of the last interval, for its steal time.
+    cpu_times: Option<CpuTimes>,
     index: u64,
 }
 
@@ -141,6 +146,7 @@ impl Watcher {
             started_unix_ms: unix_ms(),
             last_end: Duration::ZERO,
             cpu_earlier: own_cpu_ns(),
+            cpu_times: CpuTimes::read(),
             index: 0,
         }
     }
@@ -401,6 +407,13 @@ impl Watcher {
         let cpu = own_cpu_ns();
         let collector_cpu_ns = cpu.saturating_sub(self.cpu_earlier);
         self.cpu_earlier = cpu;
+        // The machine's steal is the same for every name: over the daemon's interval.
+        let cpu_times = CpuTimes::read();
+        let steal = match (&cpu_times, &self.cpu_times) {
+            (Some(now), Some(then)) => Some(now.since(then, tick_ns()).into()),
+            _ => None,
+        };
+        self.cpu_times = cpu_times;
 
         // Every name seen so far has an interval, empty when none of its processes ran.
         let mut names: BTreeMap<String, Recording> = self
@@ -414,9 +427,11 @@ impl Watcher {
             }
         }
         let mut daemon = self.empty(&self.daemon_name(), start, duration);
-        for rec in names.values() {
+        for rec in names.values_mut() {
             merge::add(&mut daemon, rec);
+            rec.steal = steal;
         }
+        daemon.steal = steal;
         for (reason, count) in std::mem::take(&mut self.dropped) {
             daemon.drops.push(DropCount {
                 probe: DAEMON_PROBE.into(),
@@ -502,7 +517,10 @@ impl Watcher {
             user_pid: pid,
             raw_addrs: false,
         };
-        assemble::recording(delta, run, &mut sym)
+        let mut rec = assemble::recording(delta, run, &mut sym);
+        // Processes that only waited (system-wide), named while they live.
+        crate::model::process::name_unnamed(&mut rec);
+        rec
     }
 
     /// A recording of nothing, for `name` over one interval: what each interval starts from.

@@ -5,6 +5,7 @@
 use std::collections::VecDeque;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use fdprof_common::session::TargetKind;
 
 use crate::analysis::{Event, Interval, Report};
 
@@ -32,11 +33,19 @@ pub enum Pane {
     Contention,
     Stacks,
     Fd,
+    /// Per process: shown only when the session is system-wide.
+    Processes,
     Events,
 }
 
 impl Pane {
-    pub const ALL: [Pane; 4] = [Pane::Contention, Pane::Stacks, Pane::Fd, Pane::Events];
+    pub const ALL: [Pane; 5] = [
+        Pane::Contention,
+        Pane::Stacks,
+        Pane::Fd,
+        Pane::Processes,
+        Pane::Events,
+    ];
 
     fn index(self) -> usize {
         Pane::ALL.iter().position(|&p| p == self).unwrap_or(0)
@@ -79,6 +88,30 @@ impl SortColumn {
     }
 }
 
+/// How the processes pane is ordered: the two rankings the report's per-process figures
+/// answer (whose fd table is contended, whose allocator scans far).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProcessOrder {
+    FileLockWait,
+    ScanWork,
+}
+
+impl ProcessOrder {
+    fn next(self) -> ProcessOrder {
+        match self {
+            ProcessOrder::FileLockWait => ProcessOrder::ScanWork,
+            ProcessOrder::ScanWork => ProcessOrder::FileLockWait,
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            ProcessOrder::FileLockWait => "file_lock wait",
+            ProcessOrder::ScanWork => "scan work",
+        }
+    }
+}
+
 /// Which report the panes show.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum View {
@@ -113,9 +146,10 @@ pub struct State {
     frozen: Option<Feed>,
     pub help: bool,
     pub sort: SortColumn,
+    pub process_order: ProcessOrder,
     pub focus: Pane,
     /// Lines scrolled, per pane (in [`Pane::ALL`] order).
-    scroll: [u16; 4],
+    scroll: [u16; 5],
     pub view: View,
     /// The applied stack filter: a stack is shown when one of its functions contains it.
     pub filter: String,
@@ -134,8 +168,9 @@ impl Default for State {
             frozen: None,
             help: false,
             sort: SortColumn::TotalWait,
+            process_order: ProcessOrder::FileLockWait,
             focus: Pane::Contention,
-            scroll: [0; 4],
+            scroll: [0; 5],
             view: View::Interval,
             filter: String::new(),
             editing: None,
@@ -169,6 +204,33 @@ impl State {
         }
     }
 
+    /// Whether the session profiles every process (`top -a`): then the processes pane shows.
+    pub fn system_wide(&self) -> bool {
+        self.live
+            .interval
+            .as_ref()
+            .is_some_and(|i| i.report.header.target.kind == TargetKind::All)
+    }
+
+    /// The panes on screen, in [`Pane::ALL`] order.
+    pub fn panes(&self) -> Vec<Pane> {
+        let all = self.system_wide();
+        Pane::ALL
+            .into_iter()
+            .filter(|&p| all || p != Pane::Processes)
+            .collect()
+    }
+
+    /// The pane after (or before) the focused one, among those on screen.
+    fn step_focus(&self, forward: bool) -> Pane {
+        let shown = self.panes();
+        let mut next = self.focus.step(forward);
+        while !shown.contains(&next) {
+            next = next.step(forward);
+        }
+        next
+    }
+
     pub fn scroll(&self, pane: Pane) -> u16 {
         self.scroll[pane.index()]
     }
@@ -198,8 +260,8 @@ impl State {
     }
 
     /// One key: `q`/Ctrl-C quit (in the filter prompt `q` is text, Ctrl-C still quits),
-    /// `p`/space pause, `?` help, `s` sort, Tab/arrows panes and scrolling, `r` reset,
-    /// `z` interval/cumulative, `/` stack filter.
+    /// `p`/space pause, `?` help, `s` sort, `o` order processes, Tab/arrows panes and
+    /// scrolling, `r` reset, `z` interval/cumulative, `/` stack filter.
     pub fn on_key(&mut self, key: KeyEvent) -> Action {
         if key.kind == KeyEventKind::Release {
             return Action::Continue;
@@ -241,8 +303,12 @@ impl State {
             }
             KeyCode::Char('?') => self.help = true,
             KeyCode::Char('s') => self.sort = self.sort.next(),
-            KeyCode::Tab | KeyCode::Right => self.focus = self.focus.step(true),
-            KeyCode::BackTab | KeyCode::Left => self.focus = self.focus.step(false),
+            KeyCode::Char('o') => {
+                self.process_order = self.process_order.next();
+                self.scroll[Pane::Processes.index()] = 0;
+            }
+            KeyCode::Tab | KeyCode::Right => self.focus = self.step_focus(true),
+            KeyCode::BackTab | KeyCode::Left => self.focus = self.step_focus(false),
             KeyCode::Down => {
                 let s = &mut self.scroll[self.focus.index()];
                 *s = s.saturating_add(1);

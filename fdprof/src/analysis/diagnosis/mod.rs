@@ -19,7 +19,7 @@ pub const SHARED_MIN_WAITS: u64 = 100;
 /// … adding up to at least this share of the recording's duration (100 µs a second).
 pub const SHARED_MIN_WAIT_SHARE: f64 = 0.0001;
 /// long-scans: a scan this many bits past the origin or more is far (past one bitmap word).
-pub const FAR_SCAN_BITS: u64 = 64;
+pub use super::scan::FAR_SCAN_BITS;
 /// long-scans: at least this many far scans …
 pub const LONG_SCAN_MIN: u64 = 100;
 /// … making at least this share of the allocations …

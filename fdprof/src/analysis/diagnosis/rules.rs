@@ -117,13 +117,7 @@ pub(super) fn shared_table(r: &Report, stacks: &Stacks) -> Option<Finding> {
 /// open while the next one scans past every open fd above them.
 pub(super) fn long_scans(r: &Report, stacks: &Stacks) -> Option<Finding> {
     let s = &r.scan;
-    let far: u64 = s
-        .bits
-        .buckets
-        .iter()
-        .filter(|b| b.low >= FAR_SCAN_BITS)
-        .map(|b| b.count)
-        .fold(0, u64::saturating_add);
+    let far = crate::analysis::scan::far_scans(&s.bits);
     let far_share = far as f64 / s.allocations.max(1) as f64;
     let hit_rate = s.next_fd_hit_rate?;
     let evidence = vec![
@@ -147,14 +141,8 @@ pub(super) fn long_scans(r: &Report, stacks: &Stacks) -> Option<Finding> {
         )?,
     ];
     let p99 = s.bits.p99.unwrap_or(0);
-    // Bits scanned past the origin, at least: each far scan counted at its bucket's low end
-    // (the kernel keeps no exact sum of distances).
-    let scanned: u64 = s
-        .bits
-        .buckets
-        .iter()
-        .map(|b| b.low.saturating_mul(b.count))
-        .fold(0, u64::saturating_add);
+    // Bits scanned past the origin, at least (the kernel keeps no exact sum of distances).
+    let scanned = crate::analysis::scan::bits_at_least(&s.bits);
     let words = scanned / 64;
     let closes = r.syscalls.iter().find(|c| c.name == "close");
     let mut allocating: Vec<_> = r.syscalls.iter().filter(|c| c.allocs > 0).collect();

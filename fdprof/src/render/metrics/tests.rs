@@ -482,3 +482,81 @@ fn promtool_accepts_the_exposition() {
     let (ok, said) = promtool_check(&broken);
     assert!(!ok && said.contains("parsing error"), "promtool: {said}");
 }
+
+/// A system-wide target of `n` processes (pid 1 has the hostile comm and the most wait),
+/// and the daemon's steal.
+fn system_wide_exposition(n: u32) -> Exposition {
+    let mut all = report(&testdata::recording());
+    all.processes = (1..=n)
+        .map(|pid| fdprof_figures::Process {
+            pid,
+            comm: if pid == 1 {
+                HOSTILE.into()
+            } else {
+                format!("p{pid}")
+            },
+            file_lock_wait_ns: u64::from(n - pid) * 1_000_000,
+            file_lock_count: u64::from(n - pid),
+            fd_syscalls: u64::from(pid),
+            syscalls: vec![fdprof_figures::Syscall {
+                name: "socket".into(),
+                calls: u64::from(pid),
+                allocs: u64::from(pid),
+                ..Default::default()
+            }],
+            table: Some(fdprof_figures::Table {
+                max_fds_max: 64,
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .collect();
+    let mut e = exposition();
+    e.targets = vec![("all".into(), all)];
+    e.daemon.steal = Some(fdprof_figures::Steal {
+        steal_ns: 1_500_000_000,
+        ..Default::default()
+    });
+    e
+}
+
+#[test]
+fn per_process_series_are_bounded_and_labelled_by_pid_and_comm() {
+    let n = super::PROCESS_SERIES as u32 + 5;
+    for text in [
+        encode(system_wide_exposition(n)),
+        encode_text(system_wide_exposition(n)),
+    ] {
+        let s = samples(&text);
+        let pids: Vec<&str> = s
+            .iter()
+            .filter(|s| s.name == "fdprof_process_fd_syscalls_total")
+            .map(|s| s.labels["pid"].as_str())
+            .collect();
+        // The first K by file_lock wait: pids 1..=K; the rest have no series of their own.
+        let want: Vec<String> = (1..=super::PROCESS_SERIES).map(|p| p.to_string()).collect();
+        assert_eq!(pids, want);
+        let first = [("pid", "1"), ("comm", HOSTILE)];
+        assert_eq!(value(&s, "fdprof_process_fd_syscalls_total", &first), 1.0);
+        assert_eq!(
+            value(&s, "fdprof_process_fd_allocations_total", &first),
+            1.0
+        );
+        let wait = value(&s, "fdprof_process_file_lock_wait_seconds_total", &first);
+        assert_eq!(wait, f64::from(n - 1) * 1e-3);
+        let second = [("pid", "2"), ("comm", "p2")];
+        assert_eq!(
+            value(&s, "fdprof_process_file_lock_contentions_total", &second),
+            f64::from(n - 2)
+        );
+        assert_eq!(value(&s, "fdprof_process_fd_table_size", &second), 64.0);
+        assert_eq!(
+            value(&s, "fdprof_processes", &[("target", "all")]),
+            f64::from(n)
+        );
+        assert_eq!(value(&s, "fdprof_steal_seconds_total", &[]), 1.5);
+    }
+    // promtool reads it, with no complaint beyond the one it always has.
+    let (_, said) = promtool_check(&encode_text(system_wide_exposition(n)));
+    assert_eq!(said.trim(), PROMTOOL_BITS_LINT);
+}

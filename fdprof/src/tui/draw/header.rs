@@ -85,7 +85,7 @@ fn rules(findings: &[crate::analysis::Finding]) -> String {
     names.join(", ")
 }
 
-/// Drops and fdprof's own cost over the view's duration.
+/// Drops, the machine's steal and fdprof's own cost over the view's duration.
 fn cost_line(report: &Report, duration_ns: u64) -> String {
     let d = &report.drops;
     let drops = if !d.known {
@@ -100,8 +100,13 @@ fn cost_line(report: &Report, duration_ns: u64) -> String {
     let programs = c
         .programs_cpu_share
         .map_or("-".into(), |s| format!("{}/s", human::duration_f(s * 1e9)));
+    // Steal last: recordings played back (`--from`) have none to state.
+    let steal = report
+        .steal
+        .as_ref()
+        .map_or(String::new(), |s| format!("  {}", human::steal(Some(s))));
     format!(
-        "{drops}  fdprof: collector {} CPU, programs {programs}",
+        "{drops}  fdprof: collector {} CPU, programs {programs}{steal}",
         cpu(c.collector_cpu_ns, duration_ns),
     )
 }

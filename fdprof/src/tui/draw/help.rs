@@ -13,6 +13,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("p, space", "pause the display; intervals are still kept"),
     ("?, Esc", "open / close this help"),
     ("s", "sort stacks by total wait, count, max"),
+    ("o", "order processes by file_lock wait, scan work"),
     ("Tab, ←, →", "move between panes"),
     ("↑, ↓", "scroll the focused pane"),
     ("r", "reset the cumulative totals"),

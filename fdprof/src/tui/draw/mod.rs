@@ -1,5 +1,6 @@
-//! One frame from a [`State`]: the header, the four panes, the help overlay; or, below the
-//! minimum size, a line saying so. Drawing changes nothing and never panics at any size.
+//! One frame from a [`State`]: the header, the four panes (five system-wide: the processes),
+//! the help overlay; or, below the minimum size, a line saying so. Drawing changes nothing and
+//! never panics at any size.
 //!
 //! Rates (per second, share of one CPU) are formatted here from a report's counts and the
 //! duration it covers: the reports hold no rates, and dividing by the interval is presentation
@@ -10,6 +11,7 @@ mod events;
 mod fd;
 mod header;
 pub mod help;
+pub mod processes;
 mod stacks;
 
 use ratatui::Frame;
@@ -50,12 +52,26 @@ pub fn screen(frame: &mut Frame, state: &State) {
         Constraint::Length(events_height),
     ])
     .areas(area);
+    // System-wide, the processes take the lower part of the middle: up to a third of the
+    // screen, less when fewer processes are in the view.
+    let (middle, below) = if state.system_wide() {
+        let rows = state.report().map_or(1, |(r, _)| r.processes.len().max(1));
+        let height = (rows as u16 + processes::CHROME).min((area.height / 3).max(5));
+        let [middle, below] =
+            Layout::vertical([Constraint::Min(4), Constraint::Length(height)]).areas(middle);
+        (middle, Some(below))
+    } else {
+        (middle, None)
+    };
     let [stacks, fd] =
         Layout::horizontal([Constraint::Percentage(56), Constraint::Percentage(44)]).areas(middle);
     header::draw(frame, top, state);
     contention::draw(frame, contention, state);
     stacks::draw(frame, stacks, state);
     fd::draw(frame, fd, state);
+    if let Some(area) = below {
+        processes::draw(frame, area, state);
+    }
     events::draw(frame, events, state);
     if state.help {
         help::draw(frame, area);

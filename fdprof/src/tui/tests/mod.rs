@@ -3,6 +3,7 @@
 
 mod app;
 mod keys;
+mod processes;
 mod screen;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
