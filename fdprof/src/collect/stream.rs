@@ -260,6 +260,11 @@ async fn collect(
         }
     }
     let last = profiler.finish()?;
+    // The starts sent up to the detach are read too (the ring outlives the programs): none
+    // is lost uncounted.
+    if let Some(stream) = starts.as_mut() {
+        let _ = updates.send(Update::Started(stream.try_batch()));
+    }
     send(&last, &earlier, index, true);
     Ok(last)
 }

@@ -220,12 +220,13 @@ pub fn run(args: RecordArgs) -> Result<()> {
         notes.push(format!(
             "user stacks of every process: maps read as the kernel told of each fork or exec \
              ({} starts: {} processes read at once, {} gone before they could be read, {} past \
-             the bounds) and by a pass over /proc a second ({} snapshots in all; at most {} \
-             starts read a second, {} processes followed, {} snapshots)",
+             the bounds, {} repeated) and by a pass over /proc a second ({} snapshots in all; at \
+             most {} starts read a second, {} processes followed, {} snapshots)",
             starts.received,
             starts.snapshotted,
             starts.gone,
             starts.over_bounds,
+            starts.repeated,
             system_maps.taken(),
             system::MAX_STARTS_PER_SECOND,
             system::MAX_PROCESSES,

@@ -42,6 +42,9 @@ pub struct StartCounts {
     pub gone: u64,
     /// Starts not snapshotted, past [`MAX_STARTS_PER_SECOND`] or [`MAX_SNAPSHOTS`].
     pub over_bounds: u64,
+    /// Starts of a process already read in the same batch (a fork then its exec), or of
+    /// fdprof itself.
+    pub repeated: u64,
 }
 
 /// Which processes have a snapshot, and the program each had then.
@@ -83,6 +86,7 @@ impl SystemMaps {
         let mut taken = 0;
         for &pid in pids {
             if pid == self.own || !seen.insert(pid) {
+                self.starts.repeated += 1;
                 continue;
             }
             if self.second.0.elapsed() >= Duration::from_secs(1) {
@@ -186,5 +190,43 @@ mod tests {
             user.has_snapshot(child.id()),
             "a gone process keeps its snapshot"
         );
+    }
+
+    #[test]
+    fn starts_are_read_once_within_the_bounds() {
+        let mut user = UserSymbolizer::new();
+        let mut maps = SystemMaps::new();
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let mut gone = std::process::Command::new("true").spawn().unwrap();
+        gone.wait().unwrap();
+        let (live, dead) = (child.id(), gone.id());
+        // A fork and its exec in one batch: one read.
+        assert_eq!(maps.started(&[live, live, dead], &mut user), 1);
+        assert!(user.has_snapshot(live));
+        assert_eq!(
+            maps.start_counts(),
+            StartCounts {
+                received: 3,
+                snapshotted: 1,
+                gone: 1,
+                over_bounds: 0,
+                repeated: 1,
+            }
+        );
+        assert_eq!(maps.taken(), 1);
+        // Not followed: the next pass reads it again, libraries and all.
+        maps.pass(&mut user);
+        assert!(maps.taken() >= 2);
+        // Past the second's budget: counted, not read.
+        maps.second.1 = MAX_STARTS_PER_SECOND;
+        let taken = maps.taken();
+        assert_eq!(maps.started(&[live], &mut user), 0);
+        assert_eq!(maps.start_counts().over_bounds, 1);
+        assert_eq!(maps.taken(), taken);
+        child.kill().unwrap();
+        child.wait().unwrap();
     }
 }
