@@ -219,11 +219,12 @@ pub fn run(args: RecordArgs) -> Result<()> {
         let starts = system_maps.start_counts();
         notes.push(format!(
             "user stacks of every process: maps read as the kernel told of each fork or exec \
-             ({} starts: {} processes read at once, {} gone before they could be read, {} past \
-             the bounds, {} repeated) and by a pass over /proc a second ({} snapshots in all; at \
+             ({} starts: {} processes read at once in {:.1} ms, {} gone before they could be \
+             read, {} past the bounds, {} repeated) and by a pass over /proc a second ({} snapshots in all; at \
              most {} starts read a second, {} processes followed, {} snapshots)",
             starts.received,
             starts.snapshotted,
+            starts.read_ns as f64 / 1e6,
             starts.gone,
             starts.over_bounds,
             starts.repeated,

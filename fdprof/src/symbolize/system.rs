@@ -11,8 +11,8 @@
 //! executable mappings (tens of entries, ~2 KB), and one process's snapshots merge into one, so
 //! at most ~32 MB; mapped files are shared between processes and at most 256 are held open (the
 //! user symbolizer's bound). Starts are snapshotted at most [`MAX_STARTS_PER_SECOND`] a second
-//! (one takes ~0.1 to 0.3 ms: a fork or exec storm costs the recorder at most a few tenths of
-//! a CPU, and its 20 ms stop checks still run between batches); the starts past that are
+//! (one takes ~0.1 ms on a 2-core VM: a fork or exec storm costs the recorder at most ~0.15
+//! CPU, and a batch holds up its stop check by ~0.2 s at most); the starts past that are
 //! counted as `processes`/`limit` drops and left to the pass. A pass lists `/proc` and reads
 //! one `exe` link per followed process: a few ms a second for a thousand processes.
 
@@ -45,6 +45,8 @@ pub struct StartCounts {
     /// Starts of a process already read in the same batch (a fork then its exec), or of
     /// fdprof itself.
     pub repeated: u64,
+    /// Time spent reading the processes that started (gone ones included), ns.
+    pub read_ns: u64,
 }
 
 /// Which processes have a snapshot, and the program each had then.
@@ -97,7 +99,10 @@ impl SystemMaps {
                 continue;
             }
             self.second.1 += 1;
-            if user.snapshot_maps(pid) {
+            let reading = Instant::now();
+            let read = user.snapshot_maps(pid);
+            self.starts.read_ns += reading.elapsed().as_nanos() as u64;
+            if read {
                 self.taken += 1;
                 self.starts.snapshotted += 1;
                 taken += 1;
@@ -214,8 +219,10 @@ mod tests {
                 gone: 1,
                 over_bounds: 0,
                 repeated: 1,
+                read_ns: maps.start_counts().read_ns,
             }
         );
+        assert!(maps.start_counts().read_ns > 0);
         assert_eq!(maps.taken(), 1);
         // Not followed: the next pass reads it again, libraries and all.
         maps.pass(&mut user);
