@@ -182,8 +182,8 @@ pub fn run(args: RecordArgs) -> Result<()> {
         interval_ns: interval.as_nanos() as u64,
         samples: Vec::new(),
     });
-    // System-wide, every process's maps are read as it appears, so its user stacks can be
-    // symbolized after it exits.
+    // System-wide, every process's maps are read as the kernel tells of its fork or exec (and
+    // by a pass a second), so its user stacks can be symbolized after it exits.
     let mut system_maps = SystemMaps::new();
     let (end_reason, duration_ns) = record_until_the_end(
         &args,
