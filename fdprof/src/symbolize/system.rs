@@ -11,8 +11,9 @@
 //! executable mappings (tens of entries, ~2 KB), and one process's snapshots merge into one, so
 //! at most ~32 MB; mapped files are shared between processes and at most 256 are held open (the
 //! user symbolizer's bound). Starts are snapshotted at most [`MAX_STARTS_PER_SECOND`] a second
-//! (one takes ~0.1 ms on a 2-core VM: a fork or exec storm costs the recorder at most ~0.15
-//! CPU, and a batch holds up its stop check by ~0.2 s at most); the starts past that are
+//! (one takes 0.1 to 0.5 ms on a 2-core VM, more for a process mapping files not seen before:
+//! a fork or exec storm costs the recorder at most a quarter of a CPU, and a batch holds up
+//! its stop check by ~0.5 s at most); the starts past that are
 //! counted as `processes`/`limit` drops and left to the pass. A pass lists `/proc` and reads
 //! one `exe` link per followed process: a few ms a second for a thousand processes.
 
@@ -29,7 +30,7 @@ pub const MAX_PROCESSES: usize = 4096;
 pub const MAX_SNAPSHOTS: usize = 16384;
 
 /// Starts snapshotted at most per second.
-pub const MAX_STARTS_PER_SECOND: usize = 1000;
+pub const MAX_STARTS_PER_SECOND: usize = 500;
 
 /// What the starts came to over a recording.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
