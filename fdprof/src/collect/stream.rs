@@ -204,12 +204,12 @@ async fn collect(
     updates: mpsc::UnboundedSender<Update>,
     mut stopped: watch::Receiver<bool>,
 ) -> Result<Snapshot> {
-    // The sampler switches twice every 10 s: sleeping until then, not polling, keeps an idle
-    // collector asleep.
     let Sources {
         mut events,
         mut starts,
     } = sources;
+    // The sampler switches twice every 10 s: sleeping until then, not polling, keeps an idle
+    // collector asleep.
     let sampler = time::sleep(profiler.tick());
     tokio::pin!(sampler);
     let mut boundaries = time::interval_at(Instant::now() + opts.interval, opts.interval);
