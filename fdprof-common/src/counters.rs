@@ -55,7 +55,8 @@ pub mod drop {
     pub const PROBE_CPU: u32 = 3;
     /// fd-table trace records lost (`record --trace`).
     pub const PROBE_TRACE: u32 = 4;
-    /// Per-process rows of a system-wide recording (`process::PROCESS_ROWS`).
+    /// Per-process rows of a system-wide recording (`process::PROCESS_ROWS`), and its process
+    /// starts (`PROCESS_STARTS` full, or past the snapshot bounds).
     pub const PROBE_PROCESSES: u32 = 5;
     pub const PROBES: u32 = 6;
 
@@ -67,7 +68,8 @@ pub mod drop {
     pub const READ_FAILED: u32 = 3;
     /// The events ring buffer had no room (user space reads too slowly).
     pub const RINGBUF_FULL: u32 = 4;
-    /// Trace records past `record --trace-limit` (counted by user space).
+    /// Trace records past `record --trace-limit`; process starts not snapshotted, past the
+    /// snapshot bounds of `record -a` (both counted by user space).
     pub const LIMIT: u32 = 5;
     pub const COUNT: u32 = 6;
 

@@ -122,6 +122,9 @@ pub const CONFIG_DIRECT_EXPAND: u32 = 1;
 /// Index in the `CONFIG` array: 1 once user space reads the events ring buffer; until then
 /// nothing is sent (a `record` never reads it, and a buffer nobody reads only counts drops).
 pub const CONFIG_EVENTS: u32 = 2;
+/// Index in the `CONFIG` array: 1 once user space reads the `PROCESS_STARTS` ring buffer
+/// (`record -a`); until then no start is sent.
+pub const CONFIG_STARTS: u32 = 3;
 
 pub const FN_COUNTER_ENTRIES: u32 = (op::COUNT + 1) * counter::COUNT;
 pub const FN_HIST_ENTRIES: u32 = (op::COUNT + 1) * kind::COUNT * HIST_SLOTS;

@@ -29,7 +29,9 @@ pub mod map {
     pub const PROCESS_COMMS: &str = "PROCESS_COMMS";
     /// Per-CPU hash of tgid → `process::ProcessScan` (`-a` only).
     pub const PROCESS_SCANS: &str = "PROCESS_SCANS";
-    pub const ALL: [&str; 16] = [
+    /// Ring buffer of `process::ProcessStart`s: forks and execs to snapshot (`-a` only).
+    pub const PROCESS_STARTS: &str = "PROCESS_STARTS";
+    pub const ALL: [&str; 17] = [
         STACKS,
         SITE_INDEX,
         SITE_WAITS,
@@ -46,6 +48,7 @@ pub mod map {
         PROCESS_SYSCALLS,
         PROCESS_COMMS,
         PROCESS_SCANS,
+        PROCESS_STARTS,
     ];
 }
 

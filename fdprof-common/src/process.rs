@@ -61,9 +61,33 @@ impl Default for ProcessScan {
 /// `TASK_COMM_LEN`.
 pub const COMM_LEN: usize = 16;
 
+/// How a process came to need a snapshot of its maps (`ProcessStart::how`).
+pub mod start {
+    /// A new process forked (not a thread): its maps are its parent's until it execs.
+    pub const FORK: u32 = 1;
+    /// A process exec'd a new program.
+    pub const EXEC: u32 = 2;
+}
+
+/// One record of the `PROCESS_STARTS` ring buffer (`-a` only): a process to snapshot now, so
+/// its user stacks are symbolized even if it ends before the next pass over `/proc`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProcessStart {
+    pub tgid: u32,
+    /// A `start` value.
+    pub how: u32,
+}
+
+/// `PROCESS_STARTS` size in bytes (a power of two number of pages): each record takes 16
+/// bytes with the ring's header, so 4096 starts wait at most; past that they are counted as
+/// `processes`/`ringbuf_full` drops.
+pub const STARTS_RING_BYTES: u32 = 64 * 1024;
+
 #[cfg(feature = "user")]
 mod pod {
     // SAFETY: plain #[repr(C)] data without padding.
     unsafe impl aya::Pod for super::ProcessSyscall {}
     unsafe impl aya::Pod for super::ProcessScan {}
+    unsafe impl aya::Pod for super::ProcessStart {}
 }

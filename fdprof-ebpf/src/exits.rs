@@ -10,7 +10,9 @@
 //! marked: exactly one `PROCESS` event per process.
 //!
 //! Execs and forks of the target from `sched:sched_process_exec` and `sched_process_fork`, for
-//! the fd trace (`record --trace`).
+//! the fd trace (`record --trace`); under `-a`, the same as process starts for user space to
+//! snapshot the maps of (`PROCESS_STARTS`). Forks are seen with tp_btf only (the classic
+//! tracepoint gives no task to tell a thread from a process by); execs in every mode.
 
 use aya_ebpf::{
     helpers::bpf_get_current_pid_tgid,
@@ -18,7 +20,10 @@ use aya_ebpf::{
     maps::LruHashMap,
     programs::{BtfTracePointContext, TracePointContext},
 };
-use fdprof_common::events::{EventRecord, flag, kind};
+use fdprof_common::{
+    events::{EventRecord, flag, kind},
+    process::start,
+};
 
 use crate::{kernel, maps, trace};
 
@@ -64,26 +69,41 @@ pub fn fdprof_tp_task_exit(_ctx: TracePointContext) -> u32 {
 /// exit, and this fires once the exec has closed its close-on-exec fds.
 #[btf_tracepoint(function = "sched_process_exec")]
 pub fn fdprof_task_exec(_ctx: BtfTracePointContext) -> i32 {
-    if kernel::trace_on() {
-        trace::executed();
-    }
+    executed();
     0
 }
 
 #[tracepoint]
 pub fn fdprof_tp_task_exec(_ctx: TracePointContext) -> u32 {
+    executed();
+    0
+}
+
+/// An exec: for the trace, and under `-a` a start to snapshot (the new program is mapped by
+/// now; the libraries its loader maps are caught by the next pass if it lives that long).
+#[inline(always)]
+fn executed() {
     if kernel::trace_on() {
         trace::executed();
     }
-    0
+    maps::started((bpf_get_current_pid_tgid() >> 32) as u32, start::EXEC);
 }
 
 /// Forks of the target, for the trace: `sched_process_fork(parent, child)`, in the parent.
 /// tp_btf only: the classic tracepoint gives no task to read the child's table from.
 #[btf_tracepoint(function = "sched_process_fork")]
 pub fn fdprof_task_fork(ctx: BtfTracePointContext) -> i32 {
+    let child: u64 = ctx.arg(1);
     if kernel::trace_on() {
-        trace::forked(ctx.arg::<u64>(1));
+        trace::forked(child);
+    }
+    // Under -a, a new process (not a thread of this one) to snapshot: one that never execs
+    // runs its parent's program under a pid of its own.
+    if kernel::starts_on()
+        && let Some(tgid) = kernel::task_tgid(child)
+        && u64::from(tgid) != bpf_get_current_pid_tgid() >> 32
+    {
+        maps::started(tgid, start::FORK);
     }
     0
 }

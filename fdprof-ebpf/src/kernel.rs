@@ -90,6 +90,14 @@ pub fn events_on() -> bool {
         .is_some_and(|&v| v != 0)
 }
 
+/// Whether user space reads the process starts (`record -a`).
+#[inline(always)]
+pub fn starts_on() -> bool {
+    CONFIG
+        .get(fdprof_common::fnops::CONFIG_STARTS)
+        .is_some_and(|&v| v != 0)
+}
+
 #[inline(always)]
 fn global<T: Copy>(v: &'static T) -> T {
     // SAFETY: a valid static; volatile so the loader's value is read, not the compile-time one.

@@ -12,7 +12,10 @@ use fdprof_common::{
     },
     events::{EventRecord, RING_BYTES},
     log2_slot,
-    process::{COMM_LEN, PROCESS_ROWS, PROCESSES, ProcessCounts, ProcessScan, ProcessSyscall},
+    process::{
+        COMM_LEN, PROCESS_ROWS, PROCESSES, ProcessCounts, ProcessScan, ProcessStart,
+        ProcessSyscall, STARTS_RING_BYTES,
+    },
 };
 
 #[map]
@@ -49,6 +52,25 @@ pub static PROCESS_SCANS: PerCpuHashMap<u32, ProcessScan> =
 /// The events that each deserve a record of their own (slow waits, expansions, exits).
 #[map]
 pub static EVENTS: RingBuf = RingBuf::with_byte_size(RING_BYTES, 0);
+
+/// Processes to snapshot now (`-a`): new processes and execs.
+#[map]
+pub static PROCESS_STARTS: RingBuf = RingBuf::with_byte_size(STARTS_RING_BYTES, 0);
+
+/// Tells user space that process `tgid` started (`how`: a `process::start` value), when every
+/// process is profiled and user space reads the starts; a full buffer is a counted drop.
+#[inline(always)]
+pub fn started(tgid: u32, how: u32) {
+    if crate::kernel::process_of_all().is_none() || !crate::kernel::starts_on() {
+        return;
+    }
+    if PROCESS_STARTS
+        .output::<ProcessStart>(&ProcessStart { tgid, how }, 0)
+        .is_err()
+    {
+        dropped(drop::PROBE_PROCESSES, drop::RINGBUF_FULL);
+    }
+}
 
 /// Sends `record`, stamped with the time and the current pid/tid, when user space reads the
 /// events. The ring buffer's reserve takes its own short spinlock (no lock of the target's); a

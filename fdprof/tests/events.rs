@@ -60,7 +60,7 @@ async fn until_process_exit(stream: &mut EventStream) -> Vec<RawEvent> {
             ended_at = Some(Instant::now());
         }
     }
-    assert_eq!(stream.undecoded, 0);
+    assert_eq!(stream.undecoded(), 0);
     events
 }
 

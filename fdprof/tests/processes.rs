@@ -195,3 +195,171 @@ fn user_frames_of_an_exited_process_are_symbolized_system_wide() {
     }
     panic!("no wait of the exited workload had its user frames named in 4 runs");
 }
+
+/// Runs one workload process to its end, with no `--wait-signal`: it execs, works and exits in
+/// well under a second, between two of `record -a`'s passes over `/proc`. Returns its pid.
+fn short_workload(args: &[&str]) -> u32 {
+    let child = fdprof()
+        .arg("workload")
+        .args(args)
+        .arg("--json")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "workload failed");
+    pid
+}
+
+/// Stops a recorder started by this test and checks it succeeded.
+fn stop_record(rec: std::process::Child) {
+    // SAFETY: the recorder is our own child.
+    unsafe { libc::kill(rec.id() as i32, libc::SIGINT) };
+    let mut rec = rec;
+    assert!(rec.wait().unwrap().success());
+}
+
+/// Processes that exec, wait and exit between two passes of `record -a` over `/proc` (each
+/// lives about 0.1 s of the pass's 1 s): their user frames are symbolized from the snapshot
+/// taken when the kernel told of their exec. Checked on the workload's own waits, those for
+/// the runqueue lock its loop takes reading another thread's CPU clock (`task_sched_runtime`):
+/// their user stacks run through the workload's Rust code, so each names it. Without the
+/// starts, a process is read only if a pass falls within its life (~1 in 10), and every
+/// other one's frames are `[unknown]`.
+#[test]
+fn user_frames_of_processes_shorter_than_a_pass_are_symbolized() {
+    require_root();
+    let _kernel = kernel_lock();
+    let out = tmp("processes-short.data");
+    for _ in 0..3 {
+        let rec = start_record(&["-a", "-o", out.to_str().unwrap()]);
+        let pids: Vec<u32> = (0..6)
+            .map(|_| short_workload(&["cputime", "-t", "3", "-d", "100ms"]))
+            .collect();
+        stop_record(rec);
+        let recording = read_json(&out);
+        let mut checked = 0;
+        for pid in &pids {
+            let own: Vec<&Value> = recording["contention"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|s| s["pid"] == *pid)
+                .filter(|s| {
+                    let frames = |side: &str| s[side].as_array().unwrap().clone();
+                    frames("kernel_stack")
+                        .iter()
+                        .any(|f| f["function"] == "task_sched_runtime")
+                        && !frames("user_stack").is_empty()
+                })
+                .collect();
+            if own.is_empty() {
+                continue;
+            }
+            checked += 1;
+            for site in own {
+                let user = &site["user_stack"];
+                assert!(
+                    user.as_array().unwrap().iter().any(|f| f["function"]
+                        .as_str()
+                        .unwrap()
+                        .starts_with("fdprof_workload::")),
+                    "pid {pid}: a wait in its loop without its frames named: {user}"
+                );
+            }
+        }
+        // At least two processes waited in their loop: the chance that passes alone read both
+        // is about 1 in 100.
+        if checked >= 2 {
+            let notes = recording["notes"].to_string();
+            assert!(
+                notes.contains("as the kernel told of each fork or exec"),
+                "{notes}"
+            );
+            assert_no_programs_left();
+            return;
+        }
+    }
+    panic!("fewer than two of the short workloads waited in their loop, in 3 runs");
+}
+
+/// The number before `what` in `text` (`"… 42 starts …"`).
+fn number_before(text: &str, what: &str) -> u64 {
+    let at = text
+        .find(what)
+        .unwrap_or_else(|| panic!("no {what} in {text}"));
+    text[..at]
+        .split(|c: char| !c.is_ascii_digit())
+        .rfind(|w| !w.is_empty())
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// A fork and exec storm (a shell loop of `true`) under `record -a`: the recording is written
+/// and every start is accounted for, read or counted as a drop: each iteration is one fork and
+/// one exec, so the starts read and those the full ring dropped are at least twice the
+/// iterations; those past the snapshot bounds are the `processes`/`limit` drops.
+#[test]
+fn a_fork_and_exec_storm_is_bounded_and_counted() {
+    require_root();
+    let _kernel = kernel_lock();
+    let out = tmp("processes-storm.data");
+    let iterations = 2000u64;
+    let rec = start_record(&["-a", "-o", out.to_str().unwrap()]);
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "i=0; while [ $i -lt {iterations} ]; do /bin/true; i=$((i+1)); done"
+        ))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    stop_record(rec);
+    let recording = read_json(&out);
+    let note = recording["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .find(|n| n.contains("fork or exec"))
+        .expect("the starts' note")
+        .to_string();
+    let drop = |reason: &str| -> u64 {
+        recording["drops"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["probe"] == "processes" && d["reason"] == reason)
+            .map_or_else(
+                || panic!("no processes/{reason} drop row"),
+                |d| d["count"].as_u64().unwrap(),
+            )
+    };
+    let received = number_before(&note, " starts");
+    let full = drop("ringbuf_full");
+    assert!(
+        received + full >= 2 * iterations,
+        "{received} read + {full} dropped of {} starts: {note}",
+        2 * iterations
+    );
+    assert_eq!(
+        drop("limit"),
+        number_before(&note, " past the bounds"),
+        "{note}"
+    );
+    // Each start read is accounted for once.
+    let parts: u64 = [
+        " processes read at once",
+        " gone before",
+        " past the bounds",
+        " repeated",
+    ]
+    .iter()
+    .map(|w| number_before(&note, w))
+    .sum();
+    assert_eq!(parts, received, "{note}");
+    assert_no_programs_left();
+}

@@ -1,14 +1,14 @@
 //! The events ring buffer: records decoded as the programs wrote them ([`RawEvent`]), read
-//! asynchronously (the buffer's fd becomes readable when the kernel adds a record; nothing
-//! polls).
+//! asynchronously ([`super::ring::AsyncRing`]).
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use aya::maps::{MapData, RingBuf};
 use fdprof_common::{
     contention::LockIdentity,
-    events::{EventRecord, flag, kind},
+    events::{EventRecord, RING_BYTES, flag, kind},
 };
-use tokio::io::unix::AsyncFd;
+
+use super::ring::{AsyncRing, decode_plain};
 
 /// One event as the kernel sent it: times are `CLOCK_MONOTONIC` ns, stacks are ids in the
 /// profiler's stack map ([`super::Profiler::stacks`]).
@@ -44,12 +44,7 @@ pub enum RawKind {
 impl RawEvent {
     /// Decodes one ring-buffer record; `None` for a record of another size or an unknown kind.
     pub fn decode(bytes: &[u8]) -> Option<Self> {
-        if bytes.len() != size_of::<EventRecord>() {
-            return None;
-        }
-        // SAFETY: the length is checked; EventRecord is plain data valid for any bytes, and
-        // read_unaligned copes with the ring buffer's 8-byte alignment either way.
-        let r: EventRecord = unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast()) };
+        let r: EventRecord = decode_plain(bytes)?;
         let stack = |id: i32| (id >= 0).then_some(id);
         let what = match r.kind {
             kind::SLOW_WAIT => RawKind::SlowWait {
@@ -90,56 +85,36 @@ impl RawEvent {
     }
 }
 
+/// Events drained at most per batch: the whole ring's worth of records.
+const MAX_BATCH: usize = (RING_BYTES as usize) / size_of::<EventRecord>();
+
 /// The events ring buffer of a [`super::Profiler`], registered with the tokio reactor: create
 /// and read it inside a runtime with IO enabled (creating it elsewhere panics).
 pub struct EventStream {
-    ring: AsyncFd<RingBuf<MapData>>,
-    /// Records that did not decode (none, unless the object and fdprof disagree).
-    pub undecoded: u64,
+    ring: AsyncRing,
 }
 
 impl EventStream {
     pub fn new(ring: RingBuf<MapData>) -> Result<Self> {
-        // SAFETY: the RingBuf owns its map's fd, open and the same until it is dropped with
-        // the AsyncFd.
-        let ring = unsafe { AsyncFd::register_with_interest(ring, tokio::io::Interest::READABLE) }
-            .context("cannot watch the events ring buffer")?;
-        Ok(Self { ring, undecoded: 0 })
+        Ok(Self {
+            ring: AsyncRing::new(ring, "events")?,
+        })
     }
 
-    /// Waits until there are events, then returns all there are, oldest first.
+    /// Waits until there are events, then returns those there are, oldest first.
     pub async fn next_batch(&mut self) -> Result<Vec<RawEvent>> {
-        loop {
-            let mut guard = self
-                .ring
-                .readable_mut()
-                .await
-                .context("cannot wait for the events ring buffer")?;
-            let (ring, undecoded) = (guard.get_inner_mut(), &mut self.undecoded);
-            let batch = drain(ring, undecoded);
-            // Empty: the readiness was consumed; wait for the kernel's next wakeup.
-            guard.clear_ready();
-            if !batch.is_empty() {
-                return Ok(batch);
-            }
-        }
+        self.ring.next_batch(MAX_BATCH, RawEvent::decode).await
     }
 
     /// The events there are now, without waiting.
     pub fn try_batch(&mut self) -> Vec<RawEvent> {
-        drain(self.ring.get_mut(), &mut self.undecoded)
+        self.ring.try_batch(MAX_BATCH, RawEvent::decode)
     }
-}
 
-fn drain(ring: &mut RingBuf<MapData>, undecoded: &mut u64) -> Vec<RawEvent> {
-    let mut out = Vec::new();
-    while let Some(item) = ring.next() {
-        match RawEvent::decode(&item) {
-            Some(e) => out.push(e),
-            None => *undecoded += 1,
-        }
+    /// Records that did not decode (none, unless the object and fdprof disagree).
+    pub fn undecoded(&self) -> u64 {
+        self.ring.undecoded
     }
-    out
 }
 
 #[cfg(test)]

@@ -24,6 +24,7 @@ use super::{
     events::EventStream,
     kernel::Kernel,
     snapshot::{self, Snapshot},
+    starts::StartStream,
     stats::{self, StatsSampler},
     steal::{CpuTimes, Span},
 };
@@ -107,6 +108,11 @@ impl Profiler {
         } else {
             page_size()
         };
+        // Only a system-wide profiler sends process starts.
+        let starts_bytes = match opts.filter {
+            Filter::All => fdprof_common::process::STARTS_RING_BYTES,
+            _ => page_size(),
+        };
         let mut ebpf = EbpfLoader::new()
             .btf(Some(&kernel.btf))
             .override_global(setting::TARGET_KIND, &kind, true)
@@ -143,6 +149,7 @@ impl Profiler {
             )
             .override_global(setting::TRACE_ON, &trace, true)
             .map_max_entries(map::TRACE, trace_bytes)
+            .map_max_entries(map::PROCESS_STARTS, starts_bytes)
             .load(object::PROFILER)
             .context("cannot load fdprof's eBPF object")?;
         let mut attachments = BTreeMap::new();
@@ -241,6 +248,22 @@ impl Profiler {
     pub fn take_events(&mut self) -> Option<Result<EventStream>> {
         let map = self.ebpf.take_map(map::EVENTS)?;
         Some(self.start_events(map))
+    }
+
+    /// The process starts' ring buffer (`record -a`), to read with a [`StartStream`]; `None`
+    /// once taken. The programs send starts from then on only. Call it inside a tokio runtime
+    /// with IO enabled.
+    pub fn take_starts(&mut self) -> Option<Result<StartStream>> {
+        let map = self.ebpf.take_map(map::PROCESS_STARTS)?;
+        Some(self.start_starts(map))
+    }
+
+    fn start_starts(&mut self, map: aya::maps::Map) -> Result<StartStream> {
+        let stream = StartStream::new(RingBuf::try_from(map)?)?;
+        let mut config: Array<_, u32> =
+            Array::try_from(self.ebpf.map_mut(map::CONFIG).context("no map CONFIG")?)?;
+        config.set(fnops::CONFIG_STARTS, 1, 0)?;
+        Ok(stream)
     }
 
     /// The fd-table trace's ring buffer (`ProfilerOptions::trace`), to drain with a

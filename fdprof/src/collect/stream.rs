@@ -20,6 +20,7 @@ use tokio::{
 use super::{
     Profiler, Snapshot,
     events::{EventStream, RawEvent},
+    starts::{StartBatch, StartStream},
     stats::own_cpu_ns,
 };
 
@@ -33,6 +34,9 @@ pub struct StreamOptions {
     /// Read the kernel's ring-buffer events ([`Profiler::take_events`]) and send them as
     /// [`Update::Events`]; the programs send none until then.
     pub events: bool,
+    /// Read the process starts ([`Profiler::take_starts`], system-wide only) and send them as
+    /// [`Update::Started`] as they come; the programs send none until then.
+    pub starts: bool,
 }
 
 impl Default for StreamOptions {
@@ -41,6 +45,7 @@ impl Default for StreamOptions {
             interval: Duration::from_secs(1),
             count: None,
             events: false,
+            starts: false,
         }
     }
 }
@@ -73,6 +78,9 @@ pub enum Update {
         events: Vec<RawEvent>,
         stacks: HashMap<i32, Vec<u64>>,
     },
+    /// Processes that forked or exec'd, sent as soon as the kernel tells: snapshot their maps
+    /// now. Dropping the batch tells the collector it was handled.
+    Started(StartBatch),
 }
 
 /// What [`Collector::recv_timeout`] found.
@@ -109,16 +117,27 @@ impl Collector {
         // Taken before the runtime runs anything, inside it (the stream registers the ring
         // buffer's fd with it): the programs send events from here on, so a command let go
         // after `start` returns is seen from its first instruction.
-        let events = match opts.events {
-            true => {
-                let _inside = runtime.enter();
-                profiler.take_events().transpose()?
-            }
-            false => None,
+        let (events, starts) = {
+            let _inside = runtime.enter();
+            let events = match opts.events {
+                true => profiler.take_events().transpose()?,
+                false => None,
+            };
+            let starts = match opts.starts {
+                true => profiler.take_starts().transpose()?,
+                false => None,
+            };
+            (events, starts)
         };
         let (sender, updates) = mpsc::unbounded_channel();
         let (stop, stopped) = watch::channel(false);
-        let task = runtime.spawn(collect(profiler, events, opts, sender.clone(), stopped));
+        let task = runtime.spawn(collect(
+            profiler,
+            Sources { events, starts },
+            opts,
+            sender.clone(),
+            stopped,
+        ));
         Ok(Self {
             runtime,
             updates,
@@ -180,11 +199,15 @@ impl Collector {
 /// The collector's task: ticks, snapshots every interval, and the final snapshot at the end.
 async fn collect(
     mut profiler: Profiler,
-    mut events: Option<EventStream>,
+    sources: Sources,
     opts: StreamOptions,
     updates: mpsc::UnboundedSender<Update>,
     mut stopped: watch::Receiver<bool>,
 ) -> Result<Snapshot> {
+    let Sources {
+        mut events,
+        mut starts,
+    } = sources;
     // The sampler switches twice every 10 s: sleeping until then, not polling, keeps an idle
     // collector asleep.
     let sampler = time::sleep(profiler.tick());
@@ -219,6 +242,9 @@ async fn collect(
                     let _ = updates.send(Update::Events { events, stacks });
                 }
             }
+            batch = next_starts(&mut starts) => {
+                let _ = updates.send(Update::Started(batch?));
+            }
             _ = boundaries.tick() => {
                 let now = profiler.snapshot()?;
                 let last = opts.count.is_some_and(|n| index + 1 >= n);
@@ -234,8 +260,27 @@ async fn collect(
         }
     }
     let last = profiler.finish()?;
+    // The starts sent up to the detach are read too (the ring outlives the programs): none
+    // is lost uncounted.
+    if let Some(stream) = starts.as_mut() {
+        let _ = updates.send(Update::Started(stream.try_batch()));
+    }
     send(&last, &earlier, index, true);
     Ok(last)
+}
+
+/// The ring buffers the collector reads besides its snapshots, each when asked for.
+struct Sources {
+    events: Option<EventStream>,
+    starts: Option<StartStream>,
+}
+
+/// The next batch of process starts, or never when they are not read.
+async fn next_starts(starts: &mut Option<StartStream>) -> Result<StartBatch> {
+    match starts {
+        Some(stream) => stream.next_batch().await,
+        None => std::future::pending().await,
+    }
 }
 
 /// The next batch of events, or never when events are not read.

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use fdprof_common::{
+    counters::drop,
     probes::Mode,
     session::{EndReason, TargetKind},
 };
@@ -28,7 +29,7 @@ use crate::model::{
     series::{self, Series},
 };
 use crate::output::Output;
-use crate::symbolize::SystemMaps;
+use crate::symbolize::{SystemMaps, system};
 
 #[derive(clap::Args, Debug)]
 #[command(group(clap::ArgGroup::new("target").required(true).args(["pid", "tid", "all", "command"])))]
@@ -169,8 +170,11 @@ pub fn run(args: RecordArgs) -> Result<()> {
     let mode = profiler.mode();
     let latency = profiler.syscall_latency();
     let mut notes = profiler.notes().to_vec();
+    let all = session.target.kind == TargetKind::All;
     let options = StreamOptions {
         interval: args.interval.unwrap_or(WHOLE_RUN),
+        // System-wide, the kernel tells of each fork and exec, to snapshot the maps at once.
+        starts: all,
         ..StreamOptions::default()
     };
     let mut collector = Collector::start(profiler, options)?;
@@ -178,8 +182,8 @@ pub fn run(args: RecordArgs) -> Result<()> {
         interval_ns: interval.as_nanos() as u64,
         samples: Vec::new(),
     });
-    // System-wide, every process's maps are read as it appears, so its user stacks can be
-    // symbolized after it exits.
+    // System-wide, every process's maps are read as the kernel tells of its fork or exec (and
+    // by a pass a second), so its user stacks can be symbolized after it exits.
     let mut system_maps = SystemMaps::new();
     let (end_reason, duration_ns) = record_until_the_end(
         &args,
@@ -210,14 +214,23 @@ pub fn run(args: RecordArgs) -> Result<()> {
     } else {
         "aggregated in the kernel: no ring buffer, so nothing is lost to a full buffer".into()
     });
-    let all = session.target.kind == TargetKind::All;
     if all {
+        let starts = system_maps.start_counts();
         notes.push(format!(
-            "user stacks of every process: maps read as each process appeared or exec'd \
-             ({} snapshots; at most {} processes followed, {} snapshots)",
+            "user stacks of every process: maps read as the kernel told of each fork or exec \
+             ({} starts: {} processes read at once in {:.1} ms, {} gone before they could be \
+             read, {} past the bounds, {} repeated) and by a pass over /proc a second ({} snapshots in all; at \
+             most {} starts read a second, {} processes followed, {} snapshots)",
+            starts.received,
+            starts.snapshotted,
+            starts.read_ns as f64 / 1e6,
+            starts.gone,
+            starts.over_bounds,
+            starts.repeated,
             system_maps.taken(),
-            crate::symbolize::system::MAX_PROCESSES,
-            crate::symbolize::system::MAX_SNAPSHOTS
+            system::MAX_STARTS_PER_SECOND,
+            system::MAX_PROCESSES,
+            system::MAX_SNAPSHOTS
         ));
         if !args.no_counters {
             notes.push("per-thread counters are not collected in system-wide mode (-a)".into());
@@ -249,6 +262,9 @@ pub fn run(args: RecordArgs) -> Result<()> {
     let mut recording = assemble::recording(&snap, run, &mut sym);
     recording.series = series;
     recording.counters = counters.as_ref().map(Counters::from);
+    if all {
+        count_start_drops(&mut recording, system_maps.start_counts().over_bounds);
+    }
     // A process that only waited was never named by the kernel: name it now if it is alive.
     crate::model::process::name_unnamed(&mut recording);
     if let Some(t) = trace {
@@ -322,6 +338,10 @@ fn record_until_the_end(
                     series.samples.push(sample(&delta, session));
                 }
             }
+            Received::Update(Update::Started(batch)) => {
+                let pids: Vec<u32> = batch.starts.iter().map(|s| s.pid).collect();
+                system_maps.started(&pids, &mut session.user_syms);
+            }
             Received::Update(Update::Events { .. }) | Received::Idle => {}
         }
     }
@@ -330,6 +350,20 @@ fn record_until_the_end(
         EndReason::Interrupted,
         session.started.elapsed().as_nanos() as u64,
     ))
+}
+
+/// Counts the starts left unread past the snapshot bounds with the kernel's drops, as
+/// `processes`/`limit` (the kernel counts a full ring as `processes`/`ringbuf_full`).
+fn count_start_drops(recording: &mut crate::model::Recording, over_bounds: u64) {
+    let probe = drop::PROBE_NAMES[drop::PROBE_PROCESSES as usize];
+    let limit = drop::REASON_NAMES[drop::LIMIT as usize];
+    if let Some(d) = recording
+        .drops
+        .iter_mut()
+        .find(|d| d.probe == probe && d.reason == limit)
+    {
+        d.count = d.count.saturating_add(over_bounds);
+    }
 }
 
 /// The series sample of one interval.

@@ -229,6 +229,8 @@ pub fn run(args: TopArgs) -> Result<()> {
         interval: args.interval,
         count: args.count,
         events: true,
+        // A live view symbolizes each interval's stacks while their processes live.
+        starts: false,
     };
     let mut collector = Collector::start(profiler, options)?;
     // The events are read from here on: a launched command runs now.
@@ -259,7 +261,7 @@ pub fn run(args: TopArgs) -> Result<()> {
             raw_addrs: false,
         };
         let delta = match received {
-            Received::Idle => continue,
+            Received::Idle | Received::Update(Update::Started(_)) => continue,
             Received::Ended => break,
             Received::Update(Update::Events {
                 events: raw,
