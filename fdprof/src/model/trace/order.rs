@@ -499,6 +499,39 @@ mod tests {
         assert_eq!(o.ambiguous, 2);
     }
 
+    /// What the direct modes' in-lock probes make of a row: its moment inside file_lock.
+    fn locked(mut r: Row, at: u64) -> Row {
+        (r.enter_ns, r.exit_ns) = (at, at);
+        r.flags |= flag::LOCKED;
+        r
+    }
+
+    #[test]
+    fn locked_moments_order_overlapping_operations_exactly() {
+        // Thread 2's close of 3 spans thread 1's alloc; inside the lock, the close came first
+        // and the alloc took the fd it freed. Without the moments: ambiguous.
+        let rows = [
+            locked(alloc(1, 10, 30, 3), 25),
+            locked(release(2, 5, 40, 3), 20),
+            locked(alloc(2, 41, 50, 4), 45),
+        ];
+        let o = events(&trace(&rows, &[0, 1, 2, 3])).unwrap();
+        assert_eq!(
+            ops(&o),
+            [
+                (2, "release 3".to_string()),
+                (1, "alloc 3".to_string()),
+                (2, "alloc 4".to_string())
+            ]
+        );
+        assert_eq!((o.ambiguous, o.reordered), (0, 0));
+        // One operation without its moment still overlaps the others: that alloc stays
+        // ambiguous.
+        let rows = [alloc(1, 10, 30, 3), locked(release(2, 5, 40, 3), 20)];
+        let o = events(&trace(&rows, &[0, 1, 2, 3])).unwrap();
+        assert_eq!(o.ambiguous, 1);
+    }
+
     #[test]
     fn a_close_is_ordered_at_its_entry() {
         // Thread 2's close of 3 ends after thread 1's alloc of 3, but released it first thing.
