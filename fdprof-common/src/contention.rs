@@ -95,7 +95,7 @@ impl KnownLock {
 
 /// A contention site's stacks are walked at its first contention and again at every this
 /// many; in between they are reused (walking costs more than most file_lock waits).
-pub const STACK_REFRESH: u32 = 256;
+pub const STACK_REFRESH: u32 = 4096;
 
 /// The lock of a wait, as far as the programs tell it at `contention_begin`.
 #[repr(C)]

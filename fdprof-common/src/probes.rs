@@ -113,6 +113,7 @@ pub mod setting {
 
 /// `TARGET_KIND` values: what the programs' filter lets through.
 pub mod target_kind {
+    /// Every process but `TARGET_ID`, fdprof's own.
     pub const ALL: u32 = 0;
     /// Every thread of the process `TARGET_ID`.
     pub const TGID: u32 = 1;

@@ -148,7 +148,8 @@ pub fn target_tid() -> Option<u32> {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tid = pid_tgid as u32;
     let ours = match global(&TARGET_KIND) {
-        target_kind::ALL => true,
+        // Every process but fdprof itself (its pid is the id then).
+        target_kind::ALL => (pid_tgid >> 32) as u32 != global(&TARGET_ID),
         target_kind::TGID => {
             let tgid = (pid_tgid >> 32) as u32;
             tgid == global(&TARGET_ID) || (trace_on() && followed(tgid))

@@ -48,6 +48,11 @@ fn each_process_gets_exactly_its_own_syscalls() {
 
     let r = report(&out, &[]);
     let processes = r["processes"].as_array().expect("processes in -a reports");
+    // fdprof itself (it reads /proc and its maps all along) is not among them.
+    assert!(
+        processes.iter().all(|p| p["pid"] != rec.id()),
+        "the recorder profiled itself"
+    );
     for ((pid, k), expected) in pids.iter().zip(ops).zip(&expected) {
         let rows: Vec<&Value> = processes.iter().filter(|p| p["pid"] == *pid).collect();
         assert_eq!(rows.len(), 1, "pid {pid} once");

@@ -466,6 +466,8 @@ fn capabilities_decide_not_the_user_id() {
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
     let out = dir.join("nobody.data");
+    // Something to record: -a leaves fdprof itself out.
+    let _load = Load::start();
     let record = ["record", "-a", "-d", "1s", "-o", out.to_str().unwrap()];
     let result = setpriv(&bpf, &record);
     let stderr = String::from_utf8_lossy(&result.stderr);

@@ -93,7 +93,8 @@ impl Profiler {
     /// families.
     pub fn attach(kernel: &Kernel, opts: ProfilerOptions) -> Result<Self> {
         let (kind, id) = match opts.filter {
-            Filter::All => (target_kind::ALL, 0u32),
+            // fdprof's own fd syscalls and waits are not the machine's load.
+            Filter::All => (target_kind::ALL, std::process::id()),
             Filter::Tgid(p) => (target_kind::TGID, p),
             Filter::Tid(t) => (target_kind::TID, t),
         };

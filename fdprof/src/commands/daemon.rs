@@ -55,7 +55,7 @@ pub struct DaemonArgs {
     /// Profile every process with this comm, as they start and exit
     #[arg(long, num_args = 1.., value_name = "NAME")]
     pub comm: Vec<String>,
-    /// Profile every process, as one target named `all`; /metrics also has per-process series
+    /// Profile every process but the daemon itself, as one target named `all`; /metrics also has per-process series
     /// (labels pid and comm) for the first 20 processes by file_lock wait, then fd syscalls
     #[arg(short, long)]
     pub all: bool,

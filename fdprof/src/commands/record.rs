@@ -40,7 +40,7 @@ pub struct RecordArgs {
     /// Profile this thread only
     #[arg(short, long)]
     pub tid: Option<u32>,
-    /// Profile every process
+    /// Profile every process but fdprof itself
     #[arg(short, long)]
     pub all: bool,
     /// Stop after this long (e.g. 10s, 500ms, 2m; 1 ms to 365 days); otherwise at Ctrl-C or when

@@ -35,7 +35,7 @@ pub struct TopArgs {
     /// Watch this thread only
     #[arg(short, long)]
     pub tid: Option<u32>,
-    /// Watch every process
+    /// Watch every process but fdprof itself
     #[arg(short, long)]
     pub all: bool,
     /// Time between updates (10 ms to 1 h)
@@ -183,7 +183,10 @@ impl Sink {
                     serde_json::to_string(interval).context("cannot serialize an interval")?;
                 print(&(line + "\n"))
             }
-            Sink::Batch => print(&crate::render::live::interval(interval)),
+            // Names (the target's command line, comms, symbols) escaped, as report does.
+            Sink::Batch => print(&crate::escape::text(&crate::render::live::interval(
+                interval,
+            ))),
             Sink::Screen { .. } => Ok(()),
         })
     }

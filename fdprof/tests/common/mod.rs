@@ -163,6 +163,34 @@ pub fn start_record_collecting(args: &[&str]) -> (Child, std::thread::JoinHandle
     (rec, rest)
 }
 
+/// A socket/close loop in the background, for system-wide tests (`-a` leaves fdprof's own
+/// process out, so it must watch another); ended and reaped when dropped.
+pub struct Load(Child);
+
+impl Load {
+    pub fn start() -> Self {
+        let child = fdprof()
+            .args(["workload", "socket-close", "-d", "60s"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("a background workload");
+        Load(child)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for Load {
+    fn drop(&mut self) {
+        // The child this test started, by its handle.
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 pub fn start_workload(args: &[&str]) -> Waiting {
     start_workload_with(fdprof(), args)
 }
