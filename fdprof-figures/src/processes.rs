@@ -24,6 +24,12 @@ pub struct Process {
     pub syscalls: Vec<Syscall>,
     /// All its fd syscalls.
     pub fd_syscalls: u64,
+    /// fds its syscalls took with `alloc_fd`, and fds removed from its table (the sums of its
+    /// syscall rows' `allocs` and `fds_closed`).
+    #[serde(default)]
+    pub allocations: u64,
+    #[serde(default)]
+    pub fds_closed: u64,
     /// Its allocator's scans (as the machine's `scan`, without the word counts) and its
     /// table's size (as `table`, without the first size); absent where it allocated nothing,
     /// and for recordings made before fdprof kept them per process.

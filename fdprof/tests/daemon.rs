@@ -554,7 +554,8 @@ fn system_wide_keeps_each_process_apart_up_to_prometheus() {
     });
     let stolen = sample_values(&steal)[0];
     assert!(
-        (0.0..=machine_steal_seconds() - steal_before).contains(&stolen),
+        // A microsecond of slack: the counter is a float sum of per-interval steals.
+        (0.0..=machine_steal_seconds() - steal_before + 1e-6).contains(&stolen),
         "{steal}"
     );
     drop(prometheus);

@@ -35,6 +35,8 @@ pub fn processes(rec: &Recording) -> Vec<Process> {
                 wait_count: sum(own.contention.iter().map(|s| s.count)),
                 by_lock_operation: by_lock_operation(&own),
                 fd_syscalls: sum(syscalls.iter().map(|s| s.calls)),
+                allocations: sum(syscalls.iter().map(|s| s.allocs)),
+                fds_closed: sum(syscalls.iter().map(|s| s.fds_closed)),
                 syscalls,
             }
         })

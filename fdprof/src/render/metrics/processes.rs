@@ -57,27 +57,13 @@ pub(super) fn write(e: &Exposition, out: &mut Families) -> fmt::Result {
         "fdprof_process_fd_allocations",
         "fds each process took with alloc_fd (daemon -a, the first processes).",
         None,
-        rows().map(|(labels, p)| {
-            let allocs = p
-                .syscalls
-                .iter()
-                .map(|s| s.allocs)
-                .fold(0, u64::saturating_add);
-            (labels, allocs)
-        }),
+        rows().map(|(labels, p)| (labels, p.allocations)),
     )?;
     out.counters(
         "fdprof_process_fd_closes",
         "fds removed from each process's table (daemon -a, the first processes).",
         None,
-        rows().map(|(labels, p)| {
-            let closed = p
-                .syscalls
-                .iter()
-                .map(|s| s.fds_closed)
-                .fold(0, u64::saturating_add);
-            (labels, closed)
-        }),
+        rows().map(|(labels, p)| (labels, p.fds_closed)),
     )?;
     out.gauges(
         "fdprof_process_fd_table_size",

@@ -498,6 +498,7 @@ fn system_wide_exposition(n: u32) -> Exposition {
             file_lock_wait_ns: u64::from(n - pid) * 1_000_000,
             file_lock_count: u64::from(n - pid),
             fd_syscalls: u64::from(pid),
+            allocations: u64::from(pid),
             syscalls: vec![fdprof_figures::Syscall {
                 name: "socket".into(),
                 calls: u64::from(pid),
