@@ -52,18 +52,6 @@ pub fn only(rec: &Recording, keep: impl Fn(&ProcessRecord) -> bool) -> Recording
         (None, false) => rec.table.clone(),
     };
     Recording {
-        format: rec.format.clone(),
-        version: rec.version,
-        fdprof_version: rec.fdprof_version.clone(),
-        kernel_release: rec.kernel_release.clone(),
-        target: rec.target.clone(),
-        started_unix_ms: rec.started_unix_ms,
-        duration_ns: rec.duration_ns,
-        end_reason: rec.end_reason,
-        mode: rec.mode,
-        probes: rec.probes.clone(),
-        modes: rec.modes.clone(),
-        raw_addrs: rec.raw_addrs,
         // Per process, the syscalls are counted, not timed.
         syscall_latency: false,
         contention,
@@ -74,12 +62,8 @@ pub fn only(rec: &Recording, keep: impl Fn(&ProcessRecord) -> bool) -> Recording
         table,
         drops: rec.drops.clone(),
         own_cost: rec.own_cost.clone(),
-        notes: rec.notes.clone(),
-        series: None,
-        cpu: None,
-        trace: None,
-        counters: None,
         processes,
         steal: rec.steal,
+        ..rec.facts_only()
     }
 }

@@ -391,6 +391,41 @@ fn always_timed() -> bool {
 }
 
 impl Recording {
+    /// This recording's facts (format, target, time, modes, notes) and no figure: what a
+    /// narrowed view (one process, one sample of the series) fills with its own.
+    pub fn facts_only(&self) -> Recording {
+        Recording {
+            format: self.format.clone(),
+            version: self.version,
+            fdprof_version: self.fdprof_version.clone(),
+            kernel_release: self.kernel_release.clone(),
+            target: self.target.clone(),
+            started_unix_ms: self.started_unix_ms,
+            duration_ns: self.duration_ns,
+            end_reason: self.end_reason,
+            mode: self.mode,
+            probes: self.probes.clone(),
+            modes: self.modes.clone(),
+            raw_addrs: self.raw_addrs,
+            syscall_latency: self.syscall_latency,
+            contention: Vec::new(),
+            stack_walks: Default::default(),
+            functions: Vec::new(),
+            syscalls: Vec::new(),
+            scan: Default::default(),
+            table: Default::default(),
+            drops: Vec::new(),
+            own_cost: Default::default(),
+            notes: self.notes.clone(),
+            series: None,
+            cpu: None,
+            trace: None,
+            counters: None,
+            processes: Vec::new(),
+            steal: None,
+        }
+    }
+
     /// Reads a recording (`-`: standard input), with one clear line of error for anything
     /// that is not a complete recording within the bounds of what fdprof writes
     /// ([`super::read`]).

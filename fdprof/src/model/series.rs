@@ -229,25 +229,13 @@ pub fn sample_recording(rec: &Recording, sample: &Sample, last: bool) -> Recordi
         })
         .collect();
     Recording {
-        format: rec.format.clone(),
-        version: rec.version,
-        fdprof_version: rec.fdprof_version.clone(),
-        kernel_release: rec.kernel_release.clone(),
-        target: rec.target.clone(),
         started_unix_ms: rec.started_unix_ms + sample.start_ns / 1_000_000,
         duration_ns: sample.duration_ns,
         end_reason: match last {
             true => rec.end_reason,
             false => fdprof_common::session::EndReason::Duration,
         },
-        mode: rec.mode,
-        probes: rec.probes.clone(),
-        modes: rec.modes.clone(),
-        raw_addrs: rec.raw_addrs,
-        syscall_latency: rec.syscall_latency,
         contention,
-        stack_walks: Default::default(),
-        functions: Vec::new(),
         syscalls,
         scan: ScanStats {
             allocations: sample.allocations,
@@ -265,14 +253,7 @@ pub fn sample_recording(rec: &Recording, sample: &Sample, last: bool) -> Recordi
             reason: "total".into(),
             count: sample.drops,
         }],
-        own_cost: Default::default(),
-        notes: rec.notes.clone(),
-        series: None,
-        cpu: None,
-        trace: None,
-        counters: None,
-        processes: Vec::new(),
-        steal: None,
+        ..rec.facts_only()
     }
 }
 
