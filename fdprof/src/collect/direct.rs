@@ -195,13 +195,16 @@ pub fn attach_syscalls(
 /// and the expansion path that drops and takes it again inside the allocator (where it is not
 /// inlined into it).
 fn locking_functions(functions: &[(FunctionRole, Vec<FoundFunction>)]) -> Vec<String> {
-    let mut names: Vec<String> = functions
-        .iter()
-        .filter(|(r, _)| matches!(r.role, Role::Allocate | Role::Close))
-        .flat_map(|(_, found)| found.iter().map(|f| f.name.clone()))
-        .collect();
-    names.extend(["expand_files", "expand_fdtable"].map(String::from));
-    names
+    let of = |role: Role| {
+        functions
+            .iter()
+            .filter(move |(r, _)| r.role == role)
+            .flat_map(|(_, found)| found.iter().map(|f| f.name.clone()))
+    };
+    of(Role::Allocate)
+        .chain(of(Role::Close))
+        .chain(["expand_files", "expand_fdtable"].map(String::from))
+        .collect()
 }
 
 /// `record --trace` in a direct mode: a kprobe just after each call to `_raw_spin_lock` in the
@@ -216,13 +219,15 @@ pub fn attach_locked_sections(
     let names = locking_functions(functions);
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
     let result = crate::probe::text::calls_in(&names, "_raw_spin_lock").and_then(|sites| {
-        let has_alloc = sites.iter().any(|(f, _)| {
-            functions.iter().any(|(r, found)| {
-                r.role == Role::Allocate
-                    && found.iter().any(|x| f.trim_end_matches(".cold") == x.name)
-            })
-        });
-        if !has_alloc {
+        let allocator = functions
+            .iter()
+            .find(|(r, _)| r.role == Role::Allocate)
+            .and_then(|(_, found)| found.first())
+            .map(|f| f.name.as_str());
+        if !sites
+            .iter()
+            .any(|(f, _)| Some(f.trim_end_matches(".cold")) == allocator)
+        {
             bail!("no call to _raw_spin_lock found in the allocator");
         }
         let program = fdprof_common::probes::program::KP_LOCKED;

@@ -20,9 +20,8 @@ pub struct Span {
 /// Functions longer than this are not read (the ones looked at are a few hundred bytes).
 const MAX_FUNCTION: u64 = 64 * 1024;
 
-/// The spans of `names` (and of their `.cold` parts) found among the kernel's text symbols in
-/// `/proc/kallsyms` text; the first of duplicate names wins.
-pub fn spans(kallsyms: &str, names: &[&str]) -> HashMap<String, Span> {
+/// The kernel's text symbols in `/proc/kallsyms` text, by address.
+fn text_symbols(kallsyms: &str) -> Vec<(u64, &str)> {
     let mut text: Vec<(u64, &str)> = kallsyms
         .lines()
         .filter_map(|line| {
@@ -30,10 +29,16 @@ pub fn spans(kallsyms: &str, names: &[&str]) -> HashMap<String, Span> {
             let addr = u64::from_str_radix(parts.next()?, 16).ok()?;
             let kind = parts.next()?;
             let name = parts.next()?;
-            matches!(kind, "t" | "T").then_some((addr, name))
+            (matches!(kind, "t" | "T") && addr != 0).then_some((addr, name))
         })
         .collect();
     text.sort_unstable();
+    text
+}
+
+/// The spans of `names` (and of their `.cold` parts) among `text` ([`text_symbols`]); the
+/// first of duplicate names wins.
+fn spans(text: &[(u64, &str)], names: &[&str]) -> HashMap<String, Span> {
     let wanted = |name: &str| {
         names
             .iter()
@@ -41,7 +46,7 @@ pub fn spans(kallsyms: &str, names: &[&str]) -> HashMap<String, Span> {
     };
     let mut out = HashMap::new();
     for (i, &(addr, name)) in text.iter().enumerate() {
-        if addr == 0 || !wanted(name) || out.contains_key(name) {
+        if !wanted(name) || out.contains_key(name) {
             continue;
         }
         let Some(&(next, _)) = text[i + 1..].iter().find(|(a, _)| *a > addr) else {
@@ -53,19 +58,6 @@ pub fn spans(kallsyms: &str, names: &[&str]) -> HashMap<String, Span> {
         }
     }
     out
-}
-
-/// The address of the text symbol `name`, if listed (and not hidden as 0).
-pub fn address(kallsyms: &str, name: &str) -> Option<u64> {
-    kallsyms.lines().find_map(|line| {
-        let mut parts = line.split_ascii_whitespace();
-        let addr = parts.next()?;
-        let kind = parts.next()?;
-        (matches!(kind, "t" | "T") && parts.next()? == name)
-            .then(|| u64::from_str_radix(addr, 16).ok())
-            .flatten()
-            .filter(|&a| a != 0)
-    })
 }
 
 /// Offsets in `code` (a function's text at address `base`) just past each direct `call` to
@@ -141,11 +133,15 @@ impl Kcore {
 pub fn calls_in(functions: &[&str], callee: &str) -> Result<Vec<(String, Vec<u64>)>> {
     let kallsyms =
         std::fs::read_to_string("/proc/kallsyms").context("cannot read /proc/kallsyms")?;
-    let target = address(&kallsyms, callee)
+    let text = text_symbols(&kallsyms);
+    let target = text
+        .iter()
+        .find(|(_, name)| *name == callee)
+        .map(|&(addr, _)| addr)
         .with_context(|| format!("{callee} is not in /proc/kallsyms (or addresses are hidden)"))?;
     let kcore = Kcore::open()?;
     let mut out = Vec::new();
-    let mut spans: Vec<(String, Span)> = spans(&kallsyms, functions).into_iter().collect();
+    let mut spans: Vec<(String, Span)> = spans(&text, functions).into_iter().collect();
     spans.sort_by(|a, b| a.0.cmp(&b.0));
     for (name, span) in spans {
         let code = kcore.read(span.addr, span.len)?;
@@ -189,7 +185,7 @@ mod tests {
                     ffffffff81000300 T next_one\n\
                     ffffffff81900000 t alloc_fd.cold\n\
                     ffffffff81900040 t other.cold\n";
-        let s = spans(text, &["alloc_fd", "expand_files"]);
+        let s = spans(&text_symbols(text), &["alloc_fd", "expand_files"]);
         assert_eq!(
             s["alloc_fd"],
             Span {
@@ -200,7 +196,7 @@ mod tests {
         assert_eq!(s["expand_files"].len, 0x1e0, "data symbols do not end text");
         assert_eq!(s["alloc_fd.cold"].len, 0x40);
         assert_eq!(s.len(), 3);
-        assert_eq!(address(text, "next_one"), Some(0xffff_ffff_8100_0300));
-        assert_eq!(address("0000000000000000 T x\n", "x"), None, "hidden");
+        assert!(text_symbols(text).contains(&(0xffff_ffff_8100_0300, "next_one")));
+        assert!(text_symbols("0000000000000000 T x\n").is_empty(), "hidden");
     }
 }
