@@ -294,10 +294,12 @@ pub fn fdprof_fx_alloc(ctx: FExitContext) -> i32 {
     0
 }
 
+/// An fentry/fexit pair for op `$op`; `$first`, if given, runs first at entry.
 macro_rules! fentry_pair {
-    ($enter:ident, $exit:ident, $op:expr) => {
+    ($enter:ident, $exit:ident, $op:expr $(, $first:path)?) => {
         #[fentry]
         pub fn $enter(_ctx: FEntryContext) -> i32 {
+            $($first();)?
             op_enter($op, 0);
             0
         }
@@ -312,21 +314,15 @@ macro_rules! fentry_pair {
 
 fentry_pair!(fdprof_fe_close, fdprof_fx_close, op::CLOSE);
 fentry_pair!(fdprof_fe_crange, fdprof_fx_crange, op::CLOSE_RANGE);
+// `do_dup2` is entered with `file_lock` held (it drops it): its entry is the dup's moment
+// inside the lock.
+fentry_pair!(
+    fdprof_fe_dup2,
+    fdprof_fx_dup2,
+    op::DUP2,
+    crate::syscalls::locked_now
+);
 
-/// `do_dup2` is entered with `file_lock` held (it drops it): its entry is the dup's moment
-/// inside the lock.
-#[fentry]
-pub fn fdprof_fe_dup2(_ctx: FEntryContext) -> i32 {
-    crate::syscalls::locked_now();
-    op_enter(op::DUP2, 0);
-    0
-}
-
-#[fexit]
-pub fn fdprof_fx_dup2(_ctx: FExitContext) -> i32 {
-    op_exit(op::DUP2);
-    0
-}
 #[fentry]
 pub fn fdprof_fe_expand(_ctx: FEntryContext) -> i32 {
     expand_enter();
@@ -376,10 +372,12 @@ pub fn fdprof_kr_alloc(ctx: RetProbeContext) -> u32 {
     0
 }
 
+/// A kprobe/kretprobe pair for op `$op`; `$first`, if given, runs first at entry.
 macro_rules! kprobe_pair {
-    ($enter:ident, $exit:ident, $op:expr) => {
+    ($enter:ident, $exit:ident, $op:expr $(, $first:path)?) => {
         #[kprobe]
         pub fn $enter(_ctx: ProbeContext) -> u32 {
+            $($first();)?
             op_enter($op, 0);
             0
         }
@@ -394,19 +392,12 @@ macro_rules! kprobe_pair {
 
 kprobe_pair!(fdprof_kp_close, fdprof_kr_close, op::CLOSE);
 kprobe_pair!(fdprof_kp_crange, fdprof_kr_crange, op::CLOSE_RANGE);
-
-#[kprobe]
-pub fn fdprof_kp_dup2(_ctx: ProbeContext) -> u32 {
-    crate::syscalls::locked_now();
-    op_enter(op::DUP2, 0);
-    0
-}
-
-#[kretprobe]
-pub fn fdprof_kr_dup2(_ctx: RetProbeContext) -> u32 {
-    op_exit(op::DUP2);
-    0
-}
+kprobe_pair!(
+    fdprof_kp_dup2,
+    fdprof_kr_dup2,
+    op::DUP2,
+    crate::syscalls::locked_now
+);
 
 /// Just after a `spin_lock(&files->file_lock)` inside the allocator or close function (an
 /// offset into it found at attach, `record --trace` in the direct modes): the operation's
