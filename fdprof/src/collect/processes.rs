@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use anyhow::{Context, Result};
 use aya::{
-    Ebpf,
+    Ebpf, Pod,
     maps::{HashMap as BpfHashMap, PerCpuHashMap},
 };
 use fdprof_common::{
@@ -25,21 +25,15 @@ pub struct Processes {
 
 impl Processes {
     pub fn read(ebpf: &Ebpf) -> Result<Self> {
-        let counts: PerCpuHashMap<_, ProcessSyscall, ProcessCounts> = PerCpuHashMap::try_from(
-            ebpf.map(map::PROCESS_SYSCALLS)
-                .context("no map PROCESS_SYSCALLS")?,
-        )?;
-        let mut syscalls = BTreeMap::new();
-        for entry in counts.iter() {
-            let (key, per_cpu) = entry?;
-            let mut sum: ProcessCounts = Default::default();
-            for cpu in per_cpu.iter() {
+        let syscalls = per_cpu_sums(
+            ebpf,
+            map::PROCESS_SYSCALLS,
+            |sum: &mut ProcessCounts, cpu| {
                 for (s, v) in sum.iter_mut().zip(cpu) {
                     *s += v;
                 }
-            }
-            syscalls.insert(key, sum);
-        }
+            },
+        )?;
         let names: BpfHashMap<_, u32, [u8; COMM_LEN]> = BpfHashMap::try_from(
             ebpf.map(map::PROCESS_COMMS)
                 .context("no map PROCESS_COMMS")?,
@@ -50,19 +44,7 @@ impl Processes {
             let len = comm.iter().position(|&b| b == 0).unwrap_or(COMM_LEN);
             comms.insert(tgid, String::from_utf8_lossy(&comm[..len]).into_owned());
         }
-        let rows: PerCpuHashMap<_, u32, ProcessScan> = PerCpuHashMap::try_from(
-            ebpf.map(map::PROCESS_SCANS)
-                .context("no map PROCESS_SCANS")?,
-        )?;
-        let mut scans = BTreeMap::new();
-        for entry in rows.iter() {
-            let (tgid, per_cpu) = entry?;
-            let mut sum = ProcessScan::default();
-            for cpu in per_cpu.iter() {
-                add_scan(&mut sum, cpu);
-            }
-            scans.insert(tgid, sum);
-        }
+        let scans = per_cpu_sums(ebpf, map::PROCESS_SCANS, add_scan)?;
         Ok(Self {
             syscalls,
             scans,
@@ -110,6 +92,26 @@ impl Processes {
 }
 
 /// Adds one CPU's row: counts add, the table size is the largest seen.
+/// Each key of the per-CPU hash map `name` with its values summed over CPUs by `add`.
+fn per_cpu_sums<K: Pod + Ord, V: Pod + Default>(
+    ebpf: &Ebpf,
+    name: &str,
+    add: impl Fn(&mut V, &V),
+) -> Result<BTreeMap<K, V>> {
+    let rows: PerCpuHashMap<_, K, V> =
+        PerCpuHashMap::try_from(ebpf.map(name).with_context(|| format!("no map {name}"))?)?;
+    let mut out = BTreeMap::new();
+    for entry in rows.iter() {
+        let (key, per_cpu) = entry?;
+        let mut sum = V::default();
+        for cpu in per_cpu.iter() {
+            add(&mut sum, cpu);
+        }
+        out.insert(key, sum);
+    }
+    Ok(out)
+}
+
 fn add_scan(sum: &mut ProcessScan, cpu: &ProcessScan) {
     sum.allocations += cpu.allocations;
     sum.next_fd_hits += cpu.next_fd_hits;

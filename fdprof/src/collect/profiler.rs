@@ -261,10 +261,16 @@ impl Profiler {
 
     fn start_starts(&mut self, map: aya::maps::Map) -> Result<StartStream> {
         let stream = StartStream::new(RingBuf::try_from(map)?)?;
+        self.switch_on(fnops::CONFIG_STARTS)?;
+        Ok(stream)
+    }
+
+    /// Sets the programs' run-time switch `index` of `CONFIG` (they send from then on).
+    fn switch_on(&mut self, index: u32) -> Result<()> {
         let mut config: Array<_, u32> =
             Array::try_from(self.ebpf.map_mut(map::CONFIG).context("no map CONFIG")?)?;
-        config.set(fnops::CONFIG_STARTS, 1, 0)?;
-        Ok(stream)
+        config.set(index, 1, 0)?;
+        Ok(())
     }
 
     /// The fd-table trace's ring buffer (`ProfilerOptions::trace`), to drain with a
@@ -276,9 +282,7 @@ impl Profiler {
 
     fn start_events(&mut self, map: aya::maps::Map) -> Result<EventStream> {
         let stream = EventStream::new(RingBuf::try_from(map)?)?;
-        let mut config: Array<_, u32> =
-            Array::try_from(self.ebpf.map_mut(map::CONFIG).context("no map CONFIG")?)?;
-        config.set(fnops::CONFIG_EVENTS, 1, 0)?;
+        self.switch_on(fnops::CONFIG_EVENTS)?;
         Ok(stream)
     }
 

@@ -172,15 +172,19 @@ impl SystemMaps {
 mod tests {
     use super::*;
 
-    #[test]
-    fn follows_live_processes_once() {
-        let mut user = UserSymbolizer::new();
-        let mut maps = SystemMaps::new();
-        // A child of ours, so there is at least one process to follow.
-        let mut child = std::process::Command::new("sleep")
+    /// A child process that sleeps for 5 s (killed by the test).
+    fn sleeper() -> std::process::Child {
+        std::process::Command::new("sleep")
             .arg("5")
             .spawn()
-            .unwrap();
+            .unwrap()
+    }
+
+    #[test]
+    fn follows_live_processes_once() {
+        let (mut user, mut maps) = (UserSymbolizer::new(), SystemMaps::new());
+        // A child of ours, so there is at least one process to follow.
+        let mut child = sleeper();
         let first = maps.pass(&mut user);
         assert!(first >= 1, "nothing followed");
         assert!(user.has_snapshot(child.id()));
@@ -200,12 +204,8 @@ mod tests {
 
     #[test]
     fn starts_are_read_once_within_the_bounds() {
-        let mut user = UserSymbolizer::new();
-        let mut maps = SystemMaps::new();
-        let mut child = std::process::Command::new("sleep")
-            .arg("5")
-            .spawn()
-            .unwrap();
+        let (mut user, mut maps) = (UserSymbolizer::new(), SystemMaps::new());
+        let mut child = sleeper();
         let mut gone = std::process::Command::new("true").spawn().unwrap();
         gone.wait().unwrap();
         let (live, dead) = (child.id(), gone.id());
