@@ -50,14 +50,7 @@ impl AcceptShared {
 /// Creates the listener on 127.0.0.1, port chosen by the kernel; returns it and its address.
 pub fn listen_loopback() -> Result<(i32, libc::sockaddr_in)> {
     let fd = sys::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0)?;
-    let mut addr = libc::sockaddr_in {
-        sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: 0,
-        sin_addr: libc::in_addr {
-            s_addr: u32::from_be_bytes([127, 0, 0, 1]).to_be(),
-        },
-        sin_zero: [0; 8],
-    };
+    let mut addr = sys::loopback_addr(0);
     let mut len = size_of::<libc::sockaddr_in>() as libc::socklen_t;
     let timeout = libc::timeval {
         tv_sec: 0,

@@ -52,6 +52,11 @@ pub enum LoopError {
     PeerClock {
         peer: usize,
     },
+    /// udp-loopback: `what` (sendto, recv) failed with this errno.
+    Net {
+        what: &'static str,
+        errno: i32,
+    },
     /// opensock --io-uring-direct: the ring refused `what` with this errno.
     Ring {
         what: &'static str,
@@ -89,6 +94,9 @@ impl fmt::Display for LoopError {
             ),
             LoopError::PeerClock { peer } => {
                 write!(f, "task {peer} did not publish its CPU-time clock")
+            }
+            LoopError::Net { what, errno } => {
+                write!(f, "{what} failed: {}", crate::sys::describe_errno(*errno))
             }
             LoopError::Ring { what, errno } => write!(
                 f,

@@ -23,9 +23,10 @@
 //! - `scenarios`: ground_truth, sys
 //! - `accept`: ground_truth, phase, sys
 //! - `cputime`: ground_truth, scenarios
+//! - `udp`: ground_truth, scenarios, sys
 //! - `uring`: ground_truth, scenarios
-//! - `task`: accept, cputime, ground_truth, phase, scenarios, uring
-//! - `setup`: accept, cputime, error, scenarios, sys, task, uring
+//! - `task`: accept, cputime, ground_truth, phase, scenarios, udp, uring
+//! - `setup`: accept, cputime, error, scenarios, sys, task, udp, uring
 //! - `options`: error, phase, scenarios, setup
 //! - `limits`: error, scenarios, setup, table
 //! - `outcome`: ground_truth
@@ -54,6 +55,7 @@ mod sys;
 mod table;
 mod task;
 mod threads;
+mod udp;
 mod uring;
 
 use anyhow::Result;

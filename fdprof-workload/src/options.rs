@@ -125,6 +125,11 @@ impl Options {
         if self.processes && scenario == Scenario::Accept {
             return Err(usage("accept runs threads only: drop --processes"));
         }
+        if self.processes && scenario == Scenario::UdpLoopback {
+            return Err(usage(
+                "udp-loopback's threads share one receiving socket: drop --processes",
+            ));
+        }
         if self.processes && scenario.reads_peer_threads() {
             return Err(usage(format!(
                 "{name} reads the clocks of threads of its own process: drop --processes"

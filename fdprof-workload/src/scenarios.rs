@@ -22,11 +22,12 @@ pub enum Scenario {
     Holes,
     Cputime,
     CloseLoop,
+    UdpLoopback,
 }
 
 impl Scenario {
     /// Every scenario, in the order the command line lists them.
-    pub const ALL: [Scenario; 11] = [
+    pub const ALL: [Scenario; 12] = [
         Scenario::Opensock,
         Scenario::SocketClose,
         Scenario::OpenClose,
@@ -38,6 +39,7 @@ impl Scenario {
         Scenario::Holes,
         Scenario::Cputime,
         Scenario::CloseLoop,
+        Scenario::UdpLoopback,
     ];
 
     /// The name on the command line and in reports.
@@ -54,6 +56,7 @@ impl Scenario {
             Scenario::Holes => "holes",
             Scenario::Cputime => "cputime",
             Scenario::CloseLoop => "close-loop",
+            Scenario::UdpLoopback => "udp-loopback",
         }
     }
 
@@ -92,6 +95,13 @@ impl Scenario {
                  a loop (N = -n, default 64); --close-range: one close_range(first, last, 0) \
                  instead of the loop"
             }
+            Scenario::UdpLoopback => {
+                "op = sendto() of a 64-byte datagram to one UDP socket on 127.0.0.1 that all \
+                 tasks share, + recv(MSG_DONTWAIT) from it; loopback delivers each datagram in \
+                 the NET_RX softirq on the sender's CPU, which takes the socket's queue lock, so \
+                 with 2 threads or more most of the lock wait is interrupt time; no fd system \
+                 call; threads only"
+            }
         }
     }
 
@@ -109,6 +119,7 @@ impl Scenario {
             Scenario::Holes => "close(K) + openat -> K + openat -> N + close(N)",
             Scenario::Cputime => "clock_gettime(next thread's CPU-time clock)",
             Scenario::CloseLoop => "dup(held fd) x N + close each of the N",
+            Scenario::UdpLoopback => "sendto(shared loopback UDP socket) + recv(it)",
         }
     }
 
@@ -117,10 +128,10 @@ impl Scenario {
         self != Scenario::Accept
     }
 
-    /// Whether its measured phase makes fd system calls (cputime makes none, so its ground
-    /// truth is exact with any number of threads).
+    /// Whether its measured phase makes fd system calls (cputime and udp-loopback make none,
+    /// so their ground truth is exact with any number of threads).
     pub fn makes_fd_calls(self) -> bool {
-        self != Scenario::Cputime
+        !matches!(self, Scenario::Cputime | Scenario::UdpLoopback)
     }
 
     /// Whether its tasks read their peer threads' clocks: threads of one process only, and
@@ -160,7 +171,7 @@ impl Scenario {
             // opensock closes before it opens; the hole patterns are counted by their fill,
             // close-loop by its -n.
             Scenario::Opensock | Scenario::Holes | Scenario::Dup2Worst | Scenario::CloseLoop => 0,
-            Scenario::Cputime => 0,
+            Scenario::Cputime | Scenario::UdpLoopback => 0,
         }
     }
 }

@@ -15,6 +15,7 @@ use crate::scenarios::{
 };
 use crate::sys;
 use crate::task::TaskOp;
+use crate::udp::{UdpLoopback, bind_loopback};
 use crate::uring::UringOpensock;
 
 /// A validated workload configuration (everything but the task count, which a sweep varies).
@@ -152,6 +153,15 @@ pub fn prepare(cfg: &Config, first: u32, count: u32, total: u32) -> Result<Prepa
                     index,
                     clocks: clocks.clone(),
                 }));
+            }
+        }
+        Scenario::UdpLoopback => {
+            hold_extra(cfg.fds, &mut held)?;
+            let (receiver, to) = bind_loopback()?;
+            held.push(receiver);
+            fds_held = u64::from(cfg.fds) + 1 + u64::from(count);
+            for _ in 0..count {
+                ops.push(TaskOp::UdpLoopback(UdpLoopback::new(receiver, to)?));
             }
         }
         tight => {

@@ -153,6 +153,18 @@ pub fn socket(domain: i32, ty: i32, protocol: i32) -> Result<i32, SysError> {
     ret(Sys::Socket, r)
 }
 
+/// 127.0.0.1:`port` (0: the kernel picks one at bind).
+pub fn loopback_addr(port: u16) -> libc::sockaddr_in {
+    libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: port.to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from_be_bytes([127, 0, 0, 1]).to_be(),
+        },
+        sin_zero: [0; 8],
+    }
+}
+
 /// `socket(AF_INET, SOCK_STREAM, 0)`, the seed's socket.
 #[inline(always)]
 pub fn tcp_socket() -> Result<i32, SysError> {

@@ -11,6 +11,7 @@ use crate::scenarios::{
     CloseLoop, Dup2Worst, DupClose, Holes, HolesReserve, Op, OpenClose, Opensock, Pipe,
     SocketClose, SocketPair,
 };
+use crate::udp::UdpLoopback;
 use crate::uring::UringOpensock;
 
 /// Ops between two looks at the stop flag and two counter updates.
@@ -69,6 +70,7 @@ pub enum TaskOp {
     Acceptor(Acceptor),
     Connector(Connector),
     Cputime(Cputime),
+    UdpLoopback(UdpLoopback),
 }
 
 impl TaskOp {
@@ -95,6 +97,7 @@ impl TaskOp {
             TaskOp::Acceptor(a) => a.drive(t, plan, slot, stop),
             TaskOp::Connector(c) => c.drive(t, plan, slot, stop),
             TaskOp::Cputime(c) => drive(&mut c.peer_op()?, t, plan, slot, stop),
+            TaskOp::UdpLoopback(op) => drive(op, t, plan, slot, stop),
         }
     }
 
@@ -115,6 +118,7 @@ impl TaskOp {
         match self {
             TaskOp::Opensock(op) => &op.slots,
             TaskOp::UringOpensock(op) => op.held_fds(),
+            TaskOp::UdpLoopback(op) => op.held_fds(),
             _ => &[],
         }
     }

@@ -225,6 +225,66 @@ fn close_loops_fire_and_close_range_removes_them() {
     assert_no_programs_left();
 }
 
+/// Two threads sending datagrams to one socket over loopback: the NET_RX softirq runs on each
+/// sender's stack and contends the socket's queue lock, so the interrupt-time rule fires with
+/// those softirq stacks; the generator makes no fd call, and the recording agrees exactly.
+#[test]
+fn interrupt_time_fires_on_udp_loopback() {
+    require_root();
+    let _guard = kernel_lock();
+    for _ in 0..3 {
+        let (result, rec, r) = recorded(
+            &["udp-loopback", "-t", "2", "--ops", "200000"],
+            &[],
+            "udp-loopback.data",
+        );
+        check_counts(&result["expected"], &rec);
+        assert_eq!(result["expected"]["syscalls"], serde_json::json!({}));
+        let fired = rules(&r);
+        for fd_rule in ["shared-table", "long-scans", "table-growth"] {
+            assert!(!fired.contains(&fd_rule.to_string()), "{fired:?}");
+        }
+        if !fired.contains(&"interrupt-time".to_string()) {
+            eprintln!("no interrupt-time finding this time: {}", r["contention"]);
+            continue;
+        }
+        let f = finding(&r, "interrupt-time");
+        let waits = evidence(f, "contention.interrupt_waits");
+        let wait_ns = evidence(f, "contention.interrupt_wait_ns");
+        evidence(f, "contention.interrupt_share_of_all");
+        evidence(f, "contention.interrupt_wait_share_of_duration");
+        let softirq = &r["contention"]["softirq"];
+        assert!(
+            waits
+                <= softirq["count"].as_f64().unwrap()
+                    + r["contention"]["irq"]["count"].as_f64().unwrap()
+        );
+        assert_eq!(f["remedy"]["wait_ns"].as_f64(), Some(wait_ns));
+        let top = &f["stacks"][0];
+        assert_eq!(top["source"], "contention", "{f}");
+        assert_eq!(top["operation"], "softirq", "{f}");
+        let frames: Vec<&str> = top["kernel_stack"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["function"].as_str().unwrap())
+            .collect();
+        assert!(
+            frames.contains(&"__udp_enqueue_schedule_skb"),
+            "the receive queue's lock, taken in NET_RX: {frames:?}"
+        );
+        assert!(
+            frames
+                .iter()
+                .any(|f| f.contains("softirq") || *f == "net_rx_action"),
+            "{frames:?}"
+        );
+        assert_no_programs_left();
+        return;
+    }
+    panic!("udp-loopback -t 2 never fired the interrupt-time rule in 3 runs");
+}
+
 /// No rule fires on socket/close in one thread (traced, so every rule looks) nor on an idle
 /// process.
 #[test]

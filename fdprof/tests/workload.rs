@@ -494,6 +494,30 @@ fn human_summary() {
 }
 
 #[test]
+fn udp_loopback_sends_and_receives_and_makes_no_fd_call() {
+    let v = json(&["udp-loopback", "-t", "2", "--ops", "5000"]);
+    assert_eq!(
+        (v["scenario"].as_str(), v["mode"].as_str()),
+        (Some("udp-loopback"), Some("threads"))
+    );
+    assert_eq!(v["ops"], 10000, "{v}");
+    // The shared receiving socket and one sending socket a task.
+    assert_eq!(v["fds_held"], 3);
+    let e = &v["expected"];
+    for section in ["syscalls", "fds_created", "fds_closed"] {
+        assert_eq!(e[section], serde_json::json!({}), "{section}: {v}");
+    }
+    assert!(allocs(&v).is_empty());
+    assert_eq!(e["next_fd_start"], e["next_fd_end"]);
+
+    let out = workload(&["udp-loopback", "-t", "2", "--processes", "--ops", "1"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("drop --processes"), "{stderr}");
+}
+
+#[test]
 fn cputime_reads_peer_clocks_and_makes_no_fd_call() {
     let v = json(&["cputime", "-t", "2", "--ops", "1000"]);
     assert_eq!(

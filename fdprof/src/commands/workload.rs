@@ -14,7 +14,7 @@ use fdprof_workload::{DEFAULT_DURATION, MAX_TASKS, Options, Plan, Scenario, Usag
 const AFTER_HELP: &str = "\
 An op is one iteration of the scenario's loop (see SCENARIO above); ops/s and --ops count them.
 
-Deterministic runs (--ops K, one thread (cputime: any number), not --processes, any scenario but \
+Deterministic runs (--ops K, one thread (cputime, udp-loopback: any number), not --processes, any scenario but \
 accept) add to the \
 --json output an `expected` object: the successful system calls, fds created and closed per \
 system call, every alloc_fd allocation grouped by (syscall, fd, origin) with its scan distance, \

@@ -300,7 +300,8 @@ pub(super) fn interrupt_time(r: &Report, stacks: &Stacks) -> Option<Finding> {
         rule: Rule::InterruptTime,
         summary: format!(
             "{} of all lock wait ({count} waits, {}) is interrupt handlers' that landed on the \
-             profiled tasks ({} in irq, {} in softirq): not the program's own doing",
+             profiled tasks ({} in irq, {} in softirq): the handlers' waits, not the fd \
+             operations they interrupted",
             pct(share),
             span(wait_ns),
             span(irq_ns),
@@ -321,13 +322,14 @@ pub(super) fn interrupt_time(r: &Report, stacks: &Stacks) -> Option<Finding> {
         ],
         stacks: stacks.of_interrupts(),
         remedy: Remedy {
-            change: "leave these waits out when judging the program; to cut them, steer the \
-                     interrupts (IRQ affinity, RPS) and timers away from the CPUs its hot \
-                     threads run on"
+            change: "leave these waits out when judging the fd table; to cut them, steer the \
+                     interrupts (IRQ affinity, RPS) and timers away from the CPUs the hot \
+                     threads run on, and where the handler is the program's own loopback \
+                     traffic (NET_RX runs on the sending CPU), send fewer, larger messages"
                 .into(),
             shown_by: None,
             saving: format!(
-                "{} of wait that is not the program's (the rest of the report is)",
+                "{} of wait that is not the fd table's (the rest of the report is)",
                 span(wait_ns)
             ),
             wait_ns: Some(wait_ns),
