@@ -9,7 +9,9 @@
 //! the cost of one syscall, bare, under the floor and under `fdprof record`. Another floor row
 //! measures the waits with the least any profiler can do (`lock_reference.rs`): the mean
 //! `file_lock` wait each variant reports is compared with it, beside the lock probes' own time
-//! per wait.
+//! per wait. A second reference also makes, after begin's clock, the three helper calls any
+//! profiler that keys a wait by task and call site must make there (who is waiting, its task,
+//! a read of its saved user registers): the floor of a per-site mean wait.
 //! `fdprof top` (1 s intervals) runs the same probes as `record`: its ratio should match.
 //! Options: `--rounds N` (default 5), `--only NAME,NAME` (the baseline and these variants).
 
@@ -19,7 +21,7 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, Result, bail};
 
 use crate::bench_floor::{EmptyPrograms, LOCK_HOOKS, RECORD_HOOKS};
-use crate::lock_reference::{LockReference, StatsWindow};
+use crate::lock_reference::{LockReference, Reference, StatsWindow};
 use crate::run::{build_release, fdprof_release, result_line, root};
 
 const WORKLOAD: &[&str] = &[
@@ -37,8 +39,8 @@ struct Variant {
     output: Option<&'static str>,
     /// Empty programs to hold attached around the run.
     empty_hooks: &'static [&'static str],
-    /// Measure the waits with the minimal timestamp-only reference ([`LockReference`]).
-    lock_reference: bool,
+    /// Measure the waits with a minimal reference ([`LockReference`]).
+    lock_reference: Option<Reference>,
 }
 
 fn variants() -> Vec<Variant> {
@@ -48,28 +50,35 @@ fn variants() -> Vec<Variant> {
             wrap: |_, _| vec![],
             output: None,
             empty_hooks: &[],
-            lock_reference: false,
+            lock_reference: None,
         },
         Variant {
             name: "floor: record hooks",
             wrap: |_, _| vec![],
             output: None,
             empty_hooks: RECORD_HOOKS,
-            lock_reference: false,
+            lock_reference: None,
         },
         Variant {
             name: "floor: lock hooks",
             wrap: |_, _| vec![],
             output: None,
             empty_hooks: LOCK_HOOKS,
-            lock_reference: false,
+            lock_reference: None,
         },
         Variant {
             name: "floor: lock timestamps",
             wrap: |_, _| vec![],
             output: None,
             empty_hooks: &[],
-            lock_reference: true,
+            lock_reference: Some(Reference::Timestamps),
+        },
+        Variant {
+            name: "floor: timestamps + site",
+            wrap: |_, _| vec![],
+            output: None,
+            empty_hooks: &[],
+            lock_reference: Some(Reference::WithSite),
         },
         Variant {
             name: "fdprof record",
@@ -84,7 +93,7 @@ fn variants() -> Vec<Variant> {
             },
             output: Some("fdprof.data"),
             empty_hooks: &[],
-            lock_reference: false,
+            lock_reference: None,
         },
         // What the per-thread counters (on by default) cost on top of the probes.
         Variant {
@@ -101,7 +110,7 @@ fn variants() -> Vec<Variant> {
             },
             output: Some("fdprof-no-counters.data"),
             empty_hooks: &[],
-            lock_reference: false,
+            lock_reference: None,
         },
         Variant {
             name: "fdprof record --latency",
@@ -117,7 +126,7 @@ fn variants() -> Vec<Variant> {
             },
             output: Some("fdprof-latency.data"),
             empty_hooks: &[],
-            lock_reference: false,
+            lock_reference: None,
         },
         Variant {
             name: "fdprof record --trace",
@@ -133,7 +142,7 @@ fn variants() -> Vec<Variant> {
             },
             output: Some(TRACE_OUTPUT),
             empty_hooks: &[],
-            lock_reference: false,
+            lock_reference: None,
         },
         Variant {
             name: "fdprof --lock-only",
@@ -149,7 +158,7 @@ fn variants() -> Vec<Variant> {
             },
             output: Some("fdprof-lock-only.data"),
             empty_hooks: &[],
-            lock_reference: false,
+            lock_reference: None,
         },
         Variant {
             name: "fdprof --cpu",
@@ -165,14 +174,14 @@ fn variants() -> Vec<Variant> {
             },
             output: Some("fdprof-cpu.data"),
             empty_hooks: &[],
-            lock_reference: false,
+            lock_reference: None,
         },
         Variant {
             name: "fdprof top",
             wrap: top_wrap,
             output: None,
             empty_hooks: &[],
-            lock_reference: false,
+            lock_reference: None,
         },
         Variant {
             name: "perf lock record",
@@ -188,7 +197,7 @@ fn variants() -> Vec<Variant> {
             },
             output: Some("perf.data"),
             empty_hooks: &[],
-            lock_reference: false,
+            lock_reference: None,
         },
         Variant {
             name: "bpftrace one-liner",
@@ -203,7 +212,7 @@ fn variants() -> Vec<Variant> {
             },
             output: None,
             empty_hooks: &[],
-            lock_reference: false,
+            lock_reference: None,
         },
     ]
 }
@@ -283,6 +292,7 @@ struct Run {
 /// The variants whose lock probes' run time is measured: the reference and fdprof's two.
 const PROBE_TIME: &[&str] = &[
     "floor: lock timestamps",
+    "floor: timestamps + site",
     "fdprof record",
     "fdprof --lock-only",
 ];
@@ -310,7 +320,7 @@ fn run_once(v: &Variant, fdprof: &Path, out: &Path, stats: Stats) -> Result<Run>
         argv.extend(workload);
     }
     let _floor = EmptyPrograms::attach(v.empty_hooks)?;
-    let reference = v.lock_reference.then(LockReference::attach).transpose()?;
+    let reference = v.lock_reference.map(LockReference::attach).transpose()?;
     let stats = match (stats, &reference) {
         (Stats::Whole, _) => Some(StatsWindow::start(None)?),
         (Stats::Sampled, Some(_)) => Some(StatsWindow::start(Some(STATS_WINDOW))?),
@@ -511,7 +521,7 @@ fn wait_table(
 ) {
     let reference = variants
         .iter()
-        .position(|v| v.lock_reference)
+        .position(|v| v.lock_reference == Some(Reference::Timestamps))
         .filter(|&i| !waits[i].is_empty())
         .map(|i| median(&mut waits[i]));
     println!(

@@ -22,6 +22,9 @@ const BPF_MAP_TYPE_PERCPU_ARRAY: u32 = 6;
 const MAP_LOOKUP: i32 = 1;
 const MAP_UPDATE: i32 = 2;
 const KTIME_GET_NS: i32 = 5;
+const GET_CURRENT_PID_TGID: i32 = 14;
+const GET_CURRENT_TASK: i32 = 35;
+const PROBE_READ_KERNEL: i32 = 113;
 /// `contention_begin` flag of a spinning waiter.
 const LCB_F_SPIN: i32 = 1;
 /// Locks the reference keeps apart.
@@ -137,6 +140,17 @@ fn load(code: &[u8], name: &[u8]) -> Result<i32> {
     bpf(BPF_PROG_LOAD, &mut attr).context("cannot load the reference program")
 }
 
+/// What the reference's `contention_begin` does after its clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reference {
+    /// One per-CPU array store: the least a wait measurement can do.
+    Timestamps,
+    /// Also the helper calls that find who waits and where, as fdprof's begin must to key a
+    /// wait by task and call site: the current task's ids, the task, and a 40-byte read of
+    /// kernel memory (fdprof reads the saved user registers).
+    WithSite,
+}
+
 /// The reference programs, attached while this lives (dropping it closes every fd).
 pub struct LockReference {
     fds: Vec<i32>,
@@ -153,7 +167,7 @@ pub struct LockWaits {
 }
 
 impl LockReference {
-    pub fn attach() -> Result<Self> {
+    pub fn attach(kind: Reference) -> Result<Self> {
         let start = create_map(BPF_MAP_TYPE_PERCPU_ARRAY, 4, 16, 1)?;
         let mut this = Self {
             fds: vec![start],
@@ -165,10 +179,21 @@ impl LockReference {
         this.waits = waits;
         let (r0, r1, r2, r3, r4, r6, r7, r8, r10) = (0, 1, 2, 3, 4, 6, 7, 8, 10);
 
-        // begin: now first; then, for a spinning waiter, START = {lock, now}.
+        // begin: now first (then, with the site, its helper calls); then, for a spinning waiter,
+        // START = {lock, now}.
         let mut begin = Program::new();
+        begin.clock_first();
+        if kind == Reference::WithSite {
+            begin
+                .op(insn(CALL, 0, 0, 0, GET_CURRENT_PID_TGID))
+                .op(insn(CALL, 0, 0, 0, GET_CURRENT_TASK))
+                .op(insn(MOV_REG, r3, r0, 0, 0))
+                .op(insn(MOV_REG, r1, r10, 0, 0))
+                .op(insn(ADD_IMM, r1, 0, 0, -64))
+                .op(insn(MOV_IMM, r2, 0, 0, 40))
+                .op(insn(CALL, 0, 0, 0, PROBE_READ_KERNEL));
+        }
         begin
-            .clock_first()
             .op(insn(LDX_DW, r1, r6, 8, 0))
             .op(insn(AND_IMM, r1, 0, 0, LCB_F_SPIN))
             .jump(insn(JEQ_IMM, r1, 0, 0, 0), "out")
