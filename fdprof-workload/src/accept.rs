@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 
 use crate::ground_truth::{LoopError, Tracker};
 use crate::phase::{Plan, TaskSlot};
@@ -50,17 +50,14 @@ impl AcceptShared {
 /// Creates the listener on 127.0.0.1, port chosen by the kernel; returns it and its address.
 pub fn listen_loopback() -> Result<(i32, libc::sockaddr_in)> {
     let fd = sys::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0)?;
-    let mut addr = sys::loopback_addr(0);
-    let mut len = size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    let addr = sys::bind_loopback(fd).context("binding the listener to 127.0.0.1")?;
     let timeout = libc::timeval {
         tv_sec: 0,
         tv_usec: ACCEPT_TIMEOUT.as_micros() as libc::suseconds_t,
     };
-    // SAFETY: every pointer refers to a live, correctly sized local for the call's duration.
+    // SAFETY: `timeout` is a live, correctly sized local for the call's duration.
     let failed = unsafe {
-        libc::bind(fd, (&raw const addr).cast(), len) != 0
-            || libc::listen(fd, BACKLOG) != 0
-            || libc::getsockname(fd, (&raw mut addr).cast(), &mut len) != 0
+        libc::listen(fd, BACKLOG) != 0
             || libc::setsockopt(
                 fd,
                 libc::SOL_SOCKET,

@@ -153,16 +153,26 @@ pub fn socket(domain: i32, ty: i32, protocol: i32) -> Result<i32, SysError> {
     ret(Sys::Socket, r)
 }
 
-/// 127.0.0.1:`port` (0: the kernel picks one at bind).
-pub fn loopback_addr(port: u16) -> libc::sockaddr_in {
-    libc::sockaddr_in {
+/// Binds the IPv4 socket `fd` to 127.0.0.1 on a port the kernel picks; returns the address.
+pub fn bind_loopback(fd: i32) -> std::io::Result<libc::sockaddr_in> {
+    let mut addr = libc::sockaddr_in {
         sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: port.to_be(),
+        sin_port: 0,
         sin_addr: libc::in_addr {
             s_addr: u32::from_be_bytes([127, 0, 0, 1]).to_be(),
         },
         sin_zero: [0; 8],
+    };
+    let mut len = size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    // SAFETY: `addr` and `len` are live, correctly sized locals for the calls' duration.
+    let failed = unsafe {
+        libc::bind(fd, (&raw const addr).cast(), len) != 0
+            || libc::getsockname(fd, (&raw mut addr).cast(), &mut len) != 0
+    };
+    if failed {
+        return Err(std::io::Error::last_os_error());
     }
+    Ok(addr)
 }
 
 /// `socket(AF_INET, SOCK_STREAM, 0)`, the seed's socket.

@@ -5,7 +5,7 @@
 //! threads, the pattern the diagnosis's interrupt-time rule names. No fd-table call is made
 //! in the measured phase: the ground truth is exact with any number of threads.
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result};
 
 use crate::ground_truth::{LoopError, Tracker};
 use crate::scenarios::Op;
@@ -17,19 +17,7 @@ const DATAGRAM: usize = 64;
 /// A UDP socket bound to 127.0.0.1 on a port the kernel picks, and its address.
 pub fn bind_loopback() -> Result<(i32, libc::sockaddr_in)> {
     let fd = sys::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0)?;
-    let mut addr = sys::loopback_addr(0);
-    let mut len = size_of::<libc::sockaddr_in>() as libc::socklen_t;
-    // SAFETY: `addr` and `len` are live, correctly sized locals for the calls' duration.
-    let failed = unsafe {
-        libc::bind(fd, (&raw const addr).cast(), len) != 0
-            || libc::getsockname(fd, (&raw mut addr).cast(), &mut len) != 0
-    };
-    if failed {
-        bail!(
-            "setting up the 127.0.0.1 UDP socket: {}",
-            std::io::Error::last_os_error()
-        );
-    }
+    let addr = sys::bind_loopback(fd).context("binding a UDP socket to 127.0.0.1")?;
     Ok((fd, addr))
 }
 
