@@ -56,7 +56,7 @@ pub struct DaemonArgs {
     #[arg(long, num_args = 1.., value_name = "NAME")]
     pub comm: Vec<String>,
     /// Profile every process but the daemon itself, as one target named `all`; /metrics also has per-process series
-    /// (labels pid and comm) for the first 20 processes by file_lock wait, then fd syscalls
+    /// (labels pid and comm) for the first 20 processes by file_lock wait (the report's order)
     #[arg(short, long)]
     pub all: bool,
     /// Read the targets, interval and slow threshold from this TOML file; SIGHUP reads it again

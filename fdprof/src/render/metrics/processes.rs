@@ -1,12 +1,11 @@
 //! Per-process series of a system-wide daemon (`daemon -a`): the first
-//! [`PROCESS_SERIES`] processes of each target's running total, most `file_lock` wait first,
-//! then most fd syscalls, labelled `pid` and `comm`. The label set stays bounded however many
+//! [`PROCESS_SERIES`] processes of each target's running total in the report's order (most
+//! `file_lock` wait first), labelled `pid` and `comm`. The label set stays bounded however many
 //! processes come and go: the rest get no series of their own (their counts stay in the
 //! target's series), and `fdprof_processes` says how many processes the figures hold. No
 //! `other` series: a process moving in or out of the first K would make its sum go down,
 //! which a counter must not.
 
-use std::cmp::Reverse;
 use std::fmt;
 
 use fdprof_figures::{Process, Report};
@@ -17,19 +16,16 @@ use super::{Exposition, Families, seconds};
 /// Processes with series of their own, per target (stated in `daemon --help` and the docs).
 pub const PROCESS_SERIES: usize = 20;
 
-/// The processes of `r` that get series: most `file_lock` wait first, then most fd syscalls,
-/// then lowest pid.
-pub fn exposed(r: &Report) -> Vec<&Process> {
-    let mut rows: Vec<&Process> = r.processes.iter().collect();
-    rows.sort_by_key(|p| (Reverse(p.file_lock_wait_ns), Reverse(p.fd_syscalls), p.pid));
-    rows.truncate(PROCESS_SERIES);
-    rows
+/// The processes of `r` that get series: the first of the report's, which ranks them (most
+/// `file_lock` wait first, `analysis::processes`).
+pub fn exposed(r: &Report) -> impl Iterator<Item = &Process> {
+    r.processes.iter().take(PROCESS_SERIES)
 }
 
 pub(super) fn write(e: &Exposition, out: &mut Families) -> fmt::Result {
     let rows = || {
         e.targets.iter().flat_map(|(_, r)| {
-            exposed(r).into_iter().map(|p| {
+            exposed(r).map(|p| {
                 let pid = p.pid.to_string();
                 ([("pid", pid), ("comm", p.comm.clone())], p)
             })
