@@ -77,10 +77,11 @@ impl Op for UdpLoopback {
                 libc::MSG_DONTWAIT,
             )
         };
-        if got < 0 && sys::errno() != libc::EAGAIN {
+        let errno = if got < 0 { sys::errno() } else { 0 };
+        if errno != 0 && errno != libc::EAGAIN {
             return Err(LoopError::Net {
                 what: "recv()",
-                errno: sys::errno(),
+                errno,
             });
         }
         Ok(())
