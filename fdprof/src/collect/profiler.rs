@@ -80,6 +80,10 @@ pub struct Profiler {
     lock_only: bool,
     latency: bool,
     stats: StatsSampler,
+    /// When [`Profiler::tick`] was first called: its sampling windows are timed from there, not
+    /// from attach, so a start slower than a window (launching the command, a slow machine)
+    /// still gets the first one.
+    stats_origin: Option<Instant>,
     attached_at: Instant,
     attached_ns: u64,
     /// The machine's CPU times at attach, for each snapshot's steal time.
@@ -237,6 +241,7 @@ impl Profiler {
             lock_only: opts.lock_only,
             latency: opts.latency,
             stats: StatsSampler::new(),
+            stats_origin: None,
             attached_at: Instant::now(),
             attached_ns: monotonic_ns(),
             attached_cpu_times: CpuTimes::read(),
@@ -343,7 +348,8 @@ impl Profiler {
 
     /// Keeps the run-time statistics sampler going: call it again after the time it returns.
     pub fn tick(&mut self) -> Duration {
-        self.tick_from(self.attached_at)
+        let origin = *self.stats_origin.get_or_insert_with(Instant::now);
+        self.tick_from(origin)
     }
 
     /// [`Profiler::tick`] with the sampling windows timed from `origin`, not from attach: the

@@ -153,6 +153,10 @@ fn judge(scenario: &Scenario, mode: &str, workload: &Value, report: &Report) -> 
         figures.push(format!("recorded in {recorded_mode} mode"));
     }
     figures.push(format!("drops {}", report.drops.total));
+    // The programs' run time is sampled from the collector's start, however slow the attach.
+    let window = report.own_cost.stats_window_ns;
+    ok &= window > 0;
+    figures.push(format!("stats window {} ms", window / 1_000_000));
     let probes: Vec<String> = report
         .header
         .probes
