@@ -14,13 +14,16 @@ use super::{
     setup::{self, timed, vm_dir},
 };
 
-/// (name, `fdprof workload` arguments): one thread on its own table, and two contending.
+/// (name, `fdprof workload` arguments): one thread on its own table, two contending, and one
+/// thread whose syscalls are none of the fd table's (clock_gettime of its own CPU clock): what
+/// a mode costs the rest of a machine's syscalls, which the direct modes leave alone.
 const WORKLOADS: &[(&str, &[&str])] = &[
     ("socket-close", &["socket-close", "-d", "2s"]),
     (
         "opensock",
         &["opensock", "-t", "2", "-n", "4000", "-d", "2s"],
     ),
+    ("cputime", &["cputime", "-t", "1", "-d", "2s"]),
 ];
 
 /// One line of the result.
