@@ -29,6 +29,7 @@ fn report_with(socket: u64, close: u64, scan_max: u64) -> Report {
     r.scan.bits.max = Some(scan_max);
     r.drops.known = true;
     r.drops.none = true;
+    r.own_cost.stats_window_ns = 250_000_000;
     r
 }
 
@@ -92,6 +93,19 @@ fn holes_scan_max() {
     assert!(row.pass, "{}", row.figures);
     let out = output(&workload.to_string(), &report(0, 400, 295));
     assert!(!scenario_row(&out, "6.12", "tracepoint", holes).pass);
+}
+
+/// A recording whose programs' run time was never sampled fails: the collector opens its first
+/// window at its start, however long the attach took.
+#[test]
+fn a_recording_without_a_stats_window_fails() {
+    let workload = json!({"expected": {"syscalls": {"socket": 2000, "close": 2000}}});
+    let mut r = report_with(2000, 2000, 0);
+    r.own_cost.stats_window_ns = 0;
+    let out = output(&workload.to_string(), &serde_json::to_string(&r).unwrap());
+    let row = scenario_row(&out, "6.1", "tracepoint", &guest::SCENARIOS[0]);
+    assert!(!row.pass, "{}", row.figures);
+    assert!(row.figures.contains("stats window 0 ms"), "{}", row.figures);
 }
 
 /// The drop total is read from `drops.total` (the report's `drops` is an object: reading it
