@@ -152,8 +152,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
         .flatten();
     let counters = counted.as_deref().map(ThreadCounters::open);
     session.go()?;
-    // One line once the probes are live, which scripts wait for.
-    eprintln!(
+    let attached = format!(
         "fdprof: attached ({} mode{}), recording {}{}; Ctrl-C to stop",
         profiler.mode(),
         profiler
@@ -178,6 +177,9 @@ pub fn run(args: RecordArgs) -> Result<()> {
         ..StreamOptions::default()
     };
     let mut collector = Collector::start(profiler, options)?;
+    // One line once everything is live, the collector's rings included (with -a, a process
+    // started before them would not be told of), which scripts wait for.
+    eprintln!("{attached}");
     let mut series = args.interval.map(|interval| Series {
         interval_ns: interval.as_nanos() as u64,
         samples: Vec::new(),
