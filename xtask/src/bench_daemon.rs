@@ -13,6 +13,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -84,22 +85,34 @@ fn free_port() -> Result<SocketAddr> {
 struct Daemon {
     child: Child,
     addr: SocketAddr,
+    /// The `Authorization` header its endpoints need (`--token-file`).
+    auth: String,
 }
 
 impl Daemon {
     fn start(fdprof: &Path, dir: &Path, comms: &[String]) -> Result<Self> {
         let addr = free_port()?;
         let log = std::fs::File::create(dir.join("daemon.log"))?;
+        // The daemon's token: a root-only file, as `--token-file` requires.
+        let token_file = dir.join("daemon.token");
+        let mut random = [0u8; 16];
+        std::fs::File::open("/dev/urandom")?.read_exact(&mut random)?;
+        let token: String = random.iter().map(|b| format!("{b:02x}")).collect();
+        std::fs::write(&token_file, format!("{token}\n"))?;
+        std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600))?;
+        let auth = format!("Authorization: Bearer {token}");
         let child = Command::new(fdprof)
-            .args(["daemon", "--listen", &addr.to_string(), "--comm"])
+            .args(["daemon", "--listen", &addr.to_string(), "--token-file"])
+            .arg(&token_file)
+            .arg("--comm")
             .args(comms)
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
             .context("cannot start fdprof daemon")?;
-        let daemon = Daemon { child, addr };
+        let daemon = Daemon { child, addr, auth };
         let started = Instant::now();
-        while get(addr, "/healthz").is_err() {
+        while daemon.get("/healthz").is_err() {
             if started.elapsed() > Duration::from_secs(30) {
                 bail!("the daemon did not answer within 30 s");
             }
@@ -112,11 +125,15 @@ impl Daemon {
         self.child.id()
     }
 
+    fn get(&self, path: &str) -> Result<String> {
+        get(self.addr, &self.auth, path)
+    }
+
     /// Waits until `n` processes are attached (`fdprof_targets`).
     fn wait_attached(&self, n: usize) -> Result<()> {
         let started = Instant::now();
         loop {
-            let body = get(self.addr, "/metrics")?;
+            let body = self.get("/metrics")?;
             let attached = body
                 .lines()
                 .find_map(|l| l.strip_prefix("fdprof_targets "))
@@ -142,13 +159,13 @@ impl Drop for Daemon {
     }
 }
 
-/// GET `path`; the body of a 200 answer.
-fn get(addr: SocketAddr, path: &str) -> Result<String> {
+/// GET `path` with the `auth` header; the body of a 200 answer.
+fn get(addr: SocketAddr, auth: &str, path: &str) -> Result<String> {
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
     stream.set_read_timeout(Some(Duration::from_secs(30)))?;
     write!(
         stream,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}\r\nConnection: close\r\n\r\n"
     )?;
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw)?;
@@ -284,7 +301,7 @@ fn scrapes(fdprof: &Path, dir: &Path) -> Result<()> {
         let mut bytes = 0;
         for _ in 0..SCRAPES {
             let started = Instant::now();
-            bytes = get(daemon.addr, "/metrics")?.len();
+            bytes = daemon.get("/metrics")?.len();
             latencies.push(started.elapsed().as_secs_f64() * 1e3);
             std::thread::sleep(Duration::from_millis(100).saturating_sub(started.elapsed()));
         }
@@ -294,7 +311,7 @@ fn scrapes(fdprof: &Path, dir: &Path) -> Result<()> {
         let mut stacks = 0;
         for name in &names {
             let path = format!("/report.json?seconds=10&target={name}");
-            let report: serde_json::Value = serde_json::from_str(&get(daemon.addr, &path)?)?;
+            let report: serde_json::Value = serde_json::from_str(&daemon.get(&path)?)?;
             stacks += report["stacks_total"].as_u64().unwrap_or(0);
         }
         let max = latencies.iter().copied().fold(0.0, f64::max);

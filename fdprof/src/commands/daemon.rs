@@ -14,8 +14,9 @@ use crate::privileges::{self, Capability};
 use crate::probe::kallsyms::Kallsyms;
 use crate::service::{
     self,
-    config::{Config, Targets, Watch, bounds},
-    log,
+    config::{self as cfg, Config, Targets, Watch, bounds},
+    files::{self, Access},
+    log, server,
 };
 use crate::symbolize::KernelSymbols;
 
@@ -36,6 +37,12 @@ const CONFIG_MAX: u64 = 64 * 1024;
                   /flamegraph.svg?seconds=N&op=alloc|close|all&lock=file_lock|all&target= \
                   (&cpu=1: the on-CPU samples of --cpu), \
                   /api/v1/stream (one SSE event per interval), /healthz.\n\n\
+                  Access: every endpoint but /healthz needs the token (Authorization: Bearer \
+                  TOKEN, ?token=TOKEN, or the cookie a ?token= answer sets), from --token-file or \
+                  made at start into /run/fdprof/daemon-PORT.token (root only; the log names \
+                  it); a request whose Host is not one of the daemon's names gets 421. At most \
+                  --max-connections at once; one that sends no whole request within 10 s is \
+                  closed.\n\n\
                   Signals: SIGHUP reloads --config (a broken file keeps the old config); SIGTERM \
                   or SIGINT detaches everything and exits 0.\n\n\
                   Config file (TOML): one of `pid = [1234]`, `comm = [\"nginx\"]` or `all = \
@@ -49,6 +56,26 @@ pub struct DaemonArgs {
     /// Allow --listen on an address other hosts can reach (the endpoints stay read-only)
     #[arg(long)]
     pub allow_remote: bool,
+    /// The token requests must carry: a file owned by root that only root can read (e.g.
+    /// `openssl rand -hex 32`); without it, one is made at each start into
+    /// /run/fdprof/daemon-PORT.token
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// Also answer requests whose Host header names this (a DNS name the daemon is reached by);
+    /// others get 421
+    #[arg(long, value_name = "NAME")]
+    pub allow_host: Vec<String>,
+    /// Serve HTTPS with this PEM certificate chain (with --tls-key)
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert: a file owned by root that only root can read
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// HTTP connections open at once (1 to 4096); at the bound an idle one is closed for a new
+    /// one, or the new one refused
+    #[arg(long, default_value_t = server::MAX_CONNECTIONS,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=server::MAX_CONNECTIONS_LIMIT as u64))]
+    pub max_connections: usize,
     /// Profile these processes (each labelled by its comm); one that exits is dropped
     #[arg(short, long, num_args = 1.., value_name = "PID")]
     pub pid: Vec<u32>,
@@ -141,12 +168,18 @@ pub fn run(args: DaemonArgs) -> Result<()> {
     let reload: Option<service::Reload> = args
         .config
         .clone()
-        .map(|path| Box::new(move || read_config(&path, defaults)) as service::Reload);
+        .map(|path| std::sync::Arc::new(move || read_config(&path, defaults)) as service::Reload);
     let config = Config {
         listen: args.listen,
         watch,
         verbose: args.verbose,
         max_processes: args.max_processes,
+        http: cfg::Http {
+            token_file: args.token_file,
+            allow_hosts: args.allow_host,
+            tls: args.tls_cert.zip(args.tls_key),
+            max_connections: args.max_connections,
+        },
     };
     service::run(config, kernel, kernel_syms, reload)
 }
@@ -179,21 +212,15 @@ fn targets(pids: &[u32], comms: &[String], all: bool) -> Result<Targets> {
     Ok(Targets::Comms(comms.to_vec()))
 }
 
-/// Reads a config file; every error is one line naming the file.
+/// Reads a config file (a regular file on disk that only root can change, never one that could
+/// block: see [`files::read_text`]); every error is one line naming the file.
 fn read_config(
     path: &Path,
     (interval, slow, latency, cpu_hz): (Duration, Duration, bool, Option<u64>),
 ) -> Result<Watch> {
     let shown = path.display();
     let bad = |why: String| fatal(EXIT_USAGE, format!("bad config {shown}: {why}"));
-    let meta = std::fs::metadata(path).map_err(|e| bad(e.to_string()))?;
-    if !meta.is_file() {
-        return Err(bad("not a regular file".into()));
-    }
-    if meta.len() > CONFIG_MAX {
-        return Err(bad(format!("larger than {CONFIG_MAX} bytes")));
-    }
-    let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+    let text = files::read_text(path, Access::ReadableByAll, CONFIG_MAX).map_err(&bad)?;
     let file: File = toml::from_str(&text).map_err(|e| bad(one_line(&e.to_string())))?;
     let duration = |text: Option<String>, default, parse: fn(&str) -> Result<Duration, String>| {
         text.map_or(Ok(default), |t| parse(&t)).map_err(&bad)

@@ -45,6 +45,19 @@ pub struct Exposition {
     pub daemon: Report,
     /// Processes attached now.
     pub attached: usize,
+    /// The HTTP server's own figures.
+    pub http: HttpFigures,
+}
+
+/// What the daemon's HTTP server counts of its connections.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HttpFigures {
+    /// Connections open now.
+    pub open: u64,
+    /// Refused, or closed to make room, at `--max-connections`.
+    pub refused_limit: u64,
+    /// Closed for sending no whole request in time.
+    pub refused_timeout: u64,
 }
 
 /// The daemon's one collector: `scrape` builds the [`Exposition`] at each scrape (under the
@@ -310,6 +323,21 @@ fn write(e: &Exposition, encoder: &mut DescriptorEncoder) -> fmt::Result {
         "fdprof_targets",
         "Processes attached now.",
         [(NO_LABELS, e.attached as u64)],
+    )?;
+    out.gauges(
+        "fdprof_http_connections",
+        "HTTP connections open now.",
+        [(NO_LABELS, e.http.open)],
+    )?;
+    out.counters(
+        "fdprof_http_connections_refused",
+        "HTTP connections refused or closed by the daemon: at --max-connections (reason limit), \
+         or for sending no whole request in time (reason timeout).",
+        None,
+        [
+            ([("reason", "limit")], e.http.refused_limit),
+            ([("reason", "timeout")], e.http.refused_timeout),
+        ],
     )?;
     out.gauges(
         "fdprof_build_info",

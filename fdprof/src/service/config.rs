@@ -2,6 +2,7 @@
 //! reads again. The parsing is the command's (`commands/daemon.rs`); this is the typed result.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// The processes the daemon profiles.
@@ -39,6 +40,20 @@ pub struct Config {
     pub verbose: bool,
     /// Processes attached at once, at most [`bounds::PROCESSES`].
     pub max_processes: usize,
+    pub http: Http,
+}
+
+/// Who may reach the endpoints, and how many at once. Fixed for the daemon's life.
+#[derive(Debug, Clone)]
+pub struct Http {
+    /// `--token-file`; without it a token is made at start and saved (see `service::access`).
+    pub token_file: Option<PathBuf>,
+    /// `--allow-host`: more names a request's Host may give.
+    pub allow_hosts: Vec<String>,
+    /// `--tls-cert` and `--tls-key`.
+    pub tls: Option<(PathBuf, PathBuf)>,
+    /// `--max-connections`.
+    pub max_connections: usize,
 }
 
 /// The bounds that keep the daemon's memory flat however long it runs (stated in `--help` and

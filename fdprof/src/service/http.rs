@@ -33,7 +33,8 @@ pub struct App {
     pub registry: Registry,
 }
 
-pub fn router(app: Arc<App>) -> Router {
+/// The endpoints behind the access check ([`super::access`]), every request logged with `-v`.
+pub fn router(app: Arc<App>, policy: Arc<super::access::Policy>) -> Router {
     Router::new()
         .route("/", get(index))
         .route("/healthz", get(healthz))
@@ -41,13 +42,33 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/report.json", get(report))
         .route("/flamegraph.svg", get(flamegraph))
         .route("/api/v1/stream", get(stream))
-        .layer(axum::middleware::from_fn(logged))
         .with_state(app)
+        .layer(axum::middleware::from_fn_with_state(
+            policy,
+            super::access::check,
+        ))
+        .layer(axum::middleware::from_fn(logged))
 }
 
-/// `-v`: one line per request, with its status and time.
+/// `-v`: one line per request, with its status and time (a `token=` in the query hidden).
 async fn logged(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
-    let (method, uri) = (request.method().clone(), request.uri().clone());
+    let method = request.method().clone();
+    let uri = match request.uri().query() {
+        None => request.uri().path().to_string(),
+        Some(query) => {
+            let shown: Vec<&str> = query
+                .split('&')
+                .map(|p| {
+                    if p.starts_with("token=") {
+                        "token=…"
+                    } else {
+                        p
+                    }
+                })
+                .collect();
+            format!("{}?{}", request.uri().path(), shown.join("&"))
+        }
+    };
     let began = std::time::Instant::now();
     let response = next.run(request).await;
     super::log::debug(&format!(
@@ -106,6 +127,8 @@ struct Window {
     lock: Option<String>,
     /// `1` or `true`: the on-CPU samples (`--cpu`) instead of the lock waits.
     cpu: Option<String>,
+    // `token=`, the credential, is checked before any handler ([`super::access`]) and is
+    // ignored here as every unknown parameter is.
 }
 
 impl Window {
@@ -127,7 +150,7 @@ impl Window {
                 (
                     StatusCode::NOT_FOUND,
                     format!(
-                        "no target named {:?} (targets: {})\n",
+                        "no target named \"{}\" (targets: {})\n",
                         crate::escape::name(name),
                         h.names.keys().cloned().collect::<Vec<_>>().join(", ")
                     ),

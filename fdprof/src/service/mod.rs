@@ -4,11 +4,15 @@
 //! ([`http`]) that serve those figures: Prometheus metrics, reports, flamegraphs and a stream.
 //! SIGHUP reloads the config; SIGTERM and SIGINT detach everything and end it.
 
+pub mod access;
 pub mod config;
+pub mod files;
 pub mod history;
 pub mod http;
 pub mod log;
+pub mod server;
 pub mod state;
+pub mod tls;
 pub mod watcher;
 
 use std::sync::Arc;
@@ -29,8 +33,13 @@ use config::{Config, Watch};
 use state::State;
 use watcher::Watcher;
 
-/// Reads the config again (SIGHUP); `None` when the daemon has no config file.
-pub type Reload = Box<dyn Fn() -> Result<Watch> + Send>;
+/// Reads the config again (SIGHUP), on a thread of its own; `None` when the daemon has no
+/// config file.
+pub type Reload = Arc<dyn Fn() -> Result<Watch> + Send + Sync>;
+
+/// How long a SIGHUP's read of the config may take before it is given up (the old config
+/// stays): the read runs beside the main loop, which never waits for it.
+const RELOAD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The signals the daemon handles; until [`run`] has its handlers in place they are held
 /// pending (see [`hold_signals`]).
@@ -80,6 +89,11 @@ async fn serve(
     kernel_syms: KernelSymbols,
     reload: Option<Reload>,
 ) -> Result<()> {
+    server::reserve_descriptors(config.http.max_connections).map_err(|e| fatal(EXIT_USAGE, e))?;
+    let tls = match &config.http.tls {
+        None => None,
+        Some((cert, key)) => Some(tls::acceptor(cert, key).map_err(|e| fatal(EXIT_USAGE, e))?),
+    };
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .map_err(|e| {
@@ -88,13 +102,15 @@ async fn serve(
                 format!("cannot listen on {}: {e}", config.listen),
             )
         })?;
+    // The address bound: its port is the kernel's pick under `--listen HOST:0`.
+    let listen = listener.local_addr().unwrap_or(config.listen);
     // Logged once the port is ours: a daemon that cannot listen says only that, on one line.
-    if !config.listen.ip().is_loopback() {
+    if !listen.ip().is_loopback() {
         log::warn(&format!(
-            "serving on {}, reachable from other hosts (--allow-remote)",
-            config.listen
+            "serving on {listen}, reachable from other hosts (--allow-remote)",
         ));
     }
+    let (token, token_saved) = access_token(&config.http, listen.port())?;
     log::info(&format!("watching {}", describe(&config.watch)));
     let (mut hup, mut term, mut int) = (
         signal(SignalKind::hangup())?,
@@ -110,22 +126,27 @@ async fn serve(
         config.max_processes,
     );
     let state = State::new(watcher.empty_history(None), config.watch.interval);
+    let http_counters = Arc::new(server::Counters::default());
     let registry = MetricsCollector::new({
         let state = state.clone();
+        let counters = http_counters.clone();
         // The totals change once an interval: scrapes in between (several Prometheus servers,
         // a person with curl) reuse the figures.
         let cache: std::sync::Mutex<Option<(u64, Exposition)>> = Default::default();
         move || {
             let mut cache = cache.lock().unwrap_or_else(|e| e.into_inner());
             let now = state.read().intervals;
-            match &*cache {
+            let mut figures = match &*cache {
                 Some((made, figures)) if *made == now => figures.clone(),
                 _ => {
                     let figures = exposition(&state);
                     *cache = Some((now, figures.clone()));
                     figures
                 }
-            }
+            };
+            // The server's counts change with every connection: read at each scrape.
+            figures.http = counters.figures();
+            figures
         }
     })
     .into_registry();
@@ -133,22 +154,33 @@ async fn serve(
         state: state.clone(),
         registry,
     });
+    let policy = access::Policy::new(token, listen, &config.http.allow_hosts, tls.is_some());
     let (stop, stopped) = tokio::sync::watch::channel(false);
-    let serving = axum::serve(listener, http::router(app)).with_graceful_shutdown(async move {
-        let mut stopped = stopped;
-        let _ = stopped.wait_for(|&s| s).await;
-    });
-    let server = tokio::spawn(async move { serving.await });
+    let server = server::Server {
+        listener,
+        router: http::router(app, Arc::new(policy)),
+        tls,
+        max: config.http.max_connections,
+        counters: http_counters,
+    };
+    let server = tokio::spawn(server.run(stopped));
     log::info(&format!(
-        "fdprof daemon {} listening on http://{}",
+        "fdprof daemon {} listening on {}://{listen}",
         env!("CARGO_PKG_VERSION"),
-        config.listen
+        if config.http.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        },
     ));
     tokio::task::block_in_place(|| watcher.discover());
 
     let mut every = interval_timer(watcher.watch().interval);
     let sampler = time::sleep(watcher.tick());
     tokio::pin!(sampler);
+    // A SIGHUP's read of the config, while it runs.
+    let mut reloading: Option<tokio::task::JoinHandle<Result<Watch>>> = None;
+    let mut reload_began = Instant::now();
     loop {
         tokio::select! {
             _ = every.tick() => {
@@ -167,10 +199,20 @@ async fn serve(
                 tokio::task::block_in_place(|| watcher.discover());
             }
             _ = &mut sampler => sampler.as_mut().reset(Instant::now() + watcher.tick()),
-            _ = hup.recv() => match reload.as_ref().map(|r| r()) {
-                None => log::warn("SIGHUP: no --config file to reload"),
-                Some(Err(e)) => log::error(&format!("config not reloaded, the old one stays: {e:#}")),
-                Some(Ok(watch)) => {
+            _ = hup.recv() => match (&reload, &reloading) {
+                (None, _) => log::warn("SIGHUP: no --config file to reload"),
+                (Some(_), Some(_)) => log::warn("SIGHUP: the last reload is still reading the config"),
+                (Some(read), None) => {
+                    let read = read.clone();
+                    reloading = Some(tokio::task::spawn_blocking(move || read()));
+                    reload_began = Instant::now();
+                }
+            },
+            read = async { reloading.as_mut().expect("guarded").await }, if reloading.is_some() => {
+                reloading = None;
+                match read.unwrap_or_else(|e| Err(anyhow::anyhow!("the read failed: {e}"))) {
+                Err(e) => log::error(&format!("config not reloaded, the old one stays: {e:#}")),
+                Ok(watch) => {
                     log::info(&format!("config reloaded: {}", describe(&watch)));
                     if watch.interval != watcher.watch().interval {
                         every = interval_timer(watch.interval);
@@ -180,7 +222,15 @@ async fn serve(
                         watcher.discover();
                     });
                 }
-            },
+                }
+            }
+            _ = time::sleep_until(reload_began + RELOAD_TIMEOUT), if reloading.is_some() => {
+                // The thread may stay blocked (a hung file system); the loop goes on without it.
+                reloading = None;
+                log::error(&format!(
+                    "config not reloaded, the old one stays: its read took over {RELOAD_TIMEOUT:?}"
+                ));
+            }
             _ = term.recv() => break,
             _ = int.recv() => break,
         }
@@ -188,12 +238,47 @@ async fn serve(
     log::info("stopping: detaching every program");
     tokio::task::block_in_place(|| watcher.shutdown());
     stop.send_replace(true);
-    server
-        .await
-        .context("the HTTP server failed")?
-        .context("the HTTP server failed")?;
+    server.await.context("the HTTP server failed")?;
+    if let Some(path) = token_saved {
+        let _ = std::fs::remove_file(path);
+    }
     log::info("stopped");
     Ok(())
+}
+
+/// The daemon's token: `--token-file`'s, else a new one saved where root alone can read it
+/// (its path logged; removed at exit).
+fn access_token(
+    http: &config::Http,
+    port: u16,
+) -> Result<(access::Token, Option<std::path::PathBuf>)> {
+    if let Some(file) = &http.token_file {
+        let token = access::Token::read(file).map_err(|e| {
+            fatal(
+                EXIT_USAGE,
+                format!("bad --token-file {}: {e}", file.display()),
+            )
+        })?;
+        log::info(&format!("requests need the token in {}", file.display()));
+        return Ok((token, None));
+    }
+    let token = access::Token::generate().map_err(|e| fatal(EXIT_USAGE, e))?;
+    // systemd's RuntimeDirectory= (the first, when it names several).
+    let dir = std::env::var("RUNTIME_DIRECTORY")
+        .ok()
+        .and_then(|d| d.split(':').next().map(std::path::PathBuf::from))
+        .unwrap_or_else(|| access::TOKEN_DIR.into());
+    let path = token.save(&dir, port).map_err(|e| {
+        fatal(
+            EXIT_USAGE,
+            format!("cannot save the daemon's token: {e} (or give --token-file)"),
+        )
+    })?;
+    log::info(&format!(
+        "requests need the token in {} (new at each start; --token-file keeps one)",
+        path.display()
+    ));
+    Ok((token, Some(path)))
 }
 
 fn interval_timer(every: std::time::Duration) -> time::Interval {
@@ -238,5 +323,6 @@ fn exposition(state: &State) -> Exposition {
             .collect(),
         daemon: analysis::report(&daemon, &opts),
         attached,
+        http: Default::default(),
     }
 }

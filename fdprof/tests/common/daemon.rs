@@ -1,17 +1,50 @@
 //! `fdprof daemon` run by a test: its log (standard error) in a file, HTTP to it over plain
-//! TCP, signals by PID; SIGTERM (then SIGKILL) when dropped if it still runs. Also: a copy of
-//! the fdprof binary under a chosen name, to start workloads with that comm.
+//! TCP with the test's token ([`token_file`]), signals by PID; SIGTERM (then SIGKILL) when
+//! dropped if it still runs. Also: a copy of the fdprof binary under a chosen name, to start
+//! workloads with that comm.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use super::prometheus::{free_loopback_addr, http_get, http_get_with};
 
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
 const EXIT_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// The token file every daemon a test starts is given (`--token-file`, unless the test gives
+/// its own), and that Prometheus scrapes with: made once per test binary, mode 0600.
+pub fn token_file() -> &'static Path {
+    static FILE: OnceLock<PathBuf> = OnceLock::new();
+    FILE.get_or_init(|| {
+        let path = super::tmp("daemon.token");
+        let mut random = [0u8; 16];
+        std::fs::File::open("/dev/urandom")
+            .and_then(|mut f| f.read_exact(&mut random))
+            .unwrap();
+        let token: String = random.iter().map(|b| format!("{b:02x}")).collect();
+        std::fs::write(&path, token + "\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        path
+    })
+}
+
+/// The token of [`token_file`].
+pub fn token() -> String {
+    std::fs::read_to_string(token_file())
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+/// The request header that carries [`token`].
+pub fn authorization() -> String {
+    format!("Authorization: Bearer {}", token())
+}
 
 pub struct Daemon {
     child: Child,
@@ -33,10 +66,12 @@ impl Daemon {
     pub fn spawn(listen: &str, addr: SocketAddr, args: &[&str]) -> Daemon {
         let log = super::tmp(&format!("daemon-{}.log", addr.port()));
         let file = std::fs::File::create(&log).unwrap();
-        let child = super::fdprof()
-            .arg("daemon")
-            .args(args)
-            .args(["--listen", listen])
+        let mut command = super::fdprof();
+        command.arg("daemon").args(args).args(["--listen", listen]);
+        if !args.contains(&"--token-file") {
+            command.arg("--token-file").arg(token_file());
+        }
+        let child = command
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(file)
@@ -69,18 +104,26 @@ impl Daemon {
     }
 
     fn try_get(&self, path: &str) -> std::io::Result<(u16, String)> {
-        http_get(self.addr, path)
+        http_get_with(self.addr, path, &[&authorization()]).map(|(code, _, body)| (code, body))
     }
 
-    /// GET `path`: status code and body.
+    /// GET `path` without a token: status code and body.
+    pub fn get_anonymous(&self, path: &str) -> (u16, String) {
+        http_get(self.addr, path).unwrap_or_else(|e| panic!("GET {path}: {e}\n{}", self.log()))
+    }
+
+    /// GET `path` with the token: status code and body.
     pub fn get(&self, path: &str) -> (u16, String) {
         self.try_get(path)
             .unwrap_or_else(|e| panic!("GET {path}: {e}\n{}", self.log()))
     }
 
-    /// GET `path` with these request headers: status code, response headers and body.
+    /// GET `path` with the token and these request headers: status code, response headers and
+    /// body.
     pub fn get_with(&self, path: &str, headers: &[&str]) -> (u16, String, String) {
-        http_get_with(self.addr, path, headers)
+        let auth = authorization();
+        let headers: Vec<&str> = headers.iter().copied().chain([auth.as_str()]).collect();
+        http_get_with(self.addr, path, &headers)
             .unwrap_or_else(|e| panic!("GET {path}: {e}\n{}", self.log()))
     }
 
@@ -177,8 +220,8 @@ pub fn poll<T, E>(timeout: Duration, mut f: impl FnMut() -> Result<T, E>) -> Res
     }
 }
 
-/// The data of the first `n` events named `event` of a server-sent event stream. Asked for
-/// over HTTP/1.0, so that the body comes as it is (not chunked) until the stream is dropped.
+/// The data of the first `n` events named `event` of a server-sent event stream (with the
+/// token). Asked for over HTTP/1.0, so that the body comes as it is (not chunked) until the stream is dropped.
 pub fn sse_events(
     addr: SocketAddr,
     path: &str,
@@ -187,7 +230,11 @@ pub fn sse_events(
 ) -> std::io::Result<Vec<String>> {
     let mut stream = TcpStream::connect_timeout(&addr, READY_TIMEOUT)?;
     stream.set_read_timeout(Some(READY_TIMEOUT))?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
+    let auth = authorization();
+    write!(
+        stream,
+        "GET {path} HTTP/1.0\r\nHost: {addr}\r\n{auth}\r\n\r\n"
+    )?;
     let mut raw = Vec::new();
     let mut buf = [0u8; 16 * 1024];
     loop {

@@ -157,11 +157,14 @@ pub fn sample_values(result: &Value) -> Vec<f64> {
         .collect()
 }
 
+/// Scrapes every second with the daemons' token, as `dashboards/prometheus.yml` shows.
 fn scrape_config(scrape: &[SocketAddr]) -> String {
     let targets: Vec<String> = scrape.iter().map(|a| format!("\"{a}\"")).collect();
     format!(
         "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
-         scrape_configs:\n  - job_name: fdprof\n    static_configs:\n      - targets: [{}]\n",
+         scrape_configs:\n  - job_name: fdprof\n    authorization:\n      type: Bearer\n      \
+         credentials_file: {}\n    static_configs:\n      - targets: [{}]\n",
+        super::daemon::token_file().display(),
         targets.join(", ")
     )
 }

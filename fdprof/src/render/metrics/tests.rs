@@ -9,7 +9,9 @@ use std::sync::{Arc, Mutex};
 use fdprof_common::probes::{Attachment, Role};
 use fdprof_figures::{Histogram, Report};
 
-use super::{Exposition, MetricsCollector, SCAN_SLOTS, WAIT_SLOTS, encode, encode_text, slot_le};
+use super::{
+    Exposition, HttpFigures, MetricsCollector, SCAN_SLOTS, WAIT_SLOTS, encode, encode_text, slot_le,
+};
 use crate::analysis::{self, ReportOptions};
 use crate::model::Recording;
 use crate::testdata;
@@ -127,6 +129,11 @@ fn exposition() -> Exposition {
         ],
         daemon: opensock,
         attached: 3,
+        http: HttpFigures {
+            open: 2,
+            refused_limit: 5,
+            refused_timeout: 7,
+        },
     }
 }
 
@@ -227,6 +234,10 @@ fn counters_and_gauges_equal_the_figures() {
     );
     assert_eq!(value(&s, "fdprof_collector_cpu_seconds_total", &[]), 0.03);
     assert_eq!(value(&s, "fdprof_targets", &[]), 3.0);
+    assert_eq!(value(&s, "fdprof_http_connections", &[]), 2.0);
+    let refused = "fdprof_http_connections_refused_total";
+    assert_eq!(value(&s, refused, &[("reason", "limit")]), 5.0);
+    assert_eq!(value(&s, refused, &[("reason", "timeout")]), 7.0);
     let version = [("version", env!("CARGO_PKG_VERSION"))];
     assert_eq!(value(&s, "fdprof_build_info", &version), 1.0);
 }
@@ -346,6 +357,8 @@ fn openmetrics_families_are_whole_and_eof_is_last() {
         "fdprof_program_run_seconds counter",
         "fdprof_collector_cpu_seconds counter",
         "fdprof_targets gauge",
+        "fdprof_http_connections gauge",
+        "fdprof_http_connections_refused counter",
         "fdprof_build_info gauge",
     ] {
         assert!(types.contains(&want), "# TYPE {want} in {types:?}");
