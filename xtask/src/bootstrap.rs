@@ -33,7 +33,9 @@ const BPF_LINKER_VERSION: &str = "0.13.0";
 /// trip needs (dpkg-dev, lintian, sudo, man-db), linux-perf (`perf record`, the reference
 /// the on-CPU samples are checked against), and nginx with apache2-utils' `ab` (a server
 /// nobody here wrote, under its own load client, traced and replayed; the tests run their own
-/// nginx on loopback, never the packaged service).
+/// nginx on loopback, never the packaged service), and the daemon's access tests' clients:
+/// curl run as another user (setpriv, from util-linux), openssl for a TLS certificate and
+/// python3 for a flood of idle connections.
 const TEST_PACKAGES: &[&str] = &[
     "bpftool",
     "tmux",
@@ -48,6 +50,10 @@ const TEST_PACKAGES: &[&str] = &[
     "linux-perf",
     "nginx",
     "apache2-utils",
+    "curl",
+    "openssl",
+    "util-linux",
+    "python3",
 ];
 /// Commands the tests run and the package that brings each where it is missing: npm installs
 /// the `speedscope` package for its schema (a host's Node.js may bring npm from elsewhere).

@@ -63,15 +63,31 @@ impl Daemon {
     }
 
     /// `fdprof daemon ARGS --listen LISTEN`, not waited for; `addr` is where to reach it.
+    /// Given the test's [`token_file`] unless ARGS name one.
     pub fn spawn(listen: &str, addr: SocketAddr, args: &[&str]) -> Daemon {
+        let token: &[&str] = match args.contains(&"--token-file") {
+            true => &[],
+            false => &["--token-file", token_file().to_str().unwrap()],
+        };
+        let args: Vec<&str> = args.iter().chain(token).copied().collect();
+        Self::spawn_env(listen, addr, &args, &[])
+    }
+
+    /// `fdprof daemon ARGS --listen LISTEN` with these environment variables, and no token
+    /// file but what ARGS give.
+    pub fn spawn_env(
+        listen: &str,
+        addr: SocketAddr,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Daemon {
         let log = super::tmp(&format!("daemon-{}.log", addr.port()));
         let file = std::fs::File::create(&log).unwrap();
-        let mut command = super::fdprof();
-        command.arg("daemon").args(args).args(["--listen", listen]);
-        if !args.contains(&"--token-file") {
-            command.arg("--token-file").arg(token_file());
-        }
-        let child = command
+        let child = super::fdprof()
+            .arg("daemon")
+            .args(args)
+            .args(["--listen", listen])
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(file)
