@@ -7,6 +7,7 @@
 //! (HttpOnly, SameSite=Strict: a browser keeps it, a script cannot read it, another site cannot
 //! send it).
 
+use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -147,14 +148,16 @@ impl Policy {
 
     /// The token a request carries, and whether it came as `?token=` (then the answer sets the
     /// cookie).
-    fn credential<'r>(&self, request: &'r Request) -> Option<(&'r str, bool)> {
+    fn credential<'r>(&self, request: &'r Request) -> Option<(Cow<'r, str>, bool)> {
         let headers = request.headers();
-        if let Some(bearer) = headers
+        // The scheme's name is case-insensitive (RFC 9110).
+        if let Some((_, bearer)) = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
+            .and_then(|v| v.split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
         {
-            return Some((bearer.trim(), false));
+            return Some((Cow::Borrowed(bearer.trim()), false));
         }
         if let Some(token) = request
             .uri()
@@ -163,7 +166,7 @@ impl Policy {
             .flat_map(|q| q.split('&'))
             .find_map(|pair| pair.strip_prefix("token="))
         {
-            return Some((token, true));
+            return Some((percent_decoded(token), true));
         }
         headers
             .get_all(header::COOKIE)
@@ -175,7 +178,7 @@ impl Policy {
                     .strip_prefix(self.cookie.as_str())?
                     .strip_prefix('=')
             })
-            .map(|t| (t, false))
+            .map(|t| (Cow::Borrowed(t), false))
     }
 
     fn set_cookie(&self) -> Option<HeaderValue> {
@@ -201,7 +204,7 @@ pub async fn check(State(policy): State<Arc<Policy>>, request: Request, next: Ne
         return next.run(request).await;
     }
     let (authorized, from_query) = match policy.credential(&request) {
-        Some((given, from_query)) => (policy.token.matches(given), from_query),
+        Some((given, from_query)) => (policy.token.matches(&given), from_query),
         None => (false, false),
     };
     if !authorized {
@@ -218,6 +221,32 @@ pub async fn check(State(policy): State<Arc<Policy>>, request: Request, next: Ne
         response.headers_mut().insert(header::SET_COOKIE, cookie);
     }
     response
+}
+
+/// A query value with its `%XX` escapes decoded (a token typed into a URL may have them); one
+/// that is not valid UTF-8 once decoded stays as it was, and matches no token.
+fn percent_decoded(value: &str) -> Cow<'_, str> {
+    if !value.contains('%') {
+        return Cow::Borrowed(value);
+    }
+    let (bytes, mut out, mut i) = (value.as_bytes(), Vec::with_capacity(value.len()), 0);
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(b)) => {
+                out.push(b);
+                i += 3;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).map_or(Cow::Borrowed(value), Cow::Owned)
 }
 
 fn host_of(ip: IpAddr) -> String {
@@ -307,6 +336,13 @@ mod tests {
             assert!(!p.host_allowed(&host(bad)), "{bad}");
         }
         assert!(!p.host_allowed(&HeaderMap::new()), "no Host at all");
+    }
+
+    #[test]
+    fn query_tokens_are_percent_decoded() {
+        assert_eq!(percent_decoded("ab%2B%2fc"), "ab+/c");
+        assert_eq!(percent_decoded("plain"), "plain");
+        assert_eq!(percent_decoded("bad%zz%"), "bad%zz%");
     }
 
     #[test]

@@ -210,18 +210,9 @@ async fn serve(
             },
             read = async { reloading.as_mut().expect("guarded").await }, if reloading.is_some() => {
                 reloading = None;
-                match read.unwrap_or_else(|e| Err(anyhow::anyhow!("the read failed: {e}"))) {
-                Err(e) => log::error(&format!("config not reloaded, the old one stays: {e:#}")),
-                Ok(watch) => {
-                    log::info(&format!("config reloaded: {}", describe(&watch)));
-                    if watch.interval != watcher.watch().interval {
-                        every = interval_timer(watch.interval);
-                    }
-                    tokio::task::block_in_place(|| {
-                        watcher.reload(watch);
-                        watcher.discover();
-                    });
-                }
+                let read = read.unwrap_or_else(|e| Err(anyhow::anyhow!("the read failed: {e}")));
+                if let Some(timer) = reloaded(&mut watcher, read) {
+                    every = timer;
                 }
             }
             _ = time::sleep_until(reload_began + RELOAD_TIMEOUT), if reloading.is_some() => {
@@ -244,6 +235,25 @@ async fn serve(
     }
     log::info("stopped");
     Ok(())
+}
+
+/// Applies a SIGHUP's read of the config; a new interval timer when the interval changed.
+fn reloaded(watcher: &mut Watcher, read: Result<Watch>) -> Option<time::Interval> {
+    let watch = match read {
+        Ok(watch) => watch,
+        Err(e) => {
+            log::error(&format!("config not reloaded, the old one stays: {e:#}"));
+            return None;
+        }
+    };
+    log::info(&format!("config reloaded: {}", describe(&watch)));
+    let timer =
+        (watch.interval != watcher.watch().interval).then(|| interval_timer(watch.interval));
+    tokio::task::block_in_place(|| {
+        watcher.reload(watch);
+        watcher.discover();
+    });
+    timer
 }
 
 /// The daemon's token: `--token-file`'s, else a new one saved where root alone can read it
