@@ -23,6 +23,7 @@ pub struct Trace {
     #[serde(deserialize_with = "bounded::name")]
     pub encoding: String,
     /// Operations kept (rows in `data`).
+    #[serde(deserialize_with = "bounded::trace_rows")]
     pub events: u64,
     /// `record --trace-limit`, and the operations past it, not kept.
     pub limit: u64,
@@ -66,6 +67,7 @@ pub struct TableSnapshot {
     pub next_fd: u32,
     /// The kernel's `max_fds` read by the first operation's probe, or else the smallest
     /// table the kernel makes for the highest open fd.
+    #[serde(deserialize_with = "bounded::trace_max_fds")]
     pub max_fds: u32,
 }
 

@@ -18,7 +18,7 @@ use fdprof_replay::{TraceEvent, TraceOp, event::Snapshot};
 use super::{TableSnapshot, Trace, codec::Row};
 
 /// The largest table a snapshot may describe (bits); larger is a corrupt trace.
-pub const MAX_SNAPSHOT_FDS: u32 = 1 << 27;
+pub const MAX_SNAPSHOT_FDS: u32 = crate::model::bounded::TRACE_MAX_FDS;
 
 /// How many later operations are searched for the one an inconsistent operation must follow
 /// (a thread preempted inside close for milliseconds lets thousands pass): a bound on the work
