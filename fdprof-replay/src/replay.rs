@@ -1,6 +1,7 @@
 //! The driver: a trace in, per model the allocations, their cost, the growths, and how the
 //! model's fds compare with the traced ones.
 
+use std::borrow::Borrow;
 use std::collections::HashMap;
 
 use crate::cost::{Cost, Meter};
@@ -25,9 +26,10 @@ pub enum ModelKind {
     },
 }
 
-/// Replays `events` under one model.
-pub fn replay<'a>(
-    events: impl IntoIterator<Item = &'a TraceEvent>,
+/// Replays `events` under one model. They may be references into a list or made one at a time
+/// (a recorded trace builds each from its compact row as it is replayed).
+pub fn replay<E: Borrow<TraceEvent>>(
+    events: impl IntoIterator<Item = E>,
     kind: ModelKind,
     limits: Limits,
 ) -> ModelResult {
@@ -40,14 +42,14 @@ pub fn replay<'a>(
     }
 }
 
-pub fn run<'a, M: Model>(
+pub fn run<M: Model, E: Borrow<TraceEvent>>(
     template: M,
     kind: ModelKind,
-    events: impl IntoIterator<Item = &'a TraceEvent>,
+    events: impl IntoIterator<Item = E>,
 ) -> ModelResult {
     let mut r = Replayer::new(template, kind);
     for e in events {
-        r.apply(e);
+        r.apply(e.borrow());
     }
     r.finish()
 }

@@ -10,6 +10,7 @@
 //! dropped. An alloc overlapping another thread's operation on the same table is marked
 //! ambiguous: its fd may depend on an order no probe saw.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use fdprof_common::trace::{flag, op};
@@ -28,10 +29,17 @@ const PARTNERS: usize = 1 << 16;
 const MAX_THREADS_EXACT: usize = 256;
 const NEIGHBOURS: usize = 1024;
 
-/// The events, and what ordering them took.
+/// The events, and what ordering them took. The events are not held as such: each table's
+/// rows are kept (sorted), with the order they replay in, and [`Ordered::events`] makes each
+/// event from its row as a replay reads it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Ordered {
-    pub events: Vec<TraceEvent>,
+    /// The rows, grouped by table and sorted within each by [`key`].
+    rows: Vec<Row>,
+    /// Each table's snapshot event, in the order the tables were ordered.
+    snapshots: Vec<TraceEvent>,
+    /// What replays, in order.
+    steps: Vec<Step>,
     /// Allocations marked ambiguous.
     pub ambiguous: u64,
     /// Operations moved before an overlapping one of another thread.
@@ -47,36 +55,94 @@ pub struct Ordered {
     forked: HashMap<u32, HashMap<u32, bool>>,
 }
 
-pub fn events(trace: &Trace) -> Result<Ordered, String> {
-    let rows = trace.rows()?;
-    let mut by_table: Vec<Vec<Row>> = vec![Vec::new(); trace.tables.len()];
-    let mut tids = std::collections::HashSet::new();
-    for r in rows {
-        tids.insert(r.tid);
-        by_table[r.table as usize].push(r);
+/// One event of the replay: a row (its index, and whether the alloc is ambiguous) or a
+/// snapshot (its index), at the time it sorts by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Step {
+    time_ns: u64,
+    what: u32,
+}
+
+/// In [`Step::what`]: a snapshot's index rather than a row's, and an ambiguous alloc.
+const SNAPSHOT: u32 = 1 << 31;
+const AMBIGUOUS: u32 = 1 << 30;
+
+/// What ordering keeps a row for, beyond the row: its step, a span of its thread's for the
+/// overlap search, and a flag (the memory budget counts these, `model::budget`).
+pub const ORDER_BYTES_PER_ROW: u64 =
+    (size_of::<Row>() + size_of::<Step>() + size_of::<(u64, u64)>() + size_of::<bool>()) as u64;
+
+impl Ordered {
+    /// How many events replay.
+    pub fn len(&self) -> usize {
+        self.steps.len()
     }
-    let mut out = Ordered {
-        threads: tids.len() as u64,
-        ..Ordered::default()
-    };
+
+    pub fn is_empty(&self) -> bool {
+        self.steps.is_empty()
+    }
+
+    /// The events in replay order, each made as it is read (a snapshot is lent).
+    pub fn events(&self) -> impl Iterator<Item = Cow<'_, TraceEvent>> + '_ {
+        self.steps.iter().filter_map(|s| {
+            let index = (s.what & !(SNAPSHOT | AMBIGUOUS)) as usize;
+            if s.what & SNAPSHOT != 0 {
+                return self.snapshots.get(index).map(Cow::Borrowed);
+            }
+            let r = self.rows.get(index)?;
+            Some(Cow::Owned(TraceEvent {
+                time_ns: s.time_ns,
+                tid: r.tid,
+                table: u64::from(r.table),
+                op: trace_op(r, s.what & AMBIGUOUS != 0)?,
+            }))
+        })
+    }
+}
+
+/// The trace's rows, decoded, in the order they replay.
+pub fn events(trace: &Trace) -> Result<Ordered, String> {
+    order(trace, trace.rows()?)
+}
+
+/// `rows`, the trace's rows as decoded ([`Trace::rows`]), in the order they replay.
+pub fn order(trace: &Trace, mut rows: Vec<Row>) -> Result<Ordered, String> {
+    let tables = trace.tables.len();
+    if rows.len() >= AMBIGUOUS as usize {
+        return Err(format!("{} rows", rows.len()));
+    }
     for s in &trace.snapshots {
-        if s.table as usize >= by_table.len() {
+        if s.table as usize >= tables {
             return Err(format!("a snapshot of unknown table {}", s.table));
         }
     }
     // A fork names another known table. Ids are given in order of first use, so the child's
     // is later and its operations are ordered from the parent's fds at the fork (unless its
     // address was an earlier table's, since freed: then from none).
-    for (table, rows) in by_table.iter().enumerate() {
-        if let Some(r) = rows.iter().find(|r| {
-            r.op == op::FORK && (r.arg as usize >= by_table.len() || r.arg as usize == table)
-        }) {
-            return Err(format!("a fork of table {table} to table {}", r.arg));
-        }
+    if let Some(r) = rows
+        .iter()
+        .filter(|r| r.op == op::FORK && (r.arg as usize >= tables || r.arg == r.table))
+        .min_by_key(|r| r.table)
+    {
+        return Err(format!("a fork of table {} to table {}", r.table, r.arg));
     }
-    for (table, mut rows) in by_table.into_iter().enumerate() {
+    let mut tids: Vec<u32> = rows.iter().map(|r| r.tid).collect();
+    tids.sort_unstable();
+    tids.dedup();
+    let threads = tids.len() as u64;
+    drop(tids);
+    // Each table's rows together, in the order its operations most likely changed it (a
+    // stable sort: rows of the same moment keep the order they were recorded in).
+    rows.sort_by_key(|r| (r.table, key(r)));
+    let mut out = Ordered {
+        threads,
+        steps: Vec::with_capacity(rows.len() + trace.snapshots.len()),
+        ..Ordered::default()
+    };
+    let mut start = 0;
+    for table in 0..tables {
+        let end = start + rows[start..].partition_point(|r| r.table as usize == table);
         let snap = trace.snapshots.iter().find(|s| s.table as usize == table);
-        rows.sort_by_key(key);
         let mut shadow = Shadow::default();
         if let Some(open) = out.forked.remove(&(table as u32)) {
             shadow.open = open;
@@ -85,12 +151,20 @@ pub fn events(trace: &Trace) -> Result<Ordered, String> {
             let (event, open) = snapshot_event(s, table as u64)?;
             shadow.open = open;
             shadow.last_ns = event.time_ns;
-            out.events.push(event);
+            out.steps.push(Step {
+                time_ns: event.time_ns,
+                what: SNAPSHOT | out.snapshots.len() as u32,
+            });
+            out.snapshots.push(event);
         }
-        order_table(&rows, snap, &mut shadow, &mut out);
+        order_table(&rows[start..end], start, snap, &mut shadow, &mut out);
+        start = end;
     }
     // Tables interleave by time; within one, the order found above is kept (stable sort).
-    out.events.sort_by_key(|e| e.time_ns);
+    if !out.steps.is_sorted_by_key(|s| s.time_ns) {
+        out.steps.sort_by_key(|s| s.time_ns);
+    }
+    out.rows = rows;
     Ok(out)
 }
 
@@ -158,38 +232,43 @@ fn key(r: &Row) -> u64 {
 /// Each thread's table-changing operations, to find what overlaps an alloc in `log n`: a
 /// thread runs one syscall at a time, so its intervals sorted by entry have their running
 /// maximum exit, and one overlaps `[enter, exit]` exactly when the maximum over those entered
-/// by `exit` reaches `enter`.
+/// by `exit` reaches `enter`. Each span is `(entry, the running maximum exit)`.
 struct Busy {
-    by_thread: HashMap<u32, (Vec<u64>, Vec<u64>)>,
+    by_thread: HashMap<u32, Vec<(u64, u64)>>,
 }
 
 impl Busy {
     fn new(rows: &[Row]) -> Option<Busy> {
-        let mut by_thread: HashMap<u32, Vec<(u64, u64)>> = HashMap::new();
+        let mut counts: HashMap<u32, usize> = HashMap::new();
         for r in rows.iter().filter(|r| changes_table(r)) {
-            by_thread
-                .entry(r.tid)
-                .or_default()
-                .push((r.enter_ns, r.exit_ns));
-            if by_thread.len() > MAX_THREADS_EXACT {
+            *counts.entry(r.tid).or_default() += 1;
+            if counts.len() > MAX_THREADS_EXACT {
                 return None;
             }
         }
-        let by_thread = by_thread
+        // One thread overlaps no other.
+        if counts.len() < 2 {
+            return Some(Busy {
+                by_thread: HashMap::new(),
+            });
+        }
+        let mut by_thread: HashMap<u32, Vec<(u64, u64)>> = counts
             .into_iter()
-            .map(|(tid, mut spans)| {
-                spans.sort_unstable();
-                let enters = spans.iter().map(|s| s.0).collect();
-                let max_exits = spans
-                    .iter()
-                    .scan(0, |m, s| {
-                        *m = s.1.max(*m);
-                        Some(*m)
-                    })
-                    .collect();
-                (tid, (enters, max_exits))
-            })
+            .map(|(tid, n)| (tid, Vec::with_capacity(n)))
             .collect();
+        for r in rows.iter().filter(|r| changes_table(r)) {
+            if let Some(spans) = by_thread.get_mut(&r.tid) {
+                spans.push((r.enter_ns, r.exit_ns));
+            }
+        }
+        for spans in by_thread.values_mut() {
+            spans.sort_unstable();
+            let mut max_exit = 0;
+            for span in spans.iter_mut() {
+                max_exit = max_exit.max(span.1);
+                span.1 = max_exit;
+            }
+        }
         Some(Busy { by_thread })
     }
 
@@ -197,9 +276,9 @@ impl Busy {
         self.by_thread
             .iter()
             .filter(|(tid, _)| **tid != r.tid)
-            .any(|(_, (enters, max_exits))| {
-                let n = enters.partition_point(|&e| e <= r.exit_ns);
-                n > 0 && max_exits[n - 1] >= r.enter_ns
+            .any(|(_, spans)| {
+                let n = spans.partition_point(|&(enter, _)| enter <= r.exit_ns);
+                n > 0 && spans[n - 1].1 >= r.enter_ns
             })
     }
 }
@@ -217,7 +296,14 @@ fn changes_table(r: &Row) -> bool {
     )
 }
 
-fn order_table(rows: &[Row], snap: Option<&TableSnapshot>, shadow: &mut Shadow, out: &mut Ordered) {
+/// Orders one table's `rows`, which start at index `first` of all rows.
+fn order_table(
+    rows: &[Row],
+    first: usize,
+    snap: Option<&TableSnapshot>,
+    shadow: &mut Shadow,
+    out: &mut Ordered,
+) {
     let longest = rows
         .iter()
         .map(|r| r.exit_ns - r.enter_ns)
@@ -227,6 +313,7 @@ fn order_table(rows: &[Row], snap: Option<&TableSnapshot>, shadow: &mut Shadow, 
     let busy = Busy::new(rows);
     let ctx = Context {
         rows,
+        first,
         longest,
         busy: busy.as_ref(),
     };
@@ -278,6 +365,8 @@ fn order_table(rows: &[Row], snap: Option<&TableSnapshot>, shadow: &mut Shadow, 
 /// A table's operations, sorted, and what finds overlaps among them.
 struct Context<'a> {
     rows: &'a [Row],
+    /// The index of `rows[0]` among all rows.
+    first: usize,
     /// The longest operation (entry to exit).
     longest: u64,
     busy: Option<&'a Busy>,
@@ -315,22 +404,37 @@ fn emit(ctx: &Context, i: usize, shadow: &mut Shadow, out: &mut Ordered, in_wind
     if r.fd > 0 && r.op != op::EXPAND && r.op != op::FORK {
         out.highest_fd = out.highest_fd.max(r.fd as u32);
     }
+    if trace_op(r, false).is_none() {
+        return;
+    }
+    let ambiguous = r.op == op::ALLOC && (in_window || ctx.overlapped(i));
+    out.ambiguous += u64::from(ambiguous);
+    // A child ordered before its parent (an earlier table's address, reused) starts from
+    // none: a copy for it would never be read.
+    if r.op == op::FORK && r.arg > r.table {
+        out.forked.insert(r.arg, shadow.open.clone());
+    }
+    shadow.last_ns = shadow.last_ns.max(key(r));
+    out.steps.push(Step {
+        time_ns: shadow.last_ns,
+        what: (ctx.first + i) as u32 | if ambiguous { AMBIGUOUS } else { 0 },
+    });
+}
+
+/// The operation a row replays as; `None` for an op fdprof does not know.
+fn trace_op(r: &Row, ambiguous: bool) -> Option<TraceOp> {
     let cloexec = r.flags & flag::CLOEXEC != 0;
-    let op = match r.op {
-        op::ALLOC => {
-            let ambiguous = in_window || ctx.overlapped(i);
-            out.ambiguous += u64::from(ambiguous);
-            TraceOp::Alloc {
-                start: r.arg,
-                cloexec,
-                fd: if r.fd >= 0 {
-                    Ok(r.fd as u32)
-                } else {
-                    Err(r.fd.wrapping_neg())
-                },
-                ambiguous,
-            }
-        }
+    Some(match r.op {
+        op::ALLOC => TraceOp::Alloc {
+            start: r.arg,
+            cloexec,
+            fd: if r.fd >= 0 {
+                Ok(r.fd as u32)
+            } else {
+                Err(r.fd.wrapping_neg())
+            },
+            ambiguous,
+        },
         op::RELEASE => TraceOp::Release { fd: r.fd as u32 },
         op::INSTALL => TraceOp::InstallAt {
             fd: r.fd as u32,
@@ -346,21 +450,11 @@ fn emit(ctx: &Context, i: usize, shadow: &mut Shadow, out: &mut Ordered, in_wind
         op::EXPAND => TraceOp::Expand {
             max_fds: r.fd as u32,
         },
-        op::FORK => {
-            out.forked.insert(r.arg, shadow.open.clone());
-            TraceOp::Fork {
-                child: u64::from(r.arg),
-            }
-        }
-        _ => return,
-    };
-    shadow.last_ns = shadow.last_ns.max(key(r));
-    out.events.push(TraceEvent {
-        time_ns: shadow.last_ns,
-        tid: r.tid,
-        table: u64::from(r.table),
-        op,
-    });
+        op::FORK => TraceOp::Fork {
+            child: u64::from(r.arg),
+        },
+        _ => return None,
+    })
 }
 
 /// The snapshot event of `s`, and its open fds with their close-on-exec flags.
@@ -461,8 +555,8 @@ mod tests {
     }
 
     fn ops(o: &Ordered) -> Vec<(u32, String)> {
-        o.events[1..]
-            .iter()
+        o.events()
+            .skip(1)
             .map(|e| {
                 let what = match &e.op {
                     TraceOp::Alloc { fd, ambiguous, .. } => {
