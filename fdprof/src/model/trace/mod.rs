@@ -5,6 +5,7 @@
 
 pub mod codec;
 pub mod order;
+pub mod ordered;
 
 use std::collections::HashMap;
 
