@@ -8,7 +8,7 @@ use serde::Serialize;
 use fdprof_replay::synthetic::{self, Params, Pattern};
 use fdprof_replay::{Limits, ModelKind, ModelResult, Ratios, TraceEvent, Version, model};
 
-use crate::model::{Recording, trace::order};
+use crate::model::{Recording, budget, trace::order};
 
 /// Which models to run: mainline as the trace's kernel runs it, one named version, Al Viro's
 /// multi-level bitmap, `O_FD_FASTALLOC` over mainline, or all of them.
@@ -184,7 +184,11 @@ pub fn recorded(
             rec.kernel_release
         )
     })?;
-    let ordered = order::events(trace).map_err(|e| format!("{name}: corrupt fd trace: {e}"))?;
+    let corrupt = |e| format!("{name}: corrupt fd trace: {e}");
+    let rows = trace.rows().map_err(corrupt)?;
+    // The rows show which tables they grow: checked before any is built.
+    budget::check(rec, Some(&rows), name)?;
+    let ordered = order::order(trace, rows).map_err(corrupt)?;
     // What the recorder said it could not see, then what this trace lacks.
     let mut notes = trace.notes.clone();
     if trace.lost > 0 {
