@@ -162,11 +162,22 @@ impl Trace {
 
     /// The rows, checked.
     pub fn rows(&self) -> Result<Vec<Row>, String> {
+        let tables = self.checked_tables()?;
+        codec::decode(&self.data, self.events, tables)
+    }
+
+    /// The rows, checked, one at a time as they are decoded (nothing is held but a buffer).
+    pub fn stream(&self) -> Result<codec::Rows<'_>, String> {
+        let tables = self.checked_tables()?;
+        codec::Rows::new(&self.data, self.events, tables)
+    }
+
+    /// The number of tables, once the encoding is known.
+    fn checked_tables(&self) -> Result<u32, String> {
         if self.encoding != ENCODING {
             return Err(format!("unknown trace encoding {:?}", self.encoding));
         }
-        let tables = u32::try_from(self.tables.len()).map_err(|_| "too many tables")?;
-        codec::decode(&self.data, self.events, tables)
+        u32::try_from(self.tables.len()).map_err(|_| "too many tables".into())
     }
 
     /// Whether operations are missing (a full ring buffer, or the limit).
