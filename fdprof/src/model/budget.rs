@@ -46,9 +46,10 @@ const SNAPSHOT_BYTES_PER_64_FDS: u64 = 16;
 /// identity map (8), the summary words (under 1), and the old words beside the new while it
 /// grows (a model runs at a time, so one model's tables count).
 const MODEL_BYTES_PER_64_FDS: u64 = 40;
-/// An fd fastalloc's model holds elsewhere than the traced one (two `HashMap<u32, u32>`
-/// entries, as for [`OPEN_FD_BYTES`]).
-const MAPPED_FD_BYTES: u64 = 64;
+/// An fd fastalloc's model holds elsewhere than the traced one: an entry in each direction
+/// (`HashMap<u32, u32>`) and one in the set of fds a collision made stale, each as for
+/// [`OPEN_FD_BYTES`].
+const MAPPED_FD_BYTES: u64 = 96;
 /// A stack frame once a report or flamegraph is made of it, beyond its parse: `report --json
 /// --top 0` of a 64 MiB recording of 2.4 million empty frames takes 396 MB more than reading
 /// it, 164 bytes a frame.
