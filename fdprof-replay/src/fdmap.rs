@@ -63,13 +63,22 @@ impl FdMap {
         Some(sim)
     }
 
-    /// The traced fds in `[lo, hi]`.
-    pub fn traced_in(&self, lo: u32, hi: u32) -> Vec<u32> {
-        let mut v: Vec<u32> = bitmap::set_bits(&self.identity, u64::from(lo), u64::from(hi))
-            .map(|fd| fd as u32)
-            .collect();
-        v.extend(self.to_sim.keys().copied().filter(|&u| u >= lo && u <= hi));
-        v
+    /// The traced fds in `[lo, hi]` that map to themselves, among the 64 of word `w` of the
+    /// identity bitmap (none past its end).
+    pub fn identical_in(&self, w: u64, lo: u32, hi: u32) -> impl Iterator<Item = u32> + '_ {
+        let (lo, hi) = (u64::from(lo).max(w * 64), u64::from(hi).min(w * 64 + 63));
+        bitmap::set_bits(&self.identity, lo, hi).map(|fd| fd as u32)
+    }
+
+    /// How many words the identity bitmap has.
+    pub fn identity_words(&self) -> u64 {
+        self.identity.len() as u64
+    }
+
+    /// The traced fds in `[lo, hi]` that map to another fd.
+    pub fn moved_in(&self, lo: u32, hi: u32) -> Vec<u32> {
+        let in_range = |&u: &u32| u >= lo && u <= hi;
+        self.to_sim.keys().copied().filter(in_range).collect()
     }
 
     /// Drops the traced fds whose simulated fd is no longer open.

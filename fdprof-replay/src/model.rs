@@ -188,9 +188,19 @@ pub fn close_range<M: Model>(
         return Ok(());
     }
     m.pointers(hi - lo + 1);
-    let open: Vec<u64> = bitmap::set_bits(&t.fdt().open, lo, hi).collect();
-    for fd in open {
-        t.release(fd, m)?;
+    // A word at a time (releasing clears only the fd's own bit): a range over a table of
+    // millions of open fds does not list them all first.
+    let mut open = Vec::with_capacity(64);
+    for w in lo / 64..=hi / 64 {
+        open.clear();
+        open.extend(bitmap::set_bits(
+            &t.fdt().open,
+            (w * 64).max(lo),
+            (w * 64 + 63).min(hi),
+        ));
+        for &fd in &open {
+            t.release(fd, m)?;
+        }
     }
     Ok(())
 }

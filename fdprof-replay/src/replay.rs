@@ -1,6 +1,7 @@
 //! The driver: a trace in, per model the allocations, their cost, the growths, and how the
 //! model's fds compare with the traced ones.
 
+use std::borrow::Borrow;
 use std::collections::HashMap;
 
 use crate::cost::{Cost, Meter};
@@ -25,9 +26,10 @@ pub enum ModelKind {
     },
 }
 
-/// Replays `events` under one model.
-pub fn replay<'a>(
-    events: impl IntoIterator<Item = &'a TraceEvent>,
+/// Replays `events` under one model. They may be references into a list or made one at a time
+/// (a recorded trace builds each from its compact row as it is replayed).
+pub fn replay<E: Borrow<TraceEvent>>(
+    events: impl IntoIterator<Item = E>,
     kind: ModelKind,
     limits: Limits,
 ) -> ModelResult {
@@ -40,14 +42,14 @@ pub fn replay<'a>(
     }
 }
 
-pub fn run<'a, M: Model>(
+pub fn run<M: Model, E: Borrow<TraceEvent>>(
     template: M,
     kind: ModelKind,
-    events: impl IntoIterator<Item = &'a TraceEvent>,
+    events: impl IntoIterator<Item = E>,
 ) -> ModelResult {
     let mut r = Replayer::new(template, kind);
     for e in events {
-        r.apply(e);
+        r.apply(e.borrow());
     }
     r.finish()
 }
@@ -353,15 +355,19 @@ impl<M: Model> Replayer<M> {
             self.result.rejected += 1;
             return;
         }
-        for u in map.traced_in(lo, hi) {
-            let Some(v) = map.sim(u) else { continue };
-            if cloexec_only {
-                crate::bitmap::set(t.model.cloexec_mut(), u64::from(v));
-                self.meter.write_cloexec(1);
-            } else {
-                map.remove(u);
-                let _ = t.model.release(u64::from(v), &mut self.meter);
+        // The fds that map to themselves a word at a time (closing one clears only its own
+        // bit): a range over millions of them does not list them all first.
+        let mut batch = Vec::with_capacity(64);
+        let words = map.identity_words();
+        for w in (u64::from(lo) / 64..=u64::from(hi) / 64).take_while(|&w| w < words) {
+            batch.clear();
+            batch.extend(map.identical_in(w, lo, hi));
+            for &u in &batch {
+                close_traced(map, &mut t.model, &mut self.meter, u, cloexec_only);
             }
+        }
+        for u in map.moved_in(lo, hi) {
+            close_traced(map, &mut t.model, &mut self.meter, u, cloexec_only);
         }
         if !cloexec_only {
             let stale: Vec<u32> = map
@@ -385,5 +391,23 @@ impl<M: Model> Replayer<M> {
             self.result.largest_table = self.result.largest_table.max(t.model.fdt().max_fds);
         }
         self.result
+    }
+}
+
+/// close_range (or its close-on-exec form) of traced fd `u` in a table whose fds are mapped.
+fn close_traced<M: Model>(
+    map: &mut FdMap,
+    model: &mut M,
+    meter: &mut Meter,
+    u: u32,
+    cloexec_only: bool,
+) {
+    let Some(v) = map.sim(u) else { return };
+    if cloexec_only {
+        crate::bitmap::set(model.cloexec_mut(), u64::from(v));
+        meter.write_cloexec(1);
+    } else {
+        map.remove(u);
+        let _ = model.release(u64::from(v), meter);
     }
 }

@@ -71,14 +71,20 @@ impl Output {
     /// Writes `data`. A file gets mode [`MODE`] and appears complete or not at all; on failure an
     /// existing file is left as it was.
     pub fn write(&self, data: &[u8]) -> Result<()> {
+        self.write_with(|out| out.write_all(data))
+    }
+
+    /// Writes what `fill` writes, as it writes it (buffered), so that output larger than what
+    /// makes it need not be held whole; a file as with [`Output::write`].
+    pub fn write_with(&self, fill: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Result<()> {
         match self {
             Output::Stdout => {
-                let mut out = io::stdout().lock();
-                out.write_all(data)
+                let mut out = io::BufWriter::new(io::stdout().lock());
+                fill(&mut out)
                     .and_then(|()| out.flush())
                     .map_err(|e| anyhow!("cannot write to standard output: {e}"))
             }
-            Output::File(path) => Target::open(path)?.replace(data, TempKind::Unnamed),
+            Output::File(path) => Target::open(path)?.replace(fill, TempKind::Unnamed),
         }
     }
 }
@@ -192,10 +198,14 @@ impl<'a> Target<'a> {
         }
     }
 
-    fn replace(&self, data: &[u8], kind: TempKind) -> Result<()> {
+    fn replace(
+        &self,
+        fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+        kind: TempKind,
+    ) -> Result<()> {
         self.remove_dead_leftovers();
         let mut temp = self.create_temp(kind).map_err(|e| self.error(e))?;
-        let result = self.fill_and_rename(&mut temp, data);
+        let result = self.fill_and_rename(&mut temp, fill);
         if result.is_err()
             && let Some(name) = &temp.name
         {
@@ -252,9 +262,15 @@ impl<'a> Target<'a> {
         })
     }
 
-    fn fill_and_rename(&self, temp: &mut Temp, data: &[u8]) -> Result<()> {
+    fn fill_and_rename(
+        &self,
+        temp: &mut Temp,
+        fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+    ) -> Result<()> {
         let io = |e: io::Error| self.error(e);
-        temp.file.write_all(data).map_err(io)?;
+        let mut out = io::BufWriter::new(&mut temp.file);
+        fill(&mut out).and_then(|()| out.flush()).map_err(io)?;
+        drop(out);
         // fchmod: the mode given at creation was cut by the umask.
         temp.file
             .set_permissions(Permissions::from_mode(MODE))
@@ -489,7 +505,7 @@ mod tests {
         std::fs::set_permissions(&path, Permissions::from_mode(0o644)).unwrap();
         Target::open(&path)
             .unwrap()
-            .replace(b"new", TempKind::Named)
+            .replace(|out| out.write_all(b"new"), TempKind::Named)
             .unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), b"new");
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o7777;
@@ -504,7 +520,9 @@ mod tests {
         let target = Target::open(&path).unwrap();
         // Something that is not a regular file appears after the early check.
         std::fs::create_dir(&path).unwrap();
-        let err = target.replace(b"new", TempKind::Named).unwrap_err();
+        let err = target
+            .replace(|out| out.write_all(b"new"), TempKind::Named)
+            .unwrap_err();
         assert!(format!("{err}").contains("is a directory"), "{err}");
         assert_eq!(dir.names(), ["out"]);
         assert!(path.is_dir());

@@ -2,11 +2,13 @@
 //! behind valid deflate and base64, valid rows with every field random, cut and flipped data,
 //! wrong counts and hostile snapshots. Each case goes through the decoder, the ordering, the
 //! JSON lines export and a replay under every model. Pass: no panic (an error is fine), and
-//! the whole run ends (hostile sizes are bounded by the decoder).
+//! the whole run ends (hostile sizes are bounded by the decoder). A deflate bomb stops at the
+//! rows it declares.
 
 use std::io::Write;
 
 use fdprof::analysis::replay::{self, ModelChoice};
+use fdprof::model::budget;
 use fdprof::model::trace::{ENCODING, TableSnapshot, Trace, TraceTable, codec, order};
 use fdprof::render;
 
@@ -193,8 +195,41 @@ fn hostile_traces_never_panic() {
         let mut rec = fdprof::testdata::recording();
         rec.kernel_release = "6.12.0".into();
         rec.trace = Some(trace);
+        // What the reader checks, then what a replay checks with the rows (inside `recorded`).
+        let _ = budget::check(&rec, None, "fuzz");
         let _ = replay::recorded(&rec, "fuzz", ModelChoice::All, seed);
     }
     // Some valid-row cases must get through, or the decoder is refusing everything.
     assert!(decoded > CASES / 50, "only {decoded} cases decoded");
+}
+
+/// Zero bytes deflate a thousand to one and ten make a row: whatever the bomb holds, decoding
+/// stops one byte past what the declared rows can take (110 bytes a row) and says so.
+#[test]
+fn deflate_bombs_stop_at_their_declared_rows() {
+    let bomb = base64(&deflate(&vec![0; 8 << 20]));
+    for declared in [0u64, 1, 10, 1000] {
+        let trace = Trace {
+            encoding: ENCODING.into(),
+            events: declared,
+            limit: 1000,
+            over_limit: 0,
+            lost: 0,
+            tables: vec![TraceTable { pid: 1, addr: None }],
+            snapshots: Vec::new(),
+            notes: Vec::new(),
+            data: bomb.clone(),
+        };
+        let want = format!("more data than the {declared} rows the trace declares");
+        assert_eq!(trace.rows().unwrap_err(), want);
+        assert_eq!(render::trace::jsonl(&trace).unwrap_err(), want);
+        let streamed: Vec<_> = trace.stream().unwrap().collect();
+        assert_eq!(streamed.len() as u64, declared + 1);
+        assert_eq!(streamed.last().unwrap().as_ref().unwrap_err(), &want);
+        let mut rec = fdprof::testdata::recording();
+        rec.kernel_release = "6.12.0".into();
+        rec.trace = Some(trace);
+        let err = replay::recorded(&rec, "bomb", ModelChoice::All, 1).unwrap_err();
+        assert_eq!(err, format!("bomb: corrupt fd trace: {want}"));
+    }
 }

@@ -1,12 +1,14 @@
 //! `fdprof replay`: a trace of fd-table operations run through each allocator model
 //! (`fdprof-replay`), side by side, with each model's cost against mainline's.
 
+use std::borrow::Borrow;
+
 use serde::Serialize;
 
 use fdprof_replay::synthetic::{self, Params, Pattern};
 use fdprof_replay::{Limits, ModelKind, ModelResult, Ratios, TraceEvent, Version, model};
 
-use crate::model::{Recording, trace::order};
+use crate::model::{Recording, budget, trace::order};
 
 /// Which models to run: mainline as the trace's kernel runs it, one named version, Al Viro's
 /// multi-level bitmap, `O_FD_FASTALLOC` over mainline, or all of them.
@@ -107,16 +109,21 @@ pub fn limits_for(fds: u32) -> Limits {
     }
 }
 
-/// Runs `events` through each model; mainline (the first) is the reference of the ratios.
-pub fn replay(
+/// Runs the events `events()` gives through each model (each from the start); mainline (the
+/// first) is the reference of the ratios.
+pub fn replay<E, I>(
     source: Source,
-    events: &[TraceEvent],
+    events: impl Fn() -> I,
     models: &[(String, ModelKind)],
     limits: Limits,
-) -> ReplayReport {
+) -> ReplayReport
+where
+    E: Borrow<TraceEvent>,
+    I: Iterator<Item = E>,
+{
     let results: Vec<(String, ModelResult)> = models
         .iter()
-        .map(|(name, kind)| (name.clone(), fdprof_replay::replay(events, *kind, limits)))
+        .map(|(name, kind)| (name.clone(), fdprof_replay::replay(events(), *kind, limits)))
         .collect();
     let mainline = results
         .first()
@@ -157,7 +164,7 @@ pub fn synthetic(
         notes: Vec::new(),
     };
     let models = models(choice, mainline, params.seed);
-    replay(source, &events, &models, limits_for(params.fds))
+    replay(source, || events.iter(), &models, limits_for(params.fds))
 }
 
 /// A recording's fd trace (`record --trace`), replayed with "mainline" the allocator of the
@@ -177,7 +184,11 @@ pub fn recorded(
             rec.kernel_release
         )
     })?;
-    let ordered = order::events(trace).map_err(|e| format!("{name}: corrupt fd trace: {e}"))?;
+    let corrupt = |e| format!("{name}: corrupt fd trace: {e}");
+    let rows = trace.rows().map_err(corrupt)?;
+    // The rows show which tables they grow: checked before any is built.
+    budget::check(rec, Some(&rows), name)?;
+    let ordered = order::order(trace, rows).map_err(corrupt)?;
     // What the recorder said it could not see, then what this trace lacks.
     let mut notes = trace.notes.clone();
     if trace.lost > 0 {
@@ -212,7 +223,7 @@ pub fn recorded(
         fds: ordered.highest_fd.saturating_add(1),
         ops: trace.events,
         threads: ordered.threads as u32,
-        events: ordered.events.len() as u64,
+        events: ordered.len() as u64,
         kernel: rec.kernel_release.clone(),
         mainline,
         notes,
@@ -228,7 +239,7 @@ pub fn recorded(
         rlimit: top,
         nr_open: top,
     };
-    Ok(replay(source, &ordered.events, &models, limits))
+    Ok(replay(source, || ordered.events(), &models, limits))
 }
 
 pub fn pattern_name(p: Pattern) -> &'static str {

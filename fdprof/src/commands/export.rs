@@ -89,9 +89,12 @@ pub fn run(args: &ExportArgs) -> Result<()> {
                     crate::escape::name(&args.input.display().to_string())
                 );
             };
-            render::trace::jsonl(trace)
-                .map_err(|e| anyhow::anyhow!("corrupt fd trace: {e}"))?
-                .into_bytes()
+            // Written as it is made: the lines take several times the rows they come from.
+            let lines = render::trace::lines(trace)
+                .map_err(|e| anyhow::anyhow!("corrupt fd trace: {e}"))?;
+            output.write_with(|out| lines.write(out))?;
+            eprintln!("fdprof: wrote {output}");
+            return Ok(());
         }
         Format::Folded => {
             let opts = FlamegraphOptions {

@@ -88,7 +88,7 @@ pub struct RecordArgs {
     /// Keep at most this many trace operations (64 bytes each in memory while recording, 4 to
     /// 11 in the recording, which `replay` reads up to 64 MiB); the rest are counted as dropped
     #[arg(long, value_name = "N", requires = "trace", default_value_t = 2_000_000,
-          value_parser = clap::value_parser!(u64).range(1..=5_000_000))]
+          value_parser = clap::value_parser!(u64).range(1..=crate::model::bounded::TRACE_ROWS))]
     pub trace_limit: u64,
     /// Keep raw kernel and user addresses in the recording (they reveal the KASLR layout)
     #[arg(long)]

@@ -64,6 +64,34 @@ pub const TEXT_BYTES: usize = 64 << 10;
 /// table's snapshot has.
 pub const TRACE_TABLES: usize = 4096;
 pub const TRACE_RUNS: usize = 1 << 20;
+/// Rows of an fd trace: `record --trace-limit` keeps at most 5,000,000 operations.
+pub const TRACE_ROWS: u64 = 5_000_000;
+/// The largest fd table a trace's snapshot may describe, in fds: 2^27, the table of Al Viro's
+/// worst case and the largest `replay` builds a model of (`replay --synthetic --fds` stops there
+/// too). The kernel allows up to `fs.nr_open`, at most 2^31 - 64, but a process with a table
+/// of 2^27 already holds 1 GiB of file pointers; `record` writes what the kernel had, and a
+/// larger table is refused here rather than replayed in part.
+pub const TRACE_MAX_FDS: u32 = 1 << 27;
+
+pub fn trace_rows<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    let rows = u64::deserialize(d)?;
+    if rows > TRACE_ROWS {
+        return Err(de::Error::custom(format_args!(
+            "an fd trace of {rows} rows (fdprof writes at most {TRACE_ROWS})"
+        )));
+    }
+    Ok(rows)
+}
+
+pub fn trace_max_fds<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    let fds = u32::deserialize(d)?;
+    if fds > TRACE_MAX_FDS {
+        return Err(de::Error::custom(format_args!(
+            "a table snapshot of {fds} fds (fdprof reads tables of at most {TRACE_MAX_FDS})"
+        )));
+    }
+    Ok(fds)
+}
 
 pub fn trace_tables<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
     d: D,

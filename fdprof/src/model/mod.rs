@@ -2,6 +2,7 @@
 
 pub mod assemble;
 pub mod bounded;
+pub mod budget;
 pub mod build;
 pub mod counters;
 pub mod cpu;

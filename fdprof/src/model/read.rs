@@ -5,7 +5,8 @@
 //! `-`, standard input, of at most [`MAX_BYTES`]. It is parsed twice, never into a
 //! `serde_json::Value`: first only `format` and `version`, described whatever JSON they hold, so
 //! a foreign or newer file is named as such; then the typed model, whose lists and strings stop
-//! at the bounds of what fdprof writes ([`super::bounded`]).
+//! at the bounds of what fdprof writes ([`super::bounded`]); then what its claims would take
+//! once expanded, against one budget ([`super::budget`]).
 
 use std::fmt;
 use std::fs::OpenOptions;
@@ -45,8 +46,11 @@ pub fn parse(data: &[u8], name: &str) -> Result<Recording> {
         bail!("{name} is empty, not an fdprof recording");
     }
     check_header(data, name)?;
-    serde_json::from_slice(data)
-        .map_err(|e| anyhow!("{name} is a corrupt fdprof recording: {}", json_error(&e)))
+    let rec = serde_json::from_slice(data)
+        .map_err(|e| anyhow!("{name} is a corrupt fdprof recording: {}", json_error(&e)))?;
+    // Before anything is expanded: what its claims would take.
+    super::budget::check(&rec, None, name).map_err(|e| anyhow!(e))?;
+    Ok(rec)
 }
 
 fn read_file(path: &Path, name: &str) -> Result<Vec<u8>> {

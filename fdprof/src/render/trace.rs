@@ -5,6 +5,8 @@ use fdprof_common::{
     syscalls::FD_SYSCALLS,
     trace::{flag, op},
 };
+use std::io::{self, Write};
+
 use serde_json::{Value, json};
 
 use crate::model::trace::{Trace, codec::Row};
@@ -75,28 +77,46 @@ fn row(r: &Row) -> Value {
     v
 }
 
-/// The lines, or why the trace cannot be read.
-pub fn jsonl(trace: &Trace) -> Result<String, String> {
+/// The trace's rows, decoded and in exit order, to be written as lines.
+pub struct Lines<'a> {
+    trace: &'a Trace,
+    rows: Vec<Row>,
+}
+
+/// The trace's lines, or why the trace cannot be read.
+pub fn lines(trace: &Trace) -> Result<Lines<'_>, String> {
     let mut rows = trace.rows()?;
     rows.sort_by_key(|r| r.exit_ns);
-    let mut out = String::new();
-    for s in &trace.snapshots {
-        let v = json!({
-            "time_ns": s.from_ns,
-            "table": s.table,
-            "op": "snapshot",
-            "pid": trace.tables.get(s.table as usize).map(|t| t.pid),
-            "open": s.open,
-            "cloexec": s.cloexec,
-            "next_fd": s.next_fd,
-            "max_fds": s.max_fds,
-        });
-        out.push_str(&v.to_string());
-        out.push('\n');
+    Ok(Lines { trace, rows })
+}
+
+impl Lines<'_> {
+    /// Writes the lines, one at a time.
+    pub fn write(&self, out: &mut dyn Write) -> io::Result<()> {
+        let trace = self.trace;
+        for s in &trace.snapshots {
+            let v = json!({
+                "time_ns": s.from_ns,
+                "table": s.table,
+                "op": "snapshot",
+                "pid": trace.tables.get(s.table as usize).map(|t| t.pid),
+                "open": s.open,
+                "cloexec": s.cloexec,
+                "next_fd": s.next_fd,
+                "max_fds": s.max_fds,
+            });
+            writeln!(out, "{v}")?;
+        }
+        for r in &self.rows {
+            writeln!(out, "{}", row(r))?;
+        }
+        Ok(())
     }
-    for r in &rows {
-        out.push_str(&row(r).to_string());
-        out.push('\n');
-    }
-    Ok(out)
+}
+
+/// The lines as one string, or why the trace cannot be read.
+pub fn jsonl(trace: &Trace) -> Result<String, String> {
+    let mut out = Vec::new();
+    lines(trace)?.write(&mut out).expect("writing to memory");
+    Ok(String::from_utf8(out).expect("JSON is UTF-8"))
 }

@@ -14,7 +14,9 @@
 //! when read, through the text and JSON reports, the folded stacks and the SVG, with the
 //! default filter and with `--lock all`. The largest file read goes through `fdprof` itself, in
 //! the second test, with the 1 M-slot histogram, a 15 MB recording, `/dev/zero`, a FIFO, a
-//! directory and an over-size file.
+//! directory and an over-size file. The third (`claims`) sends small files whose numbers claim
+//! more than fdprof's memory budget (a snapshot of 2^27 open fds, 2^24 deflated zero rows, and
+//! their neighbours) through `report`, `replay`, `export --format trace-jsonl` and `flamegraph`.
 
 use std::fs::File;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -31,6 +33,7 @@ use serde_json::{Value, json};
 
 /// The address space the worker and the `fdprof` runs get.
 mod cases;
+mod claims;
 mod mutate;
 
 use cases::*;

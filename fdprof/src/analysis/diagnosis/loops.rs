@@ -33,15 +33,39 @@ struct Open {
     len: u64,
 }
 
-pub(super) fn runs(rows: &[Row]) -> Runs {
+/// A close(2) as the search for runs needs it (a report reads only these of a trace's rows).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Close {
+    exit_ns: u64,
+    tid: u32,
+    table: u32,
+    fd: i32,
+}
+
+/// The close(2) calls among `rows` that released an fd.
+pub(super) fn closes(
+    rows: impl IntoIterator<Item = Result<Row, String>>,
+) -> Result<Vec<Close>, String> {
     let close = FD_SYSCALLS
         .iter()
         .position(|s| s.name == "close")
         .map(|i| i as u8);
-    let mut order: Vec<&Row> = rows
-        .iter()
-        .filter(|r| r.op == op::RELEASE && Some(r.syscall) == close)
-        .collect();
+    let mut out = Vec::new();
+    for r in rows {
+        let r = r?;
+        if r.op == op::RELEASE && Some(r.syscall) == close {
+            out.push(Close {
+                exit_ns: r.exit_ns,
+                tid: r.tid,
+                table: r.table,
+                fd: r.fd,
+            });
+        }
+    }
+    Ok(out)
+}
+
+pub(super) fn runs(mut order: Vec<Close>) -> Runs {
     order.sort_by_key(|r| r.exit_ns);
     let mut out = Runs::default();
     let end = |out: &mut Runs, len: u64| {
@@ -95,10 +119,12 @@ pub(super) fn close_loops(rec: &Recording, r: &Report) -> Result<Option<Finding>
                 .into(),
         );
     };
-    let rows = trace
-        .rows()
+    // Streamed: only the closes are kept.
+    let found = trace
+        .stream()
+        .and_then(closes)
+        .map(runs)
         .map_err(|e| format!("the fd trace cannot be read: {e}"))?;
-    let found = runs(&rows);
     let evidence = check(
         "trace.close_loop_fds",
         found.fds as f64,

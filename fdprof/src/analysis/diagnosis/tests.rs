@@ -2,7 +2,7 @@ use fdprof_common::syscalls::FD_SYSCALLS;
 use fdprof_common::trace::op;
 use fdprof_figures::{Rule, StackSource};
 
-use super::loops::{Runs, runs};
+use super::loops::{Runs, closes, runs};
 use crate::analysis::{ReportOptions, report};
 use crate::model::hist::Log2Hist;
 use crate::model::trace::codec::Row;
@@ -171,7 +171,7 @@ fn runs_of_consecutive_closes_per_thread() {
         rows.push(close(4, *fd, 1000 + k as u64));
     }
     assert_eq!(
-        runs(&rows),
+        runs(closes(rows.iter().map(|r| Ok(*r))).unwrap()),
         Runs {
             runs: 2,
             fds: 30,

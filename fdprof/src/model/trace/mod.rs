@@ -5,6 +5,7 @@
 
 pub mod codec;
 pub mod order;
+pub mod ordered;
 
 use std::collections::HashMap;
 
@@ -23,6 +24,7 @@ pub struct Trace {
     #[serde(deserialize_with = "bounded::name")]
     pub encoding: String,
     /// Operations kept (rows in `data`).
+    #[serde(deserialize_with = "bounded::trace_rows")]
     pub events: u64,
     /// `record --trace-limit`, and the operations past it, not kept.
     pub limit: u64,
@@ -66,6 +68,7 @@ pub struct TableSnapshot {
     pub next_fd: u32,
     /// The kernel's `max_fds` read by the first operation's probe, or else the smallest
     /// table the kernel makes for the highest open fd.
+    #[serde(deserialize_with = "bounded::trace_max_fds")]
     pub max_fds: u32,
 }
 
@@ -159,11 +162,22 @@ impl Trace {
 
     /// The rows, checked.
     pub fn rows(&self) -> Result<Vec<Row>, String> {
+        let tables = self.checked_tables()?;
+        codec::decode(&self.data, self.events, tables)
+    }
+
+    /// The rows, checked, one at a time as they are decoded (nothing is held but a buffer).
+    pub fn stream(&self) -> Result<codec::Rows<'_>, String> {
+        let tables = self.checked_tables()?;
+        codec::Rows::new(&self.data, self.events, tables)
+    }
+
+    /// The number of tables, once the encoding is known.
+    fn checked_tables(&self) -> Result<u32, String> {
         if self.encoding != ENCODING {
             return Err(format!("unknown trace encoding {:?}", self.encoding));
         }
-        let tables = u32::try_from(self.tables.len()).map_err(|_| "too many tables")?;
-        codec::decode(&self.data, self.events, tables)
+        u32::try_from(self.tables.len()).map_err(|_| "too many tables".into())
     }
 
     /// Whether operations are missing (a full ring buffer, or the limit).

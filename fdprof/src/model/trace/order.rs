@@ -13,12 +13,11 @@
 use std::collections::HashMap;
 
 use fdprof_common::trace::{flag, op};
-use fdprof_replay::{TraceEvent, TraceOp, event::Snapshot};
 
 use super::{TableSnapshot, Trace, codec::Row};
 
-/// The largest table a snapshot may describe (bits); larger is a corrupt trace.
-pub const MAX_SNAPSHOT_FDS: u32 = 1 << 27;
+use super::ordered::{AMBIGUOUS, SNAPSHOT, Step, snapshot_event, trace_op};
+pub use super::ordered::{MAX_SNAPSHOT_FDS, ORDER_BYTES_PER_ROW, Ordered};
 
 /// How many later operations are searched for the one an inconsistent operation must follow
 /// (a thread preempted inside close for milliseconds lets thousands pass): a bound on the work
@@ -28,55 +27,49 @@ const PARTNERS: usize = 1 << 16;
 const MAX_THREADS_EXACT: usize = 256;
 const NEIGHBOURS: usize = 1024;
 
-/// The events, and what ordering them took.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Ordered {
-    pub events: Vec<TraceEvent>,
-    /// Allocations marked ambiguous.
-    pub ambiguous: u64,
-    /// Operations moved before an overlapping one of another thread.
-    pub reordered: u64,
-    /// Operations dropped because the snapshot already showed them.
-    pub in_snapshot: u64,
-    /// Distinct threads seen.
-    pub threads: u64,
-    /// The highest fd seen (0 when none).
-    pub highest_fd: u32,
-    /// Each forked table's open fds as its parent's were at the fork, until its own
-    /// operations are ordered from them.
-    forked: HashMap<u32, HashMap<u32, bool>>,
+/// The trace's rows, decoded, in the order they replay.
+pub fn events(trace: &Trace) -> Result<Ordered, String> {
+    order(trace, trace.rows()?)
 }
 
-pub fn events(trace: &Trace) -> Result<Ordered, String> {
-    let rows = trace.rows()?;
-    let mut by_table: Vec<Vec<Row>> = vec![Vec::new(); trace.tables.len()];
-    let mut tids = std::collections::HashSet::new();
-    for r in rows {
-        tids.insert(r.tid);
-        by_table[r.table as usize].push(r);
+/// `rows`, the trace's rows as decoded ([`Trace::rows`]), in the order they replay.
+pub fn order(trace: &Trace, mut rows: Vec<Row>) -> Result<Ordered, String> {
+    let tables = trace.tables.len();
+    if rows.len() >= AMBIGUOUS as usize {
+        return Err(format!("{} rows", rows.len()));
     }
-    let mut out = Ordered {
-        threads: tids.len() as u64,
-        ..Ordered::default()
-    };
     for s in &trace.snapshots {
-        if s.table as usize >= by_table.len() {
+        if s.table as usize >= tables {
             return Err(format!("a snapshot of unknown table {}", s.table));
         }
     }
     // A fork names another known table. Ids are given in order of first use, so the child's
     // is later and its operations are ordered from the parent's fds at the fork (unless its
     // address was an earlier table's, since freed: then from none).
-    for (table, rows) in by_table.iter().enumerate() {
-        if let Some(r) = rows.iter().find(|r| {
-            r.op == op::FORK && (r.arg as usize >= by_table.len() || r.arg as usize == table)
-        }) {
-            return Err(format!("a fork of table {table} to table {}", r.arg));
-        }
+    if let Some(r) = rows
+        .iter()
+        .filter(|r| r.op == op::FORK && (r.arg as usize >= tables || r.arg == r.table))
+        .min_by_key(|r| r.table)
+    {
+        return Err(format!("a fork of table {} to table {}", r.table, r.arg));
     }
-    for (table, mut rows) in by_table.into_iter().enumerate() {
+    let mut tids: Vec<u32> = rows.iter().map(|r| r.tid).collect();
+    tids.sort_unstable();
+    tids.dedup();
+    let threads = tids.len() as u64;
+    drop(tids);
+    // Each table's rows together, in the order its operations most likely changed it (a
+    // stable sort: rows of the same moment keep the order they were recorded in).
+    rows.sort_by_key(|r| (r.table, key(r)));
+    let mut out = Ordered {
+        threads,
+        steps: Vec::with_capacity(rows.len() + trace.snapshots.len()),
+        ..Ordered::default()
+    };
+    let mut start = 0;
+    for table in 0..tables {
+        let end = start + rows[start..].partition_point(|r| r.table as usize == table);
         let snap = trace.snapshots.iter().find(|s| s.table as usize == table);
-        rows.sort_by_key(key);
         let mut shadow = Shadow::default();
         if let Some(open) = out.forked.remove(&(table as u32)) {
             shadow.open = open;
@@ -85,12 +78,20 @@ pub fn events(trace: &Trace) -> Result<Ordered, String> {
             let (event, open) = snapshot_event(s, table as u64)?;
             shadow.open = open;
             shadow.last_ns = event.time_ns;
-            out.events.push(event);
+            out.steps.push(Step {
+                time_ns: event.time_ns,
+                what: SNAPSHOT | out.snapshots.len() as u32,
+            });
+            out.snapshots.push(event);
         }
-        order_table(&rows, snap, &mut shadow, &mut out);
+        order_table(&rows[start..end], start, snap, &mut shadow, &mut out);
+        start = end;
     }
     // Tables interleave by time; within one, the order found above is kept (stable sort).
-    out.events.sort_by_key(|e| e.time_ns);
+    if !out.steps.is_sorted_by_key(|s| s.time_ns) {
+        out.steps.sort_by_key(|s| s.time_ns);
+    }
+    out.rows = rows;
     Ok(out)
 }
 
@@ -158,38 +159,43 @@ fn key(r: &Row) -> u64 {
 /// Each thread's table-changing operations, to find what overlaps an alloc in `log n`: a
 /// thread runs one syscall at a time, so its intervals sorted by entry have their running
 /// maximum exit, and one overlaps `[enter, exit]` exactly when the maximum over those entered
-/// by `exit` reaches `enter`.
+/// by `exit` reaches `enter`. Each span is `(entry, the running maximum exit)`.
 struct Busy {
-    by_thread: HashMap<u32, (Vec<u64>, Vec<u64>)>,
+    by_thread: HashMap<u32, Vec<(u64, u64)>>,
 }
 
 impl Busy {
     fn new(rows: &[Row]) -> Option<Busy> {
-        let mut by_thread: HashMap<u32, Vec<(u64, u64)>> = HashMap::new();
+        let mut counts: HashMap<u32, usize> = HashMap::new();
         for r in rows.iter().filter(|r| changes_table(r)) {
-            by_thread
-                .entry(r.tid)
-                .or_default()
-                .push((r.enter_ns, r.exit_ns));
-            if by_thread.len() > MAX_THREADS_EXACT {
+            *counts.entry(r.tid).or_default() += 1;
+            if counts.len() > MAX_THREADS_EXACT {
                 return None;
             }
         }
-        let by_thread = by_thread
+        // One thread overlaps no other.
+        if counts.len() < 2 {
+            return Some(Busy {
+                by_thread: HashMap::new(),
+            });
+        }
+        let mut by_thread: HashMap<u32, Vec<(u64, u64)>> = counts
             .into_iter()
-            .map(|(tid, mut spans)| {
-                spans.sort_unstable();
-                let enters = spans.iter().map(|s| s.0).collect();
-                let max_exits = spans
-                    .iter()
-                    .scan(0, |m, s| {
-                        *m = s.1.max(*m);
-                        Some(*m)
-                    })
-                    .collect();
-                (tid, (enters, max_exits))
-            })
+            .map(|(tid, n)| (tid, Vec::with_capacity(n)))
             .collect();
+        for r in rows.iter().filter(|r| changes_table(r)) {
+            if let Some(spans) = by_thread.get_mut(&r.tid) {
+                spans.push((r.enter_ns, r.exit_ns));
+            }
+        }
+        for spans in by_thread.values_mut() {
+            spans.sort_unstable();
+            let mut max_exit = 0;
+            for span in spans.iter_mut() {
+                max_exit = max_exit.max(span.1);
+                span.1 = max_exit;
+            }
+        }
         Some(Busy { by_thread })
     }
 
@@ -197,9 +203,9 @@ impl Busy {
         self.by_thread
             .iter()
             .filter(|(tid, _)| **tid != r.tid)
-            .any(|(_, (enters, max_exits))| {
-                let n = enters.partition_point(|&e| e <= r.exit_ns);
-                n > 0 && max_exits[n - 1] >= r.enter_ns
+            .any(|(_, spans)| {
+                let n = spans.partition_point(|&(enter, _)| enter <= r.exit_ns);
+                n > 0 && spans[n - 1].1 >= r.enter_ns
             })
     }
 }
@@ -217,7 +223,14 @@ fn changes_table(r: &Row) -> bool {
     )
 }
 
-fn order_table(rows: &[Row], snap: Option<&TableSnapshot>, shadow: &mut Shadow, out: &mut Ordered) {
+/// Orders one table's `rows`, which start at index `first` of all rows.
+fn order_table(
+    rows: &[Row],
+    first: usize,
+    snap: Option<&TableSnapshot>,
+    shadow: &mut Shadow,
+    out: &mut Ordered,
+) {
     let longest = rows
         .iter()
         .map(|r| r.exit_ns - r.enter_ns)
@@ -227,6 +240,7 @@ fn order_table(rows: &[Row], snap: Option<&TableSnapshot>, shadow: &mut Shadow, 
     let busy = Busy::new(rows);
     let ctx = Context {
         rows,
+        first,
         longest,
         busy: busy.as_ref(),
     };
@@ -278,6 +292,8 @@ fn order_table(rows: &[Row], snap: Option<&TableSnapshot>, shadow: &mut Shadow, 
 /// A table's operations, sorted, and what finds overlaps among them.
 struct Context<'a> {
     rows: &'a [Row],
+    /// The index of `rows[0]` among all rows.
+    first: usize,
     /// The longest operation (entry to exit).
     longest: u64,
     busy: Option<&'a Busy>,
@@ -315,110 +331,28 @@ fn emit(ctx: &Context, i: usize, shadow: &mut Shadow, out: &mut Ordered, in_wind
     if r.fd > 0 && r.op != op::EXPAND && r.op != op::FORK {
         out.highest_fd = out.highest_fd.max(r.fd as u32);
     }
-    let cloexec = r.flags & flag::CLOEXEC != 0;
-    let op = match r.op {
-        op::ALLOC => {
-            let ambiguous = in_window || ctx.overlapped(i);
-            out.ambiguous += u64::from(ambiguous);
-            TraceOp::Alloc {
-                start: r.arg,
-                cloexec,
-                fd: if r.fd >= 0 {
-                    Ok(r.fd as u32)
-                } else {
-                    Err(r.fd.wrapping_neg())
-                },
-                ambiguous,
-            }
-        }
-        op::RELEASE => TraceOp::Release { fd: r.fd as u32 },
-        op::INSTALL => TraceOp::InstallAt {
-            fd: r.fd as u32,
-            cloexec,
-        },
-        op::CLOSE_RANGE => TraceOp::CloseRange {
-            lo: r.fd as u32,
-            hi: r.arg,
-            cloexec_only: r.flags & flag::CLOEXEC_ONLY != 0,
-            unshare: None,
-        },
-        op::EXEC => TraceOp::Exec { unshare: None },
-        op::EXPAND => TraceOp::Expand {
-            max_fds: r.fd as u32,
-        },
-        op::FORK => {
-            out.forked.insert(r.arg, shadow.open.clone());
-            TraceOp::Fork {
-                child: u64::from(r.arg),
-            }
-        }
-        _ => return,
-    };
-    shadow.last_ns = shadow.last_ns.max(key(r));
-    out.events.push(TraceEvent {
-        time_ns: shadow.last_ns,
-        tid: r.tid,
-        table: u64::from(r.table),
-        op,
-    });
-}
-
-/// The snapshot event of `s`, and its open fds with their close-on-exec flags.
-fn snapshot_event(
-    s: &TableSnapshot,
-    table: u64,
-) -> Result<(TraceEvent, HashMap<u32, bool>), String> {
-    let bad = |what: &str| format!("snapshot of table {table}: {what}");
-    if s.max_fds == 0 || s.max_fds > MAX_SNAPSHOT_FDS || !s.max_fds.is_multiple_of(64) {
-        return Err(bad("max_fds is not a table size"));
+    if trace_op(r, false).is_none() {
+        return;
     }
-    let words = (s.max_fds / 64) as usize;
-    let mut open_bits = vec![0u64; words];
-    let mut cloexec_bits = vec![0u64; words];
-    let mut open = HashMap::new();
-    let mut set = |runs: &[[u32; 2]], bits: &mut Vec<u64>, cloexec: bool| -> Result<(), String> {
-        // Ascending, disjoint runs: at most max_fds fds set in all.
-        let mut prev_end = 0;
-        for &[first, count] in runs {
-            let end = first
-                .checked_add(count)
-                .filter(|&e| e <= s.max_fds)
-                .ok_or_else(|| bad("an fd beyond max_fds"))?;
-            if first < prev_end {
-                return Err(bad("runs not ascending"));
-            }
-            prev_end = end;
-            for fd in first..end {
-                bits[fd as usize / 64] |= 1 << (fd % 64);
-                if cloexec {
-                    open.insert(fd, true);
-                } else {
-                    open.entry(fd).or_insert(false);
-                }
-            }
-        }
-        Ok(())
-    };
-    set(&s.open, &mut open_bits, false)?;
-    set(&s.cloexec, &mut cloexec_bits, true)?;
-    let event = TraceEvent {
-        time_ns: s.from_ns,
-        tid: 0,
-        table,
-        op: TraceOp::Snapshot(Box::new(Snapshot {
-            open: open_bits,
-            cloexec: cloexec_bits,
-            next_fd: s.next_fd.min(s.max_fds),
-            max_fds: s.max_fds,
-        })),
-    };
-    Ok((event, open))
+    let ambiguous = r.op == op::ALLOC && (in_window || ctx.overlapped(i));
+    out.ambiguous += u64::from(ambiguous);
+    // A child ordered before its parent (an earlier table's address, reused) starts from
+    // none: a copy for it would never be read.
+    if r.op == op::FORK && r.arg > r.table {
+        out.forked.insert(r.arg, shadow.open.clone());
+    }
+    shadow.last_ns = shadow.last_ns.max(key(r));
+    out.steps.push(Step {
+        time_ns: shadow.last_ns,
+        what: (ctx.first + i) as u32 | if ambiguous { AMBIGUOUS } else { 0 },
+    });
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::model::trace::{ENCODING, TraceTable, codec};
+    use fdprof_replay::TraceOp;
 
     fn alloc(tid: u32, enter_ns: u64, exit_ns: u64, fd: i32) -> Row {
         Row {
@@ -461,8 +395,8 @@ mod tests {
     }
 
     fn ops(o: &Ordered) -> Vec<(u32, String)> {
-        o.events[1..]
-            .iter()
+        o.events()
+            .skip(1)
             .map(|e| {
                 let what = match &e.op {
                     TraceOp::Alloc { fd, ambiguous, .. } => {
