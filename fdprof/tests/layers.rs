@@ -50,6 +50,7 @@ const MAY_USE: &[(&str, &[&str])] = &[
             "probe",
             "error",
             "escape",
+            "output",
         ],
     ),
     (
