@@ -35,9 +35,13 @@ impl Screen {
         let d = dir.display();
         // The inner shell execs top, so top is the pane's foreground process and its pid is
         // the one written; the outer shell then records how it ended and the settings after.
+        // Each file is written whole under another name and renamed: the shell creates a file
+        // before the command writes it, and a reader polling for it must not see it empty.
         let script = format!(
-            "stty -a > {d}/before; sh -c 'echo $$ > {d}/pid; exec {fdprof} top {args}'; \
-             echo $? > {d}/status; stty -a > {d}/after; sleep 600"
+            "stty -a > {d}/before.part && mv {d}/before.part {d}/before; \
+             sh -c 'echo $$ > {d}/pid.part && mv {d}/pid.part {d}/pid && exec {fdprof} top {args}'; \
+             echo $? > {d}/status.part; stty -a > {d}/after.part; \
+             mv {d}/after.part {d}/after; mv {d}/status.part {d}/status; sleep 600"
         );
         let started = run(Command::new("tmux").args([
             "-L",
