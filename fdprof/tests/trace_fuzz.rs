@@ -44,25 +44,6 @@ impl Rng {
     }
 }
 
-fn base64(bytes: &[u8]) -> String {
-    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let n = chunk
-            .iter()
-            .enumerate()
-            .fold(0u32, |n, (i, &b)| n | u32::from(b) << (16 - 8 * i));
-        for i in 0..4 {
-            out.push(if i <= chunk.len() {
-                A[(n >> (18 - 6 * i) & 63) as usize] as char
-            } else {
-                '='
-            });
-        }
-    }
-    out
-}
-
 fn deflate(bytes: &[u8]) -> Vec<u8> {
     let mut z = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
     z.write_all(bytes).unwrap();
@@ -136,8 +117,8 @@ fn case(seed: u64) -> Trace {
     let tables = 1 + rng.below(3) as u32;
     let n = rng.below(200) as usize;
     let data = match rng.below(5) {
-        0 => base64(&rng.bytes(n)),
-        1 => base64(&deflate(&varints(&mut rng, n * 10))),
+        0 => codec::base64(&rng.bytes(n)),
+        1 => codec::base64(&deflate(&varints(&mut rng, n * 10))),
         2 => {
             let rows: Vec<_> = (0..n).map(|_| random_row(&mut rng, tables)).collect();
             codec::encode(&rows)
@@ -207,7 +188,7 @@ fn hostile_traces_never_panic() {
 /// stops one byte past what the declared rows can take (110 bytes a row) and says so.
 #[test]
 fn deflate_bombs_stop_at_their_declared_rows() {
-    let bomb = base64(&deflate(&vec![0; 8 << 20]));
+    let bomb = codec::base64(&deflate(&vec![0; 8 << 20]));
     for declared in [0u64, 1, 10, 1000] {
         let trace = Trace {
             encoding: ENCODING.into(),

@@ -65,25 +65,6 @@ fn snapshot(table: u32, open: u32, max_fds: u32) -> TableSnapshot {
     }
 }
 
-fn base64(bytes: &[u8]) -> String {
-    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let n = chunk
-            .iter()
-            .enumerate()
-            .fold(0u32, |n, (i, &b)| n | u32::from(b) << (16 - 8 * i));
-        for i in 0..4 {
-            out.push(if i <= chunk.len() {
-                A[(n >> (18 - 6 * i) & 63) as usize] as char
-            } else {
-                '='
-            });
-        }
-    }
-    out
-}
-
 /// `n` zero bytes, deflated (ten make an all-zero row), in 1 MiB writes.
 fn zeros(n: usize) -> String {
     let mut z = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
@@ -94,7 +75,7 @@ fn zeros(n: usize) -> String {
         z.write_all(&chunk[..k]).unwrap();
         left -= k;
     }
-    base64(&z.finish().unwrap())
+    codec::base64(&z.finish().unwrap())
 }
 
 fn row(table: u32, op: u8, fd: i32, arg: u32, t: u64) -> codec::Row {

@@ -289,8 +289,8 @@ fn unzigzag(v: u64) -> i64 {
 
 const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
-/// Standard base64 with padding.
-fn base64(bytes: &[u8]) -> String {
+/// Standard base64 with padding (the trace's `data` text; tests build hostile traces with it).
+pub fn base64(bytes: &[u8]) -> String {
     let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
     for chunk in bytes.chunks(3) {
         let n = chunk
