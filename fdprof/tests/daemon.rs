@@ -315,12 +315,6 @@ fn refused(listen: &str, args: &[&str]) -> (Option<i32>, String) {
     (status.code(), daemon.log())
 }
 
-fn one_line(stderr: &str) -> &str {
-    let lines: Vec<&str> = stderr.lines().collect();
-    assert_eq!(lines.len(), 1, "not one line: {stderr}");
-    lines[0]
-}
-
 #[test]
 fn a_port_in_use_or_a_bad_config_is_one_line_and_nothing_loaded() {
     let _guard = kernel_lock();

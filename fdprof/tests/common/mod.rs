@@ -88,6 +88,13 @@ pub fn parse_svg(text: &str) -> roxmltree::Document<'_> {
     doc
 }
 
+/// The one line of `stderr`, failing the test if it holds another.
+pub fn one_line(stderr: &str) -> &str {
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "not one line: {stderr}");
+    lines[0]
+}
+
 /// `name` in this test binary's own temporary directory (made on first use).
 pub fn tmp(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!(
