@@ -43,18 +43,20 @@ fn curl_as_nobody(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
-fn one_line(stderr: &str) -> &str {
-    let lines: Vec<&str> = stderr.lines().collect();
-    assert_eq!(lines.len(), 1, "not one line: {stderr}");
-    lines[0]
-}
-
 #[test]
 fn protected_endpoints_answer_other_users_only_with_the_token() {
     require_root();
     let _guard = kernel_lock();
     let daemon = Daemon::start(&["-a", "--interval", "300ms"]);
-    daemon.stream(1); // an interval has ended: /report.json has figures to give
+    // A contended load, so that the window has waiting stacks to draw (a flamegraph of none is
+    // a 404), and an interval ended with them.
+    let load = start_workload(&["opensock", "-t", "2", "-n", "4000", "-d", "60s"]);
+    load.go();
+    let drawn = poll(TIMEOUT, || {
+        let (code, _) = daemon.get("/flamegraph.svg?op=all&lock=all");
+        (code == 200).then_some(()).ok_or(code)
+    });
+    assert!(drawn.is_ok(), "no flamegraph: {drawn:?}\n{}", daemon.log());
     let auth = authorization();
     for path in PROTECTED {
         let url = format!("http://{}{path}", daemon.addr);
@@ -99,6 +101,9 @@ fn protected_endpoints_answer_other_users_only_with_the_token() {
     let (code, _, _) = http_get_with(daemon.addr, "/report.json", &[&format!("Cookie: {pair}")])
         .expect("GET with the cookie");
     assert_eq!(code, 200);
+    let mut load = load;
+    let _ = load.child.kill();
+    let _ = load.child.wait();
 }
 
 #[test]
