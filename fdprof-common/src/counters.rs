@@ -58,7 +58,9 @@ pub mod drop {
     /// Per-process rows of a system-wide recording (`process::PROCESS_ROWS`), and its process
     /// starts (`PROCESS_STARTS` full, or past the snapshot bounds).
     pub const PROBE_PROCESSES: u32 = 5;
-    pub const PROBES: u32 = 6;
+    /// Processes that should have joined the target set (`targets::MAX_TARGETS` full).
+    pub const PROBE_TARGETS: u32 = 6;
+    pub const PROBES: u32 = 7;
 
     /// A map had no room (for syscalls: another thread's entry took the in-flight slot).
     pub const MAP_FULL: u32 = 0;
@@ -80,6 +82,7 @@ pub mod drop {
         "cpu",
         "trace",
         "processes",
+        "targets",
     ];
     pub const REASON_NAMES: [&str; COUNT as usize] = [
         "map_full",

@@ -125,6 +125,10 @@ pub const CONFIG_EVENTS: u32 = 2;
 /// Index in the `CONFIG` array: 1 once user space reads the `PROCESS_STARTS` ring buffer
 /// (`record -a`); until then no start is sent.
 pub const CONFIG_STARTS: u32 = 3;
+/// Index in the `CONFIG` array: 1 when `TARGET_COMMS` holds names to match at exec and rename.
+pub const CONFIG_COMMS: u32 = 4;
+/// Entries of the `CONFIG` array.
+pub const CONFIG_ENTRIES: u32 = 8;
 
 pub const FN_COUNTER_ENTRIES: u32 = (op::COUNT + 1) * counter::COUNT;
 pub const FN_HIST_ENTRIES: u32 = (op::COUNT + 1) * kind::COUNT * HIST_SLOTS;

@@ -14,6 +14,7 @@ pub mod probes;
 pub mod process;
 pub mod session;
 pub mod syscalls;
+pub mod targets;
 pub mod trace;
 
 /// Number of log2 buckets in every histogram: slot `k` holds values with `k` significant bits

@@ -31,7 +31,11 @@ pub mod map {
     pub const PROCESS_SCANS: &str = "PROCESS_SCANS";
     /// Ring buffer of `process::ProcessStart`s: forks and execs to snapshot (`-a` only).
     pub const PROCESS_STARTS: &str = "PROCESS_STARTS";
-    pub const ALL: [&str; 17] = [
+    /// Hash of tgid → `targets::TargetEntry`: the target set.
+    pub const TARGETS: &str = "TARGETS";
+    /// Hash of comm (NUL-padded) → slot: names whose processes join the set at exec or rename.
+    pub const TARGET_COMMS: &str = "TARGET_COMMS";
+    pub const ALL: [&str; 19] = [
         STACKS,
         SITE_INDEX,
         SITE_WAITS,
@@ -49,6 +53,8 @@ pub mod map {
         PROCESS_COMMS,
         PROCESS_SCANS,
         PROCESS_STARTS,
+        TARGETS,
+        TARGET_COMMS,
     ];
 }
 
@@ -119,6 +125,8 @@ pub mod target_kind {
     pub const TGID: u32 = 1;
     /// The thread `TARGET_ID` only.
     pub const TID: u32 = 2;
+    /// The processes in `TARGETS` (`targets`), but `TARGET_ID` (fdprof's own).
+    pub const SET: u32 = 3;
 }
 
 /// What a probe role observes. The first six are kernel functions, probed directly (fentry or
@@ -220,6 +228,7 @@ impl Role {
                 (program::TASK_EXIT, "sched_process_exit"),
                 (program::TASK_EXEC, "sched_process_exec"),
                 (program::TASK_FORK, "sched_process_fork"),
+                (program::TASK_RENAME, "task_rename"),
             ],
             _ => &[],
         }
@@ -241,6 +250,7 @@ impl Role {
             Role::TaskExits => &[
                 (program::TP_TASK_EXIT, "sched", "sched_process_exit"),
                 (program::TP_TASK_EXEC, "sched", "sched_process_exec"),
+                (program::TP_TASK_RENAME, "task", "task_rename"),
             ],
             _ => &[],
         }
@@ -315,12 +325,15 @@ pub mod program {
     pub const TASK_EXEC: &str = "fdprof_task_exec";
     pub const TP_TASK_EXEC: &str = "fdprof_tp_task_exec";
     pub const TASK_FORK: &str = "fdprof_task_fork";
+    /// `task:task_rename`: a `--comm` target set's names, matched at a rename.
+    pub const TASK_RENAME: &str = "fdprof_task_rename";
+    pub const TP_TASK_RENAME: &str = "fdprof_tp_task_rename";
     /// kprobe/kretprobe on every syscall function of [`super::SYSCALL_FUNCTIONS`].
     pub const KP_SYS: &str = "fdprof_kp_sys";
     pub const KR_SYS: &str = "fdprof_kr_sys";
     /// kprobe at offsets inside the allocator and close functions ([`super::Role::LockedSections`]).
     pub const KP_LOCKED: &str = "fdprof_kp_locked";
-    pub const ALL: [&str; 42] = [
+    pub const ALL: [&str; 44] = [
         LOCK_BEGIN,
         LOCK_END,
         TP_LOCK_BEGIN,
@@ -360,6 +373,8 @@ pub mod program {
         TASK_EXEC,
         TP_TASK_EXEC,
         TASK_FORK,
+        TASK_RENAME,
+        TP_TASK_RENAME,
         KP_SYS,
         KR_SYS,
         KP_LOCKED,

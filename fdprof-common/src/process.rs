@@ -64,19 +64,23 @@ pub const COMM_LEN: usize = 16;
 /// How a process came to need a snapshot of its maps (`ProcessStart::how`).
 pub mod start {
     /// A new process forked (not a thread): its maps are its parent's until it execs.
-    pub const FORK: u32 = 1;
+    pub const FORK: u16 = 1;
     /// A process exec'd a new program.
-    pub const EXEC: u32 = 2;
+    pub const EXEC: u16 = 2;
 }
 
-/// One record of the `PROCESS_STARTS` ring buffer (`-a` only): a process to snapshot now, so
-/// its user stacks are symbolized even if it ends before the next pass over `/proc`.
+/// One record of the `PROCESS_STARTS` ring buffer (`-a` and target sets): a process to
+/// snapshot now, so its user stacks are symbolized even if it ends before the next pass over
+/// `/proc`; in a target set, one that is in the set (it may have just joined).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ProcessStart {
     pub tgid: u32,
     /// A `start` value.
-    pub how: u32,
+    pub how: u16,
+    /// In a target set, its entry's `targets::TargetEntry::slot` (which target it is of); 0
+    /// otherwise.
+    pub slot: u16,
 }
 
 /// `PROCESS_STARTS` size in bytes (a power of two number of pages): each record takes 16

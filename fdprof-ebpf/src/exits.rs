@@ -25,7 +25,7 @@ use fdprof_common::{
     process::start,
 };
 
-use crate::{kernel, maps, trace};
+use crate::{kernel, maps, targets, trace};
 
 const BPF_NOEXIST: u64 = 1;
 
@@ -45,6 +45,9 @@ fn exited() {
     };
     if ends_process && kernel::trace_on() {
         kernel::unfollow(tgid as u32);
+    }
+    if ends_process {
+        targets::ended(tgid as u32);
     }
     maps::emit(EventRecord {
         kind: kind::EXIT,
@@ -83,6 +86,7 @@ pub fn fdprof_tp_task_exec(_ctx: TracePointContext) -> u32 {
 /// now; the libraries its loader maps are caught by the next pass if it lives that long).
 #[inline(always)]
 fn executed() {
+    targets::executed();
     if kernel::trace_on() {
         trace::executed();
     }
@@ -97,13 +101,53 @@ pub fn fdprof_task_fork(ctx: BtfTracePointContext) -> i32 {
     if kernel::trace_on() {
         trace::forked(child);
     }
-    // Under -a, a new process (not a thread of this one) to snapshot: one that never execs
-    // runs its parent's program under a pid of its own.
-    if kernel::starts_on()
+    if (kernel::starts_on() || kernel::target_is_set())
         && let Some(tgid) = kernel::task_tgid(child)
         && u64::from(tgid) != bpf_get_current_pid_tgid() >> 32
     {
+        targets::forked(tgid);
+        // A new process (not a thread of this one) to snapshot: one that never execs runs its
+        // parent's program under a pid of its own.
         maps::started(tgid, start::FORK);
     }
+    0
+}
+
+/// `task_rename(task, comm)`: the renamer is of the renamed task's process (prctl, or
+/// `/proc/PID/comm` within a process), so the current tgid is its.
+#[btf_tracepoint(function = "task_rename")]
+pub fn fdprof_task_rename(ctx: BtfTracePointContext) -> i32 {
+    if !kernel::target_is_set() || !kernel::comms_on() {
+        return 0;
+    }
+    let task: u64 = ctx.arg(0);
+    let name: *const u8 = ctx.arg(1);
+    let leader = task == unsafe { aya_ebpf::helpers::bpf_get_current_task() } && {
+        let pid_tgid = bpf_get_current_pid_tgid();
+        pid_tgid as u32 == (pid_tgid >> 32) as u32
+    };
+    let mut comm = [0u8; 16];
+    // SAFETY: the helper copes with any source address and writes at most 16 bytes.
+    if unsafe { aya_ebpf::helpers::bpf_probe_read_kernel_str_bytes(name, &mut comm) }.is_ok() {
+        targets::renamed(leader, comm);
+    }
+    0
+}
+
+/// Classic `task:task_rename`: the renamed task's `pid` at 8, `newcomm` at 28.
+#[tracepoint]
+pub fn fdprof_tp_task_rename(ctx: TracePointContext) -> u32 {
+    if !kernel::target_is_set() || !kernel::comms_on() {
+        return 0;
+    }
+    // SAFETY: the verifier checks context loads against the tracepoint record's size.
+    let (pid, comm) = unsafe {
+        (
+            ctx.read_at::<i32>(8).unwrap_or(0),
+            ctx.read_at::<[u8; 16]>(28).unwrap_or([0; 16]),
+        )
+    };
+    let leader = pid as u64 == bpf_get_current_pid_tgid() >> 32;
+    targets::renamed(leader, comm);
     0
 }

@@ -6,7 +6,12 @@ use aya_ebpf::{
     macros::map,
     maps::{Array, HashMap},
 };
-use fdprof_common::{counters::drop, probes::target_kind, trace::MAX_FOLLOWED};
+use fdprof_common::{
+    counters::drop,
+    probes::target_kind,
+    targets::{MAX_COMMS, MAX_TARGETS, TargetEntry},
+    trace::MAX_FOLLOWED,
+};
 
 // Set by user space before load (`EbpfLoader::override_global`), under the names of
 // `fdprof_common::probes::setting`.
@@ -60,12 +65,42 @@ static TRACE_ON: u32 = 0;
 /// probes attach is only known after): `CONFIG[DIRECT_ALLOC]` = 1 once the allocator itself
 /// is probed, so scans are measured there and not from the syscall tracepoints.
 #[map]
-pub static CONFIG: Array<u32> = Array::with_max_entries(4, 0);
+pub static CONFIG: Array<u32> = Array::with_max_entries(fdprof_common::fnops::CONFIG_ENTRIES, 0);
 
 /// Processes the trace follows besides the target: its forks with tables of their own, until
 /// they end. Written only at fork and exit, read (lock-free) by the target filter.
 #[map]
 static FOLLOWED: HashMap<u32, u8> = HashMap::with_max_entries(MAX_FOLLOWED, 0);
+
+/// The target set (`target_kind::SET`): tgid → how it joined. User space fills it; the
+/// programs add `--comm` names' processes at exec and rename and targets' children at fork, and
+/// remove processes that end. Its size is set at load (`--max-processes`).
+#[map]
+pub static TARGETS: HashMap<u32, TargetEntry> = HashMap::with_max_entries(MAX_TARGETS, 0);
+
+/// Names whose processes join the set (comm, NUL-padded → slot), when `CONFIG[COMMS]` is on.
+#[map]
+pub static TARGET_COMMS: HashMap<[u8; 16], u32> = HashMap::with_max_entries(MAX_COMMS, 0);
+
+/// Whether names are matched in the kernel (a `--comm` target set).
+#[inline(always)]
+pub fn comms_on() -> bool {
+    CONFIG
+        .get(fdprof_common::fnops::CONFIG_COMMS)
+        .is_some_and(|&v| v != 0)
+}
+
+/// Whether the target is a set (`TARGETS`).
+#[inline(always)]
+pub fn target_is_set() -> bool {
+    global(&TARGET_KIND) == target_kind::SET
+}
+
+/// fdprof's own pid under `-a` and a set (never profiled).
+#[inline(always)]
+pub fn own_tgid() -> u32 {
+    global(&TARGET_ID)
+}
 
 #[inline(always)]
 pub fn scan_in_syscalls() -> bool {
@@ -124,11 +159,13 @@ pub fn trace_on() -> bool {
     global(&TRACE_ON) != 0
 }
 
-/// The current process when every process is profiled (`-a`): what per-process figures are
+/// The current process when figures are kept per process (`-a`, a target set): what they are
 /// keyed by. `None` for a single target, whose figures are all one process's.
 #[inline(always)]
 pub fn process_of_all() -> Option<u32> {
-    (global(&TARGET_KIND) == target_kind::ALL).then(|| (bpf_get_current_pid_tgid() >> 32) as u32)
+    let kind = global(&TARGET_KIND);
+    (kind == target_kind::ALL || kind == target_kind::SET)
+        .then(|| (bpf_get_current_pid_tgid() >> 32) as u32)
 }
 
 /// `current->signal` and its `live` count (threads that have not yet passed `do_exit`'s
@@ -154,6 +191,8 @@ pub fn target_tid() -> Option<u32> {
             let tgid = (pid_tgid >> 32) as u32;
             tgid == global(&TARGET_ID) || (trace_on() && followed(tgid))
         }
+        // SAFETY: the value is not kept.
+        target_kind::SET => unsafe { TARGETS.get(&((pid_tgid >> 32) as u32)).is_some() },
         _ => tid == global(&TARGET_ID),
     };
     ours.then_some(tid)

@@ -15,6 +15,7 @@ mod kernel;
 mod maps;
 mod syscalls;
 mod sysfns;
+mod targets;
 mod trace;
 
 #[cfg(not(test))]

@@ -58,14 +58,23 @@ pub static EVENTS: RingBuf = RingBuf::with_byte_size(RING_BYTES, 0);
 pub static PROCESS_STARTS: RingBuf = RingBuf::with_byte_size(STARTS_RING_BYTES, 0);
 
 /// Tells user space that process `tgid` started (`how`: a `process::start` value), when every
-/// process is profiled and user space reads the starts; a full buffer is a counted drop.
+/// process is profiled or `tgid` is in the target set, and user space reads the starts; a full
+/// buffer is a counted drop.
 #[inline(always)]
-pub fn started(tgid: u32, how: u32) {
+pub fn started(tgid: u32, how: u16) {
     if crate::kernel::process_of_all().is_none() || !crate::kernel::starts_on() {
         return;
     }
+    let mut slot = 0;
+    if crate::kernel::target_is_set() {
+        // SAFETY: the value is copied out at once.
+        match unsafe { crate::kernel::TARGETS.get(&tgid) } {
+            Some(entry) => slot = entry.slot as u16,
+            None => return,
+        }
+    }
     if PROCESS_STARTS
-        .output::<ProcessStart>(&ProcessStart { tgid, how }, 0)
+        .output::<ProcessStart>(&ProcessStart { tgid, how, slot }, 0)
         .is_err()
     {
         dropped(drop::PROBE_PROCESSES, drop::RINGBUF_FULL);

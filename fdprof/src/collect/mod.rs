@@ -17,6 +17,7 @@ pub mod stats;
 pub mod steal;
 pub mod stream;
 pub mod target;
+pub mod targets;
 pub mod trace;
 
 pub use attach::Attachment;

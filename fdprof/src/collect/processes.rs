@@ -52,6 +52,13 @@ impl Processes {
         })
     }
 
+    /// Leaves out the rows of `tgids` (deleted from the maps once read).
+    pub fn forget(&mut self, tgids: &[u32]) {
+        self.syscalls.retain(|k, _| !tgids.contains(&k.tgid));
+        self.scans.retain(|tgid, _| !tgids.contains(tgid));
+        self.comms.retain(|tgid, _| !tgids.contains(tgid));
+    }
+
     /// What was counted between `earlier` and `self`; rows with nothing new are left out.
     pub fn delta(&self, earlier: &Processes) -> Processes {
         let syscalls = self

@@ -27,6 +27,7 @@ use super::{
     starts::StartStream,
     stats::{self, StatsSampler},
     steal::{CpuTimes, Span},
+    targets,
 };
 use crate::probe::{object, tracefs};
 
@@ -36,6 +37,12 @@ pub enum Filter {
     All,
     Tgid(u32),
     Tid(u32),
+    /// The processes of a target set, at most this many at once: filled through
+    /// [`Profiler::add_target`] and [`Profiler::match_comms`], and by the programs (see
+    /// [`super::targets`]). Figures are kept per process, as under `All`.
+    Set {
+        max: u32,
+    },
 }
 
 /// How to attach.
@@ -101,6 +108,11 @@ impl Profiler {
             Filter::All => (target_kind::ALL, std::process::id()),
             Filter::Tgid(p) => (target_kind::TGID, p),
             Filter::Tid(t) => (target_kind::TID, t),
+            Filter::Set { .. } => (target_kind::SET, std::process::id()),
+        };
+        let max_targets = match opts.filter {
+            Filter::Set { max } => max.max(1),
+            _ => 1,
         };
         let o = kernel.offsets;
         let l = kernel.lock_offsets;
@@ -113,9 +125,9 @@ impl Profiler {
         } else {
             page_size()
         };
-        // Only a system-wide profiler sends process starts.
+        // Only a system-wide profiler and a set send process starts.
         let starts_bytes = match opts.filter {
-            Filter::All => fdprof_common::process::STARTS_RING_BYTES,
+            Filter::All | Filter::Set { .. } => fdprof_common::process::STARTS_RING_BYTES,
             _ => page_size(),
         };
         let mut ebpf = EbpfLoader::new()
@@ -155,6 +167,7 @@ impl Profiler {
             .override_global(setting::TRACE_ON, &trace, true)
             .map_max_entries(map::TRACE, trace_bytes)
             .map_max_entries(map::PROCESS_STARTS, starts_bytes)
+            .map_max_entries(map::TARGETS, max_targets)
             .load(object::PROFILER)
             .context("cannot load fdprof's eBPF object")?;
         let mut attachments = BTreeMap::new();
@@ -289,6 +302,35 @@ impl Profiler {
         let stream = EventStream::new(RingBuf::try_from(map)?)?;
         self.switch_on(fnops::CONFIG_EVENTS)?;
         Ok(stream)
+    }
+
+    /// Adds process `tgid` to the target set (see [`Filter::Set`]) as `entry` says.
+    pub fn add_target(
+        &mut self,
+        tgid: u32,
+        entry: fdprof_common::targets::TargetEntry,
+    ) -> Result<Result<(), targets::Refused>> {
+        targets::add(&mut self.ebpf, tgid, entry)
+    }
+
+    /// Removes process `tgid` from the target set.
+    pub fn remove_target(&mut self, tgid: u32) -> Result<()> {
+        targets::remove(&mut self.ebpf, tgid)
+    }
+
+    /// The target set now: tgid → how it joined.
+    pub fn targets(&self) -> Result<BTreeMap<u32, fdprof_common::targets::TargetEntry>> {
+        targets::members(&self.ebpf)
+    }
+
+    /// Processes named one of `comms` join the set at their exec or rename: `(comm, slot)`.
+    pub fn match_comms(&mut self, comms: &[(String, u32)]) -> Result<()> {
+        targets::set_comms(&mut self.ebpf, comms)
+    }
+
+    /// Deletes the per-process rows of processes that left, once their figures were read.
+    pub fn forget(&mut self, tgids: &[u32]) -> Result<()> {
+        targets::forget(&mut self.ebpf, tgids)
     }
 
     /// The event on-CPU sampling runs on (`--cpu`), if it does.

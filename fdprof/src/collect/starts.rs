@@ -43,6 +43,8 @@ pub enum How {
 pub struct Start {
     pub pid: u32,
     pub how: How,
+    /// In a target set, which target it is of (`TargetEntry::slot`).
+    pub slot: u16,
 }
 
 impl Start {
@@ -54,7 +56,11 @@ impl Start {
             start::EXEC => How::Exec,
             _ => return None,
         };
-        Some(Self { pid: r.tgid, how })
+        Some(Self {
+            pid: r.tgid,
+            how,
+            slot: r.slot,
+        })
     }
 }
 
@@ -133,12 +139,14 @@ mod tests {
         let exec = ProcessStart {
             tgid: 42,
             how: start::EXEC,
+            slot: 3,
         };
         assert_eq!(
             Start::decode(&bytes(&exec)),
             Some(Start {
                 pid: 42,
-                how: How::Exec
+                how: How::Exec,
+                slot: 3,
             })
         );
         let fork = ProcessStart {

@@ -29,7 +29,7 @@ const CONFIG_MAX: u64 = 64 * 1024;
 #[command(
     group(clap::ArgGroup::new("targets").required(true).args(["pid", "comm", "all", "config"])),
     after_help = "Bounds (memory stays flat however long it runs; what they turn away is counted \
-                  in fdprof_events_dropped_total{probe=\"daemon\"}): 64 processes attached at \
+                  in fdprof_events_dropped_total{probe=\"daemon\"}): 4096 processes followed at \
                   once (--max-processes), 32 target names, the last 300 intervals per name for ?seconds=N, 128 \
                   stacks per name and interval and in each name's running total (the rest are \
                   folded into one stack-less row per lock and operation; no count is lost).\n\n\
@@ -47,7 +47,7 @@ const CONFIG_MAX: u64 = 64 * 1024;
                   or SIGINT detaches everything and exits 0.\n\n\
                   Config file (TOML): one of `pid = [1234]`, `comm = [\"nginx\"]` or `all = \
                   true`; optional `interval = \"1s\"`, `slow = \"100us\"`, `latency = true`, `cpu = true`, \
-                  `freq = 99`."
+                  `freq = 99`, `children = true`."
 )]
 pub struct DaemonArgs {
     /// Where to serve HTTP; a non-loopback address needs --allow-remote
@@ -76,10 +76,12 @@ pub struct DaemonArgs {
     #[arg(long, default_value_t = server::MAX_CONNECTIONS,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=server::MAX_CONNECTIONS_LIMIT as u64))]
     pub max_connections: usize,
-    /// Profile these processes (each labelled by its comm); one that exits is dropped
+    /// Profile these processes (each labelled by its comm); one that exits is dropped. May be
+    /// given several times
     #[arg(short, long, num_args = 1.., value_name = "PID")]
     pub pid: Vec<u32>,
-    /// Profile every process with this comm, as they start and exit
+    /// Profile every process with this comm, from its exec or rename (in the kernel), until it
+    /// exits
     #[arg(long, num_args = 1.., value_name = "NAME")]
     pub comm: Vec<String>,
     /// Profile every process but the daemon itself, as one target named `all`; /metrics also has per-process series
@@ -107,11 +109,15 @@ pub struct DaemonArgs {
     #[arg(long, requires = "cpu", value_parser = clap::value_parser!(u64).range(1..=MAX_FREQUENCY_HZ),
           default_value_t = DEFAULT_FREQUENCY_HZ)]
     pub freq: u64,
-    /// Attach to at most this many processes at once (1 to 64); others are counted, not
-    /// profiled
+    /// Follow at most this many processes at once (1 to 65536; all share one set of
+    /// programs); others are counted, not profiled
     #[arg(long, default_value_t = bounds::PROCESSES,
-          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=bounds::PROCESSES as u64))]
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=bounds::PROCESSES_MAX as u64))]
     pub max_processes: usize,
+    /// With -p, also follow the processes they start, from their fork (a --comm name's forks
+    /// are followed anyway: they carry its name)
+    #[arg(long)]
+    pub children: bool,
     /// Log every attach, detach and reload in detail
     #[arg(short, long)]
     pub verbose: bool,
@@ -124,6 +130,7 @@ struct File {
     pid: Option<Vec<u32>>,
     comm: Option<Vec<String>>,
     all: Option<bool>,
+    children: Option<bool>,
     interval: Option<String>,
     slow: Option<String>,
     latency: Option<bool>,
@@ -143,7 +150,13 @@ pub fn run(args: DaemonArgs) -> Result<()> {
         ));
     }
     let cpu_hz = args.cpu.then_some(args.freq);
-    let defaults = (args.interval, args.slow, args.latency, cpu_hz);
+    let defaults = (
+        args.interval,
+        args.slow,
+        args.latency,
+        cpu_hz,
+        args.children,
+    );
     let watch = match &args.config {
         Some(path) => read_config(path, defaults)?,
         None => Watch {
@@ -152,6 +165,7 @@ pub fn run(args: DaemonArgs) -> Result<()> {
             slow: args.slow,
             latency: args.latency,
             cpu_hz,
+            children: args.children,
         },
     };
     let mut needed = privileges::LOAD_BPF.to_vec();
@@ -216,7 +230,7 @@ fn targets(pids: &[u32], comms: &[String], all: bool) -> Result<Targets> {
 /// block: see [`files::read_text`]); every error is one line naming the file.
 fn read_config(
     path: &Path,
-    (interval, slow, latency, cpu_hz): (Duration, Duration, bool, Option<u64>),
+    (interval, slow, latency, cpu_hz, children): (Duration, Duration, bool, Option<u64>, bool),
 ) -> Result<Watch> {
     let shown = path.display();
     let bad = |why: String| fatal(EXIT_USAGE, format!("bad config {shown}: {why}"));
@@ -235,6 +249,7 @@ fn read_config(
         interval: duration(file.interval, interval, super::duration::parse_interval)?,
         slow: duration(file.slow, slow, super::duration::parse_slow)?,
         latency: file.latency.unwrap_or(latency),
+        children: file.children.unwrap_or(children),
         cpu_hz: match file.cpu.unwrap_or(cpu_hz.is_some()) {
             false => None,
             true => {

@@ -29,6 +29,8 @@ pub struct Watch {
     /// Sample processes attached from now on, on CPU, this many times a second per CPU
     /// (`--cpu`); `None`: no sampling.
     pub cpu_hz: Option<u64>,
+    /// `-p` targets' new processes are followed from their fork (`--children`).
+    pub children: bool,
 }
 
 /// How the daemon runs. `listen` is fixed for its life; `watch` may be reloaded.
@@ -59,8 +61,11 @@ pub struct Http {
 /// The bounds that keep the daemon's memory flat however long it runs (stated in `--help` and
 /// in the docs); what they turn away is counted as a drop.
 pub mod bounds {
-    /// Processes attached at once (each has its own programs); `--max-processes` lowers it.
-    pub const PROCESSES: usize = 64;
+    /// Processes followed at once (entries of the programs' target set): `--max-processes`'s
+    /// default.
+    pub const PROCESSES: usize = 4096;
+    /// The most `--max-processes` may ask for.
+    pub const PROCESSES_MAX: usize = 65536;
     /// Target names kept (and exported as `target` label values).
     pub const NAMES: usize = 32;
     /// Intervals kept per name for `?seconds=N` (5 minutes at the default 1 s).

@@ -199,6 +199,7 @@ async fn serve(
                 tokio::task::block_in_place(|| watcher.discover());
             }
             _ = &mut sampler => sampler.as_mut().reset(Instant::now() + watcher.tick()),
+            Some(batch) = watcher.next_starts() => tokio::task::block_in_place(|| watcher.started(batch)),
             _ = hup.recv() => match (&reload, &reloading) {
                 (None, _) => log::warn("SIGHUP: no --config file to reload"),
                 (Some(_), Some(_)) => log::warn("SIGHUP: the last reload is still reading the config"),

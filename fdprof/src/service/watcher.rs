@@ -1,7 +1,10 @@
-//! The daemon's collector: one [`Profiler`] per target process (each filtered to its process),
-//! attached as processes appear and finished as they exit. Every interval it takes each one's
-//! snapshot, turns the delta into a symbolized [`Recording`] (the assembler `record` uses) and
-//! adds the recordings up per target name: the interval of each name and of the whole daemon.
+//! The daemon's collector: one [`Profiler`] for every target, its programs loaded once whatever
+//! the number of processes followed. Under `-a` it profiles every process; otherwise its target
+//! set holds the processes followed, which user space adds (`-p`, the `--comm` processes
+//! already running) and the kernel extends the moment a process matches (a `--comm` name at
+//! exec or rename, a target's children at fork) and shrinks as processes end. Every interval
+//! it takes the snapshot's delta, turns it into one symbolized [`Recording`] (the assembler
+//! `record` uses) with each process's figures, and narrows it to each target name's processes.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -9,6 +12,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use fdprof_common::{
     probes::{Attachment, Mode, Role},
     session::{EndReason, TargetKind},
+    targets::{TargetEntry, flag},
 };
 
 use fdprof_figures::Event;
@@ -16,16 +20,18 @@ use fdprof_figures::Event;
 use crate::collect::{
     EventStream, Filter, Kernel, Profiler, ProfilerOptions, RawEvent, Snapshot,
     profiler::monotonic_ns,
+    starts::{StartBatch, StartStream},
     stats::own_cpu_ns,
     steal::{CpuTimes, tick_ns},
     target,
+    targets::Refused,
 };
 use crate::model::{
     Recording,
     assemble::{self, Run},
     build::Symbolizers,
     events::EventSymbolizer,
-    merge,
+    merge, process,
     recording::{DropCount, Target},
 };
 use crate::symbolize::{KernelSymbols, UserSymbolizer};
@@ -42,21 +48,44 @@ pub const NAME_BOUND: &str = "name_bound";
 pub const ATTACH_FAILED: &str = "attach_failed";
 /// Mapped files the user symbolizer may hold before it starts afresh.
 const USER_FILES: usize = 256;
-/// Symbolized event stacks a process keeps for reuse.
+/// Symbolized event stacks kept for reuse.
 const EVENT_STACKS: usize = 4096;
 /// Events an interval carries at most (the rest are counted as dropped).
 pub const EVENTS: usize = 1000;
 pub const EVENT_BOUND: &str = "event_bound";
+/// Processes whose maps are read at once per batch of starts; the rest at the next interval.
+const SNAPSHOTS_PER_BATCH: usize = 64;
 
-/// A process being profiled.
-struct Process {
-    name: String,
+/// The loaded programs and what belongs to them.
+struct Stage {
     profiler: Profiler,
-    /// Its snapshot at the end of the last interval.
+    /// The snapshot at the end of the last interval.
     earlier: Snapshot,
-    /// Its slow waits, table expansions and exits, as the kernel sends them.
     events: Option<EventStream>,
+    starts: Option<StartStream>,
     symbolizer: EventSymbolizer,
+    /// What was fixed at load: a new watch that differs loads the programs anew.
+    loaded: Loaded,
+}
+
+/// The settings fixed when the programs load.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Loaded {
+    all: bool,
+    slow: Duration,
+    latency: bool,
+    cpu_hz: Option<u64>,
+}
+
+impl Loaded {
+    fn of(watch: &Watch) -> Self {
+        Self {
+            all: watch.targets == Targets::All,
+            slow: watch.slow,
+            latency: watch.latency,
+            cpu_hz: watch.cpu_hz,
+        }
+    }
 }
 
 /// One interval's figures: each name's and the whole daemon's.
@@ -76,25 +105,29 @@ pub struct Watcher {
     user_syms: UserSymbolizer,
     watch: Watch,
     max_processes: usize,
-    /// By pid.
-    processes: BTreeMap<u32, Process>,
-    /// Finished since the last interval (exited, or no longer wanted): their last delta.
-    finished: Vec<(String, u32, Recording)>,
+    stage: Option<Stage>,
+    /// The last figures of programs unloaded since the last interval (a reload).
+    finished: Option<Recording>,
+    /// Target names (label values), in the order first seen: a name's slot is its index.
+    names: Vec<String>,
+    /// The processes followed: pid → slot. Those that left stay until their last figures are
+    /// read.
+    members: BTreeMap<u32, u32>,
+    /// Members that left since the last interval: their rows are deleted once read.
+    left: BTreeSet<u32>,
     /// Events read since the last interval.
     events: Vec<Event>,
     /// `CLOCK_MONOTONIC` at start: the origin of the events' times.
     started_ns: u64,
     /// Pids not profiled, and why (counted once each), forgotten once they exit.
     refused: HashMap<u32, &'static str>,
-    /// `-p` pids that exited: never attached again, even if the pid is reused.
+    /// `-p` pids that exited: never followed again, even if the pid is reused.
     gone: BTreeSet<u32>,
-    /// Names seen so far (the bound on label values).
-    names: BTreeSet<String>,
     /// `--comm` names no process had when last looked for, already logged as awaited.
     awaited: BTreeSet<String>,
     /// Counts of what the bounds turned away this interval, by reason.
     dropped: BTreeMap<&'static str, u64>,
-    /// The facts of the first profiler (all are attached alike): the mode, per role.
+    /// The programs' attach facts: the mode, per role.
     mode: Mode,
     probes: BTreeMap<Role, Attachment>,
     /// [`blank`] in that mode.
@@ -130,13 +163,15 @@ impl Watcher {
             user_syms,
             watch,
             max_processes,
-            processes: BTreeMap::new(),
-            finished: Vec::new(),
+            stage: None,
+            finished: None,
+            names: Vec::new(),
+            members: BTreeMap::new(),
+            left: BTreeSet::new(),
             events: Vec::new(),
             started_ns: monotonic_ns(),
             refused: HashMap::new(),
             gone: BTreeSet::new(),
-            names: BTreeSet::new(),
             awaited: BTreeSet::new(),
             dropped: BTreeMap::new(),
             mode: Mode::Tracepoint,
@@ -159,124 +194,137 @@ impl Watcher {
         self.started_unix_ms
     }
 
-    /// Processes attached now.
+    /// Processes followed now (under `-a`, 1 while the programs are loaded).
     pub fn attached(&self) -> usize {
-        self.processes.len()
+        match &self.stage {
+            None => 0,
+            Some(s) if s.loaded.all => 1,
+            Some(_) => self.members.len() - self.left.len(),
+        }
     }
 
-    /// Takes a new config: processes it no longer wants are finished (their last figures go
-    /// into the next interval); new ones are attached at the next [`Watcher::discover`]. The
-    /// slow-wait threshold applies to processes attached from now on.
+    /// Takes a new config: processes it no longer wants leave the set (their last figures go
+    /// into the next interval); new ones join at the next [`Watcher::discover`]. Settings fixed
+    /// at load (`-a`, the slow-wait threshold, `--latency`, `--cpu`) load the programs anew.
     pub fn reload(&mut self, watch: Watch) {
+        let reload = self
+            .stage
+            .as_ref()
+            .is_some_and(|s| s.loaded != Loaded::of(&watch));
         self.watch = watch;
         self.gone.clear();
         self.refused.clear();
         self.awaited.clear();
+        if reload {
+            self.unload("its settings changed");
+            return;
+        }
+        if let Targets::Comms(comms) = &self.watch.targets {
+            let comms = comms.clone();
+            self.match_comms(&comms);
+        }
         let unwanted: Vec<u32> = self
-            .processes
+            .members
             .iter()
-            .filter(|(pid, p)| !self.wants(**pid, &p.name))
+            .filter(|(pid, slot)| !self.left.contains(pid) && !self.wants(**pid, **slot))
             .map(|(pid, _)| *pid)
             .collect();
         for pid in unwanted {
-            self.finish(pid, "no longer a target");
+            if let Some(stage) = self.stage.as_mut()
+                && let Err(e) = stage.profiler.remove_target(pid)
+            {
+                log::error(&format!("{e:#}"));
+            }
         }
+        self.sync();
     }
 
-    fn wants(&self, pid: u32, name: &str) -> bool {
+    fn wants(&self, pid: u32, slot: u32) -> bool {
+        let name = self.names.get(slot as usize).map(String::as_str);
         match &self.watch.targets {
             Targets::Pids(pids) => pids.contains(&pid),
-            Targets::Comms(comms) => comms.iter().any(|c| c == name),
-            Targets::All => name == ALL,
+            Targets::Comms(comms) => name.is_some_and(|n| comms.iter().any(|c| c == n)),
+            Targets::All => true,
         }
     }
 
     /// Keeps the programs' run-time statistics sampled; call it again after what it returns.
     pub fn tick(&mut self) -> Duration {
-        self.processes
-            .values_mut()
-            .map(|p| p.profiler.tick_from(self.started))
-            .min()
-            .unwrap_or(self.watch.interval)
-    }
-
-    /// Attaches the processes the targets name that are not attached yet, within the bounds.
-    pub fn discover(&mut self) {
-        let wanted: Vec<(u32, String)> = match &self.watch.targets {
-            Targets::All => vec![(0, ALL.to_string())],
-            Targets::Pids(pids) => {
-                let mut alive = Vec::new();
-                let pids: Vec<u32> = pids
-                    .iter()
-                    .copied()
-                    .filter(|p| !self.gone.contains(p))
-                    .collect();
-                for p in pids {
-                    match target::comm_of(p).filter(|_| target::process_alive(p)) {
-                        Some(comm) => alive.push((p, comm)),
-                        None if !self.processes.contains_key(&p) => {
-                            log::warn(&format!("pid {p} is not running: dropped from the targets"));
-                            self.gone.insert(p);
-                        }
-                        None => {}
-                    }
-                }
-                alive
-            }
-            Targets::Comms(comms) => {
-                let found = processes_named(comms);
-                for comm in comms {
-                    let running = found.iter().any(|(_, c)| c == comm);
-                    if running {
-                        self.awaited.remove(comm);
-                    } else if self.awaited.insert(comm.clone()) {
-                        log::info(&format!(
-                            "no process named {comm} is running: waiting for one"
-                        ));
-                    }
-                }
-                found
-            }
-        };
-        self.refused
-            .retain(|pid, _| *pid == 0 || target::process_alive(*pid));
-        for (pid, name) in wanted {
-            if self.processes.contains_key(&pid) || self.refused.contains_key(&pid) {
-                continue;
-            }
-            let refusal = if self.processes.len() >= self.max_processes {
-                Some(PROCESS_BOUND)
-            } else if !self.names.contains(&name) && self.names.len() >= bounds::NAMES {
-                Some(NAME_BOUND)
-            } else {
-                None
-            };
-            if let Some(reason) = refusal {
-                log::warn(&format!(
-                    "not profiling pid {pid} ({name}): {} (at most {} processes, {} names)",
-                    reason.replace('_', " "),
-                    self.max_processes,
-                    bounds::NAMES
-                ));
-                self.refuse(pid, reason);
-                continue;
-            }
-            self.attach(pid, name);
+        match self.stage.as_mut() {
+            Some(s) => s.profiler.tick_from(self.started),
+            None => self.watch.interval,
         }
     }
 
-    fn refuse(&mut self, pid: u32, reason: &'static str) {
-        self.refused.insert(pid, reason);
-        *self.dropped.entry(reason).or_default() += 1;
+    /// The next batch of processes that joined (in the kernel) or started, to take on now;
+    /// never ready without a target set. Cancel-safe.
+    pub async fn next_starts(&mut self) -> Option<StartBatch> {
+        match self.stage.as_mut().and_then(|s| s.starts.as_mut()) {
+            Some(starts) => match starts.next_batch().await {
+                Ok(batch) => Some(batch),
+                Err(e) => {
+                    log::error(&format!("process starts are no longer read: {e:#}"));
+                    if let Some(s) = self.stage.as_mut() {
+                        s.starts = None;
+                    }
+                    None
+                }
+            },
+            None => std::future::pending().await,
+        }
     }
 
-    fn attach(&mut self, pid: u32, name: String) {
-        let filter = match pid {
-            0 => Filter::All,
-            p => Filter::Tgid(p),
-        };
+    /// Takes on the processes of `batch`: members from now on (named in the log), their maps
+    /// read at once so their stacks are symbolized even if they end before the next interval.
+    pub fn started(&mut self, batch: StartBatch) {
+        let all = self.stage.as_ref().is_some_and(|s| s.loaded.all);
+        for (i, start) in batch.starts.iter().enumerate() {
+            if !all && !self.members.contains_key(&start.pid) {
+                self.join(start.pid, u32::from(start.slot));
+            }
+            if i < SNAPSHOTS_PER_BATCH {
+                self.user_syms.snapshot_maps(start.pid);
+            }
+        }
+    }
+
+    fn join(&mut self, pid: u32, slot: u32) {
+        self.members.insert(pid, slot);
+        self.left.remove(&pid);
+        let name = self.name_of_slot(slot);
+        log::info(&format!("profiling pid {pid} ({name})"));
+    }
+
+    fn name_of_slot(&self, slot: u32) -> &str {
+        self.names.get(slot as usize).map_or("?", String::as_str)
+    }
+
+    /// The slot of `name`, a new one if there is room.
+    fn slot_of(&mut self, name: &str) -> Option<u32> {
+        if let Some(i) = self.names.iter().position(|n| n == name) {
+            return Some(i as u32);
+        }
+        if self.names.len() >= bounds::NAMES {
+            return None;
+        }
+        self.names.push(name.to_string());
+        Some(self.names.len() as u32 - 1)
+    }
+
+    /// Loads the programs if they are not (or were unloaded by a reload).
+    fn load(&mut self) {
+        if self.stage.is_some() {
+            return;
+        }
+        let loaded = Loaded::of(&self.watch);
         let options = ProfilerOptions {
-            filter,
+            filter: if loaded.all {
+                Filter::All
+            } else {
+                Filter::Set {
+                    max: u32::try_from(self.max_processes).unwrap_or(u32::MAX),
+                }
+            },
             forced: None,
             lock_only: false,
             slow: self.watch.slow,
@@ -287,119 +335,266 @@ impl Watcher {
         let mut profiler = match Profiler::attach(&self.kernel, options) {
             Ok(p) => p,
             Err(e) => {
-                log::error(&format!("cannot profile pid {pid} ({name}): {e:#}"));
-                self.refuse(pid, ATTACH_FAILED);
+                log::error(&format!("cannot load the programs: {e:#}"));
+                *self.dropped.entry(ATTACH_FAILED).or_default() += 1;
                 return;
             }
         };
-        // Each profiler loads programs of its own: name their frames.
+        // Name the programs' frames.
         if let Ok(now) = std::fs::read_to_string("/proc/kallsyms") {
             self.kernel_syms.add_bpf_programs(&now);
         }
-        if self.probes.is_empty() {
-            self.mode = profiler.mode();
-            self.probes = profiler.attachments().clone();
-            self.blank = blank(
-                &self.kernel_syms,
-                &mut self.user_syms,
-                self.mode,
-                self.probes.clone(),
-                profiler.syscall_latency(),
-            );
-            log::info(&format!("probes attach in {} mode", self.mode));
+        self.mode = profiler.mode();
+        self.probes = profiler.attachments().clone();
+        self.blank = blank(
+            &self.kernel_syms,
+            &mut self.user_syms,
+            self.mode,
+            self.probes.clone(),
+            profiler.syscall_latency(),
+        );
+        log::info(&format!("probes attach in {} mode", self.mode));
+        if loaded.all {
+            log::info("profiling every process");
         }
-        match pid {
-            0 => log::info("profiling every process"),
-            p => log::info(&format!("profiling pid {p} ({name})")),
-        }
-        if pid != 0 {
-            self.user_syms.snapshot_maps(pid);
-        }
-        // Inside the runtime (the caller's): the stream registers with its reactor.
+        // Inside the runtime (the caller's): the streams register with its reactor.
         let events = match profiler.take_events().transpose() {
             Ok(events) => events,
             Err(e) => {
-                log::warn(&format!("no events from pid {pid} ({name}): {e:#}"));
+                log::warn(&format!("no events: {e:#}"));
                 None
             }
         };
-        self.names.insert(name.clone());
-        self.processes.insert(
-            pid,
-            Process {
-                name,
-                profiler,
-                earlier: Snapshot::zeroed(),
-                events,
-                symbolizer: EventSymbolizer::new(self.started_ns),
-            },
-        );
+        let starts = match profiler.take_starts().transpose() {
+            Ok(starts) => starts,
+            Err(e) => {
+                log::warn(&format!("no process starts: {e:#}"));
+                None
+            }
+        };
+        self.stage = Some(Stage {
+            profiler,
+            earlier: Snapshot::zeroed(),
+            events,
+            starts,
+            symbolizer: EventSymbolizer::new(self.started_ns),
+            loaded,
+        });
+        if let Targets::Comms(comms) = &self.watch.targets {
+            let comms = comms.clone();
+            self.match_comms(&comms);
+        }
     }
 
-    /// Finishes (detaches) `pid`, keeping its last delta for the next interval.
-    fn finish(&mut self, pid: u32, why: &str) {
-        let Some(mut p) = self.processes.remove(&pid) else {
+    /// The kernel matches `comms` at exec and rename from now on.
+    fn match_comms(&mut self, comms: &[String]) {
+        let mut slots = Vec::new();
+        for comm in comms {
+            match self.slot_of(comm) {
+                Some(slot) => slots.push((comm.clone(), slot)),
+                None => *self.dropped.entry(NAME_BOUND).or_default() += 1,
+            }
+        }
+        if let Some(stage) = self.stage.as_mut()
+            && let Err(e) = stage.profiler.match_comms(&slots)
+        {
+            log::error(&format!("cannot match names in the kernel: {e:#}"));
+        }
+    }
+
+    /// Unloads the programs, keeping their last figures for the next interval.
+    fn unload(&mut self, why: &str) {
+        let Some(stage) = self.stage.take() else {
             return;
         };
-        log::info(&format!("stopped profiling pid {pid} ({}): {why}", p.name));
-        self.read_events(pid, &mut p);
-        let earlier = p.earlier;
-        let name = p.name;
-        let probes = p.profiler.attachments().clone();
-        let latency = p.profiler.syscall_latency();
-        match p.profiler.finish() {
+        log::info(&format!("unloading the programs: {why}"));
+        let Stage {
+            profiler, earlier, ..
+        } = stage;
+        let (probes, latency) = (profiler.attachments().clone(), profiler.syscall_latency());
+        match profiler.finish() {
             Ok(last) => {
-                let rec = self.assemble(pid, &name, &last.delta(&earlier), probes, latency);
-                self.finished.push((name, pid, rec));
+                let rec = self.assemble(&last.delta(&earlier), probes, latency);
+                match self.finished.as_mut() {
+                    Some(into) => merge::add(into, &rec),
+                    None => self.finished = Some(rec),
+                }
             }
-            Err(e) => log::error(&format!("the last figures of pid {pid} are lost: {e:#}")),
+            Err(e) => log::error(&format!("the last figures are lost: {e:#}")),
+        }
+        for pid in self.members.keys().copied().collect::<Vec<_>>() {
+            self.leave(pid, why);
         }
     }
 
-    /// Ends an interval: every process's delta, added up per name and for the daemon. A
-    /// process that exited is finished (its last delta included).
-    pub fn interval(&mut self) -> IntervalFigures {
-        let exited: Vec<u32> = self
-            .processes
-            .keys()
-            .copied()
-            .filter(|&pid| pid != 0 && !target::process_alive(pid))
-            .collect();
-        for pid in exited {
-            self.finish(pid, "it exited");
-            if matches!(self.watch.targets, Targets::Pids(_)) {
-                self.gone.insert(pid);
-            }
+    /// Loads the programs if needed and adds the processes the targets name that are not
+    /// followed yet (those that ran before the daemon; with tp_btf, the kernel adds the rest).
+    pub fn discover(&mut self) {
+        self.load();
+        let Some(stage) = self.stage.as_ref() else {
+            return;
+        };
+        if stage.loaded.all {
+            return;
         }
-        let mut per_process: Vec<(String, Recording)> = std::mem::take(&mut self.finished)
-            .into_iter()
-            .map(|(name, _, rec)| (name, rec))
-            .collect();
-        let pids: Vec<u32> = self.processes.keys().copied().collect();
-        for pid in pids {
-            let Some(mut p) = self.processes.remove(&pid) else {
+        self.refused.retain(|pid, _| target::process_alive(*pid));
+        let wanted: Vec<(u32, String, u32)> = match &self.watch.targets {
+            Targets::All => Vec::new(),
+            Targets::Pids(pids) => {
+                let children = if self.watch.children {
+                    flag::CHILDREN
+                } else {
+                    0
+                };
+                let mut alive = Vec::new();
+                let pids: Vec<u32> = pids
+                    .iter()
+                    .copied()
+                    .filter(|p| !self.gone.contains(p))
+                    .collect();
+                for p in pids {
+                    if self.members.contains_key(&p) {
+                        continue;
+                    }
+                    match target::comm_of(p).filter(|_| target::process_alive(p)) {
+                        Some(comm) => alive.push((p, comm, children)),
+                        None => {
+                            log::warn(&format!("pid {p} is not running: dropped from the targets"));
+                            self.gone.insert(p);
+                        }
+                    }
+                }
+                alive
+            }
+            Targets::Comms(comms) => {
+                let found = processes_named(comms);
+                for comm in comms {
+                    if found.iter().any(|(_, c)| c == comm) {
+                        self.awaited.remove(comm);
+                    } else if self.awaited.insert(comm.clone()) {
+                        log::info(&format!(
+                            "no process named {comm} is running: waiting for one"
+                        ));
+                    }
+                }
+                found
+                    .into_iter()
+                    .map(|(pid, comm)| (pid, comm, flag::BY_COMM))
+                    .collect()
+            }
+        };
+        for (pid, name, flags) in wanted {
+            if self.members.contains_key(&pid) || self.refused.contains_key(&pid) {
+                continue;
+            }
+            let Some(slot) = self.slot_of(&name) else {
+                self.refuse(pid, &name, NAME_BOUND);
                 continue;
             };
-            // Once an interval, for the stacks of its events and of its figures.
-            if pid != 0 {
+            let Some(stage) = self.stage.as_mut() else {
+                return;
+            };
+            match stage.profiler.add_target(pid, TargetEntry { slot, flags }) {
+                Ok(Ok(())) => {}
+                Ok(Err(Refused::Full)) => self.refuse(pid, &name, PROCESS_BOUND),
+                Err(e) => log::error(&format!("{e:#}")),
+            }
+        }
+        self.sync();
+    }
+
+    fn refuse(&mut self, pid: u32, name: &str, reason: &'static str) {
+        log::warn(&format!(
+            "not profiling pid {pid} ({name}): {} (at most {} processes, {} names)",
+            reason.replace('_', " "),
+            self.max_processes,
+            bounds::NAMES
+        ));
+        self.refused.insert(pid, reason);
+        *self.dropped.entry(reason).or_default() += 1;
+    }
+
+    /// Brings the members in line with the kernel's set: processes it added are taken on,
+    /// those it removed (they ended, or were renamed away) leave.
+    fn sync(&mut self) {
+        let Some(stage) = self.stage.as_ref() else {
+            return;
+        };
+        if stage.loaded.all {
+            return;
+        }
+        let set = match stage.profiler.targets() {
+            Ok(set) => set,
+            Err(e) => {
+                log::error(&format!("cannot read the target set: {e:#}"));
+                return;
+            }
+        };
+        for (&pid, entry) in &set {
+            if !self.members.contains_key(&pid) || self.left.contains(&pid) {
+                self.join(pid, entry.slot);
                 self.user_syms.snapshot_maps(pid);
             }
-            self.read_events(pid, &mut p);
-            match p.profiler.snapshot() {
-                Ok(now) => {
-                    let probes = p.profiler.attachments().clone();
-                    let latency = p.profiler.syscall_latency();
-                    let delta = now.delta(&p.earlier);
-                    let rec = self.assemble(pid, &p.name, &delta, probes, latency);
-                    per_process.push((p.name.clone(), rec));
-                    p.earlier = now;
-                }
-                Err(e) => log::error(&format!("cannot read the figures of pid {pid}: {e:#}")),
-            }
-            self.processes.insert(pid, p);
         }
-        let live: BTreeSet<u32> = self.processes.keys().copied().collect();
-        self.user_syms.trim(|p| live.contains(&p), USER_FILES);
+        let gone: Vec<u32> = self
+            .members
+            .keys()
+            .copied()
+            .filter(|pid| !set.contains_key(pid) && !self.left.contains(pid))
+            .collect();
+        for pid in gone {
+            let why = if target::process_alive(pid) {
+                "no longer a target"
+            } else {
+                "it exited"
+            };
+            self.leave(pid, why);
+        }
+    }
+
+    fn leave(&mut self, pid: u32, why: &str) {
+        let Some(&slot) = self.members.get(&pid) else {
+            return;
+        };
+        if !self.left.insert(pid) {
+            return;
+        }
+        let name = self.name_of_slot(slot);
+        log::info(&format!("stopped profiling pid {pid} ({name}): {why}"));
+        if matches!(self.watch.targets, Targets::Pids(_)) {
+            self.gone.insert(pid);
+        }
+    }
+
+    /// Ends an interval: the figures of every process followed, narrowed to each name, and
+    /// the daemon's. The rows of processes that left are deleted once read.
+    pub fn interval(&mut self) -> IntervalFigures {
+        self.sync();
+        let mut whole = self.finished.take();
+        if let Some(mut stage) = self.stage.take() {
+            self.read_events(&mut stage);
+            match stage.profiler.snapshot() {
+                Ok(mut now) => {
+                    let probes = stage.profiler.attachments().clone();
+                    let latency = stage.profiler.syscall_latency();
+                    let rec = self.assemble(&now.delta(&stage.earlier), probes, latency);
+                    match whole.as_mut() {
+                        Some(into) => merge::add(into, &rec),
+                        None => whole = Some(rec),
+                    }
+                    // The rows of processes that left go: their room serves new ones, and a
+                    // pid reused later starts from zero.
+                    let left: Vec<u32> = self.left.iter().copied().collect();
+                    if let Err(e) = stage.profiler.forget(&left) {
+                        log::error(&format!("{e:#}"));
+                    }
+                    now.processes.forget(&left);
+                    stage.earlier = now;
+                }
+                Err(e) => log::error(&format!("cannot read the figures: {e:#}")),
+            }
+            self.stage = Some(stage);
+        }
 
         let end = self.started.elapsed();
         let (start, duration) = (self.last_end, end.saturating_sub(self.last_end));
@@ -407,7 +602,6 @@ impl Watcher {
         let cpu = own_cpu_ns();
         let collector_cpu_ns = cpu.saturating_sub(self.cpu_earlier);
         self.cpu_earlier = cpu;
-        // The machine's steal is the same for every name: over the daemon's interval.
         let cpu_times = CpuTimes::read();
         let steal = match (&cpu_times, &self.cpu_times) {
             (Some(now), Some(then)) => Some(now.since(then, tick_ns()).into()),
@@ -415,23 +609,19 @@ impl Watcher {
         };
         self.cpu_times = cpu_times;
 
-        // Every name seen so far has an interval, empty when none of its processes ran.
-        let mut names: BTreeMap<String, Recording> = self
-            .names
-            .iter()
-            .map(|n| (n.clone(), self.empty(n, start, duration)))
-            .collect();
-        for (name, rec) in per_process {
-            if let Some(into) = names.get_mut(&name) {
-                merge::add(into, &rec);
-            }
-        }
         let mut daemon = self.empty(&self.daemon_name(), start, duration);
-        for rec in names.values_mut() {
-            merge::add(&mut daemon, rec);
-            rec.steal = steal;
+        if let Some(whole) = &whole {
+            merge::add(&mut daemon, whole);
         }
         daemon.steal = steal;
+        let names = self.names_of(&daemon, start, duration);
+        for pid in std::mem::take(&mut self.left) {
+            self.members.remove(&pid);
+        }
+        let live: BTreeSet<u32> = self.members.keys().copied().collect();
+        let all = self.watch.targets == Targets::All;
+        self.user_syms
+            .trim(|p| all || live.contains(&p), USER_FILES);
         for (reason, count) in std::mem::take(&mut self.dropped) {
             daemon.drops.push(DropCount {
                 probe: DAEMON_PROBE.into(),
@@ -453,10 +643,50 @@ impl Watcher {
         }
     }
 
-    /// Takes `p`'s events from its ring buffer, symbolized now (through the caller's maps
-    /// snapshot), within [`EVENTS`] an interval.
-    fn read_events(&mut self, pid: u32, p: &mut Process) {
-        let Some(stream) = p.events.as_mut() else {
+    /// Each name's interval, `daemon` narrowed to its processes; every name seen so far has
+    /// one, empty when none of its processes ran. With one name, it is `daemon` whole: the
+    /// figures not kept per process (latencies, on-CPU samples) are its too.
+    fn names_of(
+        &self,
+        daemon: &Recording,
+        start: Duration,
+        duration: Duration,
+    ) -> BTreeMap<String, Recording> {
+        if self.watch.targets == Targets::All || self.names.len() == 1 {
+            let name = match self.watch.targets {
+                Targets::All => ALL,
+                _ => &self.names[0],
+            };
+            let mut rec = daemon.clone();
+            rec.target = self.empty(name, start, duration).target;
+            return [(name.to_string(), rec)].into();
+        }
+        self.names
+            .iter()
+            .enumerate()
+            .map(|(slot, name)| {
+                let slot = slot as u32;
+                let mut rec =
+                    process::only(daemon, |p| self.slot_of_pid(p.pid, &p.comm) == Some(slot));
+                rec.target = self.empty(name, start, duration).target;
+                (name.clone(), rec)
+            })
+            .collect()
+    }
+
+    /// Which name's a process is: its slot as it joined, else (it joined and left unseen) the
+    /// name it has.
+    fn slot_of_pid(&self, pid: u32, comm: &str) -> Option<u32> {
+        self.members
+            .get(&pid)
+            .copied()
+            .or_else(|| self.names.iter().position(|n| n == comm).map(|i| i as u32))
+    }
+
+    /// Takes the events from the ring buffer, symbolized now (through the maps snapshots),
+    /// within [`EVENTS`] an interval.
+    fn read_events(&mut self, stage: &mut Stage) {
+        let Some(stream) = stage.events.as_mut() else {
             return;
         };
         let raw = stream.try_batch();
@@ -468,19 +698,20 @@ impl Watcher {
             *self.dropped.entry(EVENT_BOUND).or_default() += (raw.len() - room) as u64;
         }
         let raw = &raw[..raw.len().min(room)];
-        let stacks = p
+        let stacks = stage
             .profiler
             .stacks(raw.iter().flat_map(RawEvent::stack_ids))
             .unwrap_or_default();
         let mut sym = Symbolizers {
             kernel: &self.kernel_syms,
             user: &mut self.user_syms,
-            user_pid: (pid != 0).then_some(pid),
+            // Each event's user stack is its own process's.
+            user_pid: None,
             raw_addrs: false,
         };
-        p.symbolizer.trim(EVENT_STACKS);
+        stage.symbolizer.trim(EVENT_STACKS);
         self.events
-            .extend(p.symbolizer.events(raw, &stacks, &mut sym));
+            .extend(stage.symbolizer.events(raw, &stacks, &mut sym));
     }
 
     /// What the daemon's own figures are named after: its targets.
@@ -489,37 +720,36 @@ impl Watcher {
             Targets::All => ALL.into(),
             Targets::Comms(comms) => comms.join(", "),
             Targets::Pids(_) if self.names.is_empty() => "(none yet)".into(),
-            Targets::Pids(_) => self.names.iter().cloned().collect::<Vec<_>>().join(", "),
+            Targets::Pids(_) => self.names.join(", "),
         }
     }
 
-    /// The recording of one process's delta, its stacks symbolized now (while it runs).
+    /// The recording of a delta of the programs, its stacks symbolized now (while the
+    /// processes run), each process's figures of its own.
     fn assemble(
         &mut self,
-        pid: u32,
-        name: &str,
         delta: &Snapshot,
         probes: BTreeMap<Role, Attachment>,
         syscall_latency: bool,
     ) -> Recording {
-        let (kind, pid) = match pid {
-            0 => (TargetKind::All, None),
-            p => (TargetKind::Pid, Some(p)),
+        let kind = match self.watch.targets {
+            Targets::All => TargetKind::All,
+            _ => TargetKind::Name,
         };
         let run = Run {
-            target: target(kind, pid, name),
+            target: target(kind, None, &self.daemon_name()),
             started_unix_ms: self.started_unix_ms + self.last_end.as_millis() as u64,
             ..blank_run(self.mode, probes, syscall_latency)
         };
         let mut sym = Symbolizers {
             kernel: &self.kernel_syms,
             user: &mut self.user_syms,
-            user_pid: pid,
+            user_pid: None,
             raw_addrs: false,
         };
         let mut rec = assemble::recording(delta, run, &mut sym);
-        // Processes that only waited (system-wide), named while they live.
-        crate::model::process::name_unnamed(&mut rec);
+        // Processes that only waited, named while they live.
+        process::name_unnamed(&mut rec);
         rec
     }
 
@@ -545,17 +775,14 @@ impl Watcher {
         self.empty(&name, Duration::ZERO, Duration::ZERO)
     }
 
-    /// Detaches everything (SIGTERM, SIGINT): nothing stays loaded.
+    /// Unloads everything (SIGTERM, SIGINT): nothing stays loaded.
     pub fn shutdown(&mut self) {
-        let pids: Vec<u32> = self.processes.keys().copied().collect();
-        for pid in pids {
-            self.finish(pid, "the daemon stops");
-        }
-        self.finished.clear();
+        self.unload("the daemon stops");
+        self.finished = None;
     }
 }
 
-/// The target of a process's (`kind` Pid or All) or a name's figures.
+/// The target of a name's figures.
 fn target(kind: TargetKind, pid: Option<u32>, name: &str) -> Target {
     Target {
         kind,
@@ -567,7 +794,6 @@ fn target(kind: TargetKind, pid: Option<u32>, name: &str) -> Target {
         threads: None,
     }
 }
-
 /// The facts of an interval's recording but its target and times.
 fn blank_run(mode: Mode, probes: BTreeMap<Role, Attachment>, syscall_latency: bool) -> Run {
     Run {

@@ -1,0 +1,37 @@
+//! The target set (`TARGET_KIND` = `target_kind::SET`): the processes one loaded program set
+//! profiles, as entries of the `TARGETS` map that user space fills (`-p`, several times) and the
+//! programs extend in the kernel (a `--comm` name at exec and rename, a target's children at
+//! fork). Its figures are kept per process (`process`), as under `-a`.
+
+/// `TARGETS` value: how the process came to be a target.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct TargetEntry {
+    /// The user-space target it belongs to (an index into what user space asked for: a `-p`
+    /// pid, a `--comm` name, a command); what the children it brings in carry too.
+    pub slot: u32,
+    /// `flag` bits.
+    pub flags: u32,
+}
+
+/// `TargetEntry::flags` bits.
+pub mod flag {
+    /// Its new processes (forks that are not threads) join the set at fork.
+    pub const CHILDREN: u32 = 1 << 0;
+    /// It joined by its name (`TARGET_COMMS`): it leaves at an exec or rename to another name,
+    /// and its forks, which carry its name, join.
+    pub const BY_COMM: u32 = 1 << 1;
+}
+
+/// `TARGETS` size unless user space asks for another (`--max-processes`): processes in the
+/// set at once. One joining a full set is a counted drop (`targets`/`map_full`).
+pub const MAX_TARGETS: u32 = 4096;
+
+/// `TARGET_COMMS` size: names matched in the kernel (comm, NUL-padded → slot).
+pub const MAX_COMMS: u32 = 64;
+
+#[cfg(feature = "user")]
+mod pod {
+    // SAFETY: plain #[repr(C)] data, two u32s, no padding.
+    unsafe impl aya::Pod for super::TargetEntry {}
+}

@@ -1,0 +1,143 @@
+//! The target set of a profiler attached with [`super::Filter::Set`]: the `TARGETS` map user
+//! space fills (and the programs extend at exec, rename and fork), the names matched in the
+//! kernel, and the per-process rows of processes that left, deleted once read.
+
+use std::collections::BTreeMap;
+
+use anyhow::{Context, Result};
+use aya::{
+    Ebpf,
+    maps::{Array, HashMap as BpfHashMap, MapError, PerCpuHashMap},
+};
+use fdprof_common::{
+    fnops,
+    probes::map,
+    process::{COMM_LEN, ProcessCounts, ProcessScan, ProcessSyscall},
+    targets::{MAX_COMMS, TargetEntry},
+};
+
+/// Why a process was not added.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// The set is at its bound.
+    Full,
+}
+
+/// Adds `tgid` with `entry`; one already in the set keeps how it joined.
+pub fn add(ebpf: &mut Ebpf, tgid: u32, entry: TargetEntry) -> Result<Result<(), Refused>> {
+    let mut set: BpfHashMap<_, u32, TargetEntry> = targets_mut(ebpf)?;
+    if set.get(&tgid, 0).is_ok() {
+        return Ok(Ok(()));
+    }
+    const BPF_NOEXIST: u64 = 1;
+    match set.insert(tgid, entry, BPF_NOEXIST) {
+        Ok(()) => Ok(Ok(())),
+        // E2BIG: full; EEXIST: the kernel put it there meanwhile.
+        Err(MapError::SyscallError(e)) if e.io_error.raw_os_error() == Some(libc::E2BIG) => {
+            Ok(Err(Refused::Full))
+        }
+        Err(MapError::SyscallError(e)) if e.io_error.raw_os_error() == Some(libc::EEXIST) => {
+            Ok(Ok(()))
+        }
+        Err(e) => Err(e).with_context(|| format!("cannot add pid {tgid} to the target set")),
+    }
+}
+
+/// Removes `tgid` (no longer wanted); absent is fine.
+pub fn remove(ebpf: &mut Ebpf, tgid: u32) -> Result<()> {
+    let mut set: BpfHashMap<_, u32, TargetEntry> = targets_mut(ebpf)?;
+    match set.remove(&tgid) {
+        Ok(()) | Err(MapError::KeyNotFound) => Ok(()),
+        Err(MapError::SyscallError(e)) if e.io_error.raw_os_error() == Some(libc::ENOENT) => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("cannot remove pid {tgid} from the target set")),
+    }
+}
+
+/// The processes in the set now.
+pub fn members(ebpf: &Ebpf) -> Result<BTreeMap<u32, TargetEntry>> {
+    let set: BpfHashMap<_, u32, TargetEntry> =
+        BpfHashMap::try_from(ebpf.map(map::TARGETS).context("no map TARGETS")?)?;
+    let mut out = BTreeMap::new();
+    for row in set.iter() {
+        // A key deleted while iterating ends the walk early; the next pass sees the rest.
+        let Ok((tgid, entry)) = row else { break };
+        out.insert(tgid, entry);
+    }
+    Ok(out)
+}
+
+/// Names whose processes join at exec and rename: `(comm, slot)`, replacing those set before.
+/// Names longer than the kernel keeps (15 bytes) are matched on their first 15, as the kernel
+/// names the process.
+pub fn set_comms(ebpf: &mut Ebpf, comms: &[(String, u32)]) -> Result<()> {
+    anyhow::ensure!(
+        comms.len() <= MAX_COMMS as usize,
+        "at most {MAX_COMMS} names can be matched in the kernel, not {}",
+        comms.len()
+    );
+    let mut names: BpfHashMap<_, [u8; COMM_LEN], u32> = BpfHashMap::try_from(
+        ebpf.map_mut(map::TARGET_COMMS)
+            .context("no map TARGET_COMMS")?,
+    )?;
+    let old: Vec<[u8; COMM_LEN]> = names.keys().filter_map(Result::ok).collect();
+    for key in old {
+        let _ = names.remove(&key);
+    }
+    for (comm, slot) in comms {
+        names.insert(comm_key(comm), slot, 0)?;
+    }
+    let mut config: Array<_, u32> =
+        Array::try_from(ebpf.map_mut(map::CONFIG).context("no map CONFIG")?)?;
+    config.set(fnops::CONFIG_COMMS, u32::from(!comms.is_empty()), 0)?;
+    Ok(())
+}
+
+/// `comm` as the kernel keeps it: at most 15 bytes, NUL-padded.
+pub fn comm_key(comm: &str) -> [u8; COMM_LEN] {
+    let mut key = [0u8; COMM_LEN];
+    let bytes = comm.as_bytes();
+    let n = bytes.len().min(COMM_LEN - 1);
+    key[..n].copy_from_slice(&bytes[..n]);
+    key
+}
+
+/// Deletes the per-process rows of `tgids` (processes that left, their figures read), so their
+/// room serves processes to come.
+pub fn forget(ebpf: &mut Ebpf, tgids: &[u32]) -> Result<()> {
+    if tgids.is_empty() {
+        return Ok(());
+    }
+    let mut syscalls: PerCpuHashMap<_, ProcessSyscall, ProcessCounts> = PerCpuHashMap::try_from(
+        ebpf.map_mut(map::PROCESS_SYSCALLS)
+            .context("no map PROCESS_SYSCALLS")?,
+    )?;
+    let keys: Vec<ProcessSyscall> = syscalls
+        .keys()
+        .filter_map(Result::ok)
+        .filter(|k| tgids.contains(&k.tgid))
+        .collect();
+    for key in keys {
+        let _ = syscalls.remove(&key);
+    }
+    let mut scans: PerCpuHashMap<_, u32, ProcessScan> = PerCpuHashMap::try_from(
+        ebpf.map_mut(map::PROCESS_SCANS)
+            .context("no map PROCESS_SCANS")?,
+    )?;
+    for tgid in tgids {
+        let _ = scans.remove(tgid);
+    }
+    let mut comms: BpfHashMap<_, u32, [u8; COMM_LEN]> = BpfHashMap::try_from(
+        ebpf.map_mut(map::PROCESS_COMMS)
+            .context("no map PROCESS_COMMS")?,
+    )?;
+    for tgid in tgids {
+        let _ = comms.remove(tgid);
+    }
+    Ok(())
+}
+
+fn targets_mut(ebpf: &mut Ebpf) -> Result<BpfHashMap<&mut aya::maps::MapData, u32, TargetEntry>> {
+    Ok(BpfHashMap::try_from(
+        ebpf.map_mut(map::TARGETS).context("no map TARGETS")?,
+    )?)
+}
