@@ -168,7 +168,8 @@ mod tests {
             starts: vec![
                 Start {
                     pid: 1,
-                    how: How::Exec
+                    how: How::Exec,
+                    slot: 0,
                 };
                 3
             ],
