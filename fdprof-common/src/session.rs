@@ -61,6 +61,9 @@ pub enum TargetKind {
     /// The processes of one name that `fdprof daemon` follows (`--comm`, or the names of its
     /// `-p` list), those that exited included.
     Name,
+    /// Several processes (`-p` given more than once, or `-p` with `--children`), each with its
+    /// own figures as under `-a`.
+    Pids,
 }
 
 /// How a launched command ended: `{"code": N}` or `{"signal": N}` in JSON.

@@ -20,6 +20,12 @@ use crate::procfs::stat_fields;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TargetSpec {
     Pid(u32),
+    /// Several processes (`-p` more than once), or one with the processes it starts
+    /// (`--children`): a target set.
+    Pids {
+        pids: Vec<u32>,
+        children: bool,
+    },
     Tid(u32),
     All,
     /// A command, launched by [`super::launch`]; its pid is known once it is forked.
@@ -35,29 +41,50 @@ pub struct Resolved {
     pub pid: Option<u32>,
     pub tid: Option<u32>,
     pub comm: Option<String>,
+    /// A target set's processes, as given; empty for the other kinds.
+    pub pids: Vec<u32>,
+    /// A target set's processes bring the processes they start.
+    pub children: bool,
 }
 
 /// Checks `spec` (a live user process or thread, not a thread given as a process) and gives
 /// what to filter on. A command's filter is set once it is forked ([`Resolved::launched`]).
 pub fn resolve(spec: &TargetSpec) -> Result<Resolved> {
+    let none = Resolved {
+        kind: TargetKind::All,
+        filter: Filter::All,
+        pid: None,
+        tid: None,
+        comm: None,
+        pids: Vec::new(),
+        children: false,
+    };
     Ok(match *spec {
         TargetSpec::Pid(pid) => {
-            let tgid = check_task(pid, TaskKind::Process)?;
-            if tgid != pid {
-                return Err(fatal(
-                    EXIT_USAGE,
-                    format!(
-                        "{pid} is a thread of process {tgid}: use -p {tgid}, or -t {pid} for this \
-                         thread alone"
-                    ),
-                ));
-            }
+            check_process(pid)?;
             Resolved {
                 kind: TargetKind::Pid,
                 filter: Filter::Tgid(pid),
                 pid: Some(pid),
-                tid: None,
                 comm: comm_of(pid),
+                ..none
+            }
+        }
+        TargetSpec::Pids { ref pids, children } => {
+            for &pid in pids {
+                check_process(pid)?;
+            }
+            let mut pids = pids.clone();
+            pids.sort_unstable();
+            pids.dedup();
+            Resolved {
+                kind: TargetKind::Pids,
+                filter: Filter::Set {
+                    max: fdprof_common::targets::MAX_TARGETS.max(pids.len() as u32),
+                },
+                pids,
+                children,
+                ..none
             }
         }
         TargetSpec::Tid(tid) => Resolved {
@@ -66,31 +93,49 @@ pub fn resolve(spec: &TargetSpec) -> Result<Resolved> {
             filter: Filter::Tid(tid),
             tid: Some(tid),
             comm: comm_of(tid),
+            ..none
         },
-        TargetSpec::All => Resolved {
-            kind: TargetKind::All,
-            filter: Filter::All,
-            pid: None,
-            tid: None,
-            comm: None,
-        },
+        TargetSpec::All => none,
         TargetSpec::Command(_) => Resolved {
             kind: TargetKind::Command,
-            filter: Filter::All,
-            pid: None,
-            tid: None,
-            comm: None,
+            ..none
         },
     })
 }
 
+/// Checks that `pid` is a live user process, not a thread of one.
+fn check_process(pid: u32) -> Result<()> {
+    let tgid = check_task(pid, TaskKind::Process)?;
+    if tgid != pid {
+        return Err(fatal(
+            EXIT_USAGE,
+            format!(
+                "{pid} is a thread of process {tgid}: use -p {tgid}, or -t {pid} for this \
+                 thread alone"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 impl TargetSpec {
-    /// The target a command line names: `-p`, else `-t`, else `-a`, else the command.
-    pub fn of(pid: Option<u32>, tid: Option<u32>, all: bool, command: &[String]) -> Self {
-        match (pid, tid, all) {
-            (Some(pid), _, _) => TargetSpec::Pid(pid),
-            (None, Some(tid), _) => TargetSpec::Tid(tid),
-            (None, None, true) => TargetSpec::All,
+    /// The target a command line names: `-p` (one, or a set: several, or with `children`),
+    /// else `-t`, else `-a`, else the command.
+    pub fn of(
+        pids: &[u32],
+        children: bool,
+        tid: Option<u32>,
+        all: bool,
+        command: &[String],
+    ) -> Self {
+        match (pids, tid, all) {
+            ([pid], _, _) if !children => TargetSpec::Pid(*pid),
+            ([_, ..], _, _) => TargetSpec::Pids {
+                pids: pids.to_vec(),
+                children,
+            },
+            ([], Some(tid), _) => TargetSpec::Tid(tid),
+            ([], None, true) => TargetSpec::All,
             _ => TargetSpec::Command(command.to_vec()),
         }
     }
@@ -108,6 +153,8 @@ impl Resolved {
     pub fn exited(&self) -> bool {
         match self.kind {
             TargetKind::Pid => self.pid.is_some_and(|p| !process_alive(p)),
+            // When every process given has exited (the processes they started may live on).
+            TargetKind::Pids => self.pids.iter().all(|&p| !process_alive(p)),
             TargetKind::Tid => self.tid.is_some_and(|t| !thread_alive(t)),
             TargetKind::All | TargetKind::Command | TargetKind::Name => false,
         }

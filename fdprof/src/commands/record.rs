@@ -34,9 +34,14 @@ use crate::symbolize::{SystemMaps, system};
 #[derive(clap::Args, Debug)]
 #[command(group(clap::ArgGroup::new("target").required(true).args(["pid", "tid", "all", "command"])))]
 pub struct RecordArgs {
-    /// Profile this process (all its threads, including ones created later)
-    #[arg(short, long)]
-    pub pid: Option<u32>,
+    /// Profile this process (all its threads, including ones created later); give -p several
+    /// times for several processes, each with its own figures as under -a
+    #[arg(short, long, value_name = "PID")]
+    pub pid: Vec<u32>,
+    /// With -p, also follow the processes they start, from their fork (threads are always
+    /// followed)
+    #[arg(long, requires = "pid")]
+    pub children: bool,
     /// Profile this thread only
     #[arg(short, long)]
     pub tid: Option<u32>,
@@ -124,11 +129,17 @@ impl ModeArg {
 
 impl RecordArgs {
     fn target(&self) -> TargetSpec {
-        TargetSpec::of(self.pid, self.tid, self.all, &self.command)
+        TargetSpec::of(&self.pid, self.children, self.tid, self.all, &self.command)
     }
 }
 
 pub fn run(args: RecordArgs) -> Result<()> {
+    if args.trace && matches!(args.target(), TargetSpec::Pids { .. }) {
+        return Err(crate::error::fatal(
+            crate::error::EXIT_USAGE,
+            "--trace follows one process and its forks: give -p once, without --children",
+        ));
+    }
     let request = Request {
         command_name: "fdprof record",
         spec: args.target(),
@@ -172,8 +183,9 @@ pub fn run(args: RecordArgs) -> Result<()> {
     let all = session.target.kind == TargetKind::All;
     let options = StreamOptions {
         interval: args.interval.unwrap_or(WHOLE_RUN),
-        // System-wide, the kernel tells of each fork and exec, to snapshot the maps at once.
-        starts: all,
+        // System-wide and for a set, the kernel tells of each fork and exec (of a process of
+        // the set), to snapshot the maps at once.
+        starts: session.per_process(),
         ..StreamOptions::default()
     };
     let mut collector = Collector::start(profiler, options)?;
@@ -264,7 +276,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
     let mut recording = assemble::recording(&snap, run, &mut sym);
     recording.series = series;
     recording.counters = counters.as_ref().map(Counters::from);
-    if all {
+    if session.per_process() {
         count_start_drops(&mut recording, system_maps.start_counts().over_bounds);
     }
     // A process that only waited was never named by the kernel: name it now if it is alive.
@@ -328,6 +340,10 @@ fn record_until_the_end(
         if last_maps.elapsed() >= Duration::from_secs(1) {
             if let Some(pid) = session.resolved.pid {
                 session.user_syms.snapshot_maps(pid);
+            } else if !session.resolved.pids.is_empty() {
+                for pid in session.resolved.pids.clone() {
+                    session.user_syms.snapshot_maps(pid);
+                }
             } else if all {
                 system_maps.pass(&mut session.user_syms);
             }

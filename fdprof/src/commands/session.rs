@@ -131,7 +131,9 @@ pub fn start(request: Request, checks: impl FnOnce() -> Result<()>) -> Result<(S
         cpu_hz: request.cpu_hz,
         trace: request.trace,
     };
-    let profiler = match Profiler::attach(&kernel, options) {
+    let profiler = match Profiler::attach(&kernel, options)
+        .and_then(|mut p| fill_set(&mut p, &resolved).map(|()| p))
+    {
         Ok(p) => p,
         Err(e) => {
             if let Some(l) = launched {
@@ -148,6 +150,8 @@ pub fn start(request: Request, checks: impl FnOnce() -> Result<()>) -> Result<(S
     let target = Target {
         kind: resolved.kind,
         pid: resolved.pid,
+        pids: resolved.pids.clone(),
+        children: resolved.children,
         tid: resolved.tid,
         command,
         comm: resolved.comm.clone(),
@@ -160,8 +164,8 @@ pub fn start(request: Request, checks: impl FnOnce() -> Result<()>) -> Result<(S
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default()
         .as_millis() as u64;
-    if let Some(pid) = resolved.pid {
-        user_syms.snapshot_maps(pid);
+    for pid in resolved.pid.iter().chain(&resolved.pids) {
+        user_syms.snapshot_maps(*pid);
     }
     let session = Session {
         resolved,
@@ -241,7 +245,7 @@ impl Session {
         use fdprof_common::session::TargetKind;
         let pid = self.resolved.pid?;
         Some(match self.target.kind {
-            TargetKind::All | TargetKind::Name => return None,
+            TargetKind::All | TargetKind::Name | TargetKind::Pids => return None,
             TargetKind::Pid => threads_of(pid),
             TargetKind::Tid => {
                 let tid = self.resolved.tid?;
@@ -266,11 +270,38 @@ impl Session {
         })
     }
 
-    /// The single process whose user stacks can be symbolized (none system-wide).
+    /// The single process whose user stacks can be symbolized (none system-wide or for a set).
     pub fn user_pid(&self) -> Option<u32> {
         match self.target.kind {
-            fdprof_common::session::TargetKind::All => None,
+            fdprof_common::session::TargetKind::All | fdprof_common::session::TargetKind::Pids => {
+                None
+            }
             _ => self.resolved.pid,
         }
     }
+
+    /// Whether figures are kept per process (`-a`, a set of processes).
+    pub fn per_process(&self) -> bool {
+        matches!(
+            self.target.kind,
+            fdprof_common::session::TargetKind::All | fdprof_common::session::TargetKind::Pids
+        )
+    }
+}
+
+/// Puts a target set's processes in the programs' set (with `--children`, bringing the
+/// processes they start), before anything is read.
+fn fill_set(profiler: &mut Profiler, resolved: &Resolved) -> Result<()> {
+    use fdprof_common::targets::{TargetEntry, flag};
+    let flags = if resolved.children { flag::CHILDREN } else { 0 };
+    for (slot, &pid) in resolved.pids.iter().enumerate() {
+        let entry = TargetEntry {
+            slot: slot as u32,
+            flags,
+        };
+        if profiler.add_target(pid, entry)?.is_err() {
+            anyhow::bail!("cannot follow pid {pid}: the target set is full");
+        }
+    }
+    Ok(())
 }

@@ -29,9 +29,14 @@ use crate::tui;
 #[derive(clap::Args, Debug)]
 #[command(group(clap::ArgGroup::new("target").required(true).args(["pid", "tid", "all", "command", "from"])))]
 pub struct TopArgs {
-    /// Watch this process (all its threads, including ones created later)
-    #[arg(short, long)]
-    pub pid: Option<u32>,
+    /// Watch this process (all its threads, including ones created later); give -p several
+    /// times for several processes, each with its own figures as under -a
+    #[arg(short, long, value_name = "PID")]
+    pub pid: Vec<u32>,
+    /// With -p, also follow the processes they start, from their fork (threads are always
+    /// followed)
+    #[arg(long, requires = "pid")]
+    pub children: bool,
     /// Watch this thread only
     #[arg(short, long)]
     pub tid: Option<u32>,
@@ -88,7 +93,7 @@ pub struct TopArgs {
 
 impl TopArgs {
     fn target(&self) -> TargetSpec {
-        TargetSpec::of(self.pid, self.tid, self.all, &self.command)
+        TargetSpec::of(&self.pid, self.children, self.tid, self.all, &self.command)
     }
 }
 

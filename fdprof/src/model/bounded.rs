@@ -133,6 +133,11 @@ pub fn counter_events<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
     seq(d, PhantomData, COUNTERS, "counters")
 }
 
+/// The pids of a `-p` list: at most as many as a target set holds.
+pub fn pids<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u32>, D::Error> {
+    seq(d, PhantomData, 65536, "pids")
+}
+
 pub fn processes<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec<T>, D::Error> {
     // One per (process, syscall) row at most.
     let rows = fdprof_common::process::PROCESS_ROWS as usize;

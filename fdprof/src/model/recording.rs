@@ -180,6 +180,16 @@ pub struct Target {
     pub kind: TargetKind,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pid: Option<u32>,
+    /// The processes given (`-p` several times, or with `--children`); empty otherwise.
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "bounded::pids"
+    )]
+    pub pids: Vec<u32>,
+    /// The processes the given ones start are followed too (`--children`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub children: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tid: Option<u32>,
     #[serde(
@@ -217,6 +227,18 @@ impl Target {
                     .unwrap_or_default();
                 let line: Vec<&str> = std::iter::once(program).chain(words).collect();
                 format!("`{}` (pid {})", line.join(" "), self.pid.unwrap_or(0))
+            }
+            TargetKind::Pids => {
+                let pids: Vec<String> = self.pids.iter().map(u32::to_string).collect();
+                format!(
+                    "pids {}{}",
+                    pids.join(", "),
+                    if self.children {
+                        " and the processes they start"
+                    } else {
+                        ""
+                    }
+                )
             }
             TargetKind::Name => format!(
                 "processes named {}",

@@ -7,6 +7,7 @@
 pub mod access;
 pub mod config;
 pub mod files;
+mod followed;
 pub mod history;
 pub mod http;
 pub mod log;

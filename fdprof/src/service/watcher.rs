@@ -6,13 +6,12 @@
 //! it takes the snapshot's delta, turns it into one symbolized [`Recording`] (the assembler
 //! `record` uses) with each process's figures, and narrows it to each target name's processes.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use fdprof_common::{
     probes::{Attachment, Mode, Role},
     session::{EndReason, TargetKind},
-    targets::{TargetEntry, flag},
 };
 
 use fdprof_figures::Event;
@@ -23,8 +22,6 @@ use crate::collect::{
     starts::{StartBatch, StartStream},
     stats::own_cpu_ns,
     steal::{CpuTimes, tick_ns},
-    target,
-    targets::Refused,
 };
 use crate::model::{
     Recording,
@@ -36,15 +33,15 @@ use crate::model::{
 };
 use crate::symbolize::{KernelSymbols, UserSymbolizer};
 
-use super::config::{Targets, Watch, bounds};
+use super::config::{Targets, Watch};
+use super::followed::Followed;
+pub use super::followed::{NAME_BOUND, PROCESS_BOUND};
 use super::log;
 
 /// The name of the one target of `-a`.
 pub const ALL: &str = "all";
 /// The drop counters of what the daemon's bounds turn away (probe `daemon`).
 pub const DAEMON_PROBE: &str = "daemon";
-pub const PROCESS_BOUND: &str = "process_bound";
-pub const NAME_BOUND: &str = "name_bound";
 pub const ATTACH_FAILED: &str = "attach_failed";
 /// Mapped files the user symbolizer may hold before it starts afresh.
 const USER_FILES: usize = 256;
@@ -108,25 +105,11 @@ pub struct Watcher {
     stage: Option<Stage>,
     /// The last figures of programs unloaded since the last interval (a reload).
     finished: Option<Recording>,
-    /// Target names (label values), in the order first seen: a name's slot is its index.
-    names: Vec<String>,
-    /// The processes followed: pid → slot. Those that left stay until their last figures are
-    /// read.
-    members: BTreeMap<u32, u32>,
-    /// Members that left since the last interval: their rows are deleted once read.
-    left: BTreeSet<u32>,
+    followed: Followed,
     /// Events read since the last interval.
     events: Vec<Event>,
     /// `CLOCK_MONOTONIC` at start: the origin of the events' times.
     started_ns: u64,
-    /// Pids not profiled, and why (counted once each), forgotten once they exit.
-    refused: HashMap<u32, &'static str>,
-    /// `-p` pids that exited: never followed again, even if the pid is reused.
-    gone: BTreeSet<u32>,
-    /// `--comm` names no process had when last looked for, already logged as awaited.
-    awaited: BTreeSet<String>,
-    /// Counts of what the bounds turned away this interval, by reason.
-    dropped: BTreeMap<&'static str, u64>,
     /// The programs' attach facts: the mode, per role.
     mode: Mode,
     probes: BTreeMap<Role, Attachment>,
@@ -165,15 +148,9 @@ impl Watcher {
             max_processes,
             stage: None,
             finished: None,
-            names: Vec::new(),
-            members: BTreeMap::new(),
-            left: BTreeSet::new(),
+            followed: Followed::new(max_processes),
             events: Vec::new(),
             started_ns: monotonic_ns(),
-            refused: HashMap::new(),
-            gone: BTreeSet::new(),
-            awaited: BTreeSet::new(),
-            dropped: BTreeMap::new(),
             mode: Mode::Tracepoint,
             probes: BTreeMap::new(),
             blank,
@@ -199,7 +176,7 @@ impl Watcher {
         match &self.stage {
             None => 0,
             Some(s) if s.loaded.all => 1,
-            Some(_) => self.members.len() - self.left.len(),
+            Some(_) => self.followed.len(),
         }
     }
 
@@ -212,40 +189,21 @@ impl Watcher {
             .as_ref()
             .is_some_and(|s| s.loaded != Loaded::of(&watch));
         self.watch = watch;
-        self.gone.clear();
-        self.refused.clear();
-        self.awaited.clear();
+        self.followed.reloaded();
         if reload {
             self.unload("its settings changed");
             return;
         }
-        if let Targets::Comms(comms) = &self.watch.targets {
-            let comms = comms.clone();
-            self.match_comms(&comms);
-        }
-        let unwanted: Vec<u32> = self
-            .members
-            .iter()
-            .filter(|(pid, slot)| !self.left.contains(pid) && !self.wants(**pid, **slot))
-            .map(|(pid, _)| *pid)
-            .collect();
-        for pid in unwanted {
-            if let Some(stage) = self.stage.as_mut()
-                && let Err(e) = stage.profiler.remove_target(pid)
-            {
-                log::error(&format!("{e:#}"));
+        self.match_comms();
+        let unwanted = self.followed.unwanted(&self.watch);
+        if let Some(stage) = self.stage.as_mut() {
+            for pid in unwanted {
+                if let Err(e) = stage.profiler.remove_target(pid) {
+                    log::error(&format!("{e:#}"));
+                }
             }
         }
         self.sync();
-    }
-
-    fn wants(&self, pid: u32, slot: u32) -> bool {
-        let name = self.names.get(slot as usize).map(String::as_str);
-        match &self.watch.targets {
-            Targets::Pids(pids) => pids.contains(&pid),
-            Targets::Comms(comms) => name.is_some_and(|n| comms.iter().any(|c| c == n)),
-            Targets::All => true,
-        }
     }
 
     /// Keeps the programs' run-time statistics sampled; call it again after what it returns.
@@ -279,36 +237,13 @@ impl Watcher {
     pub fn started(&mut self, batch: StartBatch) {
         let all = self.stage.as_ref().is_some_and(|s| s.loaded.all);
         for (i, start) in batch.starts.iter().enumerate() {
-            if !all && !self.members.contains_key(&start.pid) {
-                self.join(start.pid, u32::from(start.slot));
+            if !all && !self.followed.contains(start.pid) {
+                self.followed.join(start.pid, u32::from(start.slot));
             }
             if i < SNAPSHOTS_PER_BATCH {
                 self.user_syms.snapshot_maps(start.pid);
             }
         }
-    }
-
-    fn join(&mut self, pid: u32, slot: u32) {
-        self.members.insert(pid, slot);
-        self.left.remove(&pid);
-        let name = self.name_of_slot(slot);
-        log::info(&format!("profiling pid {pid} ({name})"));
-    }
-
-    fn name_of_slot(&self, slot: u32) -> &str {
-        self.names.get(slot as usize).map_or("?", String::as_str)
-    }
-
-    /// The slot of `name`, a new one if there is room.
-    fn slot_of(&mut self, name: &str) -> Option<u32> {
-        if let Some(i) = self.names.iter().position(|n| n == name) {
-            return Some(i as u32);
-        }
-        if self.names.len() >= bounds::NAMES {
-            return None;
-        }
-        self.names.push(name.to_string());
-        Some(self.names.len() as u32 - 1)
     }
 
     /// Loads the programs if they are not (or were unloaded by a reload).
@@ -336,7 +271,7 @@ impl Watcher {
             Ok(p) => p,
             Err(e) => {
                 log::error(&format!("cannot load the programs: {e:#}"));
-                *self.dropped.entry(ATTACH_FAILED).or_default() += 1;
+                *self.followed.dropped.entry(ATTACH_FAILED).or_default() += 1;
                 return;
             }
         };
@@ -380,21 +315,16 @@ impl Watcher {
             symbolizer: EventSymbolizer::new(self.started_ns),
             loaded,
         });
-        if let Targets::Comms(comms) = &self.watch.targets {
-            let comms = comms.clone();
-            self.match_comms(&comms);
-        }
+        self.match_comms();
     }
 
-    /// The kernel matches `comms` at exec and rename from now on.
-    fn match_comms(&mut self, comms: &[String]) {
-        let mut slots = Vec::new();
-        for comm in comms {
-            match self.slot_of(comm) {
-                Some(slot) => slots.push((comm.clone(), slot)),
-                None => *self.dropped.entry(NAME_BOUND).or_default() += 1,
-            }
-        }
+    /// The kernel matches the `--comm` names at exec and rename from now on.
+    fn match_comms(&mut self) {
+        let comms = match &self.watch.targets {
+            Targets::Comms(comms) => comms.clone(),
+            _ => Vec::new(),
+        };
+        let slots = self.followed.comm_slots(&comms);
         if let Some(stage) = self.stage.as_mut()
             && let Err(e) = stage.profiler.match_comms(&slots)
         {
@@ -422,147 +352,29 @@ impl Watcher {
             }
             Err(e) => log::error(&format!("the last figures are lost: {e:#}")),
         }
-        for pid in self.members.keys().copied().collect::<Vec<_>>() {
-            self.leave(pid, why);
-        }
+        self.followed.leave_all(why, &self.watch);
     }
 
     /// Loads the programs if needed and adds the processes the targets name that are not
-    /// followed yet (those that ran before the daemon; with tp_btf, the kernel adds the rest).
+    /// followed yet.
     pub fn discover(&mut self) {
         self.load();
-        let Some(stage) = self.stage.as_ref() else {
-            return;
-        };
-        if stage.loaded.all {
-            return;
-        }
-        self.refused.retain(|pid, _| target::process_alive(*pid));
-        let wanted: Vec<(u32, String, u32)> = match &self.watch.targets {
-            Targets::All => Vec::new(),
-            Targets::Pids(pids) => {
-                let children = if self.watch.children {
-                    flag::CHILDREN
-                } else {
-                    0
-                };
-                let mut alive = Vec::new();
-                let pids: Vec<u32> = pids
-                    .iter()
-                    .copied()
-                    .filter(|p| !self.gone.contains(p))
-                    .collect();
-                for p in pids {
-                    if self.members.contains_key(&p) {
-                        continue;
-                    }
-                    match target::comm_of(p).filter(|_| target::process_alive(p)) {
-                        Some(comm) => alive.push((p, comm, children)),
-                        None => {
-                            log::warn(&format!("pid {p} is not running: dropped from the targets"));
-                            self.gone.insert(p);
-                        }
-                    }
-                }
-                alive
-            }
-            Targets::Comms(comms) => {
-                let found = processes_named(comms);
-                for comm in comms {
-                    if found.iter().any(|(_, c)| c == comm) {
-                        self.awaited.remove(comm);
-                    } else if self.awaited.insert(comm.clone()) {
-                        log::info(&format!(
-                            "no process named {comm} is running: waiting for one"
-                        ));
-                    }
-                }
-                found
-                    .into_iter()
-                    .map(|(pid, comm)| (pid, comm, flag::BY_COMM))
-                    .collect()
-            }
-        };
-        for (pid, name, flags) in wanted {
-            if self.members.contains_key(&pid) || self.refused.contains_key(&pid) {
-                continue;
-            }
-            let Some(slot) = self.slot_of(&name) else {
-                self.refuse(pid, &name, NAME_BOUND);
-                continue;
-            };
-            let Some(stage) = self.stage.as_mut() else {
-                return;
-            };
-            match stage.profiler.add_target(pid, TargetEntry { slot, flags }) {
-                Ok(Ok(())) => {}
-                Ok(Err(Refused::Full)) => self.refuse(pid, &name, PROCESS_BOUND),
-                Err(e) => log::error(&format!("{e:#}")),
-            }
+        if let Some(stage) = self.stage.as_mut()
+            && !stage.loaded.all
+        {
+            self.followed.discover(&mut stage.profiler, &self.watch);
         }
         self.sync();
     }
 
-    fn refuse(&mut self, pid: u32, name: &str, reason: &'static str) {
-        log::warn(&format!(
-            "not profiling pid {pid} ({name}): {} (at most {} processes, {} names)",
-            reason.replace('_', " "),
-            self.max_processes,
-            bounds::NAMES
-        ));
-        self.refused.insert(pid, reason);
-        *self.dropped.entry(reason).or_default() += 1;
-    }
-
-    /// Brings the members in line with the kernel's set: processes it added are taken on,
-    /// those it removed (they ended, or were renamed away) leave.
+    /// Takes on the processes the kernel added to the set, and lets go of those it removed.
     fn sync(&mut self) {
-        let Some(stage) = self.stage.as_ref() else {
-            return;
-        };
-        if stage.loaded.all {
-            return;
-        }
-        let set = match stage.profiler.targets() {
-            Ok(set) => set,
-            Err(e) => {
-                log::error(&format!("cannot read the target set: {e:#}"));
-                return;
-            }
-        };
-        for (&pid, entry) in &set {
-            if !self.members.contains_key(&pid) || self.left.contains(&pid) {
-                self.join(pid, entry.slot);
+        if let Some(stage) = self.stage.as_ref()
+            && !stage.loaded.all
+        {
+            for pid in self.followed.sync(&stage.profiler, &self.watch) {
                 self.user_syms.snapshot_maps(pid);
             }
-        }
-        let gone: Vec<u32> = self
-            .members
-            .keys()
-            .copied()
-            .filter(|pid| !set.contains_key(pid) && !self.left.contains(pid))
-            .collect();
-        for pid in gone {
-            let why = if target::process_alive(pid) {
-                "no longer a target"
-            } else {
-                "it exited"
-            };
-            self.leave(pid, why);
-        }
-    }
-
-    fn leave(&mut self, pid: u32, why: &str) {
-        let Some(&slot) = self.members.get(&pid) else {
-            return;
-        };
-        if !self.left.insert(pid) {
-            return;
-        }
-        let name = self.name_of_slot(slot);
-        log::info(&format!("stopped profiling pid {pid} ({name}): {why}"));
-        if matches!(self.watch.targets, Targets::Pids(_)) {
-            self.gone.insert(pid);
         }
     }
 
@@ -584,7 +396,7 @@ impl Watcher {
                     }
                     // The rows of processes that left go: their room serves new ones, and a
                     // pid reused later starts from zero.
-                    let left: Vec<u32> = self.left.iter().copied().collect();
+                    let left = self.followed.left();
                     if let Err(e) = stage.profiler.forget(&left) {
                         log::error(&format!("{e:#}"));
                     }
@@ -615,14 +427,11 @@ impl Watcher {
         }
         daemon.steal = steal;
         let names = self.names_of(&daemon, start, duration);
-        for pid in std::mem::take(&mut self.left) {
-            self.members.remove(&pid);
-        }
-        let live: BTreeSet<u32> = self.members.keys().copied().collect();
+        let live = self.followed.end_interval();
         let all = self.watch.targets == Targets::All;
         self.user_syms
             .trim(|p| all || live.contains(&p), USER_FILES);
-        for (reason, count) in std::mem::take(&mut self.dropped) {
+        for (reason, count) in std::mem::take(&mut self.followed.dropped) {
             daemon.drops.push(DropCount {
                 probe: DAEMON_PROBE.into(),
                 reason: reason.into(),
@@ -652,35 +461,28 @@ impl Watcher {
         start: Duration,
         duration: Duration,
     ) -> BTreeMap<String, Recording> {
-        if self.watch.targets == Targets::All || self.names.len() == 1 {
+        let names = &self.followed.names;
+        if self.watch.targets == Targets::All || names.len() == 1 {
             let name = match self.watch.targets {
                 Targets::All => ALL,
-                _ => &self.names[0],
+                _ => &names[0],
             };
             let mut rec = daemon.clone();
             rec.target = self.empty(name, start, duration).target;
             return [(name.to_string(), rec)].into();
         }
-        self.names
+        names
             .iter()
             .enumerate()
             .map(|(slot, name)| {
                 let slot = slot as u32;
-                let mut rec =
-                    process::only(daemon, |p| self.slot_of_pid(p.pid, &p.comm) == Some(slot));
+                let mut rec = process::only(daemon, |p| {
+                    self.followed.slot_of_pid(p.pid, &p.comm) == Some(slot)
+                });
                 rec.target = self.empty(name, start, duration).target;
                 (name.clone(), rec)
             })
             .collect()
-    }
-
-    /// Which name's a process is: its slot as it joined, else (it joined and left unseen) the
-    /// name it has.
-    fn slot_of_pid(&self, pid: u32, comm: &str) -> Option<u32> {
-        self.members
-            .get(&pid)
-            .copied()
-            .or_else(|| self.names.iter().position(|n| n == comm).map(|i| i as u32))
     }
 
     /// Takes the events from the ring buffer, symbolized now (through the maps snapshots),
@@ -695,7 +497,7 @@ impl Watcher {
         }
         let room = EVENTS.saturating_sub(self.events.len());
         if raw.len() > room {
-            *self.dropped.entry(EVENT_BOUND).or_default() += (raw.len() - room) as u64;
+            *self.followed.dropped.entry(EVENT_BOUND).or_default() += (raw.len() - room) as u64;
         }
         let raw = &raw[..raw.len().min(room)];
         let stacks = stage
@@ -719,8 +521,8 @@ impl Watcher {
         match &self.watch.targets {
             Targets::All => ALL.into(),
             Targets::Comms(comms) => comms.join(", "),
-            Targets::Pids(_) if self.names.is_empty() => "(none yet)".into(),
-            Targets::Pids(_) => self.names.join(", "),
+            Targets::Pids(_) if self.followed.names.is_empty() => "(none yet)".into(),
+            Targets::Pids(_) => self.followed.names.join(", "),
         }
     }
 
@@ -787,6 +589,8 @@ fn target(kind: TargetKind, pid: Option<u32>, name: &str) -> Target {
     Target {
         kind,
         pid,
+        pids: Vec::new(),
+        children: false,
         tid: None,
         command: Vec::new(),
         comm: Some(name.to_string()),
@@ -833,23 +637,6 @@ fn blank(
     // Cumulative settings, not counts: merged processes bring their own.
     rec.stack_walks.refresh_every = 0;
     rec
-}
-
-/// Processes (not threads) whose comm is one of `comms`, but not fdprof itself.
-fn processes_named(comms: &[String]) -> Vec<(u32, String)> {
-    let me = std::process::id();
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|&pid| pid != me)
-        .filter_map(|pid| {
-            let comm = target::comm_of(pid)?;
-            comms.contains(&comm).then_some((pid, comm))
-        })
-        .filter(|&(pid, _)| target::process_alive(pid))
-        .collect()
 }
 
 fn unix_ms() -> u64 {
