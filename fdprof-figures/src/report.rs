@@ -134,10 +134,16 @@ pub struct Header {
 /// What was profiled.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Target {
-    /// `pid`, `tid`, `all` or `command`.
+    /// `pid`, `pids`, `tid`, `all`, `command` or `name`.
     pub kind: TargetKind,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pid: Option<u32>,
+    /// The processes given (kind `pids`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pids: Vec<u32>,
+    /// The processes they start are followed too (`--children`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub children: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tid: Option<u32>,
     /// The launched command line (kind `command`).

@@ -121,6 +121,8 @@ pub fn recording() -> Recording {
         target: Target {
             kind: TargetKind::Pid,
             pid: Some(4242),
+            pids: Vec::new(),
+            children: false,
             tid: None,
             command: vec![],
             comm: Some("opensock".into()),
@@ -312,6 +314,8 @@ pub fn command_recording() -> Recording {
         target: Target {
             kind: TargetKind::Command,
             pid: Some(77),
+            pids: Vec::new(),
+            children: false,
             tid: None,
             command: vec!["./server".into(), "-t".into(), "2".into()],
             comm: None,

@@ -13,6 +13,8 @@ pub fn header(rec: &Recording) -> Header {
         target: Target {
             kind: t.kind,
             pid: t.pid,
+            pids: t.pids.clone(),
+            children: t.children,
             tid: t.tid,
             command: t.command.clone(),
             comm: t.comm.clone(),

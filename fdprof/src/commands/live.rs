@@ -138,6 +138,8 @@ mod tests {
             target: Target {
                 kind: TargetKind::Pid,
                 pid: Some(7),
+                pids: Vec::new(),
+                children: false,
                 tid: None,
                 command: Vec::new(),
                 comm: Some("srv".into()),

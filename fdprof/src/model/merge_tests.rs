@@ -127,6 +127,8 @@ fn run(duration_ns: u64, collector_cpu_ns: u64) -> Run {
         target: Target {
             kind: TargetKind::Pid,
             pid: Some(7),
+            pids: Vec::new(),
+            children: false,
             tid: None,
             command: Vec::new(),
             comm: Some("srv".into()),

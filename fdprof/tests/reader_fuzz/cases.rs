@@ -65,6 +65,8 @@ pub fn seeds() -> Vec<Value> {
     direct.target = Target {
         kind: TargetKind::Command,
         pid: Some(9),
+        pids: Vec::new(),
+        children: false,
         tid: None,
         command: vec!["/usr/bin/server".into(), "--threads".into(), "8".into()],
         comm: None,
@@ -95,6 +97,8 @@ pub fn seeds() -> Vec<Value> {
     lock_only.target = Target {
         kind: TargetKind::All,
         pid: None,
+        pids: Vec::new(),
+        children: false,
         tid: None,
         command: vec![],
         comm: None,
