@@ -63,10 +63,13 @@ pub struct CpuKey {
     /// stack for a sample taken in user mode, or a stack that could not be taken (a drop).
     pub kernel_stack: i32,
     pub user_stack: i32,
+    /// The sampled process when figures are kept per process (`-a`, a target set), whose maps
+    /// symbolize the user stack; 0 otherwise.
+    pub tgid: u32,
 }
 
 #[cfg(feature = "user")]
 mod pod {
-    // SAFETY: plain #[repr(C)] data, two i32s, no padding.
+    // SAFETY: plain #[repr(C)] data, three 4-byte fields, no padding.
     unsafe impl aya::Pod for super::CpuKey {}
 }

@@ -63,6 +63,7 @@ pub fn fdprof_cpu_sample(ctx: PerfEventContext) -> u32 {
         } else {
             -1
         },
+        tgid: kernel::process_of_all().unwrap_or(0),
     };
     if let Some(count) = CPU_SAMPLES.get_ptr_mut(&key) {
         // SAFETY: this CPU's value; a perf-event program does not nest on a CPU.

@@ -12,7 +12,8 @@ use crate::collect::Snapshot;
 pub fn profile(snap: &Snapshot, sym: &mut Symbolizers) -> Option<CpuProfile> {
     let samples = snap.cpu.as_ref()?;
     let mut kernel: HashMap<i32, Vec<Frame>> = HashMap::new();
-    let mut user: HashMap<i32, Vec<Frame>> = HashMap::new();
+    // By (stack id, process): one id can be the same addresses in two processes.
+    let mut user: HashMap<(i32, u32), Vec<Frame>> = HashMap::new();
     let mut sites = Vec::with_capacity(samples.counts.len());
     for (key, count) in &samples.counts {
         let kernel_stack = kernel
@@ -25,9 +26,10 @@ pub fn profile(snap: &Snapshot, sym: &mut Symbolizers) -> Option<CpuProfile> {
                     .unwrap_or_default()
             })
             .clone();
+        let pid = (key.tgid != 0).then_some(key.tgid);
         let user_stack = user
-            .entry(key.user_stack)
-            .or_insert_with(|| sym.user_frames(samples.stacks.get(&key.user_stack)))
+            .entry((key.user_stack, key.tgid))
+            .or_insert_with(|| sym.user_frames_of(samples.stacks.get(&key.user_stack), pid))
             .clone();
         sites.push(CpuSite {
             kernel_stack,
