@@ -24,7 +24,7 @@ use crate::run::{build_release, cpu_secs, fdprof_release, median, minutes_arg, r
 
 /// The comm of the benchmarked workload (a copy of fdprof under this name).
 const NAME: &str = "fdpd-bench";
-const WORKLOAD_SECS: &str = "4s";
+pub(crate) const WORKLOAD_SECS: &str = "4s";
 const SCRAPE_TARGETS: usize = 20;
 const SCRAPES: usize = 200;
 
@@ -69,11 +69,12 @@ fn only_arg(args: &[String]) -> Result<Option<Vec<String>>> {
     Ok(Some(phases))
 }
 
-/// A copy of fdprof named `name`: a process run from it has that comm.
-fn named_copy(fdprof: &Path, dir: &Path, name: &str) -> Result<PathBuf> {
+/// A copy of `program` named `name`: a process run from it has that comm.
+pub(crate) fn named_copy(program: &Path, dir: &Path, name: &str) -> Result<PathBuf> {
     let path = dir.join(name);
     let _ = std::fs::remove_file(&path);
-    std::fs::copy(fdprof, &path).with_context(|| format!("cannot copy fdprof to {path:?}"))?;
+    std::fs::copy(program, &path)
+        .with_context(|| format!("cannot copy {program:?} to {path:?}"))?;
     Ok(path)
 }
 
@@ -82,7 +83,7 @@ fn free_port() -> Result<SocketAddr> {
 }
 
 /// A daemon started for the bench, stopped (SIGTERM) on drop.
-struct Daemon {
+pub(crate) struct Daemon {
     child: Child,
     addr: SocketAddr,
     /// The `Authorization` header its endpoints need (`--token-file`).
@@ -90,7 +91,13 @@ struct Daemon {
 }
 
 impl Daemon {
-    fn start(fdprof: &Path, dir: &Path, comms: &[String]) -> Result<Self> {
+    /// `fdprof daemon --comm COMMS`, with `extra` options before them.
+    pub(crate) fn start(
+        fdprof: &Path,
+        dir: &Path,
+        comms: &[String],
+        extra: &[&str],
+    ) -> Result<Self> {
         let addr = free_port()?;
         let log = std::fs::File::create(dir.join("daemon.log"))?;
         // The daemon's token: a root-only file, as `--token-file` requires.
@@ -104,6 +111,7 @@ impl Daemon {
         let child = Command::new(fdprof)
             .args(["daemon", "--listen", &addr.to_string(), "--token-file"])
             .arg(&token_file)
+            .args(extra)
             .arg("--comm")
             .args(comms)
             .stdout(Stdio::null())
@@ -121,16 +129,16 @@ impl Daemon {
         Ok(daemon)
     }
 
-    fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
 
-    fn get(&self, path: &str) -> Result<String> {
+    pub(crate) fn get(&self, path: &str) -> Result<String> {
         get(self.addr, &self.auth, path)
     }
 
     /// Waits until `n` processes are attached (`fdprof_targets`).
-    fn wait_attached(&self, n: usize) -> Result<()> {
+    pub(crate) fn wait_attached(&self, n: usize) -> Result<()> {
         let started = Instant::now();
         loop {
             let body = self.get("/metrics")?;
@@ -141,8 +149,8 @@ impl Daemon {
             if attached.is_some_and(|a| a as usize >= n) {
                 return Ok(());
             }
-            // Each attach loads and verifies the programs: ~85 ms idle, seconds on a host as
-            // loaded as the scrape bench makes it.
+            // The programs load once, then running processes join at each interval's look
+            // through /proc: seconds on a host as loaded as the scrape bench makes it.
             if started.elapsed() > Duration::from_secs(180) {
                 bail!("the daemon attached to fewer than {n} processes within 180 s");
             }
@@ -196,7 +204,7 @@ fn get(addr: SocketAddr, auth: &str, path: &str) -> Result<String> {
 
 /// Runs opensock -t 2 from `program`; with `hold`, started held and let go once `ready` says
 /// the daemon has it. Its ops/s.
-fn opensock(program: &Path, extra: &[&str], ready: Option<&Daemon>) -> Result<f64> {
+pub(crate) fn opensock(program: &Path, extra: &[&str], ready: Option<&Daemon>) -> Result<f64> {
     let mut child = Command::new(program)
         .args(["workload", "opensock", "-t", "2", "-n", "4000", "--json"])
         .args(extra)
@@ -226,7 +234,7 @@ fn opensock(program: &Path, extra: &[&str], ready: Option<&Daemon>) -> Result<f6
 
 fn overhead(fdprof: &Path, dir: &Path, rounds: usize) -> Result<()> {
     let named = named_copy(fdprof, dir, NAME)?;
-    let daemon = Daemon::start(fdprof, dir, &[NAME.to_string()])?;
+    let daemon = Daemon::start(fdprof, dir, &[NAME.to_string()], &[])?;
     let duration = ["-d", WORKLOAD_SECS];
     let (mut ratios, mut shares) = (Vec::new(), Vec::new());
     let mut before = opensock(fdprof, &duration, None)?;
@@ -273,7 +281,7 @@ fn scrapes(fdprof: &Path, dir: &Path) -> Result<()> {
     let names: Vec<String> = (0..SCRAPE_TARGETS)
         .map(|i| format!("fdpd-s{i:02}"))
         .collect();
-    let daemon = Daemon::start(fdprof, dir, &names)?;
+    let daemon = Daemon::start(fdprof, dir, &names, &[])?;
     let mut workloads = Vec::new();
     for name in &names {
         let program = named_copy(fdprof, dir, name)?;
@@ -351,7 +359,7 @@ fn scrapes(fdprof: &Path, dir: &Path) -> Result<()> {
 
 fn memory(fdprof: &Path, dir: &Path, minutes: u64) -> Result<()> {
     let named = named_copy(fdprof, dir, NAME)?;
-    let daemon = Daemon::start(fdprof, dir, &[NAME.to_string()])?;
+    let daemon = Daemon::start(fdprof, dir, &[NAME.to_string()], &[])?;
     let total = Duration::from_secs(60 * minutes);
     let mut workload = Command::new(&named)
         .args(["workload", "opensock", "-t", "2", "-n", "4000", "-d"])
