@@ -8,8 +8,12 @@
 //!    them): latency p50/p90/p99/max, with the live stacks the daemon held.
 //! 3. Memory: VmRSS every 10 s while the daemon watches opensock for `--minutes N` (default 1),
 //!    and the daemon's CPU over that steady state.
+//! 4. Targets: for each N of `--targets`, N idle processes followed at once; the programs the
+//!    daemon holds, an unrelated process's slowdown, the daemon's idle CPU and memory, and the
+//!    programs' cost per fd syscall of a target (`bench_daemon_targets`).
 //!
-//! Options: `--rounds N` (default 5), `--minutes N`, `--only overhead,scrapes,memory`.
+//! Options: `--rounds N` (default 5), `--minutes N`, `--targets 1,32,256` (the default),
+//! `--only overhead,scrapes,memory,targets`.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -20,22 +24,25 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
+use crate::bench_daemon_targets as targets;
 use crate::run::{build_release, cpu_secs, fdprof_release, median, minutes_arg, root, rss_kb};
 
 /// The comm of the benchmarked workload (a copy of fdprof under this name).
 const NAME: &str = "fdpd-bench";
 pub(crate) const WORKLOAD_SECS: &str = "4s";
+const PHASES: [&str; 4] = ["overhead", "scrapes", "memory", "targets"];
 const SCRAPE_TARGETS: usize = 20;
 const SCRAPES: usize = 200;
 
 pub fn run(args: &[String]) -> Result<()> {
     let rounds = crate::run::rounds_arg(args, 5)?;
     let minutes = minutes_arg(args)?;
+    let counts = targets::counts_arg(args)?;
+    let only = only_arg(args)?;
     build_release()?;
     let fdprof = fdprof_release();
     let dir = root().join("target/bench/daemon");
     std::fs::create_dir_all(&dir)?;
-    let only = only_arg(args)?;
     let wanted = |phase: &str| only.as_ref().is_none_or(|o| o.iter().any(|p| p == phase));
     if wanted("overhead") {
         overhead(&fdprof, &dir, rounds)?;
@@ -45,6 +52,9 @@ pub fn run(args: &[String]) -> Result<()> {
     }
     if wanted("memory") {
         memory(&fdprof, &dir, minutes)?;
+    }
+    if wanted("targets") {
+        targets::run(&fdprof, &dir, rounds, &counts)?;
     }
     Ok(())
 }
@@ -60,11 +70,8 @@ fn only_arg(args: &[String]) -> Result<Option<Vec<String>>> {
         .split(',')
         .map(str::to_string)
         .collect();
-    if let Some(p) = phases
-        .iter()
-        .find(|p| !["overhead", "scrapes", "memory"].contains(&p.as_str()))
-    {
-        bail!("--only: no phase {p:?} (phases: overhead, scrapes, memory)");
+    if let Some(p) = phases.iter().find(|p| !PHASES.contains(&p.as_str())) {
+        bail!("--only: no phase {p:?} (phases: {})", PHASES.join(", "));
     }
     Ok(Some(phases))
 }
