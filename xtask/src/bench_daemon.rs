@@ -10,7 +10,7 @@
 //!    and the daemon's CPU over that steady state.
 //! 4. Targets: for each N of `--targets`, N idle processes followed at once; the programs the
 //!    daemon holds, an unrelated process's slowdown, the daemon's idle CPU and memory, and the
-//!    programs' cost per fd syscall of a target (`bench_daemon_targets`).
+//!    programs' cost per syscall while a target is busy (`bench_daemon_targets`).
 //!
 //! Options: `--rounds N` (default 5), `--minutes N`, `--targets 1,32,256` (the default),
 //! `--only overhead,scrapes,memory,targets`.

@@ -9,7 +9,8 @@
 //! - an unrelated process's throughput (opensock, not a target) with the daemon, to the bare
 //!   runs without it before and after (the daemon's programs see every syscall on the host);
 //! - the daemon's CPU over 20 s with only the idle targets, and its VmRSS then;
-//! - the programs' run time per fd syscall of a busy target (one opensock named `fdpd-idle`).
+//! - the programs' run time per syscall while a target is busy (one opensock named
+//!   `fdpd-idle`), and per fd syscall of that target (an estimate: see [`busy_cost`]).
 //!
 //! The table goes to stdout, the same as JSON to target/bench/daemon/targets.json.
 
@@ -81,7 +82,10 @@ struct Row {
 
 /// The programs' cost while a target was busy.
 struct Busy {
-    /// Their run time per fd syscall of the target, ns.
+    /// Their run time per syscall on the host (a run of sys_enter), ns.
+    ns_per_syscall: Option<f64>,
+    /// Their run time per fd syscall of the target, its calls scaled to the statistics' share
+    /// of the time, ns.
     ns_per_fd_syscall: Option<f64>,
     /// Each program's ns per run.
     ns_per_run: BTreeMap<String, f64>,
@@ -183,12 +187,12 @@ fn programs_held(pid: u32) -> Result<usize> {
         .count())
 }
 
-/// The programs' run time per fd syscall of a busy target, and each program's ns per run:
-/// opensock named like the idle targets (which make no syscalls), then the daemon-wide report
-/// of its last `COST_WINDOW_SECS`. The kernel counts run time only while its statistics are on,
-/// so the calls are scaled to that share of the window (the load is steady); the runs for other
-/// processes' syscalls count too, a small part beside opensock's on a quiet host. None without
-/// a statistics window or calls.
+/// The programs' cost while a target is busy: opensock named like the idle targets (which make
+/// no syscalls), then the daemon-wide report of its last `COST_WINDOW_SECS`. The kernel counts
+/// run time only while its statistics are on (250 ms of every 10 s). Within those windows
+/// sys_enter runs once per syscall on the host, most of them opensock's fd syscalls: run time
+/// per sys_enter run is exact. Per fd syscall of the target, its calls must be scaled to the
+/// windows' share of the time, which assumes a steady rate: on a busy host that is off by half.
 fn busy_cost(daemon: &Daemon, busy: &Path) -> Result<Busy> {
     let run = format!("{BUSY_SECS}s");
     let workload = Children(vec![
@@ -223,30 +227,26 @@ fn busy_cost(daemon: &Daemon, busy: &Path) -> Result<Busy> {
         .iter()
         .filter_map(|p| Some((p.name.clone(), p.ns_per_run?)))
         .collect();
-    let calls: u64 = report.syscalls.iter().map(|s| s.calls).sum();
-    let (window_ns, duration_ns) = (cost.stats_window_ns, report.header.duration_ns);
-    if window_ns == 0 || calls == 0 || duration_ns == 0 {
-        eprintln!("    busy target: {calls} fd syscalls, statistics on for {window_ns} ns");
-        return Ok(Busy {
-            ns_per_fd_syscall: None,
-            ns_per_run,
-        });
-    }
-    let sampled = calls as f64 * window_ns as f64 / duration_ns as f64;
-    // sys_enter runs for every syscall on the host: far more runs than the target's sampled
-    // calls means other processes were busy too, and the figure is high.
     let entries = programs
         .iter()
         .find(|p| p.name.ends_with("sys_enter"))
         .map_or(0, |p| p.run_count);
+    let calls: u64 = report.syscalls.iter().map(|s| s.calls).sum();
+    let (window_ns, duration_ns) = (cost.stats_window_ns, report.header.duration_ns);
+    let sampled = (window_ns > 0 && duration_ns > 0)
+        .then(|| calls as f64 * window_ns as f64 / duration_ns as f64)
+        .filter(|&c| c > 0.0);
     eprintln!(
-        "    busy target: {calls} fd syscalls in {:.1} s, ~{sampled:.0} while statistics were on \
-         ({:.0} ms; sys_enter ran {entries} times then)",
+        "    busy target: {calls} fd syscalls in {:.1} s, ~{:.0} of them in the {:.0} ms of \
+         statistics, when sys_enter ran {entries} times",
         duration_ns as f64 / 1e9,
+        sampled.unwrap_or(0.0),
         window_ns as f64 / 1e6
     );
+    let per = |n: f64| cost.run_time_ns as f64 / n;
     Ok(Busy {
-        ns_per_fd_syscall: Some(cost.run_time_ns as f64 / sampled),
+        ns_per_syscall: (entries > 0).then(|| per(entries as f64)),
+        ns_per_fd_syscall: sampled.map(per),
         ns_per_run,
     })
 }
@@ -259,13 +259,13 @@ fn report(rows: &[Row], rounds: usize, json_path: &Path) -> Result<()> {
     );
     println!(
         "{:>6} {:>9} {:>22} {:>11} {:>8} {:>16}",
-        "N", "programs", "ratio (range)", "daemon CPU", "RSS MB", "ns/fd syscall"
+        "N", "programs", "ratio (range)", "daemon CPU", "RSS MB", "busy ns/syscall"
     );
     for r in rows {
         let (lo, hi) = r.range();
         let ns = r
             .busy
-            .ns_per_fd_syscall
+            .ns_per_syscall
             .map_or("-".into(), |ns| format!("{ns:.0}"));
         println!(
             "{:>6} {:>9} {:>22} {:>10.2}% {:>8.1} {:>16}",
@@ -278,8 +278,8 @@ fn report(rows: &[Row], rounds: usize, json_path: &Path) -> Result<()> {
         );
     }
     println!(
-        "(daemon CPU: of one CPU over {IDLE_SECS} s idle; ns/fd syscall: the programs' run time \
-         per fd syscall of one busy opensock target, estimated from the sampled statistics)"
+        "(daemon CPU: of one CPU over {IDLE_SECS} s idle; busy ns/syscall: the programs' run time \
+         per syscall while one opensock target is busy, from the kernel's sampled statistics)"
     );
     let checks = checks(rows);
     for (what, pass) in &checks {
@@ -301,7 +301,8 @@ fn report(rows: &[Row], rounds: usize, json_path: &Path) -> Result<()> {
                 "ratios": r.ratios,
                 "daemon_cpu_share_idle": r.cpu,
                 "rss_kb": r.rss_kb,
-                "program_ns_per_fd_syscall": r.busy.ns_per_fd_syscall,
+                "program_ns_per_syscall_busy": r.busy.ns_per_syscall,
+                "program_ns_per_target_fd_syscall": r.busy.ns_per_fd_syscall,
                 "program_ns_per_run": r.busy.ns_per_run,
             })
         }).collect::<Vec<_>>(),
