@@ -8,8 +8,12 @@
 //!    them): latency p50/p90/p99/max, with the live stacks the daemon held.
 //! 3. Memory: VmRSS every 10 s while the daemon watches opensock for `--minutes N` (default 1),
 //!    and the daemon's CPU over that steady state.
+//! 4. Targets: for each N of `--targets`, N idle processes followed at once; the programs the
+//!    daemon holds, an unrelated process's slowdown, the daemon's idle CPU and memory, and the
+//!    programs' cost per syscall while a target is busy (`bench_daemon_targets`).
 //!
-//! Options: `--rounds N` (default 5), `--minutes N`, `--only overhead,scrapes,memory`.
+//! Options: `--rounds N` (default 5), `--minutes N`, `--targets 1,32,256` (the default),
+//! `--only overhead,scrapes,memory,targets`.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -20,22 +24,25 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
+use crate::bench_daemon_targets as targets;
 use crate::run::{build_release, cpu_secs, fdprof_release, median, minutes_arg, root, rss_kb};
 
 /// The comm of the benchmarked workload (a copy of fdprof under this name).
 const NAME: &str = "fdpd-bench";
-const WORKLOAD_SECS: &str = "4s";
+pub(crate) const WORKLOAD_SECS: &str = "4s";
+const PHASES: [&str; 4] = ["overhead", "scrapes", "memory", "targets"];
 const SCRAPE_TARGETS: usize = 20;
 const SCRAPES: usize = 200;
 
 pub fn run(args: &[String]) -> Result<()> {
     let rounds = crate::run::rounds_arg(args, 5)?;
     let minutes = minutes_arg(args)?;
+    let counts = targets::counts_arg(args)?;
+    let only = only_arg(args)?;
     build_release()?;
     let fdprof = fdprof_release();
     let dir = root().join("target/bench/daemon");
     std::fs::create_dir_all(&dir)?;
-    let only = only_arg(args)?;
     let wanted = |phase: &str| only.as_ref().is_none_or(|o| o.iter().any(|p| p == phase));
     if wanted("overhead") {
         overhead(&fdprof, &dir, rounds)?;
@@ -45,6 +52,9 @@ pub fn run(args: &[String]) -> Result<()> {
     }
     if wanted("memory") {
         memory(&fdprof, &dir, minutes)?;
+    }
+    if wanted("targets") {
+        targets::run(&fdprof, &dir, rounds, &counts)?;
     }
     Ok(())
 }
@@ -60,20 +70,18 @@ fn only_arg(args: &[String]) -> Result<Option<Vec<String>>> {
         .split(',')
         .map(str::to_string)
         .collect();
-    if let Some(p) = phases
-        .iter()
-        .find(|p| !["overhead", "scrapes", "memory"].contains(&p.as_str()))
-    {
-        bail!("--only: no phase {p:?} (phases: overhead, scrapes, memory)");
+    if let Some(p) = phases.iter().find(|p| !PHASES.contains(&p.as_str())) {
+        bail!("--only: no phase {p:?} (phases: {})", PHASES.join(", "));
     }
     Ok(Some(phases))
 }
 
-/// A copy of fdprof named `name`: a process run from it has that comm.
-fn named_copy(fdprof: &Path, dir: &Path, name: &str) -> Result<PathBuf> {
+/// A copy of `program` named `name`: a process run from it has that comm.
+pub(crate) fn named_copy(program: &Path, dir: &Path, name: &str) -> Result<PathBuf> {
     let path = dir.join(name);
     let _ = std::fs::remove_file(&path);
-    std::fs::copy(fdprof, &path).with_context(|| format!("cannot copy fdprof to {path:?}"))?;
+    std::fs::copy(program, &path)
+        .with_context(|| format!("cannot copy {program:?} to {path:?}"))?;
     Ok(path)
 }
 
@@ -82,7 +90,7 @@ fn free_port() -> Result<SocketAddr> {
 }
 
 /// A daemon started for the bench, stopped (SIGTERM) on drop.
-struct Daemon {
+pub(crate) struct Daemon {
     child: Child,
     addr: SocketAddr,
     /// The `Authorization` header its endpoints need (`--token-file`).
@@ -90,7 +98,13 @@ struct Daemon {
 }
 
 impl Daemon {
-    fn start(fdprof: &Path, dir: &Path, comms: &[String]) -> Result<Self> {
+    /// `fdprof daemon --comm COMMS`, with `extra` options before them.
+    pub(crate) fn start(
+        fdprof: &Path,
+        dir: &Path,
+        comms: &[String],
+        extra: &[&str],
+    ) -> Result<Self> {
         let addr = free_port()?;
         let log = std::fs::File::create(dir.join("daemon.log"))?;
         // The daemon's token: a root-only file, as `--token-file` requires.
@@ -104,6 +118,7 @@ impl Daemon {
         let child = Command::new(fdprof)
             .args(["daemon", "--listen", &addr.to_string(), "--token-file"])
             .arg(&token_file)
+            .args(extra)
             .arg("--comm")
             .args(comms)
             .stdout(Stdio::null())
@@ -121,16 +136,16 @@ impl Daemon {
         Ok(daemon)
     }
 
-    fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
 
-    fn get(&self, path: &str) -> Result<String> {
+    pub(crate) fn get(&self, path: &str) -> Result<String> {
         get(self.addr, &self.auth, path)
     }
 
     /// Waits until `n` processes are attached (`fdprof_targets`).
-    fn wait_attached(&self, n: usize) -> Result<()> {
+    pub(crate) fn wait_attached(&self, n: usize) -> Result<()> {
         let started = Instant::now();
         loop {
             let body = self.get("/metrics")?;
@@ -141,8 +156,8 @@ impl Daemon {
             if attached.is_some_and(|a| a as usize >= n) {
                 return Ok(());
             }
-            // Each attach loads and verifies the programs: ~85 ms idle, seconds on a host as
-            // loaded as the scrape bench makes it.
+            // The programs load once, then running processes join at each interval's look
+            // through /proc: seconds on a host as loaded as the scrape bench makes it.
             if started.elapsed() > Duration::from_secs(180) {
                 bail!("the daemon attached to fewer than {n} processes within 180 s");
             }
@@ -196,7 +211,7 @@ fn get(addr: SocketAddr, auth: &str, path: &str) -> Result<String> {
 
 /// Runs opensock -t 2 from `program`; with `hold`, started held and let go once `ready` says
 /// the daemon has it. Its ops/s.
-fn opensock(program: &Path, extra: &[&str], ready: Option<&Daemon>) -> Result<f64> {
+pub(crate) fn opensock(program: &Path, extra: &[&str], ready: Option<&Daemon>) -> Result<f64> {
     let mut child = Command::new(program)
         .args(["workload", "opensock", "-t", "2", "-n", "4000", "--json"])
         .args(extra)
@@ -226,7 +241,7 @@ fn opensock(program: &Path, extra: &[&str], ready: Option<&Daemon>) -> Result<f6
 
 fn overhead(fdprof: &Path, dir: &Path, rounds: usize) -> Result<()> {
     let named = named_copy(fdprof, dir, NAME)?;
-    let daemon = Daemon::start(fdprof, dir, &[NAME.to_string()])?;
+    let daemon = Daemon::start(fdprof, dir, &[NAME.to_string()], &[])?;
     let duration = ["-d", WORKLOAD_SECS];
     let (mut ratios, mut shares) = (Vec::new(), Vec::new());
     let mut before = opensock(fdprof, &duration, None)?;
@@ -273,7 +288,7 @@ fn scrapes(fdprof: &Path, dir: &Path) -> Result<()> {
     let names: Vec<String> = (0..SCRAPE_TARGETS)
         .map(|i| format!("fdpd-s{i:02}"))
         .collect();
-    let daemon = Daemon::start(fdprof, dir, &names)?;
+    let daemon = Daemon::start(fdprof, dir, &names, &[])?;
     let mut workloads = Vec::new();
     for name in &names {
         let program = named_copy(fdprof, dir, name)?;
@@ -351,7 +366,7 @@ fn scrapes(fdprof: &Path, dir: &Path) -> Result<()> {
 
 fn memory(fdprof: &Path, dir: &Path, minutes: u64) -> Result<()> {
     let named = named_copy(fdprof, dir, NAME)?;
-    let daemon = Daemon::start(fdprof, dir, &[NAME.to_string()])?;
+    let daemon = Daemon::start(fdprof, dir, &[NAME.to_string()], &[])?;
     let total = Duration::from_secs(60 * minutes);
     let mut workload = Command::new(&named)
         .args(["workload", "opensock", "-t", "2", "-n", "4000", "-d"])

@@ -2,6 +2,7 @@
 //! uninstall | deb`.
 
 mod bench_daemon;
+mod bench_daemon_targets;
 mod bench_export;
 mod bench_floor;
 mod bench_overhead;
@@ -36,10 +37,10 @@ enum Task {
     /// Bootstrap, then run formatting, lints and every test (needs root: tests attach for real)
     Test,
     /// Benchmarks: `workload` (generator vs C), `overhead` (cost of profiling here),
-    /// `top` (fdprof top's own CPU and memory), `daemon` (the daemon's overhead, scrape latency
-    /// and memory), `export` (how long `fdprof export` takes), `remedies` (each remedy against
-    /// its load, measured by fdprof) or `vm-overhead` (cost of each probe mode inside the qemu
-    /// guests)
+    /// `top` (fdprof top's own CPU and memory), `daemon` (the daemon's overhead, scrape latency,
+    /// memory and cost against its number of targets), `export` (how long `fdprof export`
+    /// takes), `remedies` (each remedy against its load, measured by fdprof) or `vm-overhead`
+    /// (cost of each probe mode inside the qemu guests)
     Bench {
         #[arg(value_parser = ["workload", "overhead", "top", "daemon", "export", "remedies", "vm-overhead"])]
         what: String,

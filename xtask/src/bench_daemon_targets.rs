@@ -1,0 +1,362 @@
+//! `cargo xtask bench daemon --only targets`: what the daemon costs against how many processes
+//! it follows. It loads one program set whatever that number (issue 27); it used to load one
+//! per process, and 32 idle targets then slowed every syscall on the host to 0.29 of bare.
+//!
+//! For each N of `--targets`: N idle `sleep` processes named `fdpd-idle`, followed by
+//! `fdprof daemon --comm fdpd-idle --interval 1s` (one daemon for its own figures, then one per
+//! round). Per N:
+//! - the BPF programs the daemon holds (its fds on `anon_inode:bpf-prog`): the same for every N;
+//! - an unrelated process's throughput (opensock, not a target) with the daemon, to the bare
+//!   runs without it before and after (the daemon's programs see every syscall on the host);
+//! - the daemon's CPU over 20 s with only the idle targets, and its VmRSS then;
+//! - the programs' run time per syscall while a target is busy (one opensock named
+//!   `fdpd-idle`), and per fd syscall of that target (an estimate: see [`busy_cost`]).
+//!
+//! The table goes to stdout, the same as JSON to target/bench/daemon/targets.json.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use fdprof_figures::Report;
+use serde_json::json;
+
+use crate::bench_daemon::{Daemon, WORKLOAD_SECS, named_copy, opensock};
+use crate::run::{cpu_secs, median, rss_kb};
+
+/// The comm of every target: the idle processes and the busy one.
+const IDLE_NAME: &str = "fdpd-idle";
+const DEFAULT_COUNTS: [usize; 3] = [1, 32, 256];
+const IDLE_SECS: u64 = 20;
+/// The busy target runs this long; the report taken just before its end covers
+/// `COST_WINDOW_SECS` intervals, all within its run.
+const BUSY_SECS: u64 = 14;
+/// At least one whole period of the daemon's run-time statistics (250 ms on of every 10 s).
+const COST_WINDOW_SECS: u64 = 10;
+/// An unrelated process may lose at most 5 % more at N than at the first N.
+const RATIO_FLOOR: f64 = 0.95;
+/// Issue 27's bounds at N = 256, checked at the largest N: the daemon's idle CPU (of one CPU)
+/// and VmRSS.
+const CPU_MAX: f64 = 0.02;
+const RSS_MAX_KB: u64 = 150 * 1024;
+
+/// `--targets N,N,…`: the numbers of idle targets to measure, else 1,32,256.
+pub(crate) fn counts_arg(args: &[String]) -> Result<Vec<usize>> {
+    let Some(i) = args.iter().position(|a| a == "--targets") else {
+        return Ok(DEFAULT_COUNTS.to_vec());
+    };
+    args.get(i + 1)
+        .context("--targets takes numbers of targets, comma-separated (e.g. 1,32,256)")?
+        .split(',')
+        .map(|s| match s.trim().parse::<usize>() {
+            Ok(n) if n > 0 => Ok(n),
+            _ => bail!("--targets: {s:?} is not a whole number > 0"),
+        })
+        .collect()
+}
+
+/// Processes started for the bench, killed (by PID) on drop.
+struct Children(Vec<Child>);
+
+impl Drop for Children {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// N's figures.
+struct Row {
+    n: usize,
+    programs: usize,
+    ratios: Vec<f64>,
+    /// The daemon's CPU over the idle seconds, of one CPU.
+    cpu: f64,
+    rss_kb: u64,
+    busy: Busy,
+}
+
+/// The programs' cost while a target was busy.
+struct Busy {
+    /// Their run time per syscall on the host (a run of sys_enter), ns.
+    ns_per_syscall: Option<f64>,
+    /// Their run time per fd syscall of the target, its calls scaled to the statistics' share
+    /// of the time, ns.
+    ns_per_fd_syscall: Option<f64>,
+    /// Each program's ns per run.
+    ns_per_run: BTreeMap<String, f64>,
+}
+
+impl Row {
+    fn ratio(&self) -> f64 {
+        median(&mut self.ratios.clone())
+    }
+
+    fn range(&self) -> (f64, f64) {
+        let lo = self.ratios.iter().copied().fold(f64::INFINITY, f64::min);
+        (lo, self.ratios.iter().copied().fold(0.0, f64::max))
+    }
+}
+
+pub(crate) fn run(fdprof: &Path, dir: &Path, rounds: usize, counts: &[usize]) -> Result<()> {
+    // Two programs, one comm: the idle targets run sleep, the busy one fdprof.
+    let sleep_dir = dir.join("sleep");
+    std::fs::create_dir_all(&sleep_dir)?;
+    let sleep = named_copy(Path::new("/bin/sleep"), &sleep_dir, IDLE_NAME)?;
+    let busy = named_copy(fdprof, dir, IDLE_NAME)?;
+    let mut rows = Vec::new();
+    for &n in counts {
+        eprintln!("==> {n} idle targets");
+        rows.push(measure(fdprof, dir, &sleep, &busy, n, rounds)?);
+    }
+    report(&rows, rounds, &dir.join("targets.json"))
+}
+
+fn measure(
+    fdprof: &Path,
+    dir: &Path,
+    sleep: &Path,
+    busy: &Path,
+    n: usize,
+    rounds: usize,
+) -> Result<Row> {
+    let mut idle = Children(Vec::with_capacity(n));
+    for _ in 0..n {
+        idle.0.push(
+            Command::new(sleep)
+                .arg("3600")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .with_context(|| format!("cannot start {sleep:?}"))?,
+        );
+    }
+    // The figures of the daemon alone, from one daemon; then the rounds, each a daemon
+    // started and stopped between two bare runs.
+    let daemon = Daemon::start(fdprof, dir, &[IDLE_NAME.to_string()], &["--interval", "1s"])?;
+    daemon.wait_attached(n)?;
+    let programs = programs_held(daemon.pid())?;
+    let (cpu, started) = (cpu_secs(daemon.pid())?, Instant::now());
+    std::thread::sleep(Duration::from_secs(IDLE_SECS));
+    let cpu = (cpu_secs(daemon.pid())? - cpu) / started.elapsed().as_secs_f64();
+    let rss_kb = rss_kb(daemon.pid())?;
+    eprintln!(
+        "    {programs} programs held; idle: daemon CPU {:.2}%, VmRSS {rss_kb} kB",
+        100.0 * cpu
+    );
+    let busy = busy_cost(&daemon, busy)?;
+    drop(daemon);
+    let duration = ["-d", WORKLOAD_SECS];
+    let mut ratios = Vec::new();
+    let mut before = opensock(fdprof, &duration, None)?;
+    for round in 1..=rounds {
+        let daemon = Daemon::start(fdprof, dir, &[IDLE_NAME.to_string()], &["--interval", "1s"])?;
+        daemon.wait_attached(n)?;
+        let under = opensock(fdprof, &duration, None)?;
+        drop(daemon);
+        let after = opensock(fdprof, &duration, None)?;
+        let ratio = under / ((before + after) / 2.0);
+        eprintln!(
+            "    round {round}/{rounds}  daemon {under:>10.0} ops/s  ratio {ratio:.3}  (bare \
+             {before:.0}, {after:.0})"
+        );
+        ratios.push(ratio);
+        before = after;
+    }
+    Ok(Row {
+        n,
+        programs,
+        ratios,
+        cpu,
+        rss_kb,
+        busy,
+    })
+}
+
+/// The BPF programs `pid` holds: its fds on `anon_inode:bpf-prog`.
+fn programs_held(pid: u32) -> Result<usize> {
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .with_context(|| format!("cannot list /proc/{pid}/fd"))?;
+    Ok(fds
+        .filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+        .filter(|link| link.as_os_str() == "anon_inode:bpf-prog")
+        .count())
+}
+
+/// The programs' cost while a target is busy: opensock named like the idle targets (which make
+/// no syscalls), then the daemon-wide report of its last `COST_WINDOW_SECS`. The kernel counts
+/// run time only while its statistics are on (250 ms of every 10 s). Within those windows
+/// sys_enter runs once per syscall on the host, most of them opensock's fd syscalls: run time
+/// per sys_enter run is exact. Per fd syscall of the target, its calls must be scaled to the
+/// windows' share of the time, which assumes a steady rate: on a busy host that is off by half.
+fn busy_cost(daemon: &Daemon, busy: &Path) -> Result<Busy> {
+    let run = format!("{BUSY_SECS}s");
+    let workload = Children(vec![
+        Command::new(busy)
+            .args(["workload", "opensock", "-t", "2", "-n", "4000", "-d", &run])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("cannot run the busy target")?,
+    ]);
+    std::thread::sleep(Duration::from_secs(BUSY_SECS - 1));
+    let path = format!("/report.json?seconds={COST_WINDOW_SECS}");
+    let report: Report = serde_json::from_str(&daemon.get(&path)?)
+        .with_context(|| format!("cannot read the daemon's {path}"))?;
+    drop(workload);
+    let cost = &report.own_cost;
+    // The series of /metrics' fdprof_program_run_seconds_total, over the window.
+    let mut programs = cost.programs.clone();
+    programs.sort_by_key(|p| std::cmp::Reverse(p.run_time_ns));
+    for p in &programs {
+        let ns = p
+            .ns_per_run
+            .map_or("-".into(), |ns| format!("{ns:.0} ns/run"));
+        eprintln!(
+            "    {:<22} {:>9.3} ms {:>9} runs {ns:>12}",
+            p.name,
+            p.run_time_ns as f64 / 1e6,
+            p.run_count
+        );
+    }
+    let ns_per_run = programs
+        .iter()
+        .filter_map(|p| Some((p.name.clone(), p.ns_per_run?)))
+        .collect();
+    let entries = programs
+        .iter()
+        .find(|p| p.name.ends_with("sys_enter"))
+        .map_or(0, |p| p.run_count);
+    let calls: u64 = report.syscalls.iter().map(|s| s.calls).sum();
+    let (window_ns, duration_ns) = (cost.stats_window_ns, report.header.duration_ns);
+    let sampled = (window_ns > 0 && duration_ns > 0)
+        .then(|| calls as f64 * window_ns as f64 / duration_ns as f64)
+        .filter(|&c| c > 0.0);
+    eprintln!(
+        "    busy target: {calls} fd syscalls in {:.1} s, ~{:.0} of them in the {:.0} ms of \
+         statistics, when sys_enter ran {entries} times",
+        duration_ns as f64 / 1e9,
+        sampled.unwrap_or(0.0),
+        window_ns as f64 / 1e6
+    );
+    let per = |n: f64| cost.run_time_ns as f64 / n;
+    Ok(Busy {
+        ns_per_syscall: (entries > 0).then(|| per(entries as f64)),
+        ns_per_fd_syscall: sampled.map(per),
+        ns_per_run,
+    })
+}
+
+fn report(rows: &[Row], rounds: usize, json_path: &Path) -> Result<()> {
+    println!(
+        "\nfdprof daemon --comm {IDLE_NAME} --interval 1s, N idle targets (sleep); ratio: \
+         opensock -t 2 -n 4000 -d {WORKLOAD_SECS}, not a target, with the daemon to bare runs \
+         without it, {rounds} rounds"
+    );
+    println!(
+        "{:>6} {:>9} {:>22} {:>11} {:>8} {:>16}",
+        "N", "programs", "ratio (range)", "daemon CPU", "RSS MB", "busy ns/syscall"
+    );
+    for r in rows {
+        let (lo, hi) = r.range();
+        let ns = r
+            .busy
+            .ns_per_syscall
+            .map_or("-".into(), |ns| format!("{ns:.0}"));
+        println!(
+            "{:>6} {:>9} {:>22} {:>10.2}% {:>8.1} {:>16}",
+            r.n,
+            r.programs,
+            format!("{:.3} ({lo:.3}–{hi:.3})", r.ratio()),
+            100.0 * r.cpu,
+            r.rss_kb as f64 / 1024.0,
+            ns
+        );
+    }
+    println!(
+        "(daemon CPU: of one CPU over {IDLE_SECS} s idle; busy ns/syscall: the programs' run time \
+         per syscall while one opensock target is busy, from the kernel's sampled statistics)"
+    );
+    let checks = checks(rows);
+    for (what, pass) in &checks {
+        println!("{} {what}", if *pass { "PASS" } else { "FAIL" });
+    }
+    let json = json!({
+        "daemon": format!("--comm {IDLE_NAME} --interval 1s"),
+        "workload": format!("opensock -t 2 -n 4000 -d {WORKLOAD_SECS}"),
+        "rounds": rounds,
+        "idle_secs": IDLE_SECS,
+        "rows": rows.iter().map(|r| {
+            let (lo, hi) = r.range();
+            json!({
+                "targets": r.n,
+                "programs_held": r.programs,
+                "ratio_median": r.ratio(),
+                "ratio_min": lo,
+                "ratio_max": hi,
+                "ratios": r.ratios,
+                "daemon_cpu_share_idle": r.cpu,
+                "rss_kb": r.rss_kb,
+                "program_ns_per_syscall_busy": r.busy.ns_per_syscall,
+                "program_ns_per_target_fd_syscall": r.busy.ns_per_fd_syscall,
+                "program_ns_per_run": r.busy.ns_per_run,
+            })
+        }).collect::<Vec<_>>(),
+        "checks": checks.iter().map(|(what, pass)| json!({"check": what, "pass": pass}))
+            .collect::<Vec<_>>(),
+    });
+    std::fs::write(json_path, serde_json::to_string_pretty(&json)? + "\n")
+        .with_context(|| format!("cannot write {json_path:?}"))?;
+    eprintln!("==> {}", json_path.display());
+    Ok(())
+}
+
+/// The requirements, each a line and whether it holds: findings, not errors.
+fn checks(rows: &[Row]) -> Vec<(String, bool)> {
+    let (Some(first), Some(last)) = (rows.first(), rows.iter().max_by_key(|r| r.n)) else {
+        return Vec::new();
+    };
+    let programs: Vec<String> = rows.iter().map(|r| r.programs.to_string()).collect();
+    let mut out = vec![(
+        format!(
+            "programs held the same for every N ({})",
+            programs.join(", ")
+        ),
+        rows.iter().all(|r| r.programs == first.programs),
+    )];
+    for r in &rows[1..] {
+        out.push((
+            format!(
+                "ratio(N={}) {:.3} >= {RATIO_FLOOR} × ratio(N={}) {:.3}",
+                r.n,
+                r.ratio(),
+                first.n,
+                first.ratio()
+            ),
+            r.ratio() >= RATIO_FLOOR * first.ratio(),
+        ));
+    }
+    out.push((
+        format!(
+            "daemon CPU at N={} {:.2}% <= {:.0}%",
+            last.n,
+            100.0 * last.cpu,
+            100.0 * CPU_MAX
+        ),
+        last.cpu <= CPU_MAX,
+    ));
+    out.push((
+        format!(
+            "RSS at N={} {:.1} MB <= {} MB",
+            last.n,
+            last.rss_kb as f64 / 1024.0,
+            RSS_MAX_KB / 1024
+        ),
+        last.rss_kb <= RSS_MAX_KB,
+    ));
+    out
+}
