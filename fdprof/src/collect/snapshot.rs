@@ -109,6 +109,14 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    /// Leaves out the per-process rows and contention sites of `tgids` (deleted from the maps
+    /// once read: see [`super::Profiler::forget`]).
+    pub fn forget(&mut self, tgids: &[u32]) {
+        self.processes.forget(tgids);
+        self.contention
+            .retain(|(key, _)| key.tgid == 0 || !tgids.contains(&key.tgid));
+    }
+
     /// Nothing counted yet, every array sized as the maps are (a snapshot `read` could return).
     pub fn zeroed() -> Self {
         Snapshot {

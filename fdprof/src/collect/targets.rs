@@ -1,15 +1,17 @@
 //! The target set of a profiler attached with [`super::Filter::Set`]: the `TARGETS` map user
 //! space fills (and the programs extend at exec, rename and fork), the names matched in the
-//! kernel, and the per-process rows of processes that left, deleted once read.
+//! kernel, and the per-process rows and contention sites of processes that left, deleted once
+//! read.
 
 use std::collections::BTreeMap;
 
 use anyhow::{Context, Result};
 use aya::{
     Ebpf,
-    maps::{Array, HashMap as BpfHashMap, MapError, PerCpuHashMap},
+    maps::{Array, HashMap as BpfHashMap, MapError, PerCpuArray, PerCpuHashMap, PerCpuValues},
 };
 use fdprof_common::{
+    contention::{SiteKey, SiteWaits},
     fnops,
     probes::map,
     process::{COMM_LEN, ProcessCounts, ProcessScan, ProcessSyscall},
@@ -101,12 +103,13 @@ pub fn comm_key(comm: &str) -> [u8; COMM_LEN] {
     key
 }
 
-/// Deletes the per-process rows of `tgids` (processes that left, their figures read), so their
-/// room serves processes to come.
+/// Deletes the per-process rows and contention sites of `tgids` (processes that left, their
+/// figures read), so their room serves processes to come.
 pub fn forget(ebpf: &mut Ebpf, tgids: &[u32]) -> Result<()> {
     if tgids.is_empty() {
         return Ok(());
     }
+    forget_sites(ebpf, tgids)?;
     let mut syscalls: PerCpuHashMap<_, ProcessSyscall, ProcessCounts> = PerCpuHashMap::try_from(
         ebpf.map_mut(map::PROCESS_SYSCALLS)
             .context("no map PROCESS_SYSCALLS")?,
@@ -132,6 +135,36 @@ pub fn forget(ebpf: &mut Ebpf, tgids: &[u32]) -> Result<()> {
     )?;
     for tgid in tgids {
         let _ = comms.remove(tgid);
+    }
+    Ok(())
+}
+
+/// Frees the `SITE_WAITS` elements of the sites of `tgids`: out of `SITE_INDEX` first (no new
+/// wait finds them), zeroed, then out of `SITE_OWNERS` (free for a new site to claim).
+fn forget_sites(ebpf: &mut Ebpf, tgids: &[u32]) -> Result<()> {
+    let mut index: BpfHashMap<_, SiteKey, u32> =
+        BpfHashMap::try_from(ebpf.map_mut(map::SITE_INDEX).context("no map SITE_INDEX")?)?;
+    let gone: Vec<(SiteKey, u32)> = index
+        .iter()
+        .filter_map(Result::ok)
+        .filter(|(key, _)| key.tgid != 0 && tgids.contains(&key.tgid))
+        .collect();
+    if gone.is_empty() {
+        return Ok(());
+    }
+    for (key, _) in &gone {
+        let _ = index.remove(key);
+    }
+    let cpus = aya::util::nr_cpus().map_err(|(_, e)| e)?;
+    let mut waits: PerCpuArray<_, SiteWaits> =
+        PerCpuArray::try_from(ebpf.map_mut(map::SITE_WAITS).context("no map SITE_WAITS")?)?;
+    for (_, i) in &gone {
+        waits.set(*i, PerCpuValues::try_from(vec![SiteWaits::default(); cpus])?, 0)?;
+    }
+    let mut owners: BpfHashMap<_, u32, SiteKey> =
+        BpfHashMap::try_from(ebpf.map_mut(map::SITE_OWNERS).context("no map SITE_OWNERS")?)?;
+    for (_, i) in &gone {
+        let _ = owners.remove(i);
     }
     Ok(())
 }

@@ -400,7 +400,7 @@ impl Watcher {
                     if let Err(e) = stage.profiler.forget(&left) {
                         log::error(&format!("{e:#}"));
                     }
-                    now.processes.forget(&left);
+                    now.forget(&left);
                     stage.earlier = now;
                 }
                 Err(e) => log::error(&format!("cannot read the figures: {e:#}")),
