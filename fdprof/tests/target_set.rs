@@ -6,6 +6,7 @@
 mod common;
 
 use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -183,7 +184,7 @@ fn record_and_top_with_two_pids_count_each_process_exactly() {
         });
         let data = tmp("set-record.data");
         let mut profiler = if top {
-            fdprof()
+            let mut top = fdprof()
                 .args([
                     "top",
                     "-p",
@@ -197,20 +198,18 @@ fn record_and_top_with_two_pids_count_each_process_exactly() {
                 .stdout(std::fs::File::create(&out).unwrap())
                 .stderr(Stdio::piped())
                 .spawn()
-                .unwrap()
+                .unwrap();
+            // Its first line once attached, the set filled.
+            let mut stderr = BufReader::new(top.stderr.take().unwrap());
+            let mut line = String::new();
+            stderr.read_line(&mut line).unwrap();
+            assert!(line.starts_with("fdprof: watching"), "{line}");
+            // The rest is read to its end: top never writes to a closed pipe.
+            std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+            top
         } else {
             start_record(&["-p", &pa, "-p", &pb, "-o", data.to_str().unwrap()])
         };
-        // Attached once the programs are loaded: the workloads then run.
-        poll(TIMEOUT, || {
-            if loaded_fdprof_programs().is_empty() {
-                Err("not attached yet")
-            } else {
-                Ok(())
-            }
-        })
-        .unwrap();
-        std::thread::sleep(Duration::from_millis(500));
         a.go();
         b.go();
         let (a_pid, b_pid) = (a.pid, b.pid);
@@ -275,16 +274,8 @@ fn children_are_followed_from_their_fork_only_with_children() {
         if children {
             args.push("--children");
         }
+        // Attached (and the set filled) once it says so.
         let mut record = start_record(&args);
-        poll(TIMEOUT, || {
-            if loaded_fdprof_programs().is_empty() {
-                Err("not attached yet")
-            } else {
-                Ok(())
-            }
-        })
-        .unwrap();
-        std::thread::sleep(Duration::from_millis(300));
         std::fs::write(&go, "").unwrap();
         assert!(parent.wait().unwrap().success());
         assert!(record.wait().unwrap().success());

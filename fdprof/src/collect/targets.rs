@@ -159,10 +159,16 @@ fn forget_sites(ebpf: &mut Ebpf, tgids: &[u32]) -> Result<()> {
     let mut waits: PerCpuArray<_, SiteWaits> =
         PerCpuArray::try_from(ebpf.map_mut(map::SITE_WAITS).context("no map SITE_WAITS")?)?;
     for (_, i) in &gone {
-        waits.set(*i, PerCpuValues::try_from(vec![SiteWaits::default(); cpus])?, 0)?;
+        waits.set(
+            *i,
+            PerCpuValues::try_from(vec![SiteWaits::default(); cpus])?,
+            0,
+        )?;
     }
-    let mut owners: BpfHashMap<_, u32, SiteKey> =
-        BpfHashMap::try_from(ebpf.map_mut(map::SITE_OWNERS).context("no map SITE_OWNERS")?)?;
+    let mut owners: BpfHashMap<_, u32, SiteKey> = BpfHashMap::try_from(
+        ebpf.map_mut(map::SITE_OWNERS)
+            .context("no map SITE_OWNERS")?,
+    )?;
     for (_, i) in &gone {
         let _ = owners.remove(i);
     }
