@@ -294,3 +294,57 @@ fn children_are_followed_from_their_fork_only_with_children() {
     }
     assert_no_programs_left();
 }
+
+/// Entries of the loaded map named `name` (bpftool reads it, independently of fdprof).
+fn map_entries(name: &str) -> usize {
+    let out = run(Command::new("bpftool").args(["-j", "map", "dump", "name", name]));
+    let dump: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    dump.as_array().map_or(0, Vec::len)
+}
+
+#[test]
+fn a_departed_processs_sites_are_freed_once_read_and_its_waits_kept() {
+    require_root();
+    let _guard = kernel_lock();
+    let comm = "fdpd-sites";
+    let daemon = Daemon::start(&["--comm", comm, "--interval", "250ms"]);
+    daemon.wait_line("INFO", &format!("no process named {comm} is running"));
+    // Two threads on one table, on two CPUs: file_lock waits at sites of its own.
+    let w = workload_as(comm, &["opensock", "-t", "2", "-n", "4000", "-d", "3s"]);
+    let pid = w.pid;
+    daemon.wait_line("INFO", &format!("profiling pid {pid} ({comm})"));
+    w.go();
+    poll(TIMEOUT, || match map_entries("SITE_INDEX") {
+        0 => Err("no contention site yet"),
+        _ => Ok(()),
+    })
+    .unwrap();
+    w.finish();
+    daemon.wait_line(
+        "INFO",
+        &format!("stopped profiling pid {pid} ({comm}): it exited"),
+    );
+    // Read at the next interval, then freed: none left in the kernel, every wait kept.
+    poll(TIMEOUT, || {
+        match (map_entries("SITE_INDEX"), map_entries("SITE_OWNERS")) {
+            (0, 0) => Ok(()),
+            left => Err(format!("sites left: {left:?}")),
+        }
+    })
+    .unwrap();
+    let (code, body) = daemon.get("/report.json");
+    assert_eq!(code, 200, "{body}");
+    let report: Value = serde_json::from_str(&body).unwrap();
+    let process = report["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["pid"] == pid)
+        .unwrap_or_else(|| panic!("pid {pid} not in {body}"));
+    assert!(
+        process["file_lock_count"].as_u64().unwrap() > 0,
+        "{process}"
+    );
+    drop(daemon);
+    assert_no_programs_left();
+}
