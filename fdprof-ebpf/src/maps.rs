@@ -175,29 +175,27 @@ pub fn record_scan(fd: u32, origin: u32) {
     );
 }
 
-/// Adds `n` to a `per_syscall` counter of process `tgid`'s syscall `index`. A new row is
-/// created zeroed (and the process's name kept); a full map is a counted drop.
+/// Process `tgid`'s row of `per_syscall` counters for syscall `index`, created zeroed (and the
+/// process's name kept) if new; a full map is a counted drop. Looked up once per syscall.
 #[inline(always)]
-pub fn add_process(tgid: u32, index: u32, counter: u32, n: u64) {
+pub fn process_row(tgid: u32, index: u32) -> Option<*mut ProcessCounts> {
     let key = ProcessSyscall { tgid, index };
-    if PROCESS_SYSCALLS.get_ptr_mut(&key).is_none() {
-        const BPF_NOEXIST: u64 = 1;
-        let zero: ProcessCounts = [0; per_syscall::COUNT as usize];
-        if PROCESS_SYSCALLS.insert(&key, &zero, BPF_NOEXIST).is_ok()
-            && let Ok(comm) = aya_ebpf::helpers::bpf_get_current_comm()
-            && PROCESS_COMMS.insert(&tgid, &comm, 0).is_err()
-        {
-            dropped(drop::PROBE_PROCESSES, drop::MAP_FULL);
-        }
+    if let Some(p) = PROCESS_SYSCALLS.get_ptr_mut(&key) {
+        return Some(p);
     }
-    match PROCESS_SYSCALLS.get_ptr_mut(&key) {
-        Some(p) if counter < per_syscall::COUNT => {
-            // SAFETY: per-CPU value, this CPU only; the index is checked above.
-            unsafe { (*p)[counter as usize] += n };
-        }
-        Some(_) => {}
-        None => dropped(drop::PROBE_PROCESSES, drop::MAP_FULL),
+    const BPF_NOEXIST: u64 = 1;
+    let zero: ProcessCounts = [0; per_syscall::COUNT as usize];
+    if PROCESS_SYSCALLS.insert(&key, &zero, BPF_NOEXIST).is_ok()
+        && let Ok(comm) = aya_ebpf::helpers::bpf_get_current_comm()
+        && PROCESS_COMMS.insert(&tgid, &comm, 0).is_err()
+    {
+        dropped(drop::PROBE_PROCESSES, drop::MAP_FULL);
     }
+    let p = PROCESS_SYSCALLS.get_ptr_mut(&key);
+    if p.is_none() {
+        dropped(drop::PROBE_PROCESSES, drop::MAP_FULL);
+    }
+    p
 }
 
 /// Process `tgid`'s scan row (`-a`), created zeroed; a full map is a counted drop.

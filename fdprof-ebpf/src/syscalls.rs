@@ -12,6 +12,7 @@ use aya_ebpf::{
 use fdprof_common::{
     counters::{drop, global, per_syscall},
     events::{EventRecord, kind},
+    process::ProcessCounts,
     syscalls::{
         CLOSE_RANGE_CLOEXEC, EFFECT_BY_INDEX, Effect, F_DUPFD, F_DUPFD_CLOEXEC, IN_FLIGHT_SLOTS,
         MAX_NR, NOT_TRACED, SYSCALL_INDEX, SyscallEntry,
@@ -54,15 +55,36 @@ pub(crate) fn needs_args(effect: Effect) -> bool {
     )
 }
 
-#[inline(always)]
-fn count(index: u32, counter: u32, n: u64) {
-    maps::add(
-        &maps::SYSCALL_COUNTERS,
-        index * per_syscall::COUNT + counter,
-        n,
-    );
-    if let Some(tgid) = kernel::process_of_all() {
-        maps::add_process(tgid, index, counter, n);
+/// The counters one syscall's exit adds to: the machine's, and (`-a`, a target set) its
+/// process's row, looked up once for all of them.
+#[derive(Clone, Copy)]
+struct Counts {
+    index: u32,
+    row: Option<*mut ProcessCounts>,
+}
+
+impl Counts {
+    #[inline(always)]
+    fn of(index: u32) -> Self {
+        Self {
+            index,
+            row: kernel::process_of_all().and_then(|tgid| maps::process_row(tgid, index)),
+        }
+    }
+
+    #[inline(always)]
+    fn add(self, counter: u32, n: u64) {
+        maps::add(
+            &maps::SYSCALL_COUNTERS,
+            self.index * per_syscall::COUNT + counter,
+            n,
+        );
+        if let Some(row) = self.row
+            && counter < per_syscall::COUNT
+        {
+            // SAFETY: per-CPU value, this CPU only; the counter is checked above.
+            unsafe { (*row)[counter as usize] += n };
+        }
     }
 }
 
@@ -187,8 +209,8 @@ pub(crate) fn allocator_returned() {
 
 /// One allocation of `fd` scanned from `origin`.
 #[inline(always)]
-fn allocated(index: u32, fd: u32, origin: u32) {
-    count(index, per_syscall::ALLOCS, 1);
+fn allocated(counts: Counts, fd: u32, origin: u32) {
+    counts.add(per_syscall::ALLOCS, 1);
     // With direct probes on the allocator the origin is read there, exactly.
     if kernel::scan_in_syscalls() {
         maps::record_scan(fd, origin);
@@ -215,12 +237,13 @@ pub(crate) fn on_exit(ret: i64) {
         let now = unsafe { bpf_ktime_get_ns() };
         maps::hist(index, now.saturating_sub(entry.start_ns));
     }
-    count(index, per_syscall::CALLS, 1);
+    let counts = Counts::of(index);
+    counts.add(per_syscall::CALLS, 1);
     if kernel::trace_on() {
         trace::syscall_exit(&entry, ret);
     }
     if ret < 0 {
-        count(index, per_syscall::ERRORS, 1);
+        counts.add(per_syscall::ERRORS, 1);
         return;
     }
     let origin = if entry.start > entry.next_fd {
@@ -230,34 +253,30 @@ pub(crate) fn on_exit(ret: i64) {
     };
     match effect_of(index) {
         Effect::Alloc | Effect::FcntlDup => {
-            count(index, per_syscall::FDS_CREATED, 1);
-            allocated(index, ret as u32, origin);
+            counts.add(per_syscall::FDS_CREATED, 1);
+            allocated(counts, ret as u32, origin);
             check_growth(ret as u32, &entry);
         }
         Effect::AllocPair => {
-            count(index, per_syscall::FDS_CREATED, 2);
+            counts.add(per_syscall::FDS_CREATED, 2);
             match unsafe { bpf_probe_read_user(entry.fd_pair as *const [i32; 2]) } {
                 Ok([a, b]) => {
-                    allocated(index, a as u32, origin);
+                    allocated(counts, a as u32, origin);
                     // The second allocation starts where the first left next_fd.
                     let second = (a as u32 + 1).max(origin);
-                    allocated(index, b as u32, second);
+                    allocated(counts, b as u32, second);
                     check_growth((a as u32).max(b as u32), &entry);
                 }
                 Err(_) => maps::dropped(drop::PROBE_SYSCALLS, drop::READ_FAILED),
             }
         }
         Effect::Install => {
-            count(index, per_syscall::FDS_CREATED, 1);
-            count(
-                index,
-                per_syscall::FDS_CLOSED,
-                u64::from(entry.closes_target),
-            );
+            counts.add(per_syscall::FDS_CREATED, 1);
+            counts.add(per_syscall::FDS_CLOSED, u64::from(entry.closes_target));
             check_growth(ret as u32, &entry);
         }
-        Effect::Close => count(index, per_syscall::FDS_CLOSED, 1),
-        Effect::CloseRange => count(index, per_syscall::FDS_CLOSED, u64::from(entry.in_range)),
+        Effect::Close => counts.add(per_syscall::FDS_CLOSED, 1),
+        Effect::CloseRange => counts.add(per_syscall::FDS_CLOSED, u64::from(entry.in_range)),
     }
 }
 
@@ -305,11 +324,12 @@ fn exit_of(index: u32, ret: i64) {
     if kernel::target_tid().is_none() {
         return;
     }
-    count(index, per_syscall::CALLS, 1);
+    let counts = Counts::of(index);
+    counts.add(per_syscall::CALLS, 1);
     if ret < 0 {
-        count(index, per_syscall::ERRORS, 1);
+        counts.add(per_syscall::ERRORS, 1);
     } else {
-        count(index, per_syscall::FDS_CLOSED, 1);
+        counts.add(per_syscall::FDS_CLOSED, 1);
     }
 }
 
