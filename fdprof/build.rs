@@ -45,8 +45,12 @@ fn git_commit(root: &Path) -> String {
     };
     let mut watched = vec!["HEAD".to_string(), "packed-refs".to_string()];
     watched.extend(git(&["symbolic-ref", "-q", "HEAD"]));
+    // Only files that exist: cargo reruns a build script whose watched file is missing every
+    // time (a clone without packed-refs, a branch whose ref is packed and not loose).
     for name in watched {
-        if let Some(path) = git(&["rev-parse", "--git-path", &name]) {
+        if let Some(path) = git(&["rev-parse", "--git-path", &name])
+            && root.join(&path).exists()
+        {
             println!("cargo:rerun-if-changed={}", root.join(path).display());
         }
     }
