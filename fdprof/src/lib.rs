@@ -19,6 +19,7 @@ pub mod collect;
 pub mod commands;
 pub mod error;
 pub mod escape;
+pub mod live;
 pub mod model;
 pub mod output;
 pub mod privileges;

@@ -19,12 +19,17 @@ const MAY_USE: &[(&str, &[&str])] = &[
         "model",
         &["collect", "symbolize", "probe", "error", "escape", "output"],
     ),
+    (
+        "live",
+        &["model", "collect", "symbolize", "probe", "error", "escape"],
+    ),
     ("analysis", &["model", "error", "escape"]),
     ("render", &["analysis", "model", "probe", "error", "escape"]),
     (
         "commands",
         &[
             "service",
+            "live",
             "tui",
             "render",
             "analysis",
@@ -42,6 +47,7 @@ const MAY_USE: &[(&str, &[&str])] = &[
     (
         "service",
         &[
+            "live",
             "render",
             "analysis",
             "model",

@@ -15,7 +15,6 @@ pub mod snapshot;
 pub mod starts;
 pub mod stats;
 pub mod steal;
-pub mod stream;
 pub mod target;
 pub mod targets;
 pub mod trace;

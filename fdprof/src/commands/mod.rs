@@ -8,7 +8,6 @@ pub mod duration;
 pub mod export;
 pub mod flamegraph;
 pub mod generate;
-pub mod live;
 pub mod playback;
 pub mod record;
 pub mod replay;

@@ -4,9 +4,9 @@
 //! Everything that can be refused is refused before anything is attached: privileges, the
 //! output path, the target, the command.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use fdprof_common::{
     counters::drop,
     probes::Mode,
@@ -15,21 +15,11 @@ use fdprof_common::{
 
 use super::session::{self, Request, Session, Streams};
 use super::trace;
-use crate::collect::{
-    TargetSpec,
-    counters::ThreadCounters,
-    stats::own_cpu_ns,
-    stream::{Collector, IntervalDelta, Received, StreamOptions, Update},
-    target,
-};
-use crate::model::{
-    assemble::{self, Run},
-    build::Symbolizers,
-    counters::Counters,
-    series::{self, Series},
-};
+use crate::collect::{TargetSpec, counters::ThreadCounters, stats::own_cpu_ns};
+use crate::live::{Facts, Stage, StageOptions, Tick};
+use crate::model::{counters::Counters, merge, series::Series};
 use crate::output::Output;
-use crate::symbolize::{SystemMaps, system};
+use crate::symbolize::system;
 
 #[derive(clap::Args, Debug)]
 #[command(group(clap::ArgGroup::new("target").required(true).args(["pid", "tid", "all", "command"])))]
@@ -150,8 +140,10 @@ pub fn run(args: RecordArgs) -> Result<()> {
         cpu_hz: args.cpu.then_some(args.freq),
         trace: args.trace,
         streams: Streams::Inherit,
+        raw_addrs: args.raw_addrs,
+        live: false,
     };
-    let (mut session, mut profiler) = session::start(request, || args.output.check())?;
+    let (mut session, mut profiler, symbols) = session::start(request, || args.output.check())?;
     // The table is read while a launched command is still held, before its first operation.
     let tracing = match args.trace {
         true => Some(trace::start(&mut profiler, &session, args.trace_limit)?),
@@ -176,42 +168,43 @@ pub fn run(args: RecordArgs) -> Result<()> {
             .unwrap_or_default()
     );
 
-    let probes = profiler.attachments().clone();
-    let mode = profiler.mode();
-    let latency = profiler.syscall_latency();
-    let mut notes = profiler.notes().to_vec();
+    let mut facts = Facts::of(&profiler, session.target.clone(), session.started_unix_ms);
+    facts.raw_addrs = args.raw_addrs;
     let all = session.target.kind == TargetKind::All;
-    let options = StreamOptions {
-        interval: args.interval.unwrap_or(WHOLE_RUN),
+    let options = StageOptions {
+        // Without --interval, the run is one interval, ended by the stop.
+        interval: args.interval,
         // System-wide and for a set, the kernel tells of each fork and exec (of a process of
-        // the set), to snapshot the maps at once.
+        // the set), to read its maps at once: its stacks symbolize after it exits.
         starts: session.per_process(),
-        ..StreamOptions::default()
+        ..StageOptions::default()
     };
-    let mut collector = Collector::start(profiler, options)?;
-    // One line once everything is live, the collector's rings included (with -a, a process
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the collector's runtime")?;
+    let mut stage = {
+        let _inside = runtime.enter();
+        Stage::start(profiler, symbols, facts, options)?
+    };
+    // One line once everything is live, the stage's rings included (with -a, a process
     // started before them would not be told of), which scripts wait for.
     eprintln!("{attached}");
     let mut series = args.interval.map(|interval| Series {
         interval_ns: interval.as_nanos() as u64,
         samples: Vec::new(),
     });
-    // System-wide, every process's maps are read as the kernel tells of its fork or exec (and
-    // by a pass a second), so its user stacks can be symbolized after it exits.
-    let mut system_maps = SystemMaps::new();
-    let (end_reason, duration_ns) = record_until_the_end(
-        &args,
-        &mut collector,
-        &mut session,
-        series.as_mut(),
-        &mut system_maps,
-    );
-    let snap = collector.finish()?; // detached before the slow part
-    let trace = tracing.map(|t| t.finish(&snap, args.raw_addrs));
-    let counters = counters.map(ThreadCounters::read);
-    if let Some(pid) = session.resolved.pid.filter(|&p| target::process_alive(p)) {
-        session.user_syms.snapshot_maps(pid);
+    let (end_reason, duration_ns) =
+        record_until_the_end(&args, &runtime, &mut stage, &mut session, series.as_mut())?;
+    let mut finished = stage.finish()?; // detached before the slow part
+    let assembler = &mut finished.assembler;
+    if let (Some(series), Some(last)) = (series.as_mut(), finished.last.as_ref()) {
+        series.samples.push(assembler.sample(last));
     }
+    let snap = &finished.total;
+    let trace = tracing.map(|t| t.finish(snap, args.raw_addrs));
+    let counters = counters.map(ThreadCounters::read);
+    let notes = &mut assembler.facts.notes;
     if snap.stats_window.is_zero() {
         // BPF_ENABLE_STATS takes CAP_SYS_ADMIN, which CAP_BPF and CAP_PERFMON do not give.
         notes.push(
@@ -222,14 +215,19 @@ pub fn run(args: RecordArgs) -> Result<()> {
     }
     // The recording ended first (-d): the command must not outlive fdprof.
     session.end_command();
+    assembler.facts.target.exit_status = session.target.exit_status;
     notes.push(if args.trace {
         "aggregated in the kernel, but for the fd trace, whose ring buffer can fill (trace.lost)"
             .into()
     } else {
         "aggregated in the kernel: no ring buffer, so nothing is lost to a full buffer".into()
     });
-    if all {
-        let starts = system_maps.start_counts();
+    let over_bounds = assembler
+        .symbols
+        .system()
+        .map_or(0, |system| system.start_counts().over_bounds);
+    if let Some(system) = assembler.symbols.system() {
+        let starts = system.start_counts();
         notes.push(format!(
             "user stacks of every process: maps read as the kernel told of each fork or exec \
              ({} starts: {} processes read at once in {:.1} ms, {} gone before they could be \
@@ -241,46 +239,34 @@ pub fn run(args: RecordArgs) -> Result<()> {
             starts.gone,
             starts.over_bounds,
             starts.repeated,
-            system_maps.taken(),
+            system.taken(),
             system::MAX_STARTS_PER_SECOND,
             system::MAX_PROCESSES,
             system::MAX_SNAPSHOTS
         ));
-        if !args.no_counters {
-            notes.push("per-thread counters are not collected in system-wide mode (-a)".into());
-        }
+    }
+    if all && !args.no_counters {
+        notes.push("per-thread counters are not collected in system-wide mode (-a)".into());
     }
     if let Some(c) = &counters {
         notes.extend(c.notes.iter().cloned());
     }
 
-    let user_pid = session.user_pid();
-    let mut sym = Symbolizers {
-        kernel: &session.kernel_syms,
-        user: &mut session.user_syms,
-        user_pid,
-        raw_addrs: args.raw_addrs,
-    };
-    let run = Run {
-        target: session.target.clone(),
-        started_unix_ms: session.started_unix_ms,
-        duration_ns,
-        end_reason,
-        mode,
-        probes,
-        raw_addrs: args.raw_addrs,
-        syscall_latency: latency,
-        notes,
-        collector_cpu_ns: own_cpu_ns().saturating_sub(session.cpu_start),
-    };
-    let mut recording = assemble::recording(&snap, run, &mut sym);
+    let cpu_ns = own_cpu_ns().saturating_sub(session.cpu_start);
+    let mut recording =
+        assembler.whole(snap, Duration::from_nanos(duration_ns), end_reason, cpu_ns);
     recording.series = series;
     recording.counters = counters.as_ref().map(Counters::from);
+    // The starts left unread past the snapshot bounds count with the kernel's drops, as
+    // `processes`/`limit` (the kernel counts a full ring as `processes`/`ringbuf_full`).
     if session.per_process() {
-        count_start_drops(&mut recording, system_maps.start_counts().over_bounds);
+        merge::add_drop(
+            &mut recording.drops,
+            drop::PROBE_NAMES[drop::PROBE_PROCESSES as usize],
+            drop::REASON_NAMES[drop::LIMIT as usize],
+            over_bounds,
+        );
     }
-    // A process that only waited was never named by the kernel: name it now if it is alive.
-    crate::model::process::name_unnamed(&mut recording);
     if let Some(t) = trace {
         eprintln!(
             "fdprof: traced {} fd-table operations ({} lost, {} past --trace-limit)",
@@ -306,96 +292,38 @@ pub fn run(args: RecordArgs) -> Result<()> {
     Ok(())
 }
 
-/// The collector's interval without `--interval`: longer than any `-d` (365 days at most), so
-/// the run is one interval, ended by the stop.
-const WHOLE_RUN: Duration = Duration::from_secs(366 * 24 * 3600);
-
 /// How often the end of the recording (signal, exit, `-d`) is checked.
 const POLL: Duration = Duration::from_millis(20);
 
-/// Runs the collector until the recording ends, keeping the user symbolizer's map snapshots
-/// current and adding each interval's sample to `series`; a launched command's exit status goes
-/// into the session's target. Returns why it ended and how long it ran (ns).
+/// Runs the stage until the recording ends, adding each interval's sample to `series`; a
+/// launched command's exit status goes into the session's target. Returns why it ended and
+/// how long it ran (ns).
 fn record_until_the_end(
     args: &RecordArgs,
-    collector: &mut Collector,
+    runtime: &tokio::runtime::Runtime,
+    stage: &mut Stage,
     session: &mut Session,
     mut series: Option<&mut Series>,
-    system_maps: &mut SystemMaps,
-) -> (EndReason, u64) {
-    let all = session.target.kind == TargetKind::All;
-    if all {
-        system_maps.pass(&mut session.user_syms);
-    }
-    let mut last_maps = Instant::now();
-    let mut end = None;
+) -> Result<(EndReason, u64)> {
     loop {
-        let received = collector.recv_timeout(POLL);
-        if end.is_none()
-            && let Some(reason) = session.end_reason(args.duration)
-        {
-            end = Some((reason, session.started.elapsed().as_nanos() as u64));
-            collector.stop();
+        if let Some(reason) = session.end_reason(args.duration) {
+            return Ok((reason, session.started.elapsed().as_nanos() as u64));
         }
-        if last_maps.elapsed() >= Duration::from_secs(1) {
-            if let Some(pid) = session.resolved.pid {
-                session.user_syms.snapshot_maps(pid);
-            } else if !session.resolved.pids.is_empty() {
-                for pid in session.resolved.pids.clone() {
-                    session.user_syms.snapshot_maps(pid);
-                }
-            } else if all {
-                system_maps.pass(&mut session.user_syms);
-            }
-            last_maps = Instant::now();
-        }
-        match received {
-            Received::Ended => break,
-            Received::Update(Update::Interval(delta)) => {
+        match runtime.block_on(stage.next(Some(POLL)))? {
+            Tick::Interval(interval) => {
                 if let Some(series) = series.as_deref_mut() {
-                    series.samples.push(sample(&delta, session));
+                    series.samples.push(stage.assembler().sample(&interval));
                 }
             }
-            Received::Update(Update::Started(batch)) => {
-                let pids: Vec<u32> = batch.starts.iter().map(|s| s.pid).collect();
-                system_maps.started(&pids, &mut session.user_syms);
+            // The maps of processes that started are read by the stage.
+            Tick::Started(_) | Tick::Idle => {}
+            // Record sets no count: the clock runs until the end.
+            Tick::Ended => {
+                return Ok((
+                    EndReason::Interrupted,
+                    session.started.elapsed().as_nanos() as u64,
+                ));
             }
-            Received::Update(Update::Events { .. }) | Received::Idle => {}
         }
     }
-    // The collector ends only once asked to (record sets no count), so `end` is set.
-    end.unwrap_or((
-        EndReason::Interrupted,
-        session.started.elapsed().as_nanos() as u64,
-    ))
-}
-
-/// Counts the starts left unread past the snapshot bounds with the kernel's drops, as
-/// `processes`/`limit` (the kernel counts a full ring as `processes`/`ringbuf_full`).
-fn count_start_drops(recording: &mut crate::model::Recording, over_bounds: u64) {
-    let probe = drop::PROBE_NAMES[drop::PROBE_PROCESSES as usize];
-    let limit = drop::REASON_NAMES[drop::LIMIT as usize];
-    if let Some(d) = recording
-        .drops
-        .iter_mut()
-        .find(|d| d.probe == probe && d.reason == limit)
-    {
-        d.count = d.count.saturating_add(over_bounds);
-    }
-}
-
-/// The series sample of one interval.
-fn sample(delta: &IntervalDelta, session: &mut Session) -> series::Sample {
-    let mut sym = Symbolizers {
-        kernel: &session.kernel_syms,
-        user: &mut session.user_syms,
-        user_pid: None,
-        raw_addrs: false,
-    };
-    series::sample(
-        delta.start.as_nanos() as u64,
-        delta.duration.as_nanos() as u64,
-        &delta.delta,
-        &mut sym,
-    )
 }

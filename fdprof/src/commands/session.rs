@@ -8,7 +8,10 @@ use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
-use fdprof_common::{probes::Mode, session::EndReason};
+use fdprof_common::{
+    probes::Mode,
+    session::{EndReason, TargetKind},
+};
 
 use crate::collect::{
     Kernel, Profiler, ProfilerOptions, Resolved, TargetSpec,
@@ -16,10 +19,11 @@ use crate::collect::{
     stats::own_cpu_ns,
     target,
 };
+use crate::live::{Maps, Symbols};
 use crate::model::recording::Target;
 use crate::privileges::{self, Capability};
 use crate::probe::kallsyms::Kallsyms;
-use crate::symbolize::{KernelSymbols, UserSymbolizer};
+use crate::symbolize::{KernelSymbols, SystemMaps, UserSymbolizer};
 
 /// Stop signals (SIGINT, SIGTERM, SIGHUP) received.
 static STOP_SIGNALS: AtomicU32 = AtomicU32::new(0);
@@ -71,15 +75,18 @@ pub struct Request<'a> {
     pub trace: bool,
     /// Where a launched command's output goes.
     pub streams: Streams,
+    /// Keep raw addresses in what is assembled (`--raw-addrs`).
+    pub raw_addrs: bool,
+    /// A live view (`top`), which symbolizes each interval while its processes live; else a
+    /// recording, which reads every process's maps to symbolize them at its end.
+    pub live: bool,
 }
 
-/// A profile under way: the target, a launched command, the symbolizers and the start.
+/// A profile under way: the target, a launched command and the start.
 pub struct Session {
     pub resolved: Resolved,
     pub launched: Option<Launched>,
     pub target: Target,
-    pub kernel_syms: KernelSymbols,
-    pub user_syms: UserSymbolizer,
     /// fdprof's CPU time at attach.
     pub cpu_start: u64,
     pub started: Instant,
@@ -89,7 +96,11 @@ pub struct Session {
 /// Checks privileges, runs the subcommand's own `checks`, resolves the target and the command,
 /// discovers the kernel, launches the command (held before `exec`) and attaches; then lets the
 /// command run. A command that cannot run is refused and reaped; nothing stays attached.
-pub fn start(request: Request, checks: impl FnOnce() -> Result<()>) -> Result<(Session, Profiler)> {
+/// Returns the symbolizers for the live stage, the target's maps read.
+pub fn start(
+    request: Request,
+    checks: impl FnOnce() -> Result<()>,
+) -> Result<(Session, Profiler, Symbols)> {
     install_signal_handlers();
     // Kernel stacks are symbolized from /proc/kallsyms, whose addresses may need CAP_SYSLOG.
     let mut needed = privileges::LOAD_BPF.to_vec();
@@ -111,7 +122,6 @@ pub fn start(request: Request, checks: impl FnOnce() -> Result<()>) -> Result<(S
     let mut kernel_syms = KernelSymbols::from_kallsyms(&kallsyms)?;
     let kernel = Kernel::discover(&Kallsyms::parse(&kallsyms))?;
     drop(kallsyms);
-    let mut user_syms = UserSymbolizer::new();
 
     // Forked from the main thread: the parent-death signal follows the thread that forked.
     let launched = program
@@ -164,20 +174,29 @@ pub fn start(request: Request, checks: impl FnOnce() -> Result<()>) -> Result<(S
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default()
         .as_millis() as u64;
-    for pid in resolved.pid.iter().chain(&resolved.pids) {
-        user_syms.snapshot_maps(*pid);
-    }
+    let maps = match (resolved.kind, resolved.pid) {
+        (TargetKind::All, _) if request.live => Maps::Starts,
+        (TargetKind::All, _) => Maps::System(SystemMaps::new()),
+        (TargetKind::Pids, _) | (_, None) => Maps::set(),
+        (_, Some(pid)) => Maps::One(pid),
+    };
+    let mut symbols = Symbols::new(
+        kernel_syms,
+        UserSymbolizer::new(),
+        maps,
+        profiler.attached_ns(),
+        request.raw_addrs,
+    );
+    symbols.follow(&resolved.pids);
     let session = Session {
         resolved,
         launched,
         target,
-        kernel_syms,
-        user_syms,
         cpu_start,
         started,
         started_unix_ms,
     };
-    Ok((session, profiler))
+    Ok((session, profiler, symbols))
 }
 
 impl Session {

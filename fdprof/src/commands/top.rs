@@ -8,22 +8,21 @@ use std::sync::{
     Arc,
     atomic::{AtomicBool, Ordering},
 };
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result};
-use fdprof_common::session::EndReason;
+use fdprof_common::{
+    counters::drop,
+    session::{EndReason, TargetKind},
+};
 
 use super::command_output::CommandOutput;
-use super::live::{self, Facts};
 use super::record::ModeArg;
-use super::session::{self, Request, Streams};
-use crate::analysis::{Event, Interval};
-use crate::collect::{
-    Snapshot, TargetSpec,
-    stream::{Collector, Received, StreamOptions, Update},
-    target,
-};
-use crate::model::{build::Symbolizers, events::EventSymbolizer};
+use super::session::{self, Request, Session, Streams};
+use crate::analysis::{self, Interval, ReportOptions};
+use crate::collect::{Snapshot, TargetSpec, target};
+use crate::live::{Assembler, Facts, LiveInterval, Stage, StageOptions, Tick};
+use crate::model::merge;
 use crate::tui;
 
 #[derive(clap::Args, Debug)]
@@ -97,10 +96,8 @@ impl TopArgs {
     }
 }
 
-/// Mapped files the user symbolizer may hold before it starts afresh.
-const USER_FILES: usize = 256;
-/// Symbolized event stacks kept for reuse.
-const EVENT_STACKS: usize = 16_384;
+/// Events an interval carries at most (the rest are counted as `events`/`limit` drops).
+const EVENTS: usize = 100_000;
 
 /// How often the end of the profile (signal, exit, `q`) is checked: often enough to feel
 /// immediate, rarely enough that an idle view stays asleep (every 20 ms cost a tenth of its CPU).
@@ -219,11 +216,17 @@ pub fn run(args: TopArgs) -> Result<()> {
             true => Streams::Captured,
             false => Streams::Inherit,
         },
+        raw_addrs: false,
+        live: true,
     };
-    let (mut session, profiler) = session::start(request, || Ok(()))?;
+    let (mut session, profiler, symbols) = session::start(request, || Ok(()))?;
     let command_output = session.take_output().map(CommandOutput::start);
     let mut facts = Facts::of(&profiler, session.target.clone(), session.started_unix_ms);
-    let mut events = EventSymbolizer::new(profiler.attached_ns());
+    if session.target.kind == TargetKind::All {
+        facts
+            .notes
+            .push("user stacks are not symbolized in system-wide mode".into());
+    }
     let sink = Sink::choose(&args);
     if !matches!(sink, Sink::Screen { .. }) {
         eprintln!(
@@ -233,83 +236,107 @@ pub fn run(args: TopArgs) -> Result<()> {
             args.interval
         );
     }
-    let options = StreamOptions {
-        interval: args.interval,
+    let options = StageOptions {
+        interval: Some(args.interval),
         count: args.count,
-        events: true,
-        // A live view symbolizes each interval's stacks while their processes live.
-        starts: false,
+        events: Some(EVENTS),
+        // A set's members' maps are read as they join.
+        starts: session.target.kind == TargetKind::Pids,
+        trim: true,
+        stats_origin: None,
     };
-    let mut collector = Collector::start(profiler, options)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the collector's runtime")?;
+    let mut stage = {
+        let _inside = runtime.enter();
+        Stage::start(profiler, symbols, facts, options)?
+    };
     // The events are read from here on: a launched command runs now.
     session.go()?;
-    let user_pid = session.user_pid();
-    let mut last_maps = Instant::now();
-    let mut end = None;
-    let mut write_error = None;
-    // Events of the interval under way, and the total the cumulative view counts from.
-    let mut pending: Vec<Event> = Vec::new();
-    let mut since = Snapshot::default();
+    let mut view = View {
+        sink,
+        since: Snapshot::default(),
+        write_error: None,
+    };
+    let mut end = EndReason::Interrupted;
     loop {
-        let received = collector.recv_timeout(POLL);
-        if end.is_none() {
-            let reason = match sink.closed() {
-                true => Some(EndReason::Interrupted),
-                false => session.end_reason(None),
-            };
-            if let Some(reason) = reason {
-                end = Some(reason);
-                collector.stop();
-            }
-        }
-        let mut sym = Symbolizers {
-            kernel: &session.kernel_syms,
-            user: &mut session.user_syms,
-            user_pid,
-            raw_addrs: false,
+        let reason = match view.sink.closed() {
+            true => Some(EndReason::Interrupted),
+            false => session.end_reason(None),
         };
-        let delta = match received {
-            Received::Idle | Received::Update(Update::Started(_)) => continue,
-            Received::Ended => break,
-            Received::Update(Update::Events {
-                events: raw,
-                stacks,
-            }) => {
-                pending.extend(events.events(&raw, &stacks, &mut sym));
-                continue;
-            }
-            Received::Update(Update::Interval(delta)) => delta,
-        };
-        if write_error.is_some() {
-            continue;
+        if let Some(reason) = reason {
+            end = reason;
+            break;
         }
-        if let Some(pid) = user_pid.filter(|&p| target::process_alive(p))
-            && last_maps.elapsed() >= Duration::from_secs(1)
-        {
-            sym.user.snapshot_maps(pid);
-            last_maps = Instant::now();
-        }
-        let why = match (delta.last, end) {
-            (true, Some(reason)) => reason,
-            _ => EndReason::Duration,
+        let interval = match runtime.block_on(stage.next(Some(POLL)))? {
+            Tick::Idle | Tick::Started(_) => continue,
+            Tick::Ended => break,
+            Tick::Interval(interval) => interval,
         };
-        // Bounded caches: a long live view keeps its memory flat while processes come and go.
-        // The target's own snapshot stays: it symbolizes the stacks of a target that exited.
-        sym.user.trim(
-            |p| Some(p) == user_pid || target::process_alive(p),
-            USER_FILES,
-        );
-        events.trim(EVENT_STACKS);
+        view.show(&interval, EndReason::Duration, stage.assembler(), &session)?;
+        if view.write_error.is_some() || interval.last {
+            break;
+        }
+    }
+    let mut finished = stage.finish()?;
+    session.end_command();
+    if let Some(last) = finished.last.take()
+        && view.write_error.is_none()
+    {
+        view.show(&last, end, &mut finished.assembler, &session)?;
+    }
+    // The feed ends: the screen restores the terminal and returns.
+    let closed = view.sink.close(view.write_error, false);
+    if let Some(text) = command_output.and_then(CommandOutput::finish) {
+        eprint!("{text}");
+    }
+    closed
+}
+
+/// Where the intervals go, and what the cumulative view counts from.
+struct View {
+    sink: Sink,
+    /// The total the screen's cumulative view counts from (the start, or the last reset).
+    since: Snapshot,
+    /// Nobody reads any more (`| head`): the profile stops, quietly for a closed pipe.
+    write_error: Option<std::io::Error>,
+}
+
+impl View {
+    /// Shows one interval, ended by `end`.
+    fn show(
+        &mut self,
+        live: &LiveInterval,
+        end: EndReason,
+        assembler: &mut Assembler,
+        session: &Session,
+    ) -> Result<()> {
+        let facts = &mut assembler.facts;
         facts.target.exit_status = session.target.exit_status;
-        facts.target.threads = user_pid.and_then(target::live_threads);
-        let mut interval = live::interval(&delta, &facts, why, &mut sym);
-        interval.events = std::mem::take(&mut pending);
-        let written = match &sink {
+        facts.target.threads = assembler.symbols.user_pid().and_then(target::live_threads);
+        let mut recording = assembler.recording(live, end);
+        merge::add_drop(
+            &mut recording.drops,
+            drop::PROBE_NAMES[drop::PROBE_EVENTS as usize],
+            drop::REASON_NAMES[drop::LIMIT as usize],
+            live.events_dropped,
+        );
+        let interval = Interval {
+            index: live.index,
+            start_ns: live.start.as_nanos() as u64,
+            duration_ns: live.duration.as_nanos() as u64,
+            report: analysis::report(&recording, &ReportOptions::default()),
+            events: live.events.clone(),
+        };
+        let written = match &self.sink {
             Sink::Screen { updates, reset, .. } => {
                 if reset.swap(false, Ordering::Relaxed) {
-                    since = delta.total.clone();
+                    self.since = live.total.clone();
                 }
-                let cumulative = live::cumulative(&delta, &since, &facts, &mut sym);
+                let whole = assembler.cumulative(live, &self.since);
+                let cumulative = analysis::report(&whole, &ReportOptions::default());
                 // A closed screen is noticed at the top of the loop.
                 let _ = updates.blocking_send(tui::Update::Interval {
                     interval,
@@ -320,19 +347,10 @@ pub fn run(args: TopArgs) -> Result<()> {
             text => text.print(&interval)?,
         };
         if let Err(e) = written {
-            // Nobody reads any more (`| head`): stop, detach, and say nothing of a closed pipe.
-            collector.stop();
-            write_error = Some(e);
+            self.write_error = Some(e);
         }
+        Ok(())
     }
-    collector.finish()?;
-    session.end_command();
-    // The feed ends: the screen restores the terminal and returns.
-    let closed = sink.close(write_error, false);
-    if let Some(text) = command_output.and_then(CommandOutput::finish) {
-        eprint!("{text}");
-    }
-    closed
 }
 
 /// Writes `text` to standard output at once.

@@ -346,7 +346,8 @@ fn add_table(into: &mut TableStats, other: &TableStats) {
     into.expansions = into.expansions.saturating_add(*expansions);
 }
 
-fn add_drop(into: &mut Vec<DropCount>, probe: &str, reason: &str, count: u64) {
+/// Adds `count` to the drop counter `probe`/`reason`, a new one if there is none yet.
+pub fn add_drop(into: &mut Vec<DropCount>, probe: &str, reason: &str, count: u64) {
     match into
         .iter_mut()
         .find(|d| d.probe == probe && d.reason == reason)

@@ -147,7 +147,7 @@ fn run(duration_ns: u64, collector_cpu_ns: u64) -> Run {
     }
 }
 
-/// The recording of the delta between two snapshots, as `commands::live` assembles one.
+/// The recording of the delta between two snapshots, as the live stage assembles one.
 fn assembled(later: &Snapshot, earlier: &Snapshot, collector_cpu_ns: u64) -> Recording {
     let delta = later.delta(earlier);
     let kernel = KernelSymbols::parse(KALLSYMS).unwrap();

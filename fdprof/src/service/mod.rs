@@ -177,8 +177,6 @@ async fn serve(
     tokio::task::block_in_place(|| watcher.discover());
 
     let mut every = interval_timer(watcher.watch().interval);
-    let sampler = time::sleep(watcher.tick());
-    tokio::pin!(sampler);
     // A SIGHUP's read of the config, while it runs.
     let mut reloading: Option<tokio::task::JoinHandle<Result<Watch>>> = None;
     let mut reload_began = Instant::now();
@@ -199,8 +197,7 @@ async fn serve(
                 state.push(figures, w.attached(), w.watch().interval, |name| w.empty_history(Some(name)));
                 tokio::task::block_in_place(|| watcher.discover());
             }
-            _ = &mut sampler => sampler.as_mut().reset(Instant::now() + watcher.tick()),
-            Some(batch) = watcher.next_starts() => tokio::task::block_in_place(|| watcher.started(batch)),
+            batch = watcher.next() => watcher.started(batch),
             _ = hup.recv() => match (&reload, &reloading) {
                 (None, _) => log::warn("SIGHUP: no --config file to reload"),
                 (Some(_), Some(_)) => log::warn("SIGHUP: the last reload is still reading the config"),

@@ -1,10 +1,10 @@
-//! The daemon's collector: one [`Profiler`] for every target, its programs loaded once whatever
-//! the number of processes followed. Under `-a` it profiles every process; otherwise its target
-//! set holds the processes followed, which user space adds (`-p`, the `--comm` processes
-//! already running) and the kernel extends the moment a process matches (a `--comm` name at
-//! exec or rename, a target's children at fork) and shrinks as processes end. Every interval
-//! it takes the snapshot's delta, turns it into one symbolized [`Recording`] (the assembler
-//! `record` uses) with each process's figures, and narrows it to each target name's processes.
+//! The daemon's collector: one live stage ([`Stage`]) for every target, its programs loaded
+//! once whatever the number of processes followed. Under `-a` it profiles every process;
+//! otherwise its target set holds the processes followed, which user space adds (`-p`, the
+//! `--comm` processes already running) and the kernel extends the moment a process matches (a
+//! `--comm` name at exec or rename, a target's children at fork) and shrinks as processes end.
+//! Every interval the stage assembles the delta into one symbolized [`Recording`] with each
+//! process's figures, which is narrowed to each target name's processes.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -17,17 +17,16 @@ use fdprof_common::{
 use fdprof_figures::Event;
 
 use crate::collect::{
-    EventStream, Filter, Kernel, Profiler, ProfilerOptions, RawEvent, Snapshot,
+    Filter, Kernel, Profiler, ProfilerOptions, Snapshot,
     profiler::monotonic_ns,
-    starts::{StartBatch, StartStream},
+    starts::StartBatch,
     stats::own_cpu_ns,
     steal::{CpuTimes, tick_ns},
 };
+use crate::live::{Facts, Maps, Stage, StageOptions, Symbols, Tick};
 use crate::model::{
     Recording,
     assemble::{self, Run},
-    build::Symbolizers,
-    events::EventSymbolizer,
     merge, process,
     recording::{DropCount, Target},
 };
@@ -43,38 +42,27 @@ pub const ALL: &str = "all";
 /// The drop counters of what the daemon's bounds turn away (probe `daemon`).
 pub const DAEMON_PROBE: &str = "daemon";
 pub const ATTACH_FAILED: &str = "attach_failed";
-/// Mapped files the user symbolizer may hold before it starts afresh.
-const USER_FILES: usize = 256;
-/// Symbolized event stacks kept for reuse.
-const EVENT_STACKS: usize = 4096;
 /// Events an interval carries at most (the rest are counted as dropped).
 pub const EVENTS: usize = 1000;
 pub const EVENT_BOUND: &str = "event_bound";
-/// Processes whose maps are read at once per batch of starts; the rest at the next interval.
-const SNAPSHOTS_PER_BATCH: usize = 64;
 
-/// The loaded programs and what belongs to them.
-struct Stage {
-    profiler: Profiler,
-    /// The snapshot at the end of the last interval.
-    earlier: Snapshot,
-    events: Option<EventStream>,
-    starts: Option<StartStream>,
-    symbolizer: EventSymbolizer,
-    /// What was fixed at load: a new watch that differs loads the programs anew.
-    loaded: Loaded,
+/// The loaded programs on the live stage, and what was fixed when they loaded.
+struct Loaded {
+    stage: Stage,
+    /// A new watch that differs loads the programs anew.
+    settings: Settings,
 }
 
 /// The settings fixed when the programs load.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Loaded {
+struct Settings {
     all: bool,
     slow: Duration,
     latency: bool,
     cpu_hz: Option<u64>,
 }
 
-impl Loaded {
+impl Settings {
     fn of(watch: &Watch) -> Self {
         Self {
             all: watch.targets == Targets::All,
@@ -98,18 +86,17 @@ pub struct IntervalFigures {
 
 pub struct Watcher {
     kernel: Kernel,
-    kernel_syms: KernelSymbols,
-    user_syms: UserSymbolizer,
+    /// The symbolizers while no programs are loaded: they move onto the stage at load, and
+    /// back at unload.
+    symbols: Option<Symbols>,
     watch: Watch,
     max_processes: usize,
-    stage: Option<Stage>,
+    stage: Option<Loaded>,
     /// The last figures of programs unloaded since the last interval (a reload).
     finished: Option<Recording>,
     followed: Followed,
-    /// Events read since the last interval.
+    /// Events of programs unloaded since the last interval.
     events: Vec<Event>,
-    /// `CLOCK_MONOTONIC` at start: the origin of the events' times.
-    started_ns: u64,
     /// The programs' attach facts: the mode, per role.
     mode: Mode,
     probes: BTreeMap<Role, Attachment>,
@@ -132,25 +119,29 @@ impl Watcher {
         watch: Watch,
         max_processes: usize,
     ) -> Self {
-        let mut user_syms = UserSymbolizer::new();
+        // Event times count from the daemon's start, across reloads.
+        let mut symbols = Symbols::new(
+            kernel_syms,
+            UserSymbolizer::new(),
+            Maps::Starts,
+            monotonic_ns(),
+            false,
+        );
         let blank = blank(
-            &kernel_syms,
-            &mut user_syms,
+            &mut symbols,
             Mode::Tracepoint,
             BTreeMap::new(),
             watch.latency,
         );
         Self {
             kernel,
-            kernel_syms,
-            user_syms,
+            symbols: Some(symbols),
             watch,
             max_processes,
             stage: None,
             finished: None,
             followed: Followed::new(max_processes),
             events: Vec::new(),
-            started_ns: monotonic_ns(),
             mode: Mode::Tracepoint,
             probes: BTreeMap::new(),
             blank,
@@ -175,7 +166,7 @@ impl Watcher {
     pub fn attached(&self) -> usize {
         match &self.stage {
             None => 0,
-            Some(s) if s.loaded.all => 1,
+            Some(s) if s.settings.all => 1,
             Some(_) => self.followed.len(),
         }
     }
@@ -187,7 +178,7 @@ impl Watcher {
         let reload = self
             .stage
             .as_ref()
-            .is_some_and(|s| s.loaded != Loaded::of(&watch));
+            .is_some_and(|s| s.settings != Settings::of(&watch));
         self.watch = watch;
         self.followed.reloaded();
         if reload {
@@ -198,7 +189,7 @@ impl Watcher {
         let unwanted = self.followed.unwanted(&self.watch);
         if let Some(stage) = self.stage.as_mut() {
             for pid in unwanted {
-                if let Err(e) = stage.profiler.remove_target(pid) {
+                if let Err(e) = stage.stage.profiler_mut().remove_target(pid) {
                     log::error(&format!("{e:#}"));
                 }
             }
@@ -206,42 +197,33 @@ impl Watcher {
         self.sync();
     }
 
-    /// Keeps the programs' run-time statistics sampled; call it again after what it returns.
-    pub fn tick(&mut self) -> Duration {
-        match self.stage.as_mut() {
-            Some(s) => s.profiler.tick_from(self.started),
-            None => self.watch.interval,
-        }
-    }
-
-    /// The next batch of processes that joined (in the kernel) or started, to take on now;
-    /// never ready without a target set. Cancel-safe.
-    pub async fn next_starts(&mut self) -> Option<StartBatch> {
-        match self.stage.as_mut().and_then(|s| s.starts.as_mut()) {
-            Some(starts) => match starts.next_batch().await {
-                Ok(batch) => Some(batch),
+    /// Works the stage between intervals (the statistics sampler, events symbolized as they
+    /// come, the maps of processes that start) until a batch of processes joined (in the
+    /// kernel) or started, which [`Watcher::started`] takes on; never ready while nothing is
+    /// loaded. Cancel-safe.
+    pub async fn next(&mut self) -> StartBatch {
+        loop {
+            let Some(loaded) = self.stage.as_mut() else {
+                return std::future::pending().await;
+            };
+            match loaded.stage.next(None).await {
+                Ok(Tick::Started(batch)) => return batch,
+                Ok(_) => {}
                 Err(e) => {
-                    log::error(&format!("process starts are no longer read: {e:#}"));
-                    if let Some(s) = self.stage.as_mut() {
-                        s.starts = None;
-                    }
-                    None
+                    log::error(&format!("the programs can no longer be read: {e:#}"));
+                    self.unload("they can no longer be read");
                 }
-            },
-            None => std::future::pending().await,
+            }
         }
     }
 
-    /// Takes on the processes of `batch`: members from now on (named in the log), their maps
-    /// read at once so their stacks are symbolized even if they end before the next interval.
+    /// Takes on the processes of `batch` (their maps already read): members from now on, named
+    /// in the log.
     pub fn started(&mut self, batch: StartBatch) {
-        let all = self.stage.as_ref().is_some_and(|s| s.loaded.all);
-        for (i, start) in batch.starts.iter().enumerate() {
+        let all = self.stage.as_ref().is_some_and(|s| s.settings.all);
+        for start in &batch.starts {
             if !all && !self.followed.contains(start.pid) {
                 self.followed.join(start.pid, u32::from(start.slot));
-            }
-            if i < SNAPSHOTS_PER_BATCH {
-                self.user_syms.snapshot_maps(start.pid);
             }
         }
     }
@@ -251,9 +233,9 @@ impl Watcher {
         if self.stage.is_some() {
             return;
         }
-        let loaded = Loaded::of(&self.watch);
+        let settings = Settings::of(&self.watch);
         let options = ProfilerOptions {
-            filter: if loaded.all {
+            filter: if settings.all {
                 Filter::All
             } else {
                 Filter::Set {
@@ -267,7 +249,12 @@ impl Watcher {
             cpu_hz: self.watch.cpu_hz,
             trace: false,
         };
-        let mut profiler = match Profiler::attach(&self.kernel, options) {
+        if self.symbols.is_none() {
+            log::error("cannot load the programs: kernel stacks cannot be symbolized");
+            *self.followed.dropped.entry(ATTACH_FAILED).or_default() += 1;
+            return;
+        }
+        let profiler = match Profiler::attach(&self.kernel, options) {
             Ok(p) => p,
             Err(e) => {
                 log::error(&format!("cannot load the programs: {e:#}"));
@@ -275,46 +262,51 @@ impl Watcher {
                 return;
             }
         };
+        let Some(mut symbols) = self.symbols.take() else {
+            return;
+        };
         // Name the programs' frames.
         if let Ok(now) = std::fs::read_to_string("/proc/kallsyms") {
-            self.kernel_syms.add_bpf_programs(&now);
+            symbols.kernel.add_bpf_programs(&now);
         }
+        symbols.set_maps(match settings.all {
+            true => Maps::Starts,
+            false => Maps::set(),
+        });
         self.mode = profiler.mode();
         self.probes = profiler.attachments().clone();
         self.blank = blank(
-            &self.kernel_syms,
-            &mut self.user_syms,
+            &mut symbols,
             self.mode,
             self.probes.clone(),
             profiler.syscall_latency(),
         );
         log::info(&format!("probes attach in {} mode", self.mode));
-        if loaded.all {
+        if settings.all {
             log::info("profiling every process");
         }
-        // Inside the runtime (the caller's): the streams register with its reactor.
-        let events = match profiler.take_events().transpose() {
-            Ok(events) => events,
-            Err(e) => {
-                log::warn(&format!("no events: {e:#}"));
-                None
-            }
+        let mut facts = Facts::of(&profiler, self.target(), unix_ms());
+        // The daemon's figures carry no run notes: they add up over its whole life.
+        facts.notes.clear();
+        let options = StageOptions {
+            events: Some(EVENTS),
+            starts: true,
+            trim: true,
+            // Every load times the statistics windows from the daemon's start.
+            stats_origin: Some(self.started),
+            ..StageOptions::default()
         };
-        let starts = match profiler.take_starts().transpose() {
-            Ok(starts) => starts,
+        // Inside the runtime (the caller's): the rings register with its reactor.
+        match Stage::start(profiler, symbols, facts, options) {
+            Ok(stage) => self.stage = Some(Loaded { stage, settings }),
             Err(e) => {
-                log::warn(&format!("no process starts: {e:#}"));
-                None
+                log::error(&format!("cannot read the programs: {e:#}"));
+                *self.followed.dropped.entry(ATTACH_FAILED).or_default() += 1;
+                // The symbolizers went with the profiler: start them afresh.
+                self.symbols = self.fresh_symbols();
+                return;
             }
-        };
-        self.stage = Some(Stage {
-            profiler,
-            earlier: Snapshot::zeroed(),
-            events,
-            starts,
-            symbolizer: EventSymbolizer::new(self.started_ns),
-            loaded,
-        });
+        }
         self.match_comms();
     }
 
@@ -326,7 +318,7 @@ impl Watcher {
         };
         let slots = self.followed.comm_slots(&comms);
         if let Some(stage) = self.stage.as_mut()
-            && let Err(e) = stage.profiler.match_comms(&slots)
+            && let Err(e) = stage.stage.profiler_mut().match_comms(&slots)
         {
             log::error(&format!("cannot match names in the kernel: {e:#}"));
         }
@@ -334,23 +326,29 @@ impl Watcher {
 
     /// Unloads the programs, keeping their last figures for the next interval.
     fn unload(&mut self, why: &str) {
-        let Some(stage) = self.stage.take() else {
+        let Some(loaded) = self.stage.take() else {
             return;
         };
         log::info(&format!("unloading the programs: {why}"));
-        let Stage {
-            profiler, earlier, ..
-        } = stage;
-        let (probes, latency) = (profiler.attachments().clone(), profiler.syscall_latency());
-        match profiler.finish() {
-            Ok(last) => {
-                let rec = self.assemble(&last.delta(&earlier), probes, latency);
-                match self.finished.as_mut() {
-                    Some(into) => merge::add(into, &rec),
-                    None => self.finished = Some(rec),
+        let mut stage = loaded.stage;
+        stage.assembler().facts.target = self.target();
+        match stage.finish() {
+            Ok(mut finished) => {
+                if let Some(last) = finished.last.take() {
+                    let rec = finished.assembler.recording(&last, EndReason::Duration);
+                    self.events.extend(last.events);
+                    self.count_events_dropped(last.events_dropped);
+                    match self.finished.as_mut() {
+                        Some(into) => merge::add(into, &rec),
+                        None => self.finished = Some(rec),
+                    }
                 }
+                self.symbols = Some(finished.assembler.symbols);
             }
-            Err(e) => log::error(&format!("the last figures are lost: {e:#}")),
+            Err(e) => {
+                log::error(&format!("the last figures are lost: {e:#}"));
+                self.symbols = self.fresh_symbols();
+            }
         }
         self.followed.leave_all(why, &self.watch);
     }
@@ -360,21 +358,21 @@ impl Watcher {
     pub fn discover(&mut self) {
         self.load();
         if let Some(stage) = self.stage.as_mut()
-            && !stage.loaded.all
+            && !stage.settings.all
         {
-            self.followed.discover(&mut stage.profiler, &self.watch);
+            self.followed
+                .discover(stage.stage.profiler_mut(), &self.watch);
         }
         self.sync();
     }
 
     /// Takes on the processes the kernel added to the set, and lets go of those it removed.
     fn sync(&mut self) {
-        if let Some(stage) = self.stage.as_ref()
-            && !stage.loaded.all
+        if let Some(loaded) = self.stage.as_mut()
+            && !loaded.settings.all
         {
-            for pid in self.followed.sync(&stage.profiler, &self.watch) {
-                self.user_syms.snapshot_maps(pid);
-            }
+            let joined = self.followed.sync(loaded.stage.profiler(), &self.watch);
+            loaded.stage.assembler().symbols.follow(&joined);
         }
     }
 
@@ -383,29 +381,30 @@ impl Watcher {
     pub fn interval(&mut self) -> IntervalFigures {
         self.sync();
         let mut whole = self.finished.take();
-        if let Some(mut stage) = self.stage.take() {
-            self.read_events(&mut stage);
-            match stage.profiler.snapshot() {
-                Ok(mut now) => {
-                    let probes = stage.profiler.attachments().clone();
-                    let latency = stage.profiler.syscall_latency();
-                    let rec = self.assemble(&now.delta(&stage.earlier), probes, latency);
+        let target = self.target();
+        if let Some(loaded) = self.stage.as_mut() {
+            let stage = &mut loaded.stage;
+            stage.assembler().facts.target = target;
+            match stage.interval() {
+                Ok(live) => {
+                    let rec = stage.assembler().recording(&live, EndReason::Duration);
                     match whole.as_mut() {
                         Some(into) => merge::add(into, &rec),
                         None => whole = Some(rec),
                     }
+                    self.events.extend(live.events);
+                    if live.events_dropped > 0 {
+                        *self.followed.dropped.entry(EVENT_BOUND).or_default() +=
+                            live.events_dropped;
+                    }
                     // The rows of processes that left go: their room serves new ones, and a
                     // pid reused later starts from zero.
-                    let left = self.followed.left();
-                    if let Err(e) = stage.profiler.forget(&left) {
+                    if let Err(e) = stage.forget(&self.followed.left()) {
                         log::error(&format!("{e:#}"));
                     }
-                    now.forget(&left);
-                    stage.earlier = now;
                 }
                 Err(e) => log::error(&format!("cannot read the figures: {e:#}")),
             }
-            self.stage = Some(stage);
         }
 
         let end = self.started.elapsed();
@@ -427,10 +426,7 @@ impl Watcher {
         }
         daemon.steal = steal;
         let names = self.names_of(&daemon, start, duration);
-        let live = self.followed.end_interval();
-        let all = self.watch.targets == Targets::All;
-        self.user_syms
-            .trim(|p| all || live.contains(&p), USER_FILES);
+        self.followed.end_interval();
         for (reason, count) in std::mem::take(&mut self.followed.dropped) {
             daemon.drops.push(DropCount {
                 probe: DAEMON_PROBE.into(),
@@ -485,35 +481,32 @@ impl Watcher {
             .collect()
     }
 
-    /// Takes the events from the ring buffer, symbolized now (through the maps snapshots),
-    /// within [`EVENTS`] an interval.
-    fn read_events(&mut self, stage: &mut Stage) {
-        let Some(stream) = stage.events.as_mut() else {
-            return;
-        };
-        let raw = stream.try_batch();
-        if raw.is_empty() {
-            return;
+    /// Counts the events past an interval's bound.
+    fn count_events_dropped(&mut self, dropped: u64) {
+        if dropped > 0 {
+            *self.followed.dropped.entry(EVENT_BOUND).or_default() += dropped;
         }
-        let room = EVENTS.saturating_sub(self.events.len());
-        if raw.len() > room {
-            *self.followed.dropped.entry(EVENT_BOUND).or_default() += (raw.len() - room) as u64;
+    }
+
+    /// Symbolizers started afresh, for when they were lost with the programs; without them
+    /// (kallsyms unreadable) nothing loads again.
+    fn fresh_symbols(&self) -> Option<Symbols> {
+        let kernel = std::fs::read_to_string("/proc/kallsyms")
+            .map_err(anyhow::Error::from)
+            .and_then(|text| KernelSymbols::from_kallsyms(&text));
+        match kernel {
+            Ok(kernel) => Some(Symbols::new(
+                kernel,
+                UserSymbolizer::new(),
+                Maps::Starts,
+                monotonic_ns(),
+                false,
+            )),
+            Err(e) => {
+                log::error(&format!("cannot symbolize kernel stacks: {e:#}"));
+                None
+            }
         }
-        let raw = &raw[..raw.len().min(room)];
-        let stacks = stage
-            .profiler
-            .stacks(raw.iter().flat_map(RawEvent::stack_ids))
-            .unwrap_or_default();
-        let mut sym = Symbolizers {
-            kernel: &self.kernel_syms,
-            user: &mut self.user_syms,
-            // Each event's user stack is its own process's.
-            user_pid: None,
-            raw_addrs: false,
-        };
-        stage.symbolizer.trim(EVENT_STACKS);
-        self.events
-            .extend(stage.symbolizer.events(raw, &stacks, &mut sym));
     }
 
     /// What the daemon's own figures are named after: its targets.
@@ -526,33 +519,13 @@ impl Watcher {
         }
     }
 
-    /// The recording of a delta of the programs, its stacks symbolized now (while the
-    /// processes run), each process's figures of its own.
-    fn assemble(
-        &mut self,
-        delta: &Snapshot,
-        probes: BTreeMap<Role, Attachment>,
-        syscall_latency: bool,
-    ) -> Recording {
+    /// The target of the daemon's own figures.
+    fn target(&self) -> Target {
         let kind = match self.watch.targets {
             Targets::All => TargetKind::All,
             _ => TargetKind::Name,
         };
-        let run = Run {
-            target: target(kind, None, &self.daemon_name()),
-            started_unix_ms: self.started_unix_ms + self.last_end.as_millis() as u64,
-            ..blank_run(self.mode, probes, syscall_latency)
-        };
-        let mut sym = Symbolizers {
-            kernel: &self.kernel_syms,
-            user: &mut self.user_syms,
-            user_pid: None,
-            raw_addrs: false,
-        };
-        let mut rec = assemble::recording(delta, run, &mut sym);
-        // Processes that only waited, named while they live.
-        process::name_unnamed(&mut rec);
-        rec
+        target(kind, None, &self.daemon_name())
     }
 
     /// A recording of nothing, for `name` over one interval: what each interval starts from.
@@ -617,22 +590,15 @@ fn blank_run(mode: Mode, probes: BTreeMap<Role, Attachment>, syscall_latency: bo
 /// A recording of nothing in `mode`, assembled once (per mode) and cloned for every name's
 /// every interval.
 fn blank(
-    kernel: &KernelSymbols,
-    user: &mut UserSymbolizer,
+    symbols: &mut Symbols,
     mode: Mode,
     probes: BTreeMap<Role, Attachment>,
     syscall_latency: bool,
 ) -> Recording {
-    let mut sym = Symbolizers {
-        kernel,
-        user,
-        user_pid: None,
-        raw_addrs: false,
-    };
     let mut rec = assemble::recording(
         &Snapshot::zeroed(),
         blank_run(mode, probes, syscall_latency),
-        &mut sym,
+        &mut symbols.symbolizers(),
     );
     // Cumulative settings, not counts: merged processes bring their own.
     rec.stack_walks.refresh_every = 0;

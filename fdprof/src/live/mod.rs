@@ -1,0 +1,14 @@
+//! The live stage every profile runs on (`record`, `top`, the daemon): one attached
+//! [`crate::collect::Profiler`], its symbolizers with their bounds and the refresh of memory
+//! maps, and the assembly of each interval and of the whole. Each front end keeps only what is
+//! its own: record the file, top the screen, the daemon its history and HTTP.
+
+pub mod assembler;
+pub mod facts;
+pub mod stage;
+pub mod symbols;
+
+pub use assembler::Assembler;
+pub use facts::Facts;
+pub use stage::{Finished, LiveInterval, Stage, StageOptions, Tick};
+pub use symbols::{Maps, Symbols};
