@@ -6,8 +6,9 @@
 //! 2. Scrapes: 20 target names (one opensock process each), then `/metrics` fetched 200 times,
 //!    one every 100 ms (the figures are made once an interval, so about one scrape in ten makes
 //!    them): latency p50/p90/p99/max, with the live stacks the daemon held.
-//! 3. Memory: VmRSS every 10 s while the daemon watches opensock for `--minutes N` (default 1),
-//!    and the daemon's CPU over that steady state.
+//! 3. Memory: VmRSS every 10 s for `--minutes N` (default 1) while the daemon follows the
+//!    largest N of `--targets` processes of one name (one opensock, the rest idle), and the
+//!    daemon's CPU over that steady state.
 //! 4. Targets: for each N of `--targets`, N idle processes followed at once; the programs the
 //!    daemon holds, an unrelated process's slowdown, the daemon's idle CPU and memory, and the
 //!    programs' cost per syscall while a target is busy (`bench_daemon_targets`).
@@ -51,7 +52,8 @@ pub fn run(args: &[String]) -> Result<()> {
         scrapes(&fdprof, &dir)?;
     }
     if wanted("memory") {
-        memory(&fdprof, &dir, minutes)?;
+        let followed = counts.iter().copied().max().unwrap_or(1);
+        memory(&fdprof, &dir, minutes, followed)?;
     }
     if wanted("targets") {
         targets::run(&fdprof, &dir, rounds, &counts)?;
@@ -366,11 +368,27 @@ fn scrapes(fdprof: &Path, dir: &Path) -> Result<()> {
     result
 }
 
-fn memory(fdprof: &Path, dir: &Path, minutes: u64) -> Result<()> {
+/// The daemon's memory over `--minutes`, following `followed` processes of one name: one busy
+/// (opensock -t 2), the rest idle (sleep).
+fn memory(fdprof: &Path, dir: &Path, minutes: u64, followed: usize) -> Result<()> {
     let named = named_copy(fdprof, dir, NAME)?;
+    let sleep_dir = dir.join("sleep-memory");
+    std::fs::create_dir_all(&sleep_dir)?;
+    let sleep = named_copy(Path::new("/bin/sleep"), &sleep_dir, NAME)?;
+    let mut idle = Vec::new();
+    for _ in 1..followed {
+        idle.push(
+            Command::new(&sleep)
+                .arg("7200")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .with_context(|| format!("cannot start {sleep:?}"))?,
+        );
+    }
     let daemon = Daemon::start(fdprof, dir, &[NAME.to_string()], &[])?;
     let total = Duration::from_secs(60 * minutes);
-    let mut workload = Command::new(&named)
+    let workload = Command::new(&named)
         .args(["workload", "opensock", "-t", "2", "-n", "4000", "-d"])
         .arg(format!("{}s", total.as_secs() + 15))
         .stdout(Stdio::null())
@@ -378,8 +396,12 @@ fn memory(fdprof: &Path, dir: &Path, minutes: u64) -> Result<()> {
         .spawn()
         .context("cannot run the workload")?;
     let result = (|| {
-        daemon.wait_attached(1)?;
-        eprintln!("==> fdprof daemon under opensock -t 2 for {minutes} min, VmRSS every 10 s");
+        daemon.wait_attached(followed)?;
+        eprintln!(
+            "==> fdprof daemon following {followed} processes (opensock -t 2 and {} idle) for \
+             {minutes} min, VmRSS every 10 s",
+            followed - 1
+        );
         let started = Instant::now();
         let mut samples: Vec<(f64, u64)> = Vec::new();
         let mut cpu = Vec::new();
@@ -393,7 +415,11 @@ fn memory(fdprof: &Path, dir: &Path, minutes: u64) -> Result<()> {
         }
         let (first, last) = (samples[0], samples[samples.len() - 1]);
         let max = samples.iter().map(|s| s.1).max().unwrap_or(0);
-        println!("\nfdprof daemon under opensock -t 2 for {minutes} min: VmRSS every 10 s");
+        println!(
+            "\nfdprof daemon following {followed} processes (opensock -t 2 and {} idle) for \
+             {minutes} min: VmRSS every 10 s",
+            followed - 1
+        );
         println!("{:<44} {:>14}", "figure", "value");
         println!(
             "{:<44} {:>11} kB",
@@ -414,7 +440,9 @@ fn memory(fdprof: &Path, dir: &Path, minutes: u64) -> Result<()> {
         );
         Ok(())
     })();
-    let _ = workload.kill();
-    let _ = workload.wait();
+    for mut child in idle.into_iter().chain([workload]) {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
     result
 }
