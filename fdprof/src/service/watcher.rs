@@ -266,6 +266,7 @@ impl Watcher {
             latency: self.watch.latency,
             cpu_hz: self.watch.cpu_hz,
             trace: false,
+            children: false,
         };
         let mut profiler = match Profiler::attach(&self.kernel, options) {
             Ok(p) => p,
