@@ -77,6 +77,13 @@ pub static CONFIG: Array<u32> = Array::with_max_entries(fdprof_common::fnops::CO
 #[map]
 static FOLLOWED: HashMap<u32, u8> = HashMap::with_max_entries(MAX_FOLLOWED, 0);
 
+/// 1 once any process went into `FOLLOWED`: until then the filter answers for other processes
+/// with this array read, which the verifier inlines, and not a hash lookup (a launched server
+/// that never forks costs the rest of the machine nothing). Set at the fork, before the child
+/// first runs; never cleared (closing it again would need a count kept atomically).
+#[map]
+static ANY_FOLLOWED: Array<u32> = Array::with_max_entries(1, 0);
+
 /// The target set (`target_kind::SET`): tgid → how it joined. User space fills it; the
 /// programs add `--comm` names' processes at exec and rename and targets' children at fork, and
 /// remove processes that end. Its size is set at load (`--max-processes`).
@@ -250,7 +257,7 @@ pub fn task_tgid(task: u64) -> Option<u32> {
 #[inline(always)]
 fn followed(tgid: u32) -> bool {
     // SAFETY: the value is not kept.
-    unsafe { FOLLOWED.get(&tgid).is_some() }
+    ANY_FOLLOWED.get(0).is_some_and(|&v| v != 0) && unsafe { FOLLOWED.get(&tgid).is_some() }
 }
 
 /// Follows process `tgid` from now on; a full map is a counted drop of `probe` (the trace's:
@@ -259,6 +266,9 @@ fn followed(tgid: u32) -> bool {
 pub fn follow(tgid: u32, probe: u32) {
     if FOLLOWED.insert(&tgid, &1, 0).is_err() {
         crate::maps::dropped(probe, drop::MAP_FULL);
+    } else if let Some(any) = ANY_FOLLOWED.get_ptr_mut(0) {
+        // SAFETY: a valid map value; every writer writes the same 1.
+        unsafe { *any = 1 };
     }
 }
 
