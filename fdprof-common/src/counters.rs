@@ -58,7 +58,8 @@ pub mod drop {
     /// Per-process rows of a system-wide recording (`process::PROCESS_ROWS`), and its process
     /// starts (`PROCESS_STARTS` full, or past the snapshot bounds).
     pub const PROBE_PROCESSES: u32 = 5;
-    /// Processes that should have joined the target set (`targets::MAX_TARGETS` full).
+    /// Processes that should have joined the target set (`targets::MAX_TARGETS` full), or been
+    /// followed from their fork as a launched command's children (`trace::MAX_FOLLOWED` full).
     pub const PROBE_TARGETS: u32 = 6;
     pub const PROBES: u32 = 7;
 

@@ -92,7 +92,11 @@ pub mod setting {
     pub const LATENCY: &str = "LATENCY";
     /// 1: every fd-table operation of the target is sent to `TRACE` (`record --trace`) (u32).
     pub const TRACE_ON: &str = "TRACE_ON";
-    pub const ALL: [&str; 21] = [
+    /// 1: under `target_kind::TGID`, the processes the target starts (and theirs) are followed
+    /// from their fork until they end, their figures added to the target's (a launched command)
+    /// (u32). Forks are seen with tp_btf only.
+    pub const CHILDREN: &str = "CHILDREN";
+    pub const ALL: [&str; 22] = [
         TARGET_KIND,
         TARGET_ID,
         OFF_TASK_FILES,
@@ -114,6 +118,7 @@ pub mod setting {
         IMAGE_END,
         LATENCY,
         TRACE_ON,
+        CHILDREN,
     ];
 }
 
@@ -152,7 +157,8 @@ pub enum Role {
     LockedSections,
     /// `sched:sched_process_exit`: the target's threads ending (events only); and
     /// `sched:sched_process_exec` and `sched_process_fork`, the trace's exec and fork events
-    /// (`record --trace`), in every mode (fork with tp_btf only).
+    /// (`record --trace`) and a launched command's children followed from their fork, in every
+    /// mode (fork with tp_btf only).
     TaskExits,
 }
 

@@ -23,8 +23,9 @@ pub mod op {
     pub const FORK: u8 = 7;
 }
 
-/// The most processes a trace follows besides its target (forks); a fork past this is a
-/// counted drop.
+/// The most processes followed besides a single target at once: the trace's forks, a launched
+/// command's children; a fork past this is a counted drop (`trace`, or `targets` for the
+/// children's figures).
 pub const MAX_FOLLOWED: u32 = 1024;
 
 /// `TraceRecord::flags` bits.

@@ -10,7 +10,8 @@
 //! marked: exactly one `PROCESS` event per process.
 //!
 //! Execs and forks of the target from `sched:sched_process_exec` and `sched_process_fork`, for
-//! the fd trace (`record --trace`); under `-a`, the same as process starts for user space to
+//! the fd trace (`record --trace`) and a launched command's children (`CHILDREN`: followed from
+//! their fork, unfollowed at their end); under `-a`, the same as process starts for user space to
 //! snapshot the maps of (`PROCESS_STARTS`). Forks are seen with tp_btf only (the classic
 //! tracepoint gives no task to tell a thread from a process by); execs in every mode.
 
@@ -21,6 +22,7 @@ use aya_ebpf::{
     programs::{BtfTracePointContext, TracePointContext},
 };
 use fdprof_common::{
+    counters::drop,
     events::{EventRecord, flag, kind},
     process::start,
 };
@@ -43,7 +45,7 @@ fn exited() {
         Some((signal, 0)) => ENDED.insert(&[signal, tgid], &1, BPF_NOEXIST).is_ok(),
         _ => false,
     };
-    if ends_process && kernel::trace_on() {
+    if ends_process && (kernel::trace_on() || kernel::children_on()) {
         kernel::unfollow(tgid as u32);
     }
     if ends_process {
@@ -93,13 +95,17 @@ fn executed() {
     maps::started((bpf_get_current_pid_tgid() >> 32) as u32, start::EXEC);
 }
 
-/// Forks of the target, for the trace: `sched_process_fork(parent, child)`, in the parent.
-/// tp_btf only: the classic tracepoint gives no task to read the child's table from.
+/// Forks of the target, for the trace and a launched command's children:
+/// `sched_process_fork(parent, child)`, in the parent, before the child first runs. tp_btf
+/// only: the classic tracepoint gives no task to read the child's table from.
 #[btf_tracepoint(function = "sched_process_fork")]
 pub fn fdprof_task_fork(ctx: BtfTracePointContext) -> i32 {
     let child: u64 = ctx.arg(1);
     if kernel::trace_on() {
         trace::forked(child);
+    }
+    if kernel::children_on() {
+        child_started(child);
     }
     if (kernel::starts_on() || kernel::target_is_set())
         && let Some(tgid) = kernel::task_tgid(child)
@@ -111,6 +117,24 @@ pub fn fdprof_task_fork(ctx: BtfTracePointContext) -> i32 {
         maps::started(tgid, start::FORK);
     }
     0
+}
+
+/// A fork by the target or a process followed (`CHILDREN`): a new process (not a thread) is
+/// followed from now on, its figures added to the target's; a full `FOLLOWED` is a
+/// `targets`/`map_full` drop. Any new process, whatever its table: unlike the trace, which
+/// follows only the forks with tables of their own, these count what every process does.
+#[inline(always)]
+fn child_started(child: u64) {
+    if kernel::target_tid().is_none() {
+        return;
+    }
+    let Some(tgid) = kernel::task_tgid(child) else {
+        maps::dropped(drop::PROBE_TARGETS, drop::READ_FAILED);
+        return;
+    };
+    if u64::from(tgid) != bpf_get_current_pid_tgid() >> 32 {
+        kernel::follow(tgid, drop::PROBE_TARGETS);
+    }
 }
 
 /// `task_rename(task, comm)`: the renamer is of the renamed task's process (prctl, or

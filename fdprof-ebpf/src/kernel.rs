@@ -60,6 +60,10 @@ static LATENCY: u32 = 0;
 /// 1: every fd-table operation of the target is sent to the `TRACE` ring buffer.
 #[unsafe(no_mangle)]
 static TRACE_ON: u32 = 0;
+/// 1 (`target_kind::TGID` only): the processes the target starts are followed from their fork
+/// (`FOLLOWED`), their figures added to its own.
+#[unsafe(no_mangle)]
+static CHILDREN: u32 = 0;
 
 /// Settings user space writes after attaching (a global is fixed before load, but which
 /// probes attach is only known after): `CONFIG[DIRECT_ALLOC]` = 1 once the allocator itself
@@ -67,10 +71,18 @@ static TRACE_ON: u32 = 0;
 #[map]
 pub static CONFIG: Array<u32> = Array::with_max_entries(fdprof_common::fnops::CONFIG_ENTRIES, 0);
 
-/// Processes the trace follows besides the target: its forks with tables of their own, until
-/// they end. Written only at fork and exit, read (lock-free) by the target filter.
+/// Processes followed besides the target (`target_kind::TGID`): under the trace, its forks with
+/// tables of their own; under `CHILDREN`, every process it or a followed one starts; each until
+/// it ends. Written only at fork and exit, read (lock-free) by the target filter.
 #[map]
 static FOLLOWED: HashMap<u32, u8> = HashMap::with_max_entries(MAX_FOLLOWED, 0);
+
+/// 1 once any process went into `FOLLOWED`: until then the filter answers for other processes
+/// with this array read, which the verifier inlines, and not a hash lookup (a launched server
+/// that never forks costs the rest of the machine nothing). Set at the fork, before the child
+/// first runs; never cleared (closing it again would need a count kept atomically).
+#[map]
+static ANY_FOLLOWED: Array<u32> = Array::with_max_entries(1, 0);
 
 /// The target set (`target_kind::SET`): tgid → how it joined. User space fills it; the
 /// programs add `--comm` names' processes at exec and rename and targets' children at fork, and
@@ -159,6 +171,13 @@ pub fn trace_on() -> bool {
     global(&TRACE_ON) != 0
 }
 
+/// Whether the processes a single target starts are followed (a launched command). A frozen
+/// global: with it and the trace off, the verifier drops the `FOLLOWED` lookup from the filter.
+#[inline(always)]
+pub fn children_on() -> bool {
+    global(&CHILDREN) != 0
+}
+
 /// The current process when figures are kept per process (`-a`, a target set): what they are
 /// keyed by. `None` for a single target, whose figures are all one process's.
 #[inline(always)]
@@ -189,7 +208,7 @@ pub fn target_tid() -> Option<u32> {
         target_kind::ALL => (pid_tgid >> 32) as u32 != global(&TARGET_ID),
         target_kind::TGID => {
             let tgid = (pid_tgid >> 32) as u32;
-            tgid == global(&TARGET_ID) || (trace_on() && followed(tgid))
+            tgid == global(&TARGET_ID) || ((trace_on() || children_on()) && followed(tgid))
         }
         // SAFETY: the value is not kept.
         target_kind::SET => unsafe { TARGETS.get(&((pid_tgid >> 32) as u32)).is_some() },
@@ -234,19 +253,22 @@ pub fn task_tgid(task: u64) -> Option<u32> {
     read::<u32>(task + u64::from(global(&OFF_TASK_TGID))).filter(|&t| t != 0)
 }
 
-/// Whether the trace follows process `tgid` (a fork of the target).
+/// Whether process `tgid` is followed (started by the target, or by one followed).
 #[inline(always)]
 fn followed(tgid: u32) -> bool {
     // SAFETY: the value is not kept.
-    unsafe { FOLLOWED.get(&tgid).is_some() }
+    ANY_FOLLOWED.get(0).is_some_and(|&v| v != 0) && unsafe { FOLLOWED.get(&tgid).is_some() }
 }
 
-/// Follows process `tgid` from now on; a full map is a counted drop (its operations are then
-/// missing from the trace).
+/// Follows process `tgid` from now on; a full map is a counted drop of `probe` (the trace's:
+/// its operations are missing from the trace; the targets': from the figures).
 #[inline(always)]
-pub fn follow(tgid: u32) {
+pub fn follow(tgid: u32, probe: u32) {
     if FOLLOWED.insert(&tgid, &1, 0).is_err() {
-        crate::maps::dropped(drop::PROBE_TRACE, drop::MAP_FULL);
+        crate::maps::dropped(probe, drop::MAP_FULL);
+    } else if let Some(any) = ANY_FOLLOWED.get_ptr_mut(0) {
+        // SAFETY: a valid map value; every writer writes the same 1.
+        unsafe { *any = 1 };
     }
 }
 

@@ -206,7 +206,7 @@ pub fn forked(child: u64) {
     if table == parent {
         return;
     }
-    kernel::follow(tgid);
+    kernel::follow(tgid, drop::PROBE_TRACE);
     send(TraceRecord {
         op: op::FORK,
         fd: tgid as i32,

@@ -141,7 +141,8 @@ pub struct Target {
     /// The processes given (kind `pids`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pids: Vec<u32>,
-    /// The processes they start are followed too (`--children`).
+    /// The processes they start are followed too (`--children`; a launched command's always, its
+    /// figures counted as its own).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub children: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -389,6 +389,62 @@ fn a_command_outliving_the_duration_is_ended() {
     assert_no_programs_left();
 }
 
+/// A launched command is followed into the processes it starts, from their fork (a shell's
+/// child, a pipeline, a child's child), their counts added to its own; its own (after exec)
+/// stay exact, and a process it did not start is not counted, busy as it is meanwhile.
+#[test]
+fn a_command_is_followed_into_what_it_starts() {
+    require_root();
+    let _guard = kernel_lock();
+    let w = env!("CARGO_BIN_EXE_fdprof");
+    let sockets = |n: u32| format!("{w} workload socket-close --ops {n} >/dev/null");
+    let mut outsider = Command::new(w)
+        .args(["workload", "socket-close", "-d", "20s"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Each makes 1500 sockets in all; `; true` keeps sh from exec-ing its last command.
+    let cases = [
+        ("own", format!("exec {}", sockets(1500))),
+        ("child", format!("{}; true", sockets(1500))),
+        (
+            "child and own",
+            format!("{}; exec {}", sockets(1000), sockets(500)),
+        ),
+        ("pipeline", format!("{} | {}", sockets(1000), sockets(500))),
+        (
+            "grandchild",
+            format!("sh -c '{}; true'; true", sockets(1500)),
+        ),
+    ];
+    for (name, script) in &cases {
+        let out = tmp("command-children.data");
+        let result = run(fdprof()
+            .arg("record")
+            .arg("-o")
+            .arg(&out)
+            .args(["--", "sh", "-c", script]));
+        let stderr = String::from_utf8_lossy(&result.stderr);
+        assert!(result.status.success(), "{name}: {stderr}");
+        assert!(stderr.contains("and what it starts"), "{stderr}");
+        let rec = read_json(&out);
+        assert_eq!(rec["end_reason"], "command_exited", "{name}");
+        assert_eq!(rec["target"]["children"], true, "{name}");
+        assert_eq!(calls(&rec, "socket"), 1500, "{name}: {script}");
+        let lost: u64 = rec["drops"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|d| d["probe"] == "targets")
+            .map(|d| d["count"].as_u64().unwrap())
+            .sum();
+        assert_eq!(lost, 0, "{name}");
+    }
+    let _ = outsider.kill();
+    let _ = outsider.wait();
+    assert_no_programs_left();
+}
+
 fn setpriv(args: &[&str], fdprof_args: &[&str]) -> std::process::Output {
     run(Command::new("setpriv")
         .args(args)

@@ -148,6 +148,34 @@ fn a_launched_command_is_watched_until_it_exits() {
     assert_no_programs_left();
 }
 
+/// What a launched command starts is watched from its fork: the shell's child's sockets, all
+/// of them, in the command's intervals.
+#[test]
+fn what_a_launched_command_starts_is_watched() {
+    require_root();
+    let _guard = kernel_lock();
+    let script = format!(
+        "{} workload socket-close --ops 1500 >/dev/null; true",
+        env!("CARGO_BIN_EXE_fdprof")
+    );
+    let out = run(fdprof()
+        .args(["top", "--jsonl", "--interval", "100ms", "-n", "600", "--"])
+        .args(["sh", "-c", &script]));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ivs = json_lines(&out.stdout);
+    check_sequence(&ivs);
+    let last = ivs.last().unwrap();
+    assert_eq!(last.report.header.end_reason.name(), "command_exited");
+    assert!(last.report.header.target.children);
+    let sockets: u64 = ivs.iter().map(|iv| calls(&iv.report, "socket")).sum();
+    assert_eq!(sockets, 1500);
+    assert_no_programs_left();
+}
+
 /// The machine's steal so far (`/proc/stat`'s first line), ns.
 fn machine_steal_ns() -> u64 {
     let stat = std::fs::read_to_string("/proc/stat").unwrap();

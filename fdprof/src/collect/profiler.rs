@@ -62,6 +62,11 @@ pub struct ProfilerOptions {
     /// Send every fd-table operation of the target to the trace ring buffer
     /// ([`Profiler::take_trace`]).
     pub trace: bool,
+    /// A single process ([`Filter::Tgid`]): also follow the processes it starts (and theirs),
+    /// from their fork until they end, their figures added to its own (a launched command).
+    /// Forks are seen with tp_btf only: elsewhere a note says they are not followed. A set's
+    /// processes say so in their entries instead.
+    pub children: bool,
 }
 
 impl Default for ProfilerOptions {
@@ -74,6 +79,7 @@ impl Default for ProfilerOptions {
             latency: false,
             cpu_hz: None,
             trace: false,
+            children: false,
         }
     }
 }
@@ -120,6 +126,7 @@ impl Profiler {
         let slow_ns = u64::try_from(opts.slow.as_nanos()).unwrap_or(u64::MAX);
         let latency = u32::from(opts.latency);
         let trace = u32::from(opts.trace && !opts.lock_only);
+        let children = u32::from(opts.children && matches!(opts.filter, Filter::Tgid(_)));
         let trace_bytes = if trace != 0 {
             fdprof_common::trace::RING_BYTES
         } else {
@@ -165,6 +172,7 @@ impl Profiler {
                 opts.cpu_hz.map_or(1, |_| fdprof_common::cpu::STACK_TRACES),
             )
             .override_global(setting::TRACE_ON, &trace, true)
+            .override_global(setting::CHILDREN, &children, true)
             .map_max_entries(map::TRACE, trace_bytes)
             .map_max_entries(map::PROCESS_STARTS, starts_bytes)
             .map_max_entries(map::TARGETS, max_targets)
@@ -234,6 +242,13 @@ impl Profiler {
                     Attachment::ClassicTracepoint
                 }
             };
+            if family == Role::TaskExits && how == Attachment::ClassicTracepoint && children != 0 {
+                notes.push(
+                    "task_exits: forks are seen with tp_btf only: the processes the command \
+                     starts are not followed, only the command's own"
+                        .into(),
+                );
+            }
             attachments.insert(family, how);
         }
         // The trace's order on shared tables: a moment inside file_lock for each operation.

@@ -43,7 +43,8 @@ pub struct Resolved {
     pub comm: Option<String>,
     /// A target set's processes, as given; empty for the other kinds.
     pub pids: Vec<u32>,
-    /// A target set's processes bring the processes they start.
+    /// The processes the target starts are followed too: a target set's with `--children`
+    /// (each its own figures), a launched command's always (counted as the command's own).
     pub children: bool,
 }
 
@@ -96,8 +97,10 @@ pub fn resolve(spec: &TargetSpec) -> Result<Resolved> {
             ..none
         },
         TargetSpec::All => none,
+        // What a command starts (a shell's children, a pipeline) is the command's work.
         TargetSpec::Command(_) => Resolved {
             kind: TargetKind::Command,
+            children: true,
             ..none
         },
     })

@@ -88,11 +88,13 @@ pub struct RecordArgs {
     /// Keep raw kernel and user addresses in the recording (they reveal the KASLR layout)
     #[arg(long)]
     pub raw_addrs: bool,
-    /// Launch and profile this command; recording stops when it exits. Its exit status (code
-    /// or signal) is kept in the recording; record's own exit status is 0 when the recording
-    /// succeeded, whatever the command's. 126/127: the command cannot run / was not found.
-    /// SIGINT, SIGTERM and SIGHUP to fdprof are passed on to it (SIGKILL 5 s later or at a
-    /// second signal); it never outlives fdprof
+    /// Launch and profile this command, and the processes it starts (a shell's children, a
+    /// pipeline's), each followed from its fork, their figures added to the command's;
+    /// recording stops when the command itself exits. Its exit status (code or signal) is kept
+    /// in the recording; record's own exit status is 0 when the recording succeeded, whatever
+    /// the command's. 126/127: the command cannot run / was not found. SIGINT, SIGTERM and
+    /// SIGHUP to fdprof are passed on to it (SIGKILL 5 s later or at a second signal); it never
+    /// outlives fdprof
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
 }

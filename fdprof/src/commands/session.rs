@@ -140,6 +140,7 @@ pub fn start(
         latency: request.latency,
         cpu_hz: request.cpu_hz,
         trace: request.trace,
+        children: resolved.children,
     };
     let profiler = match Profiler::attach(&kernel, options)
         .and_then(|mut p| fill_set(&mut p, &resolved).map(|()| p))

@@ -83,7 +83,8 @@ pub struct TopArgs {
     #[arg(short = 'n', long = "count", value_name = "COUNT",
           value_parser = clap::value_parser!(u64).range(1..))]
     pub count: Option<u64>,
-    /// Launch and watch this command until it exits; it is sent SIGTERM when top stops first.
+    /// Launch and watch this command until it exits, with the processes it starts, each from
+    /// its fork, their figures added to the command's; it is sent SIGTERM when top stops first.
     /// Under the screen, its input is /dev/null and its output (the last 64 KiB) is printed
     /// once the screen is gone
     #[arg(last = true, value_name = "CMD")]

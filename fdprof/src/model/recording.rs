@@ -187,7 +187,9 @@ pub struct Target {
         deserialize_with = "bounded::pids"
     )]
     pub pids: Vec<u32>,
-    /// The processes the given ones start are followed too (`--children`).
+    /// The processes the given ones start are followed too (`--children`); a launched command's
+    /// always are, from their fork, counted as the command's own (false in recordings made
+    /// before they were).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub children: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -226,7 +228,16 @@ impl Target {
                     .map(|p| p.rsplit('/').next().unwrap_or(p))
                     .unwrap_or_default();
                 let line: Vec<&str> = std::iter::once(program).chain(words).collect();
-                format!("`{}` (pid {})", line.join(" "), self.pid.unwrap_or(0))
+                format!(
+                    "`{}` (pid {}){}",
+                    line.join(" "),
+                    self.pid.unwrap_or(0),
+                    if self.children {
+                        " and what it starts"
+                    } else {
+                        ""
+                    }
+                )
             }
             TargetKind::Pids => {
                 let pids: Vec<String> = self.pids.iter().map(u32::to_string).collect();

@@ -248,6 +248,7 @@ impl Watcher {
             latency: self.watch.latency,
             cpu_hz: self.watch.cpu_hz,
             trace: false,
+            children: false,
         };
         if self.symbols.is_none() {
             log::error("cannot load the programs: kernel stacks cannot be symbolized");
