@@ -13,7 +13,8 @@
 //! profiler that keys a wait by task and call site must make there (who is waiting, its task,
 //! a read of its saved user registers): the floor of a per-site mean wait.
 //! `fdprof top` (1 s intervals) runs the same probes as `record`: its ratio should match.
-//! Options: `--rounds N` (default 5), `--only NAME,NAME` (the baseline and these variants).
+//! Options: `--rounds N` (default 5), `--only NAME,NAME` (the baseline and these variants),
+//! `--only syscost` (the cost of one syscall alone).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -400,6 +401,9 @@ pub fn run(args: &[String]) -> Result<()> {
     let fdprof = fdprof_release();
     let out: PathBuf = root().join("target/bench/overhead");
     std::fs::create_dir_all(&out)?;
+    if only_syscost(args) {
+        return crate::bench_syscost::run(&fdprof, &out, rounds);
+    }
     let variants = selected(variants(), args)?;
     // Each variant runs between two baseline runs and is compared with their mean: this VM's
     // speed drifts by ±10% within a minute, which medians of separate columns do not cancel.
@@ -559,6 +563,14 @@ fn wait_table(
             v.name, avg, vs, per_wait, end
         );
     }
+}
+
+/// `--only syscost`: the syscall-cost bench alone.
+fn only_syscost(args: &[String]) -> bool {
+    args.iter()
+        .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1))
+        .is_some_and(|names| names == "syscost")
 }
 
 /// `--only NAME,NAME`: the baseline and the variants named (the syscall-cost bench is skipped).
