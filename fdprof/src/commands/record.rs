@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use fdprof_common::{
     counters::drop,
     probes::Mode,
@@ -181,14 +181,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
         starts: session.per_process(),
         ..StageOptions::default()
     };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the collector's runtime")?;
-    let mut stage = {
-        let _inside = runtime.enter();
-        Stage::start(profiler, symbols, facts, options)?
-    };
+    let (runtime, mut stage) = Stage::start_on_own_runtime(profiler, symbols, facts, options)?;
     // One line once everything is live, the stage's rings included (with -a, a process
     // started before them would not be told of), which scripts wait for.
     eprintln!("{attached}");
@@ -224,12 +217,10 @@ pub fn run(args: RecordArgs) -> Result<()> {
     } else {
         "aggregated in the kernel: no ring buffer, so nothing is lost to a full buffer".into()
     });
-    let over_bounds = assembler
-        .symbols
-        .system()
-        .map_or(0, |system| system.start_counts().over_bounds);
+    let mut over_bounds = 0;
     if let Some(system) = assembler.symbols.system() {
         let starts = system.start_counts();
+        over_bounds = starts.over_bounds;
         notes.push(format!(
             "user stacks of every process: maps read as the kernel told of each fork or exec \
              ({} starts: {} processes read at once in {:.1} ms, {} gone before they could be \

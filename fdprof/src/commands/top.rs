@@ -246,14 +246,7 @@ pub fn run(args: TopArgs) -> Result<()> {
         trim: true,
         stats_origin: None,
     };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the collector's runtime")?;
-    let mut stage = {
-        let _inside = runtime.enter();
-        Stage::start(profiler, symbols, facts, options)?
-    };
+    let (runtime, mut stage) = Stage::start_on_own_runtime(profiler, symbols, facts, options)?;
     // The events are read from here on: a launched command runs now.
     session.go()?;
     let mut view = View {

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::pin::Pin;
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use fdprof_figures::Event;
 use tokio::time::{self, Instant, MissedTickBehavior, Sleep};
 
@@ -174,6 +174,25 @@ impl Stage {
         })
     }
 
+    /// [`Stage::start`] on a current-thread runtime of its own, for a command that drives the
+    /// stage from its main thread (`runtime.block_on(stage.next(…))`).
+    pub fn start_on_own_runtime(
+        profiler: Profiler,
+        symbols: Symbols,
+        facts: Facts,
+        opts: StageOptions,
+    ) -> Result<(tokio::runtime::Runtime, Self)> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("cannot start the collector's runtime")?;
+        let stage = {
+            let _inside = runtime.enter();
+            Self::start(profiler, symbols, facts, opts)?
+        };
+        Ok((runtime, stage))
+    }
+
     pub fn profiler(&self) -> &Profiler {
         &self.profiler
     }
@@ -216,11 +235,9 @@ impl Stage {
                 }
                 _ = next_tick(&mut self.clock) => {
                     let last = self.opts.count.is_some_and(|n| self.cuts.index + 1 >= n);
-                    let interval = self.interval()?;
-                    if last {
-                        self.ended = true;
-                        return Ok(Tick::Interval(Box::new(LiveInterval { last, ..interval })));
-                    }
+                    let mut interval = self.interval()?;
+                    interval.last = last;
+                    self.ended = last;
                     return Ok(Tick::Interval(Box::new(interval)));
                 }
                 _ = until(deadline) => return Ok(Tick::Idle),

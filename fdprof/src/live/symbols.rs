@@ -84,10 +84,7 @@ impl Symbols {
     /// The symbolizers to assemble with: user stacks through the one process's maps, or each
     /// stack's own process's.
     pub fn symbolizers(&mut self) -> Symbolizers<'_> {
-        let user_pid = match self.maps {
-            Maps::One(pid) => Some(pid),
-            _ => None,
-        };
+        let user_pid = self.user_pid();
         Symbolizers {
             kernel: &self.kernel,
             user: &mut self.user,
@@ -213,13 +210,11 @@ impl Symbols {
 
     /// Events symbolized now, while their processes live.
     pub fn events(&mut self, raw: &[RawEvent], stacks: &HashMap<i32, Vec<u64>>) -> Vec<Event> {
+        let user_pid = self.user_pid();
         let mut sym = Symbolizers {
             kernel: &self.kernel,
             user: &mut self.user,
-            user_pid: match self.maps {
-                Maps::One(pid) => Some(pid),
-                _ => None,
-            },
+            user_pid,
             raw_addrs: false,
         };
         self.events.events(raw, stacks, &mut sym)

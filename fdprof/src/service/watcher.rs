@@ -338,7 +338,7 @@ impl Watcher {
                 if let Some(last) = finished.last.take() {
                     let rec = finished.assembler.recording(&last, EndReason::Duration);
                     self.events.extend(last.events);
-                    self.count_events_dropped(last.events_dropped);
+                    count_events_dropped(&mut self.followed.dropped, last.events_dropped);
                     match self.finished.as_mut() {
                         Some(into) => merge::add(into, &rec),
                         None => self.finished = Some(rec),
@@ -394,10 +394,7 @@ impl Watcher {
                         None => whole = Some(rec),
                     }
                     self.events.extend(live.events);
-                    if live.events_dropped > 0 {
-                        *self.followed.dropped.entry(EVENT_BOUND).or_default() +=
-                            live.events_dropped;
-                    }
+                    count_events_dropped(&mut self.followed.dropped, live.events_dropped);
                     // The rows of processes that left go: their room serves new ones, and a
                     // pid reused later starts from zero.
                     if let Err(e) = stage.forget(&self.followed.left()) {
@@ -482,13 +479,6 @@ impl Watcher {
             .collect()
     }
 
-    /// Counts the events past an interval's bound.
-    fn count_events_dropped(&mut self, dropped: u64) {
-        if dropped > 0 {
-            *self.followed.dropped.entry(EVENT_BOUND).or_default() += dropped;
-        }
-    }
-
     /// Symbolizers started afresh, for when they were lost with the programs; without them
     /// (kallsyms unreadable) nothing loads again.
     fn fresh_symbols(&self) -> Option<Symbols> {
@@ -555,6 +545,13 @@ impl Watcher {
     pub fn shutdown(&mut self) {
         self.unload("the daemon stops");
         self.finished = None;
+    }
+}
+
+/// Counts the events past an interval's bound with the daemon's drops.
+fn count_events_dropped(drops: &mut BTreeMap<&'static str, u64>, dropped: u64) {
+    if dropped > 0 {
+        *drops.entry(EVENT_BOUND).or_default() += dropped;
     }
 }
 
