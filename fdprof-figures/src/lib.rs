@@ -8,6 +8,7 @@
 //! empty histogram) is `null`.
 
 mod activity;
+mod cgroups;
 mod contention;
 mod cost;
 mod counters;
@@ -23,6 +24,7 @@ mod report;
 mod stacks;
 
 pub use activity::{Scan, Syscall, SyscallLatency, Table};
+pub use cgroups::{CgroupGroup, Container, FileLockWaits, Identity, Runtime};
 pub use contention::{Contention, Function, LockOperation, LockTotal, StackWalks, WaitShare};
 pub use cost::{DropCounter, Drops, OwnCost, ProgramCost};
 pub use counters::{CounterName, CounterTotal, Counters, TargetCpu, ThreadRow};

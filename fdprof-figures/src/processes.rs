@@ -12,6 +12,9 @@ pub struct Process {
     /// Empty when the process only waited and made no fd syscall (the kernel names a process
     /// at its first fd syscall).
     pub comm: String,
+    /// Its cgroup, container and pid in its namespace, where known.
+    #[serde(flatten)]
+    pub identity: crate::Identity,
     /// Waits on this process's own `file_lock`, ns, and how many.
     pub file_lock_wait_ns: u64,
     pub file_lock_count: u64,

@@ -74,6 +74,11 @@ pub struct Report {
     /// Empty otherwise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub processes: Vec<crate::Process>,
+    /// The processes by container, or outside containers by cgroup (each process of
+    /// `processes` in one group), most `file_lock` wait first, then most fd syscalls. Empty
+    /// where `processes` is.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cgroups: Vec<crate::CgroupGroup>,
 }
 
 impl Default for Report {
@@ -103,6 +108,7 @@ impl Default for Report {
             cpu: None,
             steal: None,
             processes: Vec::new(),
+            cgroups: Vec::new(),
         }
     }
 }

@@ -1,4 +1,16 @@
-//! `/proc/PATH/stat`, read once for everyone who needs a task's state or times.
+//! `/proc/PATH/stat`, read once for everyone who needs a task's state or times, and the
+//! processes `/proc` lists.
+
+/// The pids of the processes alive now, at most `limit` of them.
+pub fn pids(limit: usize) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .take(limit)
+        .collect()
+}
 
 /// The fields of `/proc/PATH/stat` after the command name, the state first (field 3 of
 /// proc(5) is index 0 here). The name may hold spaces and parentheses, so the fields are

@@ -5,6 +5,7 @@
 //! One module per figure group; [`report`] assembles them into the [`Report`] that
 //! `fdprof report --json` prints as it is.
 
+pub mod cgroups;
 mod contention;
 mod counters;
 mod cpu;
@@ -94,6 +95,7 @@ fn figures(rec: &Recording, opts: &ReportOptions) -> Report {
         cpu: cpu(rec, opts),
         steal: steal(rec),
         processes: processes(rec),
+        cgroups: cgroups::cgroups(rec),
     }
 }
 

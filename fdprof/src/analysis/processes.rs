@@ -29,6 +29,7 @@ pub fn processes(rec: &Recording) -> Vec<Process> {
                 table: p.table.is_some().then(|| table(&own)),
                 pid: p.pid,
                 comm: p.comm.clone(),
+                identity: p.identity.clone(),
                 file_lock_wait_ns: sum(file_lock().map(|s| s.total_wait_ns)),
                 file_lock_count: sum(file_lock().map(|s| s.count)),
                 wait_ns: sum(own.contention.iter().map(|s| s.total_wait_ns)),

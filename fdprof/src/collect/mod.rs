@@ -6,6 +6,7 @@ pub mod counters;
 pub mod cpu;
 pub mod direct;
 pub mod events;
+pub mod identity;
 pub mod kernel;
 pub mod launch;
 pub mod processes;

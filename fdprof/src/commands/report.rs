@@ -37,11 +37,33 @@ pub struct ReportArgs {
     /// Only the processes of this name (comm) of a system-wide recording (repeatable)
     #[arg(long, value_name = "NAME")]
     pub comm: Vec<String>,
+    /// Only the processes in this cgroup (or below it) of a system-wide recording, by its path
+    /// as `/proc/PID/cgroup` shows it (repeatable)
+    #[arg(long, value_name = "PATH")]
+    pub cgroup: Vec<String>,
+    /// Only the processes of this container of a system-wide recording: its id, or a prefix
+    /// of at least 12 characters (repeatable)
+    #[arg(long, value_name = "ID", value_parser = container_prefix)]
+    pub container: Vec<String>,
+}
+
+/// A container id prefix: 12 to 64 hex digits, lowercase as runtimes print them.
+fn container_prefix(arg: &str) -> Result<String, String> {
+    let id = arg.to_ascii_lowercase();
+    if (12..=64).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Ok(id)
+    } else {
+        Err("a container id is 12 to 64 hex digits (as `podman ps` or `docker ps` shows it)".into())
+    }
 }
 
 pub fn run(args: &ReportArgs) -> Result<()> {
     let mut rec = Recording::read(&args.input)?;
-    if !args.pid.is_empty() || !args.comm.is_empty() {
+    if !args.pid.is_empty()
+        || !args.comm.is_empty()
+        || !args.cgroup.is_empty()
+        || !args.container.is_empty()
+    {
         rec = only_processes(rec, args)?;
     }
     if args.cpu && rec.cpu.is_none() {
@@ -70,18 +92,34 @@ pub fn run(args: &ReportArgs) -> Result<()> {
     Ok(())
 }
 
-/// The recording narrowed to the processes `--pid`/`--comm` select (either selects).
+/// The recording narrowed to the processes `--pid`/`--comm`/`--cgroup`/`--container` select
+/// (any selects).
 fn only_processes(rec: Recording, args: &ReportArgs) -> Result<Recording> {
     let path = args.input.display().to_string();
     let file = crate::escape::name(&path);
     if rec.processes.is_empty() {
         anyhow::bail!(
-            "{file} has no per-process figures: --pid/--comm select processes of a system-wide \
-             recording (fdprof record -a)"
+            "{file} has no per-process figures: --pid/--comm/--cgroup/--container select \
+             processes of a system-wide recording (fdprof record -a)"
         );
     }
+    let in_cgroup = |p: &model::recording::ProcessRecord| {
+        p.identity.cgroup.as_deref().is_some_and(|path| {
+            args.cgroup.iter().any(|c| {
+                let c = c.trim_end_matches('/');
+                path == c || path.starts_with(&format!("{c}/")) || c.is_empty()
+            })
+        })
+    };
+    let in_container = |p: &model::recording::ProcessRecord| {
+        p.identity.container.as_ref().is_some_and(|c| {
+            args.container
+                .iter()
+                .any(|id| c.id.starts_with(id.as_str()))
+        })
+    };
     let mut narrowed = model::process::only(&rec, |p| {
-        args.pid.contains(&p.pid) || args.comm.contains(&p.comm)
+        args.pid.contains(&p.pid) || args.comm.contains(&p.comm) || in_cgroup(p) || in_container(p)
     });
     if narrowed.processes.is_empty() {
         anyhow::bail!("{file} has no process with {}", selection(args));
@@ -103,14 +141,23 @@ fn only_processes(rec: Recording, args: &ReportArgs) -> Result<Recording> {
     Ok(narrowed)
 }
 
-/// `--pid`/`--comm` as words, names escaped.
+/// `--pid`/`--comm`/`--cgroup`/`--container` as words, names escaped.
 fn selection(args: &ReportArgs) -> String {
     let pids = args.pid.iter().map(|p| format!("pid {p}"));
     let comms = args
         .comm
         .iter()
         .map(|c| format!("comm {}", crate::escape::name(c)));
-    pids.chain(comms).collect::<Vec<_>>().join(" or ")
+    let cgroups = args
+        .cgroup
+        .iter()
+        .map(|c| format!("cgroup {}", crate::escape::name(c)));
+    let containers = args.container.iter().map(|c| format!("container {c}"));
+    pids.chain(comms)
+        .chain(cgroups)
+        .chain(containers)
+        .collect::<Vec<_>>()
+        .join(" or ")
 }
 
 // The command line's names for the analysis options (clap stays out of analysis and render).

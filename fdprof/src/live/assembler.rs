@@ -69,6 +69,7 @@ impl Assembler {
     fn assemble(&mut self, snap: &Snapshot, run: Run) -> Recording {
         let mut recording = assemble::recording(snap, run, &mut self.symbols.symbolizers());
         crate::model::process::name_unnamed(&mut recording);
+        self.symbols.identify(&mut recording);
         recording
     }
 }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use fdprof_figures::Event;
 
-use crate::collect::{RawEvent, target::process_alive};
+use crate::collect::{RawEvent, identity::Identities, target::process_alive};
 use crate::model::{build::Symbolizers, events::EventSymbolizer};
 use crate::symbolize::{KernelSymbols, SystemMaps, UserSymbolizer};
 
@@ -56,6 +56,8 @@ pub struct Symbols {
     pub user: UserSymbolizer,
     events: EventSymbolizer,
     maps: Maps,
+    /// Where each process runs, read with its maps.
+    identities: Identities,
     refreshed: Instant,
     raw_addrs: bool,
 }
@@ -74,9 +76,15 @@ impl Symbols {
             user,
             events: EventSymbolizer::new(events_origin_ns),
             maps,
+            identities: Identities::default(),
             refreshed: Instant::now(),
             raw_addrs,
         };
+        if matches!(symbols.maps, Maps::System(_) | Maps::Starts) {
+            // Processes running before the start: read now, while they live.
+            let pids = crate::procfs::pids(crate::collect::identity::IDENTITIES);
+            symbols.identities.started(&pids);
+        }
         symbols.read_all();
         symbols
     }
@@ -124,6 +132,7 @@ impl Symbols {
                 }
             }
         }
+        self.identities.started(pids);
     }
 
     /// Processes that left a set: no longer read (their snapshots stay until trimmed).
@@ -138,6 +147,9 @@ impl Symbols {
     /// Processes the kernel said forked or exec'd: their maps read now, within the bounds, so
     /// their stacks symbolize even if they end before the next interval.
     pub fn started(&mut self, pids: &[u32]) {
+        if !matches!(self.maps, Maps::One(_)) {
+            self.identities.started(pids);
+        }
         match &mut self.maps {
             Maps::System(system) => {
                 system.started(pids, &mut self.user);
@@ -206,6 +218,14 @@ impl Symbols {
             USER_FILES,
         );
         self.events.trim(EVENT_STACKS);
+        self.identities.trim();
+    }
+
+    /// Fills in where each process of `rec` runs: as read before, or now if it lives.
+    pub fn identify(&mut self, rec: &mut crate::model::Recording) {
+        for p in &mut rec.processes {
+            p.identity = self.identities.of(p.pid);
+        }
     }
 
     /// Events symbolized now, while their processes live.

@@ -149,6 +149,7 @@ pub fn processes(snap: &Snapshot) -> Vec<ProcessRecord> {
         by_pid.entry(tgid).or_insert_with(|| ProcessRecord {
             pid: tgid,
             comm: snap.processes.comms.get(&tgid).cloned().unwrap_or_default(),
+            identity: Default::default(),
             syscalls: Vec::new(),
             scan: None,
             table: None,

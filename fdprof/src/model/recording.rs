@@ -383,6 +383,10 @@ pub struct ProcessRecord {
     /// As the kernel named it at its latest first use of an fd syscall.
     #[serde(deserialize_with = "bounded::name")]
     pub comm: String,
+    /// Its cgroup, container and pid in its namespace, read while it lived; empty in
+    /// recordings made before fdprof read them.
+    #[serde(flatten)]
+    pub identity: fdprof_figures::Identity,
     #[serde(deserialize_with = "bounded::syscalls")]
     pub syscalls: Vec<SyscallStats>,
     /// Its allocator's scans (the bits histogram only: no word counts per process) and its

@@ -2,6 +2,7 @@
 //! the [`Report`] computed by [`crate::analysis`].
 
 mod activity;
+mod cgroups;
 mod contention;
 mod cost;
 mod counters;
@@ -25,6 +26,7 @@ pub fn text(report: &Report) -> String {
     header::header(&mut out, report);
     contention::contention(&mut out, report);
     processes::processes(&mut out, report);
+    cgroups::cgroups(&mut out, report);
     functions::functions(&mut out, report);
     stacks::stacks(&mut out, report);
     cpu::cpu(&mut out, report);
