@@ -127,6 +127,9 @@ pub const CONFIG_EVENTS: u32 = 2;
 pub const CONFIG_STARTS: u32 = 3;
 /// Index in the `CONFIG` array: 1 when `TARGET_COMMS` holds names to match at exec and rename.
 pub const CONFIG_COMMS: u32 = 4;
+/// Index in the `CONFIG` array: 1 when `TARGET_CGROUPS` holds cgroups whose processes join when
+/// moved in.
+pub const CONFIG_CGROUPS: u32 = 5;
 /// Entries of the `CONFIG` array.
 pub const CONFIG_ENTRIES: u32 = 8;
 

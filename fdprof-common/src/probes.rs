@@ -35,7 +35,9 @@ pub mod map {
     pub const TARGETS: &str = "TARGETS";
     /// Hash of comm (NUL-padded) → slot: names whose processes join the set at exec or rename.
     pub const TARGET_COMMS: &str = "TARGET_COMMS";
-    pub const ALL: [&str; 19] = [
+    /// Hash of `targets::CgroupKey` → slot: cgroups whose processes join the set when moved in.
+    pub const TARGET_CGROUPS: &str = "TARGET_CGROUPS";
+    pub const ALL: [&str; 20] = [
         STACKS,
         SITE_INDEX,
         SITE_WAITS,
@@ -55,6 +57,7 @@ pub mod map {
         PROCESS_STARTS,
         TARGETS,
         TARGET_COMMS,
+        TARGET_CGROUPS,
     ];
 }
 
@@ -96,7 +99,13 @@ pub mod setting {
     /// from their fork until they end, their figures added to the target's (a launched command)
     /// (u32). Forks are seen with tp_btf only.
     pub const CHILDREN: &str = "CHILDREN";
-    pub const ALL: [&str; 22] = [
+    /// Offsets of `cgroup.kn`, `kernfs_node.id`, `cgroup.root` and `cgroup_root.hierarchy_id`
+    /// (a process moved into a followed cgroup); `u32::MAX` when absent.
+    pub const OFF_CGROUP_KN: &str = "OFF_CGROUP_KN";
+    pub const OFF_KERNFS_ID: &str = "OFF_KERNFS_ID";
+    pub const OFF_CGROUP_ROOT: &str = "OFF_CGROUP_ROOT";
+    pub const OFF_ROOT_HIERARCHY: &str = "OFF_ROOT_HIERARCHY";
+    pub const ALL: [&str; 26] = [
         TARGET_KIND,
         TARGET_ID,
         OFF_TASK_FILES,
@@ -119,6 +128,10 @@ pub mod setting {
         LATENCY,
         TRACE_ON,
         CHILDREN,
+        OFF_CGROUP_KN,
+        OFF_KERNFS_ID,
+        OFF_CGROUP_ROOT,
+        OFF_ROOT_HIERARCHY,
     ];
 }
 
@@ -235,6 +248,7 @@ impl Role {
                 (program::TASK_EXEC, "sched_process_exec"),
                 (program::TASK_FORK, "sched_process_fork"),
                 (program::TASK_RENAME, "task_rename"),
+                (program::CGROUP_ATTACH, "cgroup_attach_task"),
             ],
             _ => &[],
         }
@@ -334,12 +348,15 @@ pub mod program {
     /// `task:task_rename`: a `--comm` target set's names, matched at a rename.
     pub const TASK_RENAME: &str = "fdprof_task_rename";
     pub const TP_TASK_RENAME: &str = "fdprof_tp_task_rename";
+    /// `cgroup:cgroup_attach_task` (tp_btf only): a process moved into or out of a followed
+    /// cgroup (`--cgroup`).
+    pub const CGROUP_ATTACH: &str = "fdprof_cgroup_attach";
     /// kprobe/kretprobe on every syscall function of [`super::SYSCALL_FUNCTIONS`].
     pub const KP_SYS: &str = "fdprof_kp_sys";
     pub const KR_SYS: &str = "fdprof_kr_sys";
     /// kprobe at offsets inside the allocator and close functions ([`super::Role::LockedSections`]).
     pub const KP_LOCKED: &str = "fdprof_kp_locked";
-    pub const ALL: [&str; 44] = [
+    pub const ALL: [&str; 45] = [
         LOCK_BEGIN,
         LOCK_END,
         TP_LOCK_BEGIN,
@@ -381,6 +398,7 @@ pub mod program {
         TASK_FORK,
         TASK_RENAME,
         TP_TASK_RENAME,
+        CGROUP_ATTACH,
         KP_SYS,
         KR_SYS,
         KP_LOCKED,

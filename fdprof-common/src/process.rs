@@ -67,6 +67,8 @@ pub mod start {
     pub const FORK: u16 = 1;
     /// A process exec'd a new program.
     pub const EXEC: u16 = 2;
+    /// A process moved into a followed cgroup (`--cgroup`).
+    pub const MOVED: u16 = 3;
 }
 
 /// One record of the `PROCESS_STARTS` ring buffer (`-a` and target sets): a process to

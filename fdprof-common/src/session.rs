@@ -64,6 +64,19 @@ pub enum TargetKind {
     /// Several processes (`-p` given more than once, or `-p` with `--children`), each with its
     /// own figures as under `-a`.
     Pids,
+    /// The processes of cgroups (`--cgroup`): those in them and below them, those started
+    /// there and those moved in; each with its own figures as under `-a`.
+    Cgroup,
+}
+
+impl TargetKind {
+    /// Whether figures are kept per process (`-a`, a target set).
+    pub fn per_process(self) -> bool {
+        matches!(
+            self,
+            TargetKind::All | TargetKind::Pids | TargetKind::Cgroup
+        )
+    }
 }
 
 /// How a launched command ended: `{"code": N}` or `{"signal": N}` in JSON.

@@ -21,7 +21,25 @@ pub mod flag {
     /// It joined by its name (`TARGET_COMMS`): it leaves at an exec or rename to another name,
     /// and its forks, which carry its name, join.
     pub const BY_COMM: u32 = 1 << 1;
+    /// It joined as a process of a followed cgroup (`TARGET_CGROUPS`): it leaves when moved to
+    /// a cgroup of that hierarchy that is not followed.
+    pub const BY_CGROUP: u32 = 1 << 2;
 }
+
+/// `TARGET_CGROUPS` key: a cgroup as `cgroup:cgroup_attach_task` names it, its hierarchy's id
+/// (0: the v2 hierarchy; a v1 hierarchy's as `/proc/PID/cgroup` numbers it) and its id (the
+/// inode number of its directory). An entry with `id` 0 marks a hierarchy some followed cgroup
+/// is in: a move there to a cgroup not in the map is a move out.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CgroupKey {
+    pub hierarchy: u32,
+    pub _pad: u32,
+    pub id: u64,
+}
+
+/// `TARGET_CGROUPS` size: followed cgroups and their descendants, and the hierarchies' marks.
+pub const MAX_CGROUPS: u32 = 4096;
 
 /// `TARGETS` size unless user space asks for another (`--max-processes`): processes in the
 /// set at once. One joining a full set is a counted drop (`targets`/`map_full`).
@@ -34,4 +52,6 @@ pub const MAX_COMMS: u32 = 64;
 mod pod {
     // SAFETY: plain #[repr(C)] data, two u32s, no padding.
     unsafe impl aya::Pod for super::TargetEntry {}
+    // SAFETY: plain #[repr(C)] data, two u32s and a u64, no padding.
+    unsafe impl aya::Pod for super::CgroupKey {}
 }

@@ -137,6 +137,25 @@ fn child_started(child: u64) {
     }
 }
 
+/// `cgroup_attach_task(dst_cgrp, path, task, threadgroup)`, once per task moved, in the task
+/// that wrote the move: a process moved into a followed cgroup joins the set from now on.
+/// tp_btf only (the classic tracepoint names the thread, not its process): elsewhere user
+/// space reads the cgroups again each second.
+#[btf_tracepoint(function = "cgroup_attach_task")]
+pub fn fdprof_cgroup_attach(ctx: BtfTracePointContext) -> i32 {
+    if !kernel::target_is_set() || !kernel::cgroups_on() {
+        return 0;
+    }
+    let cgrp: u64 = ctx.arg(0);
+    let task: u64 = ctx.arg(2);
+    if let (Some(to), Some(tgid)) = (kernel::cgroup_key(cgrp), kernel::task_tgid(task))
+        && targets::moved(tgid, to)
+    {
+        maps::started(tgid, start::MOVED);
+    }
+    0
+}
+
 /// `task_rename(task, comm)`: the renamer is of the renamed task's process (prctl, or
 /// `/proc/PID/comm` within a process), so the current tgid is its.
 #[btf_tracepoint(function = "task_rename")]

@@ -9,7 +9,7 @@ use aya_ebpf::{
 use fdprof_common::{
     counters::drop,
     probes::target_kind,
-    targets::{MAX_COMMS, MAX_TARGETS, TargetEntry},
+    targets::{CgroupKey, MAX_CGROUPS, MAX_COMMS, MAX_TARGETS, TargetEntry},
     trace::MAX_FOLLOWED,
 };
 
@@ -64,6 +64,15 @@ static TRACE_ON: u32 = 0;
 /// (`FOLLOWED`), their figures added to its own.
 #[unsafe(no_mangle)]
 static CHILDREN: u32 = 0;
+/// A cgroup's id and hierarchy (`--cgroup`); `u32::MAX` where the kernel lacks a field.
+#[unsafe(no_mangle)]
+static OFF_CGROUP_KN: u32 = u32::MAX;
+#[unsafe(no_mangle)]
+static OFF_KERNFS_ID: u32 = u32::MAX;
+#[unsafe(no_mangle)]
+static OFF_CGROUP_ROOT: u32 = u32::MAX;
+#[unsafe(no_mangle)]
+static OFF_ROOT_HIERARCHY: u32 = u32::MAX;
 
 /// Settings user space writes after attaching (a global is fixed before load, but which
 /// probes attach is only known after): `CONFIG[DIRECT_ALLOC]` = 1 once the allocator itself
@@ -93,6 +102,37 @@ pub static TARGETS: HashMap<u32, TargetEntry> = HashMap::with_max_entries(MAX_TA
 /// Names whose processes join the set (comm, NUL-padded → slot), when `CONFIG[COMMS]` is on.
 #[map]
 pub static TARGET_COMMS: HashMap<[u8; 16], u32> = HashMap::with_max_entries(MAX_COMMS, 0);
+
+/// Cgroups whose processes join the set when moved in (and their hierarchies' marks), when
+/// `CONFIG[CGROUPS]` is on.
+#[map]
+pub static TARGET_CGROUPS: HashMap<CgroupKey, u32> = HashMap::with_max_entries(MAX_CGROUPS, 0);
+
+/// Whether cgroups are followed in the kernel (a `--cgroup` target set).
+#[inline(always)]
+pub fn cgroups_on() -> bool {
+    CONFIG
+        .get(fdprof_common::fnops::CONFIG_CGROUPS)
+        .is_some_and(|&v| v != 0)
+}
+
+/// `struct cgroup *cgrp` as `TARGET_CGROUPS` keys it; `None` where the kernel's fields are
+/// unknown or unreadable.
+#[inline(always)]
+pub fn cgroup_key(cgrp: u64) -> Option<CgroupKey> {
+    let (kn_off, id_off) = (global(&OFF_CGROUP_KN), global(&OFF_KERNFS_ID));
+    let (root_off, hier_off) = (global(&OFF_CGROUP_ROOT), global(&OFF_ROOT_HIERARCHY));
+    if kn_off == u32::MAX || id_off == u32::MAX || root_off == u32::MAX || hier_off == u32::MAX {
+        return None;
+    }
+    let kn = read::<u64>(cgrp + u64::from(kn_off)).filter(|&k| k != 0)?;
+    let root = read::<u64>(cgrp + u64::from(root_off)).filter(|&r| r != 0)?;
+    Some(CgroupKey {
+        hierarchy: read::<u32>(root + u64::from(hier_off))?,
+        _pad: 0,
+        id: read::<u64>(kn + u64::from(id_off))?,
+    })
+}
 
 /// Whether names are matched in the kernel (a `--comm` target set).
 #[inline(always)]

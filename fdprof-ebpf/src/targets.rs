@@ -2,13 +2,14 @@
 //! not at user space's next look. A `--comm` name's processes join at exec and at a rename of
 //! their main thread, and leave at an exec or rename to another name; a target's new processes
 //! join at fork when its entry says so (`flag::CHILDREN`, or `BY_COMM`: a fork carries its
-//! parent's name); a process leaves when it ends. Its per-process rows stay for user space to
+//! parent's name); a followed cgroup's processes join when moved in, and leave when moved out;
+//! a process leaves when it ends. Its per-process rows stay for user space to
 //! read (and delete).
 
 use aya_ebpf::helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid};
 use fdprof_common::{
     counters::drop,
-    targets::{TargetEntry, flag},
+    targets::{CgroupKey, TargetEntry, flag},
 };
 
 use crate::{kernel, maps};
@@ -89,6 +90,39 @@ pub fn forked(child_tgid: u32) {
     if entry.flags & (flag::CHILDREN | flag::BY_COMM) != 0 {
         join(child_tgid, &entry);
     }
+}
+
+/// Process `tgid` was moved into cgroup `to` (each of its threads, or one): it joins when `to`
+/// is followed, and one that joined by its cgroup leaves when moved elsewhere in a hierarchy
+/// followed. Returns whether it joined.
+#[inline(always)]
+pub fn moved(tgid: u32, to: CgroupKey) -> bool {
+    if !kernel::target_is_set() || !kernel::cgroups_on() || tgid == kernel::own_tgid() {
+        return false;
+    }
+    // SAFETY: the values are copied out at once.
+    if let Some(slot) = unsafe { kernel::TARGET_CGROUPS.get(&to).copied() } {
+        let joined = unsafe { kernel::TARGETS.get(&tgid).is_none() };
+        join(
+            tgid,
+            &TargetEntry {
+                slot,
+                flags: flag::CHILDREN | flag::BY_CGROUP,
+            },
+        );
+        return joined;
+    }
+    let hierarchy = CgroupKey {
+        hierarchy: to.hierarchy,
+        _pad: 0,
+        id: 0,
+    };
+    let followed_here = unsafe { kernel::TARGET_CGROUPS.get(&hierarchy).is_some() };
+    let entry = unsafe { kernel::TARGETS.get(&tgid).copied() };
+    if followed_here && entry.is_some_and(|e| e.flags & flag::BY_CGROUP != 0) {
+        let _ = kernel::TARGETS.remove(&tgid);
+    }
+    false
 }
 
 /// The current process ended: it leaves (its pid may be reused by anything).

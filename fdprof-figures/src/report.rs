@@ -151,6 +151,9 @@ pub struct Target {
     /// figures counted as its own).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub children: bool,
+    /// The cgroups followed (`--cgroup`); empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cgroups: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tid: Option<u32>,
     /// The launched command line (kind `command`).

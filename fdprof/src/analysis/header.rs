@@ -15,6 +15,7 @@ pub fn header(rec: &Recording) -> Header {
             pid: t.pid,
             pids: t.pids.clone(),
             children: t.children,
+            cgroups: t.cgroups.clone(),
             tid: t.tid,
             command: t.command.clone(),
             comm: t.comm.clone(),

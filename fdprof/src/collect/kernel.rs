@@ -6,13 +6,14 @@ use anyhow::{Context, Result};
 use crate::probe::{
     btf::Btf,
     kallsyms::Kallsyms,
-    offsets::{KernelOffsets, LockOffsets},
+    offsets::{CgroupOffsets, KernelOffsets, LockOffsets},
     roles::{FUNCTION_ROLES, FoundFunction, FunctionRole, Role, SYSCALL_ROLE},
 };
 
 pub struct Kernel {
     pub offsets: KernelOffsets,
     pub lock_offsets: LockOffsets,
+    pub cgroup_offsets: CgroupOffsets,
     /// The kernel image's data, `[start, end)`, where kallsyms lists it: static locks.
     pub image_data: Option<(u64, u64)>,
     /// The kernel's BTF as aya needs it (fentry, tp_btf).
@@ -36,6 +37,7 @@ impl Kernel {
         Ok(Self {
             offsets,
             lock_offsets: LockOffsets::from_btf(&btf),
+            cgroup_offsets: CgroupOffsets::from_btf(&btf),
             image_data: kallsyms.image_data,
             btf: aya::Btf::from_sys_fs().context("cannot read the kernel's BTF")?,
             functions,

@@ -2,6 +2,7 @@
 
 pub mod attach;
 pub mod batch;
+pub mod cgroups;
 pub mod counters;
 pub mod cpu;
 pub mod direct;

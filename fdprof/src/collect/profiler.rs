@@ -122,6 +122,7 @@ impl Profiler {
         };
         let o = kernel.offsets;
         let l = kernel.lock_offsets;
+        let c = kernel.cgroup_offsets;
         let image = kernel.image_data.unwrap_or((0, 0));
         let slow_ns = u64::try_from(opts.slow.as_nanos()).unwrap_or(u64::MAX);
         let latency = u32::from(opts.latency);
@@ -162,6 +163,14 @@ impl Profiler {
             .override_global(
                 setting::OFF_SIGHAND_SIGLOCK,
                 &l.sighand_struct_siglock,
+                true,
+            )
+            .override_global(setting::OFF_CGROUP_KN, &c.cgroup_kn, true)
+            .override_global(setting::OFF_KERNFS_ID, &c.kernfs_node_id, true)
+            .override_global(setting::OFF_CGROUP_ROOT, &c.cgroup_root, true)
+            .override_global(
+                setting::OFF_ROOT_HIERARCHY,
+                &c.cgroup_root_hierarchy_id,
                 true,
             )
             .override_global(setting::IMAGE_START, &image.0, true)
@@ -341,6 +350,15 @@ impl Profiler {
     /// Processes named one of `comms` join the set at their exec or rename: `(comm, slot)`.
     pub fn match_comms(&mut self, comms: &[(String, u32)]) -> Result<()> {
         targets::set_comms(&mut self.ebpf, comms)
+    }
+
+    /// Processes moved into these cgroups join the set at the move: `(cgroup, slot)`, with the
+    /// hierarchies' marks (see [`fdprof_common::targets::CgroupKey`]), replacing those set before.
+    pub fn follow_cgroups(
+        &mut self,
+        keys: &BTreeMap<fdprof_common::targets::CgroupKey, u32>,
+    ) -> Result<()> {
+        targets::set_cgroups(&mut self.ebpf, keys)
     }
 
     /// Deletes the per-process rows of processes that left, once their figures were read.

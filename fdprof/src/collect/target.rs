@@ -26,6 +26,8 @@ pub enum TargetSpec {
         pids: Vec<u32>,
         children: bool,
     },
+    /// The processes of cgroups (`--cgroup`): a target set.
+    Cgroups(Vec<std::path::PathBuf>),
     Tid(u32),
     All,
     /// A command, launched by [`super::launch`]; its pid is known once it is forked.
@@ -43,6 +45,8 @@ pub struct Resolved {
     pub comm: Option<String>,
     /// A target set's processes, as given; empty for the other kinds.
     pub pids: Vec<u32>,
+    /// The cgroups given (`--cgroup`), checked; empty for the other kinds.
+    pub cgroups: Vec<super::cgroups::Cgroup>,
     /// The processes the target starts are followed too: a target set's with `--children`
     /// (each its own figures), a launched command's always (counted as the command's own).
     pub children: bool,
@@ -58,9 +62,28 @@ pub fn resolve(spec: &TargetSpec) -> Result<Resolved> {
         tid: None,
         comm: None,
         pids: Vec::new(),
+        cgroups: Vec::new(),
         children: false,
     };
     Ok(match *spec {
+        TargetSpec::Cgroups(ref paths) => {
+            let mut cgroups: Vec<super::cgroups::Cgroup> = Vec::new();
+            for path in paths {
+                let cgroup = super::cgroups::Cgroup::resolve(path)?;
+                if !cgroups.contains(&cgroup) {
+                    cgroups.push(cgroup);
+                }
+            }
+            Resolved {
+                kind: TargetKind::Cgroup,
+                filter: Filter::Set {
+                    max: fdprof_common::targets::MAX_TARGETS,
+                },
+                cgroups,
+                children: true,
+                ..none
+            }
+        }
         TargetSpec::Pid(pid) => {
             check_process(pid)?;
             Resolved {
@@ -127,10 +150,14 @@ impl TargetSpec {
     pub fn of(
         pids: &[u32],
         children: bool,
+        cgroups: &[std::path::PathBuf],
         tid: Option<u32>,
         all: bool,
         command: &[String],
     ) -> Self {
+        if !cgroups.is_empty() {
+            return TargetSpec::Cgroups(cgroups.to_vec());
+        }
         match (pids, tid, all) {
             ([pid], _, _) if !children => TargetSpec::Pid(*pid),
             ([_, ..], _, _) => TargetSpec::Pids {
@@ -159,7 +186,8 @@ impl Resolved {
             // When every process given has exited (the processes they started may live on).
             TargetKind::Pids => self.pids.iter().all(|&p| !process_alive(p)),
             TargetKind::Tid => self.tid.is_some_and(|t| !thread_alive(t)),
-            TargetKind::All | TargetKind::Command | TargetKind::Name => false,
+            // A cgroup's processes come and go: it ends with a signal or a duration.
+            TargetKind::All | TargetKind::Command | TargetKind::Name | TargetKind::Cgroup => false,
         }
     }
 }

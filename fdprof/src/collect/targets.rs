@@ -15,7 +15,7 @@ use fdprof_common::{
     fnops,
     probes::map,
     process::{COMM_LEN, ProcessCounts, ProcessScan, ProcessSyscall},
-    targets::{MAX_COMMS, TargetEntry},
+    targets::{CgroupKey, MAX_CGROUPS, MAX_COMMS, TargetEntry},
 };
 
 /// Why a process was not added.
@@ -91,6 +91,31 @@ pub fn set_comms(ebpf: &mut Ebpf, comms: &[(String, u32)]) -> Result<()> {
     let mut config: Array<_, u32> =
         Array::try_from(ebpf.map_mut(map::CONFIG).context("no map CONFIG")?)?;
     config.set(fnops::CONFIG_COMMS, u32::from(!comms.is_empty()), 0)?;
+    Ok(())
+}
+
+/// Cgroups whose processes join when moved in: `keys` (cgroup → slot) replace those set
+/// before, new ones added before stale ones go, so no move in between is missed.
+pub fn set_cgroups(ebpf: &mut Ebpf, keys: &BTreeMap<CgroupKey, u32>) -> Result<()> {
+    anyhow::ensure!(
+        keys.len() <= MAX_CGROUPS as usize,
+        "at most {MAX_CGROUPS} cgroups can be followed in the kernel, not {}",
+        keys.len()
+    );
+    let mut map: BpfHashMap<_, CgroupKey, u32> = BpfHashMap::try_from(
+        ebpf.map_mut(map::TARGET_CGROUPS)
+            .context("no map TARGET_CGROUPS")?,
+    )?;
+    let old: Vec<CgroupKey> = map.keys().filter_map(Result::ok).collect();
+    for (key, slot) in keys {
+        map.insert(key, slot, 0)?;
+    }
+    for key in old.iter().filter(|k| !keys.contains_key(k)) {
+        let _ = map.remove(key);
+    }
+    let mut config: Array<_, u32> =
+        Array::try_from(ebpf.map_mut(map::CONFIG).context("no map CONFIG")?)?;
+    config.set(fnops::CONFIG_CGROUPS, u32::from(!keys.is_empty()), 0)?;
     Ok(())
 }
 

@@ -22,7 +22,7 @@ use crate::output::Output;
 use crate::symbolize::system;
 
 #[derive(clap::Args, Debug)]
-#[command(group(clap::ArgGroup::new("target").required(true).args(["pid", "tid", "all", "command"])))]
+#[command(group(clap::ArgGroup::new("target").required(true).args(["pid", "cgroup", "tid", "all", "command"])))]
 pub struct RecordArgs {
     /// Profile this process (all its threads, including ones created later); give -p several
     /// times for several processes, each with its own figures as under -a
@@ -32,6 +32,11 @@ pub struct RecordArgs {
     /// followed)
     #[arg(long, requires = "pid")]
     pub children: bool,
+    /// Profile the processes of this cgroup and the cgroups below it (a directory under
+    /// /sys/fs/cgroup, v2 or v1): those in it now, those started or moved in later; each
+    /// with its own figures as under -a (repeatable)
+    #[arg(long, value_name = "PATH")]
+    pub cgroup: Vec<std::path::PathBuf>,
     /// Profile this thread only
     #[arg(short, long)]
     pub tid: Option<u32>,
@@ -121,7 +126,14 @@ impl ModeArg {
 
 impl RecordArgs {
     fn target(&self) -> TargetSpec {
-        TargetSpec::of(&self.pid, self.children, self.tid, self.all, &self.command)
+        TargetSpec::of(
+            &self.pid,
+            self.children,
+            &self.cgroup,
+            self.tid,
+            self.all,
+            &self.command,
+        )
     }
 }
 
@@ -182,6 +194,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
         ..StageOptions::default()
     };
     let (runtime, mut stage) = Stage::start_on_own_runtime(profiler, symbols, facts, options)?;
+    stage.follow_cgroups(session.cgroups.take());
     // One line once everything is live, the stage's rings included (with -a, a process
     // started before them would not be told of), which scripts wait for.
     eprintln!("{attached}");

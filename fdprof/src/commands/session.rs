@@ -15,6 +15,7 @@ use fdprof_common::{
 
 use crate::collect::{
     Kernel, Profiler, ProfilerOptions, Resolved, TargetSpec,
+    cgroups::CgroupSet,
     launch::{self, Launched, Program},
     stats::own_cpu_ns,
     target,
@@ -85,6 +86,8 @@ pub struct Request<'a> {
 /// A profile under way: the target, a launched command and the start.
 pub struct Session {
     pub resolved: Resolved,
+    /// The cgroups followed (`--cgroup`), for the live stage to read again each second.
+    pub cgroups: Option<CgroupSet>,
     pub launched: Option<Launched>,
     pub target: Target,
     /// fdprof's CPU time at attach.
@@ -142,8 +145,10 @@ pub fn start(
         trace: request.trace,
         children: resolved.children,
     };
+    let mut cgroups =
+        (!resolved.cgroups.is_empty()).then(|| CgroupSet::new(resolved.cgroups.clone()));
     let profiler = match Profiler::attach(&kernel, options)
-        .and_then(|mut p| fill_set(&mut p, &resolved).map(|()| p))
+        .and_then(|mut p| fill_set(&mut p, &resolved, cgroups.as_mut()).map(|()| p))
     {
         Ok(p) => p,
         Err(e) => {
@@ -163,6 +168,7 @@ pub fn start(
         pid: resolved.pid,
         pids: resolved.pids.clone(),
         children: resolved.children,
+        cgroups: resolved.cgroups.iter().map(|c| c.path.clone()).collect(),
         tid: resolved.tid,
         command,
         comm: resolved.comm.clone(),
@@ -178,7 +184,7 @@ pub fn start(
     let maps = match (resolved.kind, resolved.pid) {
         (TargetKind::All, _) if request.live => Maps::Starts,
         (TargetKind::All, _) => Maps::System(SystemMaps::new()),
-        (TargetKind::Pids, _) | (_, None) => Maps::set(),
+        (TargetKind::Pids | TargetKind::Cgroup, _) | (_, None) => Maps::set(),
         (_, Some(pid)) => Maps::One(pid),
     };
     let mut symbols = Symbols::new(
@@ -189,7 +195,11 @@ pub fn start(
         request.raw_addrs,
     );
     symbols.follow(&resolved.pids);
+    if let Some(set) = &cgroups {
+        symbols.follow(&set.joined);
+    }
     let session = Session {
+        cgroups,
         resolved,
         launched,
         target,
@@ -265,7 +275,9 @@ impl Session {
         use fdprof_common::session::TargetKind;
         let pid = self.resolved.pid?;
         Some(match self.target.kind {
-            TargetKind::All | TargetKind::Name | TargetKind::Pids => return None,
+            TargetKind::All | TargetKind::Name | TargetKind::Pids | TargetKind::Cgroup => {
+                return None;
+            }
             TargetKind::Pid => threads_of(pid),
             TargetKind::Tid => {
                 let tid = self.resolved.tid?;
@@ -292,26 +304,29 @@ impl Session {
 
     /// The single process whose user stacks can be symbolized (none system-wide or for a set).
     pub fn user_pid(&self) -> Option<u32> {
-        match self.target.kind {
-            fdprof_common::session::TargetKind::All | fdprof_common::session::TargetKind::Pids => {
-                None
-            }
-            _ => self.resolved.pid,
+        match self.target.kind.per_process() {
+            true => None,
+            false => self.resolved.pid,
         }
     }
 
     /// Whether figures are kept per process (`-a`, a set of processes).
     pub fn per_process(&self) -> bool {
-        matches!(
-            self.target.kind,
-            fdprof_common::session::TargetKind::All | fdprof_common::session::TargetKind::Pids
-        )
+        self.target.kind.per_process()
     }
 }
 
 /// Puts a target set's processes in the programs' set (with `--children`, bringing the
-/// processes they start), before anything is read.
-fn fill_set(profiler: &mut Profiler, resolved: &Resolved) -> Result<()> {
+/// processes they start; with `--cgroup`, the cgroups' processes and the cgroups to watch for
+/// moves), before anything is read.
+fn fill_set(
+    profiler: &mut Profiler,
+    resolved: &Resolved,
+    cgroups: Option<&mut CgroupSet>,
+) -> Result<()> {
+    if let Some(set) = cgroups {
+        set.pass(profiler)?;
+    }
     use fdprof_common::targets::{TargetEntry, flag};
     let flags = if resolved.children { flag::CHILDREN } else { 0 };
     for (slot, &pid) in resolved.pids.iter().enumerate() {

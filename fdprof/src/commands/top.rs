@@ -26,7 +26,7 @@ use crate::model::merge;
 use crate::tui;
 
 #[derive(clap::Args, Debug)]
-#[command(group(clap::ArgGroup::new("target").required(true).args(["pid", "tid", "all", "command", "from"])))]
+#[command(group(clap::ArgGroup::new("target").required(true).args(["pid", "cgroup", "tid", "all", "command", "from"])))]
 pub struct TopArgs {
     /// Watch this process (all its threads, including ones created later); give -p several
     /// times for several processes, each with its own figures as under -a
@@ -36,6 +36,11 @@ pub struct TopArgs {
     /// followed)
     #[arg(long, requires = "pid")]
     pub children: bool,
+    /// Watch the processes of this cgroup and the cgroups below it (a directory under
+    /// /sys/fs/cgroup, v2 or v1): those in it now, those started or moved in later; each
+    /// with its own figures as under -a (repeatable)
+    #[arg(long, value_name = "PATH")]
+    pub cgroup: Vec<std::path::PathBuf>,
     /// Watch this thread only
     #[arg(short, long)]
     pub tid: Option<u32>,
@@ -93,7 +98,14 @@ pub struct TopArgs {
 
 impl TopArgs {
     fn target(&self) -> TargetSpec {
-        TargetSpec::of(&self.pid, self.children, self.tid, self.all, &self.command)
+        TargetSpec::of(
+            &self.pid,
+            self.children,
+            &self.cgroup,
+            self.tid,
+            self.all,
+            &self.command,
+        )
     }
 }
 
@@ -242,11 +254,12 @@ pub fn run(args: TopArgs) -> Result<()> {
         count: args.count,
         events: Some(EVENTS),
         // A set's members' maps are read as they join.
-        starts: session.target.kind == TargetKind::Pids,
+        starts: matches!(session.target.kind, TargetKind::Pids | TargetKind::Cgroup),
         trim: true,
         stats_origin: None,
     };
     let (runtime, mut stage) = Stage::start_on_own_runtime(profiler, symbols, facts, options)?;
+    stage.follow_cgroups(session.cgroups.take());
     // The events are read from here on: a launched command runs now.
     session.go()?;
     let mut view = View {

@@ -120,6 +120,7 @@ mod tests {
                 pid: Some(7),
                 pids: Vec::new(),
                 children: false,
+                cgroups: Vec::new(),
                 tid: None,
                 command: Vec::new(),
                 comm: Some("srv".into()),

@@ -15,6 +15,7 @@ use tokio::time::{self, Instant, MissedTickBehavior, Sleep};
 use super::{Assembler, Facts, Symbols};
 use crate::collect::{
     EventStream, Profiler, RawEvent, Snapshot,
+    cgroups::CgroupSet,
     starts::{StartBatch, StartStream},
     stats::own_cpu_ns,
 };
@@ -93,8 +94,14 @@ pub struct Stage {
     clock: Option<time::Interval>,
     sampler: Pin<Box<Sleep>>,
     stats_origin: std::time::Instant,
+    /// Cgroups followed (`--cgroup`), read again every [`CGROUP_PASS`].
+    cgroups: Option<(CgroupSet, Instant)>,
     ended: bool,
 }
+
+/// How often followed cgroups are read again: new descendants, and moves where the programs
+/// cannot see them.
+const CGROUP_PASS: Duration = Duration::from_secs(1);
 
 /// Where the last interval ended, and what the next one holds so far.
 struct Cuts {
@@ -170,6 +177,7 @@ impl Stage {
             clock,
             sampler: Box::pin(time::sleep(first)),
             stats_origin,
+            cgroups: None,
             ended: false,
         })
     }
@@ -191,6 +199,16 @@ impl Stage {
             Self::start(profiler, symbols, facts, opts)?
         };
         Ok((runtime, stage))
+    }
+
+    /// Reads `cgroups` again every second from now on, their new processes followed.
+    pub fn follow_cgroups(&mut self, cgroups: Option<CgroupSet>) {
+        self.cgroups = cgroups.map(|set| (set, Instant::now() + CGROUP_PASS));
+    }
+
+    /// The cgroups followed, if any (their bounds, for the notes).
+    pub fn cgroups(&self) -> Option<&CgroupSet> {
+        self.cgroups.as_ref().map(|(set, _)| set)
     }
 
     pub fn profiler(&self) -> &Profiler {
@@ -239,6 +257,13 @@ impl Stage {
                     interval.last = last;
                     self.ended = last;
                     return Ok(Tick::Interval(Box::new(interval)));
+                }
+                _ = next_pass(&self.cgroups) => {
+                    if let Some((set, at)) = self.cgroups.as_mut() {
+                        *at = Instant::now() + CGROUP_PASS;
+                        let joined = set.pass(&mut self.profiler)?;
+                        self.assembler.symbols.follow(joined);
+                    }
                 }
                 _ = until(deadline) => return Ok(Tick::Idle),
             }
@@ -318,6 +343,13 @@ impl Stage {
 async fn next_starts(starts: &mut Option<StartStream>) -> Result<StartBatch> {
     match starts {
         Some(stream) => stream.next_batch().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn next_pass(cgroups: &Option<(CgroupSet, Instant)>) {
+    match cgroups {
+        Some((_, at)) => time::sleep_until(*at).await,
         None => std::future::pending().await,
     }
 }

@@ -183,6 +183,16 @@ pub fn command<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error>
     )
 }
 
+/// The cgroups of a `--cgroup` list: paths, at most as many as the kernel follows.
+pub fn cgroups<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    seq(
+        d,
+        Str(PATH_BYTES, "cgroup path"),
+        fdprof_common::targets::MAX_CGROUPS as usize,
+        "cgroups",
+    )
+}
+
 /// Role → mode.
 pub fn modes<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String>, D::Error> {
     d.deserialize_map(ModesVisitor)

@@ -129,6 +129,7 @@ fn run(duration_ns: u64, collector_cpu_ns: u64) -> Run {
             pid: Some(7),
             pids: Vec::new(),
             children: false,
+            cgroups: Vec::new(),
             tid: None,
             command: Vec::new(),
             comm: Some("srv".into()),

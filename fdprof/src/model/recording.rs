@@ -192,6 +192,13 @@ pub struct Target {
     /// before they were).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub children: bool,
+    /// The cgroups followed (`--cgroup`), as `/proc/PID/cgroup` names them; empty otherwise.
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "bounded::cgroups"
+    )]
+    pub cgroups: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tid: Option<u32>,
     #[serde(
@@ -251,6 +258,11 @@ impl Target {
                     }
                 )
             }
+            TargetKind::Cgroup => format!(
+                "the processes of cgroup{} {}",
+                if self.cgroups.len() > 1 { "s" } else { "" },
+                self.cgroups.join(", ")
+            ),
             TargetKind::Name => format!(
                 "processes named {}",
                 self.comm.as_deref().unwrap_or_default()

@@ -92,3 +92,25 @@ impl LockOffsets {
         }
     }
 }
+/// Offsets that name a cgroup as `cgroup:cgroup_attach_task` does (`--cgroup`: a process
+/// moved in), each `u32::MAX` where this kernel lacks the field: moves are then seen by reading
+/// the cgroups again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CgroupOffsets {
+    pub cgroup_kn: u32,
+    pub kernfs_node_id: u32,
+    pub cgroup_root: u32,
+    pub cgroup_root_hierarchy_id: u32,
+}
+
+impl CgroupOffsets {
+    pub fn from_btf(btf: &Btf) -> Self {
+        let off = |s: &str, f: &str| btf.member_offset(s, f).unwrap_or(u32::MAX);
+        Self {
+            cgroup_kn: off("cgroup", "kn"),
+            kernfs_node_id: off("kernfs_node", "id"),
+            cgroup_root: off("cgroup", "root"),
+            cgroup_root_hierarchy_id: off("cgroup_root", "hierarchy_id"),
+        }
+    }
+}

@@ -562,6 +562,7 @@ fn target(kind: TargetKind, pid: Option<u32>, name: &str) -> Target {
         pid,
         pids: Vec::new(),
         children: false,
+        cgroups: Vec::new(),
         tid: None,
         command: Vec::new(),
         comm: Some(name.to_string()),
