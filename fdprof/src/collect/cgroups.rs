@@ -149,7 +149,8 @@ fn unescape(s: &str) -> String {
 /// The cgroups followed, each a slot of the target set, and what was read of them.
 #[derive(Debug, Clone, Default)]
 pub struct CgroupSet {
-    pub cgroups: Vec<Cgroup>,
+    /// Each cgroup and its slot in the target set.
+    pub cgroups: Vec<(Cgroup, u32)>,
     /// The processes the last pass added (their maps to read).
     pub joined: Vec<u32>,
     /// Processes that could not be added, the set being full, over every pass.
@@ -169,7 +170,13 @@ pub struct Read {
 }
 
 impl CgroupSet {
+    /// `cgroups`, each its own slot: its index.
     pub fn new(cgroups: Vec<Cgroup>) -> Self {
+        Self::with_slots(cgroups.into_iter().zip(0..).collect())
+    }
+
+    /// `cgroups`, each with the slot given.
+    pub fn with_slots(cgroups: Vec<(Cgroup, u32)>) -> Self {
         Self {
             cgroups,
             joined: Vec::new(),
@@ -182,8 +189,7 @@ impl CgroupSet {
     pub fn read(&mut self) -> Read {
         let mut read = Read::default();
         self.over_bound = 0;
-        for (slot, cgroup) in self.cgroups.iter().enumerate() {
-            let slot = slot as u32;
+        for &(ref cgroup, slot) in &self.cgroups {
             read.keys.insert(
                 CgroupKey {
                     hierarchy: cgroup.hierarchy,

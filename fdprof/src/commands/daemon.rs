@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use fdprof_common::cpu::{DEFAULT_FREQUENCY_HZ, MAX_FREQUENCY_HZ};
 use serde::Deserialize;
 
-use crate::collect::Kernel;
+use crate::collect::{Kernel, cgroups::Cgroup};
 use crate::error::{EXIT_USAGE, fatal};
 use crate::privileges::{self, Capability};
 use crate::probe::kallsyms::Kallsyms;
@@ -27,7 +27,7 @@ const CONFIG_MAX: u64 = 64 * 1024;
 
 #[derive(clap::Args, Debug)]
 #[command(
-    group(clap::ArgGroup::new("targets").required(true).args(["pid", "comm", "all", "config"])),
+    group(clap::ArgGroup::new("targets").required(true).args(["pid", "comm", "cgroup", "all", "config"])),
     after_help = "Bounds (memory stays flat however long it runs; what they turn away is counted \
                   in fdprof_events_dropped_total{probe=\"daemon\"}): 4096 processes followed at \
                   once (--max-processes), 32 target names, the last 300 intervals per name for ?seconds=N, 128 \
@@ -45,8 +45,8 @@ const CONFIG_MAX: u64 = 64 * 1024;
                   closed.\n\n\
                   Signals: SIGHUP reloads --config (a broken file keeps the old config); SIGTERM \
                   or SIGINT detaches everything and exits 0.\n\n\
-                  Config file (TOML): one of `pid = [1234]`, `comm = [\"nginx\"]` or `all = \
-                  true`; optional `interval = \"1s\"`, `slow = \"100us\"`, `latency = true`, `cpu = true`, \
+                  Config file (TOML): one of `pid = [1234]`, `comm = [\"nginx\"]`, `cgroup = \
+                  [\"/sys/fs/cgroup/system.slice/nginx.service\"]` or `all = true`; optional `interval = \"1s\"`, `slow = \"100us\"`, `latency = true`, `cpu = true`, \
                   `freq = 99`, `children = true`."
 )]
 pub struct DaemonArgs {
@@ -84,12 +84,17 @@ pub struct DaemonArgs {
     /// exits
     #[arg(long, num_args = 1.., value_name = "NAME")]
     pub comm: Vec<String>,
+    /// Profile the processes of this cgroup and those below it (a directory under
+    /// /sys/fs/cgroup, v2 or v1), as they start, are moved in or out, and end; each cgroup a
+    /// target named by its path. May be given several times
+    #[arg(long, num_args = 1.., value_name = "PATH")]
+    pub cgroup: Vec<PathBuf>,
     /// Profile every process but the daemon itself, as one target named `all`; /metrics also has per-process series
     /// (labels pid and comm) for the first 20 processes by file_lock wait (the report's order)
     #[arg(short, long)]
     pub all: bool,
     /// Read the targets, interval and slow threshold from this TOML file; SIGHUP reads it again
-    #[arg(long, conflicts_with_all = ["pid", "comm", "all"])]
+    #[arg(long, conflicts_with_all = ["pid", "comm", "cgroup", "all"])]
     pub config: Option<PathBuf>,
     /// Time between intervals of figures and target discovery (10 ms to 1 h)
     #[arg(long, default_value = "1s", value_parser = super::duration::parse_interval)]
@@ -129,6 +134,7 @@ pub struct DaemonArgs {
 struct File {
     pid: Option<Vec<u32>>,
     comm: Option<Vec<String>>,
+    cgroup: Option<Vec<PathBuf>>,
     all: Option<bool>,
     children: Option<bool>,
     interval: Option<String>,
@@ -160,7 +166,7 @@ pub fn run(args: DaemonArgs) -> Result<()> {
     let watch = match &args.config {
         Some(path) => read_config(path, defaults)?,
         None => Watch {
-            targets: targets(&args.pid, &args.comm, args.all)?,
+            targets: targets(&args.pid, &args.comm, &args.cgroup, args.all)?,
             interval: args.interval,
             slow: args.slow,
             latency: args.latency,
@@ -198,13 +204,29 @@ pub fn run(args: DaemonArgs) -> Result<()> {
     service::run(config, kernel, kernel_syms, reload)
 }
 
-fn targets(pids: &[u32], comms: &[String], all: bool) -> Result<Targets> {
-    let given = usize::from(!pids.is_empty()) + usize::from(!comms.is_empty()) + usize::from(all);
+fn targets(pids: &[u32], comms: &[String], cgroups: &[PathBuf], all: bool) -> Result<Targets> {
+    let given = usize::from(!pids.is_empty())
+        + usize::from(!comms.is_empty())
+        + usize::from(!cgroups.is_empty())
+        + usize::from(all);
     if given != 1 {
-        return Err(fatal(EXIT_USAGE, "give exactly one of pid, comm or all"));
+        return Err(fatal(
+            EXIT_USAGE,
+            "give exactly one of pid, comm, cgroup or all",
+        ));
     }
     if all {
         return Ok(Targets::All);
+    }
+    if !cgroups.is_empty() {
+        let mut checked: Vec<Cgroup> = Vec::new();
+        for path in cgroups {
+            let c = Cgroup::resolve(path)?;
+            if !checked.contains(&c) {
+                checked.push(c);
+            }
+        }
+        return Ok(Targets::Cgroups(checked));
     }
     if !pids.is_empty() {
         if let Some(p) = pids.iter().find(|&&p| p == 0) {
@@ -243,6 +265,7 @@ fn read_config(
         targets: targets(
             file.pid.as_deref().unwrap_or_default(),
             file.comm.as_deref().unwrap_or_default(),
+            file.cgroup.as_deref().unwrap_or_default(),
             file.all.unwrap_or(false),
         )
         .map_err(|e| bad(e.to_string()))?,

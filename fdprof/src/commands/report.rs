@@ -47,14 +47,8 @@ pub struct ReportArgs {
     pub container: Vec<String>,
 }
 
-/// A container id prefix: 12 to 64 hex digits, lowercase as runtimes print them.
 fn container_prefix(arg: &str) -> Result<String, String> {
-    let id = arg.to_ascii_lowercase();
-    if (12..=64).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_hexdigit()) {
-        Ok(id)
-    } else {
-        Err("a container id is 12 to 64 hex digits (as `podman ps` or `docker ps` shows it)".into())
-    }
+    model::process::container_prefix(arg)
 }
 
 pub fn run(args: &ReportArgs) -> Result<()> {
@@ -103,20 +97,11 @@ fn only_processes(rec: Recording, args: &ReportArgs) -> Result<Recording> {
              processes of a system-wide recording (fdprof record -a)"
         );
     }
-    let in_cgroup = |p: &model::recording::ProcessRecord| {
-        p.identity.cgroup.as_deref().is_some_and(|path| {
-            args.cgroup.iter().any(|c| {
-                let c = c.trim_end_matches('/');
-                path == c || path.starts_with(&format!("{c}/")) || c.is_empty()
-            })
-        })
-    };
-    let in_container = |p: &model::recording::ProcessRecord| {
-        p.identity.container.as_ref().is_some_and(|c| {
-            args.container
-                .iter()
-                .any(|id| c.id.starts_with(id.as_str()))
-        })
+    let in_cgroup = |p: &_| args.cgroup.iter().any(|c| model::process::in_cgroup(p, c));
+    let in_container = |p: &_| {
+        args.container
+            .iter()
+            .any(|c| model::process::in_container(p, c))
     };
     let mut narrowed = model::process::only(&rec, |p| {
         args.pid.contains(&p.pid) || args.comm.contains(&p.comm) || in_cgroup(p) || in_container(p)

@@ -106,6 +106,9 @@ pub fn add(into: &mut Recording, other: &Recording) {
         match processes.iter_mut().find(|q| q.pid == p.pid) {
             Some(q) => {
                 keep_unless_empty(&mut q.comm, &p.comm);
+                if q.identity.is_empty() {
+                    q.identity = p.identity.clone();
+                }
                 add_syscalls(&mut q.syscalls, &p.syscalls);
                 add_process_figures(q, p);
             }

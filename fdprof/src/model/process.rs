@@ -11,6 +11,38 @@ pub fn name_unnamed(rec: &mut Recording) {
     }
 }
 
+/// The shortest container id prefix taken (as `podman ps` and `docker ps` show ids).
+pub const CONTAINER_PREFIX: usize = 12;
+
+/// `arg` as a container id prefix: 12 to 64 hex digits, lowercased as runtimes print them.
+pub fn container_prefix(arg: &str) -> Result<String, String> {
+    let id = arg.to_ascii_lowercase();
+    if (CONTAINER_PREFIX..=64).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Ok(id)
+    } else {
+        Err(format!(
+            "a container id is {CONTAINER_PREFIX} to 64 hex digits (as `podman ps` or `docker ps` \
+             shows it)"
+        ))
+    }
+}
+
+/// Whether `p` runs in a container whose id starts with `prefix` (see [`container_prefix`]).
+pub fn in_container(p: &ProcessRecord, prefix: &str) -> bool {
+    p.identity
+        .container
+        .as_ref()
+        .is_some_and(|c| c.id.starts_with(prefix))
+}
+
+/// Whether `p` runs in cgroup `path` or below it (`path` as `/proc/PID/cgroup` shows it).
+pub fn in_cgroup(p: &ProcessRecord, path: &str) -> bool {
+    let path = path.trim_end_matches('/');
+    p.identity.cgroup.as_deref().is_some_and(|own| {
+        path.is_empty() || own == path || own.strip_prefix(path).is_some_and(|r| r.starts_with('/'))
+    })
+}
+
 /// `rec` narrowed to the processes `keep` selects: their waits, their fd syscalls, their scans
 /// and table sizes (added up; the machine's scan and table where the recording has none per
 /// process). The rest of the figures (functions, drops, costs) are the machine's, kept as they

@@ -284,6 +284,7 @@ fn write(e: &Exposition, encoder: &mut DescriptorEncoder) -> fmt::Result {
         fd_activity().map(|(target, r)| ([("target", target.as_str())], r.table.expansions)),
     )?;
     processes::write(e, &mut out)?;
+    containers::write(e, &mut out)?;
     out.counters(
         "fdprof_steal",
         "Time the hypervisor ran something else while this machine's vCPUs were runnable \
@@ -346,8 +347,10 @@ fn write(e: &Exposition, encoder: &mut DescriptorEncoder) -> fmt::Result {
     )
 }
 
+mod containers;
 mod processes;
 #[cfg(test)]
 mod tests;
 
+pub use containers::CONTAINER_SERIES;
 pub use processes::{PROCESS_SERIES, exposed};

@@ -14,6 +14,9 @@ pub enum Targets {
     Comms(Vec<String>),
     /// Every process, as one target named `all`.
     All,
+    /// The processes of these cgroups (and below them), each cgroup a target named by its
+    /// path, as they are started, moved in, moved out and end.
+    Cgroups(Vec<crate::collect::cgroups::Cgroup>),
 }
 
 /// What a config file (or the command line) sets; SIGHUP swaps in a new one.

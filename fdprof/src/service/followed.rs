@@ -8,7 +8,12 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use fdprof_common::targets::{TargetEntry, flag};
 
-use crate::collect::{Profiler, target, targets::Refused};
+use crate::collect::{
+    Profiler,
+    cgroups::{Cgroup, CgroupSet},
+    target,
+    targets::Refused,
+};
 
 use super::config::{Targets, Watch, bounds};
 use super::log;
@@ -65,6 +70,9 @@ impl Followed {
                 match &watch.targets {
                     Targets::Pids(pids) => !pids.contains(pid),
                     Targets::Comms(comms) => !name.is_some_and(|n| comms.iter().any(|c| c == n)),
+                    Targets::Cgroups(cgroups) => {
+                        !name.is_some_and(|n| cgroups.iter().any(|c| c.path == n))
+                    }
                     Targets::All => false,
                 }
             })
@@ -123,6 +131,10 @@ impl Followed {
         self.refused.retain(|pid, _| target::process_alive(*pid));
         let wanted: Vec<(u32, String, u32)> = match &watch.targets {
             Targets::All => Vec::new(),
+            Targets::Cgroups(cgroups) => {
+                self.follow_cgroups(profiler, cgroups);
+                Vec::new()
+            }
             Targets::Pids(pids) => {
                 let children = if watch.children { flag::CHILDREN } else { 0 };
                 let mut alive = Vec::new();
@@ -170,6 +182,31 @@ impl Followed {
                 Ok(Err(Refused::Full)) => self.refuse(pid, &name, PROCESS_BOUND),
                 Err(e) => log::error(&format!("{e:#}")),
             }
+        }
+    }
+
+    /// The cgroups' processes not in the set join it, and the kernel watches the cgroups for
+    /// moves (the set's own pass; [`Followed::sync`] takes the new members on).
+    fn follow_cgroups(&mut self, profiler: &mut Profiler, cgroups: &[Cgroup]) {
+        let mut slotted = Vec::new();
+        for c in cgroups {
+            match self.slot_of(&c.path) {
+                Some(slot) => slotted.push((c.clone(), slot)),
+                None => *self.dropped.entry(NAME_BOUND).or_default() += 1,
+            }
+        }
+        let mut set = CgroupSet::with_slots(slotted);
+        match set.pass(profiler) {
+            Ok(_) => {
+                if set.refused > 0 {
+                    log::warn(&format!(
+                        "not profiling {} processes of the cgroups: {} processes at most",
+                        set.refused, self.max_processes
+                    ));
+                    *self.dropped.entry(PROCESS_BOUND).or_default() += set.refused;
+                }
+            }
+            Err(e) => log::error(&format!("cannot read the cgroups: {e:#}")),
         }
     }
 

@@ -22,7 +22,7 @@ use serde::Deserialize;
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::analysis::{self, FlamegraphOptions, LockFilter, OpFilter, ReportOptions};
-use crate::model::Recording;
+use crate::model::{Recording, process};
 use crate::render::{self, metrics};
 
 use super::state::State;
@@ -123,6 +123,8 @@ struct Window {
     seconds: Option<String>,
     /// One target name (default: every target together).
     target: Option<String>,
+    /// Only the processes of one container: its id or a prefix of 12 digits or more.
+    container: Option<String>,
     op: Option<String>,
     lock: Option<String>,
     /// `1` or `true`: the on-CPU samples (`--cpu`) instead of the lock waits.
@@ -157,12 +159,24 @@ impl Window {
                 )
             })?,
         };
-        history.window(seconds).ok_or_else(|| {
+        let rec = history.window(seconds).ok_or_else(|| {
             (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "no interval has ended yet\n".into(),
             )
-        })
+        })?;
+        let Some(arg) = &self.container else {
+            return Ok(rec);
+        };
+        let prefix = process::container_prefix(arg).map_err(|e| bad(format!("container: {e}")))?;
+        let narrowed = process::only(&rec, |p| process::in_container(p, &prefix));
+        if narrowed.processes.is_empty() {
+            return Err((
+                StatusCode::NOT_FOUND,
+                format!("no process of container {prefix} in this window\n"),
+            ));
+        }
+        Ok(narrowed)
     }
 }
 

@@ -305,6 +305,13 @@ pub fn describe(watch: &Watch) -> String {
             p.iter().map(u32::to_string).collect::<Vec<_>>().join(" ")
         ),
         config::Targets::Comms(c) => format!("processes named {}", c.join(", ")),
+        config::Targets::Cgroups(c) => format!(
+            "the processes of cgroups {}",
+            c.iter()
+                .map(|c| c.path.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     };
     format!(
         "{targets}, every {:?}, slow waits from {:?}",

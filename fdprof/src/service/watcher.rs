@@ -507,6 +507,11 @@ impl Watcher {
             Targets::Comms(comms) => comms.join(", "),
             Targets::Pids(_) if self.followed.names.is_empty() => "(none yet)".into(),
             Targets::Pids(_) => self.followed.names.join(", "),
+            Targets::Cgroups(c) => c
+                .iter()
+                .map(|c| c.path.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
         }
     }
 
