@@ -110,6 +110,10 @@ pub struct WaitLabels {
     pub operation: &'static str,
     /// The lock, as the report names it (`file_lock`, `tasklist_lock`, `spinlock`, …).
     pub lock: String,
+    /// The container of the waiting process (full id), where it runs in one.
+    pub container: Option<String>,
+    /// The Kubernetes pod of the waiting process, where known.
+    pub pod_uid: Option<String>,
 }
 
 /// Identical stacks with identical labels, merged.
@@ -137,6 +141,9 @@ pub struct Profile {
     pub samples: Vec<ProfileSample>,
     /// Each value type's sum over the samples (saturating).
     pub totals: Vec<u64>,
+    /// The containers the samples' processes ran in, as the report names them (`podman
+    /// 3f1e9b2c4d5a`).
+    pub containers: Vec<String>,
 }
 
 /// Why there is no profile to export.
@@ -150,6 +157,9 @@ pub enum NoProfile {
 /// are left out, as in flamegraphs.
 pub fn profile(rec: &Recording, opts: &ProfileOptions) -> Result<Profile, NoProfile> {
     let mut builder = Builder::new(opts.raw_addrs);
+    let identity: HashMap<u32, &fdprof_figures::Identity> =
+        rec.processes.iter().map(|p| (p.pid, &p.identity)).collect();
+    let mut containers = std::collections::BTreeSet::new();
     let (value_types, period_type, period) = match opts.kind {
         ProfileKind::Contention => {
             for site in &rec.contention {
@@ -157,9 +167,16 @@ pub fn profile(rec: &Recording, opts: &ProfileOptions) -> Result<Profile, NoProf
                 if !passes || (site.count == 0 && site.total_wait_ns == 0) {
                     continue;
                 }
+                let id = site.pid.and_then(|pid| identity.get(&pid));
+                let container = id.and_then(|i| i.container.as_ref());
+                if let Some(c) = container {
+                    containers.insert(format!("{} {}", c.runtime.as_str(), c.short_id()));
+                }
                 let labels = WaitLabels {
                     operation: site.operation.name(),
                     lock: site.figure_lock().name,
+                    container: container.map(|c| c.id.clone()),
+                    pod_uid: id.and_then(|i| i.pod_uid.clone()),
                 };
                 let frames = builder.stack(&site.kernel_stack, &site.user_stack, true);
                 builder.add(frames, Some(labels), [site.count, site.total_wait_ns]);
@@ -196,6 +213,7 @@ pub fn profile(rec: &Recording, opts: &ProfileOptions) -> Result<Profile, NoProf
         .collect();
     Ok(Profile {
         kind: opts.kind,
+        containers: containers.into_iter().collect(),
         header: super::header(rec),
         drops: super::drops(rec),
         value_types,

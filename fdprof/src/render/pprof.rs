@@ -203,6 +203,7 @@ pub fn message(profile: &Profile) -> PprofProfile {
     }
 
     let (operation_key, lock_key) = (strings.get("operation"), strings.get("lock"));
+    let (container_key, pod_key) = (strings.get("container"), strings.get("pod_uid"));
     let sample = profile
         .samples
         .iter()
@@ -211,16 +212,28 @@ pub fn message(profile: &Profile) -> PprofProfile {
             value: s.values.iter().map(|&v| int(v)).collect(),
             label: match &s.labels {
                 None => Vec::new(),
-                Some(l) => vec![
-                    PprofLabel {
-                        key: operation_key,
-                        str: strings.get(l.operation),
-                    },
-                    PprofLabel {
-                        key: lock_key,
-                        str: strings.get(&l.lock),
-                    },
-                ],
+                Some(l) => {
+                    let mut labels = vec![
+                        PprofLabel {
+                            key: operation_key,
+                            str: strings.get(l.operation),
+                        },
+                        PprofLabel {
+                            key: lock_key,
+                            str: strings.get(&l.lock),
+                        },
+                    ];
+                    let known = [(container_key, &l.container), (pod_key, &l.pod_uid)];
+                    for (key, value) in known {
+                        if let Some(v) = value {
+                            labels.push(PprofLabel {
+                                key,
+                                str: strings.get(v),
+                            });
+                        }
+                    }
+                    labels
+                }
             },
         })
         .collect();

@@ -113,7 +113,10 @@ pub fn speedscope(profile: &Profile) -> Vec<u8> {
     let file = File {
         schema: SCHEMA,
         shared: Shared { frames },
-        name: format!("fdprof: {}", header.target.description),
+        name: match profile.containers.as_slice() {
+            [one] => format!("fdprof: {} in container {one}", header.target.description),
+            _ => format!("fdprof: {}", header.target.description),
+        },
         // The time-weighted profile first on screen.
         active_profile_index: profile.value_types.len() - 1,
         exporter: format!("fdprof {}", env!("CARGO_PKG_VERSION")),

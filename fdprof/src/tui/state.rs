@@ -147,6 +147,8 @@ pub struct State {
     pub help: bool,
     pub sort: SortColumn,
     pub process_order: ProcessOrder,
+    /// The processes pane groups them by container (or cgroup): `g`.
+    pub by_container: bool,
     pub focus: Pane,
     /// Lines scrolled, per pane (in [`Pane::ALL`] order).
     scroll: [u16; 5],
@@ -169,6 +171,7 @@ impl Default for State {
             help: false,
             sort: SortColumn::TotalWait,
             process_order: ProcessOrder::FileLockWait,
+            by_container: false,
             focus: Pane::Contention,
             scroll: [0; 5],
             view: View::Interval,
@@ -263,7 +266,8 @@ impl State {
     }
 
     /// One key: `q`/Ctrl-C quit (in the filter prompt `q` is text, Ctrl-C still quits),
-    /// `p`/space pause, `?` help, `s` sort, `o` order processes, Tab/arrows panes and
+    /// `p`/space pause, `?` help, `s` sort, `o` order processes, `g` group them by container,
+    /// Tab/arrows panes and
     /// scrolling, `r` reset, `z` interval/cumulative, `/` stack filter.
     pub fn on_key(&mut self, key: KeyEvent) -> Action {
         if key.kind == KeyEventKind::Release {
@@ -308,6 +312,10 @@ impl State {
             KeyCode::Char('s') => self.sort = self.sort.next(),
             KeyCode::Char('o') => {
                 self.process_order = self.process_order.next();
+                self.scroll[Pane::Processes.index()] = 0;
+            }
+            KeyCode::Char('g') => {
+                self.by_container = !self.by_container;
                 self.scroll[Pane::Processes.index()] = 0;
             }
             KeyCode::Tab | KeyCode::Right => self.focus = self.step_focus(true),

@@ -14,6 +14,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("?, Esc", "open / close this help"),
     ("s", "sort stacks by total wait, count, max"),
     ("o", "order processes by file_lock wait, scan work"),
+    ("g", "group processes by container / cgroup"),
     ("Tab, ←, →", "move between panes"),
     ("↑, ↓", "scroll the focused pane"),
     ("r", "reset the cumulative totals"),

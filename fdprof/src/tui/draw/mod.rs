@@ -55,7 +55,7 @@ pub fn screen(frame: &mut Frame, state: &State) {
     // System-wide, the processes take the lower part of the middle: up to a third of the
     // screen, less when fewer processes are in the view.
     let (middle, below) = if state.system_wide() {
-        let rows = state.report().map_or(1, |(r, _)| r.processes.len().max(1));
+        let rows = state.report().map_or(1, |(r, _)| processes::rows(r, state));
         let height = (rows as u16 + processes::CHROME).min((area.height / 3).max(5));
         let [middle, below] =
             Layout::vertical([Constraint::Min(4), Constraint::Length(height)]).areas(middle);

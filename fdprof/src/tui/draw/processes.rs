@@ -11,6 +11,7 @@ use super::{cpu, head_style, pane_block, rate, scrolled, waiting};
 use crate::analysis::Process;
 use crate::escape;
 use crate::tui::state::{Pane, ProcessOrder, State};
+use fdprof_figures::CgroupGroup;
 
 const HEAD: &str =
     "    pid comm             fl wait/s fl wait/CPU  alloc/s far scans  scan bits≥  max_fds";
@@ -21,8 +22,13 @@ pub const CHROME: u16 = 3;
 pub fn draw(frame: &mut Frame, area: Rect, state: &State) {
     let shown = state.report().map_or(0, |(r, _)| r.processes.len());
     let title = format!(
-        "processes by {} ({shown}) · o orders",
-        state.process_order.label()
+        "processes by {}{} ({shown}) · o orders · g groups",
+        state.process_order.label(),
+        if state.by_container {
+            ", by container / cgroup"
+        } else {
+            ""
+        }
     );
     let block = pane_block(title, Pane::Processes, state);
     let inner = block.inner(area);
@@ -38,12 +44,31 @@ pub fn draw(frame: &mut Frame, area: Rect, state: &State) {
     if report.processes.is_empty() {
         lines.push(Line::from("no process used the fd table"));
     }
-    lines.extend(
-        ordered(&report.processes, state.process_order)
-            .into_iter()
-            .map(|p| Line::from(row(p, duration_ns))),
-    );
+    let rows = ordered(&report.processes, state.process_order);
+    if state.by_container {
+        // Each group (the report's order: most file_lock wait first), its processes under it.
+        for g in &report.cgroups {
+            lines.push(Line::styled(group_row(g, duration_ns), head_style()));
+            lines.extend(
+                rows.iter()
+                    .filter(|p| g.processes.contains(&p.pid))
+                    .map(|p| Line::from(row(p, duration_ns))),
+            );
+        }
+    } else {
+        lines.extend(rows.into_iter().map(|p| Line::from(row(p, duration_ns))));
+    }
     frame.render_widget(scrolled(lines, Pane::Processes, state), inner);
+}
+
+/// Lines the pane's body wants: a row per process, and grouped, a line per group.
+pub fn rows(report: &crate::analysis::Report, state: &State) -> usize {
+    let groups = if state.by_container {
+        report.cgroups.len()
+    } else {
+        0
+    };
+    (report.processes.len() + groups).max(1)
 }
 
 /// The processes in `order`: the report's own order (most `file_lock` wait first), or most scan
@@ -58,6 +83,19 @@ pub fn ordered(processes: &[Process], order: ProcessOrder) -> Vec<&Process> {
         });
     }
     rows
+}
+
+/// A group's line: its name (escaped: a cgroup path is anyone's to choose), its processes,
+/// its `file_lock` waits and its fd syscalls.
+fn group_row(g: &CgroupGroup, duration_ns: u64) -> String {
+    format!(
+        "{} · {} processes · file_lock {} waits/s, {} CPU · {} fd syscalls/s",
+        truncate(&escape::name(&g.name()), 48),
+        g.processes.len(),
+        rate(g.file_lock.count, duration_ns).trim(),
+        cpu(g.file_lock.wait_ns, duration_ns).trim(),
+        rate(g.fd_syscalls, duration_ns).trim(),
+    )
 }
 
 fn row(p: &Process, duration_ns: u64) -> String {

@@ -112,3 +112,43 @@ fn the_header_states_the_views_steal() {
         screen[2]
     );
 }
+
+#[test]
+fn g_groups_the_processes_by_container() {
+    use fdprof_figures::{CgroupGroup, Container, FileLockWaits, Runtime};
+    let mut state = system_wide();
+    let mut report = state.report().unwrap().0.clone();
+    let id = "3f1e9b2c4d5a6f708192a3b4c5d6e7f80112233445566778899aabbccddeeff0";
+    report.cgroups = vec![
+        CgroupGroup {
+            path: Some(format!("/libpod_parent/libpod-{id}")),
+            container: Some(Container {
+                runtime: Runtime::Podman,
+                id: id.into(),
+            }),
+            processes: vec![200],
+            file_lock: FileLockWaits {
+                count: 1,
+                wait_ns: 1_000,
+            },
+            ..Default::default()
+        },
+        CgroupGroup {
+            path: Some("/user.slice".into()),
+            processes: vec![100],
+            ..Default::default()
+        },
+    ];
+    state.on_update(update_with(1, report));
+    state.on_key(ch('g'));
+    assert!(state.by_container);
+    let screen = render(&state, 100, 30);
+    let podman = row_with(&screen, "podman 3f1e9b2c4d5a · 1 processes");
+    let user = row_with(&screen, "/user.slice · 1 processes");
+    // Each process under its own group, in the report's order of groups.
+    assert!(podman < row_with(&screen, "    200 ") && row_with(&screen, "    200 ") < user);
+    assert!(user < row_with(&screen, "    100 "));
+    state.on_key(ch('g'));
+    let screen = render(&state, 100, 30);
+    assert!(!screen.iter().any(|r| r.contains("/user.slice")));
+}
