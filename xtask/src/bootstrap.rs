@@ -35,7 +35,8 @@ const BPF_LINKER_VERSION: &str = "0.13.0";
 /// nobody here wrote, under its own load client, traced and replayed; the tests run their own
 /// nginx on loopback, never the packaged service), and the daemon's access tests' clients:
 /// curl run as another user (setpriv, from util-linux), openssl for a TLS certificate and
-/// python3 for a flood of idle connections.
+/// python3 for a flood of idle connections; podman with runc (real containers, from a root
+/// file system directory: no image is pulled).
 const TEST_PACKAGES: &[&str] = &[
     "bpftool",
     "tmux",
@@ -54,6 +55,8 @@ const TEST_PACKAGES: &[&str] = &[
     "openssl",
     "util-linux",
     "python3",
+    "podman",
+    "runc",
 ];
 /// Commands the tests run and the package that brings each where it is missing: npm installs
 /// the `speedscope` package for its schema (a host's Node.js may bring npm from elsewhere).

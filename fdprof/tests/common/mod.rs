@@ -244,5 +244,6 @@ impl Waiting {
     }
 }
 pub mod daemon;
+pub mod podman;
 pub mod prometheus;
 pub mod remedy;
