@@ -210,12 +210,10 @@ impl State {
     /// Whether the session's figures are per process (`top -a`, `top -p A -p B`): then the
     /// processes pane shows.
     pub fn system_wide(&self) -> bool {
-        self.live.interval.as_ref().is_some_and(|i| {
-            matches!(
-                i.report.header.target.kind,
-                TargetKind::All | TargetKind::Pids
-            )
-        })
+        self.live
+            .interval
+            .as_ref()
+            .is_some_and(|i| i.report.header.target.kind.per_process())
     }
 
     /// The panes on screen, in [`Pane::ALL`] order.
