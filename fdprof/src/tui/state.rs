@@ -5,7 +5,6 @@
 use std::collections::VecDeque;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
-use fdprof_common::session::TargetKind;
 
 use crate::analysis::{Event, Interval, Report};
 
