@@ -30,6 +30,13 @@ impl Identities {
         self.read(pid)
     }
 
+    /// Reads the identities of every process running now (within the bound): those that ran
+    /// before a system-wide profile started.
+    pub fn running(&mut self) {
+        let pids = crate::procfs::pids(IDENTITIES);
+        self.started(&pids);
+    }
+
     /// Reads the identities of processes that just started (forked or exec'd), while they
     /// live.
     pub fn started(&mut self, pids: &[u32]) {

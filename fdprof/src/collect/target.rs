@@ -209,8 +209,15 @@ impl fmt::Display for TaskKind {
 
 /// Whether `fields` (from [`stat_fields`]) show a task that has not exited: not a zombie
 /// (`Z`) nor dead (`X`).
+/// Not a zombie, not dead, and not on its way out: `PF_EXITING` (flags, field 9) is set as
+/// `exit()` begins, before the exit tracepoint, so a task the programs saw end never looks alive.
 fn running(fields: &[String]) -> bool {
-    fields.first().is_some_and(|s| s != "Z" && s != "X")
+    const PF_EXITING: u64 = 0x4;
+    let exiting = fields
+        .get(6)
+        .and_then(|f| f.parse::<u64>().ok())
+        .is_some_and(|flags| flags & PF_EXITING != 0);
+    fields.first().is_some_and(|s| s != "Z" && s != "X") && !exiting
 }
 
 /// Whether thread `tid` has not exited.

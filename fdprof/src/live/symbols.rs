@@ -82,8 +82,7 @@ impl Symbols {
         };
         if matches!(symbols.maps, Maps::System(_) | Maps::Starts) {
             // Processes running before the start: read now, while they live.
-            let pids = crate::procfs::pids(crate::collect::identity::IDENTITIES);
-            symbols.identities.started(&pids);
+            symbols.identities.running();
         }
         symbols.read_all();
         symbols
