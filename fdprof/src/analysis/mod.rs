@@ -49,7 +49,7 @@ pub use own_cost::own_cost;
 pub use processes::processes;
 pub use profile::{
     NoProfile, Profile, ProfileFrame, ProfileKind, ProfileOptions, ProfileSample, Space, ValueType,
-    ValueUnit, WaitLabels, profile,
+    ValueUnit, WaitLabels, profile, targets_profile,
 };
 pub use scan::{scan, table};
 pub use series::{playback, playback_total, rates as series_rates, series_len};

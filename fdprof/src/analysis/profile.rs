@@ -110,6 +110,8 @@ pub struct WaitLabels {
     pub operation: &'static str,
     /// The lock, as the report names it (`file_lock`, `tasklist_lock`, `spinlock`, …).
     pub lock: String,
+    /// The target the wait is of (the daemon's target names).
+    pub target: Option<String>,
     /// The container of the waiting process (full id), where it runs in one.
     pub container: Option<String>,
     /// The Kubernetes pod of the waiting process, where known.
@@ -156,30 +158,43 @@ pub enum NoProfile {
 /// The samples of `rec` that pass `opts`. Contention sites with neither a wait nor any time
 /// are left out, as in flamegraphs.
 pub fn profile(rec: &Recording, opts: &ProfileOptions) -> Result<Profile, NoProfile> {
+    targets_profile(rec, &[(None, rec)], opts)
+}
+
+/// One profile of several targets' recordings (the daemon's names), each wait labelled with
+/// its target's name where one is given; `facts` gives the header and the drops.
+pub fn targets_profile(
+    facts: &Recording,
+    targets: &[(Option<&str>, &Recording)],
+    opts: &ProfileOptions,
+) -> Result<Profile, NoProfile> {
     let mut builder = Builder::new(opts.raw_addrs);
-    let identity: HashMap<u32, &fdprof_figures::Identity> =
-        rec.processes.iter().map(|p| (p.pid, &p.identity)).collect();
     let mut containers = std::collections::BTreeSet::new();
     let (value_types, period_type, period) = match opts.kind {
         ProfileKind::Contention => {
-            for site in &rec.contention {
-                let passes = opts.op.matches(site.operation) && opts.lock.matches(site.lock);
-                if !passes || (site.count == 0 && site.total_wait_ns == 0) {
-                    continue;
+            for &(target, rec) in targets {
+                let identity: HashMap<u32, &fdprof_figures::Identity> =
+                    rec.processes.iter().map(|p| (p.pid, &p.identity)).collect();
+                for site in &rec.contention {
+                    let passes = opts.op.matches(site.operation) && opts.lock.matches(site.lock);
+                    if !passes || (site.count == 0 && site.total_wait_ns == 0) {
+                        continue;
+                    }
+                    let id = site.pid.and_then(|pid| identity.get(&pid));
+                    let container = id.and_then(|i| i.container.as_ref());
+                    if let Some(c) = container {
+                        containers.insert(format!("{} {}", c.runtime.as_str(), c.short_id()));
+                    }
+                    let labels = WaitLabels {
+                        operation: site.operation.name(),
+                        lock: site.figure_lock().name,
+                        target: target.map(str::to_string),
+                        container: container.map(|c| c.id.clone()),
+                        pod_uid: id.and_then(|i| i.pod_uid.clone()),
+                    };
+                    let frames = builder.stack(&site.kernel_stack, &site.user_stack, true);
+                    builder.add(frames, Some(labels), [site.count, site.total_wait_ns]);
                 }
-                let id = site.pid.and_then(|pid| identity.get(&pid));
-                let container = id.and_then(|i| i.container.as_ref());
-                if let Some(c) = container {
-                    containers.insert(format!("{} {}", c.runtime.as_str(), c.short_id()));
-                }
-                let labels = WaitLabels {
-                    operation: site.operation.name(),
-                    lock: site.figure_lock().name,
-                    container: container.map(|c| c.id.clone()),
-                    pod_uid: id.and_then(|i| i.pod_uid.clone()),
-                };
-                let frames = builder.stack(&site.kernel_stack, &site.user_stack, true);
-                builder.add(frames, Some(labels), [site.count, site.total_wait_ns]);
             }
             (
                 vec![ValueType::Contentions, ValueType::Delay],
@@ -188,18 +203,22 @@ pub fn profile(rec: &Recording, opts: &ProfileOptions) -> Result<Profile, NoProf
             )
         }
         ProfileKind::Cpu => {
-            let cpu = rec.cpu.as_ref().ok_or(NoProfile::NoCpuSamples)?;
-            if cpu.samples.is_empty() {
-                return Err(NoProfile::NoCpuSamples);
-            }
-            let period = 1_000_000_000 / cpu.frequency_hz.max(1);
-            for site in &cpu.samples {
-                let frames = builder.stack(&site.kernel_stack, &site.user_stack, false);
-                builder.add(
-                    frames,
-                    None,
-                    [site.count, site.count.saturating_mul(period)],
-                );
+            let cpus: Vec<&crate::model::recording::CpuProfile> = targets
+                .iter()
+                .filter_map(|(_, rec)| rec.cpu.as_ref())
+                .filter(|cpu| !cpu.samples.is_empty())
+                .collect();
+            let first = cpus.first().ok_or(NoProfile::NoCpuSamples)?;
+            let period = 1_000_000_000 / first.frequency_hz.max(1);
+            for cpu in cpus {
+                for site in &cpu.samples {
+                    let frames = builder.stack(&site.kernel_stack, &site.user_stack, false);
+                    builder.add(
+                        frames,
+                        None,
+                        [site.count, site.count.saturating_mul(period)],
+                    );
+                }
             }
             (
                 vec![ValueType::Samples, ValueType::Cpu],
@@ -214,8 +233,8 @@ pub fn profile(rec: &Recording, opts: &ProfileOptions) -> Result<Profile, NoProf
     Ok(Profile {
         kind: opts.kind,
         containers: containers.into_iter().collect(),
-        header: super::header(rec),
-        drops: super::drops(rec),
+        header: super::header(facts),
+        drops: super::drops(facts),
         value_types,
         period_type,
         period,

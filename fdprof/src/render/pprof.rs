@@ -204,6 +204,7 @@ pub fn message(profile: &Profile) -> PprofProfile {
 
     let (operation_key, lock_key) = (strings.get("operation"), strings.get("lock"));
     let (container_key, pod_key) = (strings.get("container"), strings.get("pod_uid"));
+    let target_key = strings.get("target");
     let sample = profile
         .samples
         .iter()
@@ -223,7 +224,11 @@ pub fn message(profile: &Profile) -> PprofProfile {
                             str: strings.get(&l.lock),
                         },
                     ];
-                    let known = [(container_key, &l.container), (pod_key, &l.pod_uid)];
+                    let known = [
+                        (target_key, &l.target),
+                        (container_key, &l.container),
+                        (pod_key, &l.pod_uid),
+                    ];
                     for (key, value) in known {
                         if let Some(v) = value {
                             labels.push(PprofLabel {
@@ -331,5 +336,46 @@ mod tests {
         assert_eq!(p.period, 10_101_010);
         assert_eq!(s(p.sample_type[0].r#type), "samples");
         assert!(p.sample.iter().all(|s| s.label.is_empty()));
+    }
+
+    #[test]
+    fn a_containers_waits_carry_its_labels() {
+        use crate::model::recording::ProcessRecord;
+        use fdprof_figures::{Container, Identity, Runtime};
+        let mut rec = testdata::recording();
+        let id = "3f1e9b2c4d5a6f708192a3b4c5d6e7f80112233445566778899aabbccddeeff0";
+        for site in &mut rec.contention {
+            site.pid = Some(4242);
+        }
+        rec.processes = vec![ProcessRecord {
+            pid: 4242,
+            identity: Identity {
+                container: Some(Container {
+                    runtime: Runtime::Podman,
+                    id: id.into(),
+                }),
+                pod_uid: Some("1a2b3c4d-5e6f-7a8b-9c0d-1e2f3a4b5c6d".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        }];
+        let profile = analysis::profile(&rec, &opts(ProfileKind::Contention)).unwrap();
+        assert_eq!(profile.containers, [format!("podman {}", &id[..12])]);
+        let p = decoded(&pprof(&profile));
+        let s = |i: i64| p.string_table[i as usize].as_str();
+        for sample in &p.sample {
+            let labels: Vec<(&str, &str)> =
+                sample.label.iter().map(|l| (s(l.key), s(l.str))).collect();
+            assert!(labels.contains(&("container", id)), "{labels:?}");
+            assert!(labels.contains(&("pod_uid", "1a2b3c4d-5e6f-7a8b-9c0d-1e2f3a4b5c6d")));
+        }
+        let speedscope: serde_json::Value =
+            serde_json::from_slice(&crate::render::speedscope(&profile)).unwrap();
+        assert!(
+            speedscope["name"]
+                .as_str()
+                .unwrap()
+                .ends_with(&format!("in container podman {}", &id[..12]))
+        );
     }
 }
