@@ -42,6 +42,9 @@ pub fn router(app: Arc<App>, policy: Arc<super::access::Policy>) -> Router {
         .route("/report.json", get(report))
         .route("/flamegraph.svg", get(flamegraph))
         .route("/api/v1/stream", get(stream))
+        .route("/debug/pprof/", get(super::profiles::index))
+        .route("/debug/pprof/mutex", get(super::profiles::mutex))
+        .route("/debug/pprof/profile", get(super::profiles::cpu))
         .with_state(app)
         .layer(axum::middleware::from_fn_with_state(
             policy,
@@ -79,15 +82,15 @@ async fn logged(request: axum::extract::Request, next: axum::middleware::Next) -
     response
 }
 
-type Reply = Result<Response, (StatusCode, String)>;
+pub(super) type Reply = Result<Response, (StatusCode, String)>;
 
-fn bad(message: impl Into<String>) -> (StatusCode, String) {
+pub(super) fn bad(message: impl Into<String>) -> (StatusCode, String) {
     (StatusCode::BAD_REQUEST, message.into() + "\n")
 }
 
 async fn index() -> &'static str {
     "fdprof daemon: /metrics /report.json?seconds=N /flamegraph.svg?seconds=N&op=&lock= \
-     /api/v1/stream /healthz\n"
+     /api/v1/stream /debug/pprof/ /healthz\n"
 }
 
 async fn healthz() -> &'static str {

@@ -1,0 +1,178 @@
+//! The daemon's profiles in Go's `net/http/pprof` convention, so that `go tool pprof`, Parca's
+//! scrape configs and Grafana Alloy's `pyroscope.scrape` read them at the paths they expect:
+//! `/debug/pprof/mutex` (the kernel lock waits, as Go's mutex profile: `contentions/count` and
+//! `delay/nanoseconds`) and `/debug/pprof/profile` (the on-CPU samples of `--cpu`), each a
+//! gzipped pprof protobuf; `/debug/pprof/` lists them.
+//!
+//! `?seconds=N`, as in Go, is a delta: the request waits N seconds and answers with the
+//! intervals that ended within the last N (within N plus one interval). Without it, everything
+//! kept. Each wait is labelled with its target's name (`target`), its `lock`, `operation` and,
+//! where known, `container` and `pod_uid`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::{
+    extract::{Query, State as Shared},
+    http::{StatusCode, header},
+    response::{Html, IntoResponse},
+};
+use serde::Deserialize;
+
+use super::http::{App, Reply, bad};
+use crate::analysis::{self, LockFilter, OpFilter, ProfileKind, ProfileOptions};
+use crate::model::{Recording, process};
+use crate::render;
+
+/// The longest `seconds` a request may wait for (Go's own bound for a CPU profile is the
+/// server's write timeout; this one is an hour).
+pub const MAX_SECONDS: u64 = 3600;
+
+/// What a profile request asks for.
+#[derive(Debug, Deserialize)]
+pub(super) struct ProfileQuery {
+    seconds: Option<String>,
+    /// One target name (default: every target, each wait labelled with its own).
+    target: Option<String>,
+    /// `file_lock` or `all` (the mutex profile; default all).
+    lock: Option<String>,
+    /// One container: its id or a prefix of 12 digits or more.
+    container: Option<String>,
+}
+
+pub(super) async fn index() -> Html<&'static str> {
+    Html(concat!(
+        "<!DOCTYPE html><html><head><title>/debug/pprof/</title></head><body>\n",
+        "<p>fdprof daemon: profiles in Go's net/http/pprof convention (gzipped pprof).</p>\n",
+        "<ul>\n",
+        "<li><a href=\"mutex\">mutex</a>: kernel lock waits (contentions/count, ",
+        "delay/nanoseconds); ?seconds=N for the next N seconds, ?lock=file_lock, ?target=NAME, ",
+        "?container=ID</li>\n",
+        "<li><a href=\"profile\">profile</a>: on-CPU samples (daemon --cpu); ?seconds=N</li>\n",
+        "</ul>\n</body></html>\n"
+    ))
+}
+
+pub(super) async fn mutex(Shared(app): Shared<Arc<App>>, Query(q): Query<ProfileQuery>) -> Reply {
+    let lock = match q.lock.as_deref() {
+        None | Some("all") => LockFilter::All,
+        Some("file_lock") => LockFilter::FileLock,
+        Some(other) => return Err(bad(format!("lock is file_lock or all, not {other:?}"))),
+    };
+    let opts = ProfileOptions {
+        kind: ProfileKind::Contention,
+        op: OpFilter::All,
+        lock,
+        raw_addrs: false,
+    };
+    answer(&app, &q, &opts, "mutex").await
+}
+
+pub(super) async fn cpu(Shared(app): Shared<Arc<App>>, Query(q): Query<ProfileQuery>) -> Reply {
+    let opts = ProfileOptions {
+        kind: ProfileKind::Cpu,
+        op: OpFilter::All,
+        lock: LockFilter::All,
+        raw_addrs: false,
+    };
+    answer(&app, &q, &opts, "profile").await
+}
+
+async fn answer(app: &App, q: &ProfileQuery, opts: &ProfileOptions, name: &str) -> Reply {
+    let seconds = match &q.seconds {
+        None => None,
+        Some(s) => Some(
+            s.parse::<u64>()
+                .ok()
+                .filter(|n| (1..=MAX_SECONDS).contains(n))
+                .ok_or_else(|| bad(format!("seconds is 1 to {MAX_SECONDS}, not {s:?}")))?,
+        ),
+    };
+    let container = q
+        .container
+        .as_deref()
+        .map(process::container_prefix)
+        .transpose()
+        .map_err(|e| bad(format!("container: {e}")))?;
+    if let Some(n) = seconds {
+        tokio::time::sleep(Duration::from_secs(n)).await;
+    }
+    let Windows { facts, targets } = windows(app, q.target.as_deref(), seconds)?;
+    let narrowed: Vec<(String, Recording)> = targets
+        .into_iter()
+        .map(|(name, rec)| match &container {
+            None => (name, rec),
+            Some(c) => (name, process::only(&rec, |p| process::in_container(p, c))),
+        })
+        .collect();
+    let parts: Vec<(Option<&str>, &Recording)> = narrowed
+        .iter()
+        .map(|(name, rec)| (Some(name.as_str()), rec))
+        .collect();
+    let profile = analysis::targets_profile(&facts, &parts, opts).map_err(|_| {
+        (
+            StatusCode::NOT_FOUND,
+            "no on-CPU samples in this window (the daemon samples with --cpu)\n".to_string(),
+        )
+    })?;
+    Ok((
+        [
+            (header::CONTENT_TYPE, "application/octet-stream".to_string()),
+            (
+                header::CONTENT_DISPOSITION,
+                format!("attachment; filename=\"{name}\""),
+            ),
+        ],
+        render::pprof(&profile),
+    )
+        .into_response())
+}
+
+/// A window of the daemon's figures: the daemon's own (its facts), and each target's.
+struct Windows {
+    facts: Recording,
+    targets: Vec<(String, Recording)>,
+}
+
+/// The daemon's window and each target's within it: `seconds` long, or all kept.
+fn windows(
+    app: &App,
+    target: Option<&str>,
+    seconds: Option<u64>,
+) -> Result<Windows, (StatusCode, String)> {
+    let h = app.state.read();
+    let seconds = seconds.unwrap_or_else(|| h.daemon.kept_seconds().max(1));
+    let none_yet = || {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "no interval has ended yet\n".to_string(),
+        )
+    };
+    let facts = h.daemon.window(seconds).ok_or_else(none_yet)?;
+    let mut targets = Vec::new();
+    for (name, history) in &h.names {
+        if target.is_some_and(|t| t != name) {
+            continue;
+        }
+        if let Some(rec) = history.window(seconds) {
+            targets.push((name.clone(), rec));
+        }
+    }
+    if let Some(t) = target
+        && !h.names.contains_key(t)
+    {
+        return Err((
+            StatusCode::NOT_FOUND,
+            format!(
+                "no target named \"{}\" (targets: {})\n",
+                crate::escape::name(t),
+                h.names
+                    .keys()
+                    .map(|n| crate::escape::name(n).into_owned())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ));
+    }
+    Ok(Windows { facts, targets })
+}

@@ -1,0 +1,155 @@
+//! The daemon's profiles as Go's `net/http/pprof` serves them, read over HTTP by `go tool
+//! pprof` as a scraper would, the credential in the URL as a user would type it: the lock waits
+//! of opensock (`/debug/pprof/mutex`), exactly the waits `/report.json` counts over the same
+//! window, and the on-CPU samples of `--cpu` (`/debug/pprof/profile`).
+
+mod common;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::daemon::{Daemon, fdprof_as, token};
+use common::*;
+use serde_json::Value;
+
+/// `go tool pprof ARGS URL`'s standard output.
+fn go_pprof(args: &[&str], url: &str) -> String {
+    let out = Command::new("go")
+        .args(["tool", "pprof"])
+        .args(args)
+        .arg(url)
+        .env("PPROF_TMPDIR", std::env::temp_dir())
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("cannot run go ({e}): install golang-go (cargo xtask bootstrap)")
+        });
+    assert!(
+        out.status.success(),
+        "go tool pprof {args:?} {url} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The sum of each value column over the samples `go tool pprof -raw` lists.
+fn raw_totals(raw: &str) -> Vec<u64> {
+    let samples = raw.split_once("Samples:\n").expect("a Samples section").1;
+    let mut totals = Vec::new();
+    for line in samples.lines().skip(1) {
+        let Some((values, _locations)) = line.split_once(':') else {
+            break;
+        };
+        let Ok(values) = values
+            .split_whitespace()
+            .map(str::parse)
+            .collect::<Result<Vec<u64>, _>>()
+        else {
+            continue; // a labels line
+        };
+        totals.resize(values.len(), 0);
+        for (t, v) in totals.iter_mut().zip(values) {
+            *t += v;
+        }
+    }
+    totals
+}
+
+#[test]
+fn go_tool_pprof_reads_the_lock_waits_as_a_mutex_profile() {
+    require_root();
+    let _guard = kernel_lock();
+    let comm = "fdpd-mutex";
+    let daemon = Daemon::start(&["--comm", comm, "--interval", "500ms"]);
+    let load = start_workload_with(
+        fdprof_as(comm),
+        &["opensock", "-t", "2", "-n", "4000", "-d", "6s"],
+    );
+    daemon.wait_metric("fdprof_targets", 1.0);
+    load.go();
+    let base = format!("http://{}/debug/pprof", daemon.addr);
+
+    // Under load: the next 3 seconds, answered within 3 + 2 s.
+    let asked = Instant::now();
+    let url = format!("{base}/mutex?seconds=3&token={}", token());
+    let top = go_pprof(&["-top", "-sample_index=delay", "-nodecount=1000"], &url);
+    let took = asked.elapsed();
+    assert!(top.contains("Type: delay"), "{top}");
+    assert!(top.contains(" alloc_fd\n"), "no alloc_fd in:\n{top}");
+    eprintln!("mutex?seconds=3 answered in {took:?}");
+    let tags = go_pprof(&["-tags"], &url);
+    assert!(
+        tags.contains("lock:") && tags.contains("file_lock"),
+        "{tags}"
+    );
+    assert!(tags.contains("target:") && tags.contains(comm), "{tags}");
+    assert!(
+        tags.contains("operation:") && tags.contains("alloc"),
+        "{tags}"
+    );
+
+    // Once the load has ended and its last interval is in: everything kept, the waits
+    // /report.json counts over the same window, exactly.
+    load.finish();
+    // Three intervals: the load's last waits are in the kept history, and no new one comes.
+    std::thread::sleep(Duration::from_millis(1500));
+    let (code, body) = daemon.get("/report.json");
+    assert_eq!(code, 200, "{body}");
+    let report: Value = serde_json::from_str(&body).unwrap();
+    let raw = go_pprof(&["-raw"], &format!("{base}/mutex?token={}", token()));
+    let totals = raw_totals(&raw);
+    assert_eq!(
+        totals[0],
+        report["contention"]["count"].as_u64().unwrap(),
+        "{raw}"
+    );
+    assert_eq!(
+        totals[1],
+        report["contention"]["total_wait_ns"].as_u64().unwrap()
+    );
+    assert!(totals[1] > 0);
+
+    // Bad input: one line, 400; no credential: 401.
+    assert_eq!(daemon.get("/debug/pprof/mutex?seconds=0").0, 400);
+    assert_eq!(daemon.get("/debug/pprof/mutex?lock=maybe").0, 400);
+    assert_eq!(daemon.get_anonymous("/debug/pprof/mutex").0, 401);
+    let (code, index) = daemon.get("/debug/pprof/");
+    assert_eq!(code, 200);
+    assert!(index.contains("href=\"mutex\"") && index.contains("href=\"profile\""));
+    // Without --cpu there are no on-CPU samples: 404, saying so.
+    let (code, body) = daemon.get("/debug/pprof/profile");
+    assert_eq!((code, body.lines().count()), (404, 1), "{body}");
+    drop(daemon);
+    assert_no_programs_left();
+}
+
+#[test]
+fn go_tool_pprof_reads_the_on_cpu_samples_as_a_cpu_profile() {
+    require_root();
+    let _guard = kernel_lock();
+    let spin = tmp("spin-pprof");
+    cc("spin.c", &spin, &["-fno-omit-frame-pointer"]);
+    let mut target = Command::new(&spin).arg("20").spawn().unwrap();
+    let pid = target.id().to_string();
+    let daemon = Daemon::start(&[
+        "--pid",
+        &pid,
+        "--cpu",
+        "--freq",
+        "199",
+        "--interval",
+        "250ms",
+    ]);
+    daemon.wait_line("INFO", &format!("profiling pid {pid}"));
+    let url = format!(
+        "http://{}/debug/pprof/profile?seconds=3&token={}",
+        daemon.addr,
+        token()
+    );
+    let top = go_pprof(&["-top", "-nodecount=1000"], &url);
+    assert!(top.contains("Type: cpu"), "{top}");
+    assert!(top.contains("spin_here"), "{top}");
+    let _ = target.kill();
+    let _ = target.wait();
+    drop(daemon);
+    assert_no_programs_left();
+}
