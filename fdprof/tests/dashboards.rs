@@ -367,3 +367,100 @@ fn systemd_accepts_the_example_unit() {
         out.status
     );
 }
+
+fn alerts_path() -> std::path::PathBuf {
+    std::path::PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../dashboards/alerts.yml"
+    ))
+}
+
+#[test]
+fn promtool_checks_and_tests_the_alerting_rules() {
+    let dir = alerts_path().parent().unwrap().to_path_buf();
+    for args in [
+        vec!["check", "rules", "alerts.yml"],
+        vec!["test", "rules", "alerts_test.yml"],
+    ] {
+        let out = common::run(Command::new("promtool").args(&args).current_dir(&dir));
+        assert!(
+            out.status.success(),
+            "promtool {args:?} failed ({}):\n{}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// Debian's Prometheus loads alerts.yml, its file_lock threshold lowered, scrapes a daemon
+/// following opensock -t 2, and the contention alert fires for that target; every rule names
+/// only series the daemon serves (or `up`).
+#[test]
+fn the_contention_alert_fires_in_a_real_prometheus() {
+    common::require_root();
+    let _guard = common::kernel_lock();
+    let comm = "fdpd-alerts";
+    let daemon = common::daemon::Daemon::start(&["--comm", comm, "--interval", "500ms"]);
+    let load = common::start_workload_with(
+        common::daemon::fdprof_as(comm),
+        // Long enough for two scrapes and an evaluation; the 5-minute rate outlives it.
+        &["opensock", "-t", "2", "-n", "4000", "-d", "15s"],
+    );
+    daemon.wait_metric("fdprof_targets", 1.0);
+    load.go();
+    let rules = std::fs::read_to_string(alerts_path()).unwrap();
+    let threshold = "\n          > 0.05\n        for: 5m\n";
+    assert!(
+        rules.contains(threshold),
+        "the contention rule changed shape"
+    );
+    let lowered = common::tmp("alerts.yml");
+    std::fs::write(
+        &lowered,
+        rules.replacen(threshold, "\n          > 0\n        for: 0s\n", 1),
+    )
+    .unwrap();
+    let prometheus = Prometheus::start_with_rules(&[daemon.addr], &lowered);
+    let firing = common::daemon::poll(Duration::from_secs(90), || {
+        let (_, body) =
+            prometheus::http_get(prometheus.addr(), "/api/v1/alerts").map_err(|e| e.to_string())?;
+        let alerts: Value = serde_json::from_str(&body).map_err(|e| e.to_string())?;
+        alerts["data"]["alerts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|a| {
+                a["labels"]["alertname"] == "FdprofFileLockContention"
+                    && a["labels"]["target"] == comm
+                    && a["state"] == "firing"
+            })
+            .cloned()
+            .ok_or(body)
+    });
+    let alert = firing.unwrap_or_else(|last| panic!("no firing contention alert: {last}"));
+    assert_eq!(alert["labels"]["severity"], "warning");
+
+    let (_, body) = prometheus::http_get(prometheus.addr(), "/api/v1/rules").unwrap();
+    let groups: Value = serde_json::from_str(&body).unwrap();
+    let queries: Vec<&str> = groups["data"]["groups"][0]["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["query"].as_str().unwrap())
+        .collect();
+    assert_eq!(queries.len(), 6, "{body}");
+    for query in queries {
+        for s in selectors(query) {
+            assert!(
+                s.metric == "up" || SERIES.iter().any(|(name, _)| *name == s.metric),
+                "{query}: {} is not served",
+                s.metric
+            );
+        }
+    }
+    drop(prometheus);
+    load.finish();
+    drop(daemon);
+    common::assert_no_programs_left();
+}

@@ -37,6 +37,15 @@ impl Prometheus {
     /// Starts Prometheus listening on `listen` (which `scrape` may name: it scrapes itself),
     /// and waits until it is ready.
     pub fn start_on(listen: SocketAddr, scrape: &[SocketAddr]) -> Prometheus {
+        Self::launch(listen, scrape, None)
+    }
+
+    /// [`Prometheus::start`], evaluating the alerting rules of `rules` every second.
+    pub fn start_with_rules(scrape: &[SocketAddr], rules: &Path) -> Prometheus {
+        Self::launch(free_loopback_addr(), scrape, Some(rules))
+    }
+
+    fn launch(listen: SocketAddr, scrape: &[SocketAddr], rules: Option<&Path>) -> Prometheus {
         assert!(
             Path::new(PROMETHEUS).exists(),
             "{PROMETHEUS} is missing: run `cargo xtask bootstrap`"
@@ -44,7 +53,11 @@ impl Prometheus {
         let dir = super::tmp(&format!("prometheus-{}", listen.port()));
         std::fs::create_dir_all(&dir).unwrap();
         let config = dir.join("prometheus.yml");
-        std::fs::write(&config, scrape_config(scrape)).unwrap();
+        let mut text = scrape_config(scrape);
+        if let Some(rules) = rules {
+            text.push_str(&format!("rule_files: [\"{}\"]\n", rules.display()));
+        }
+        std::fs::write(&config, text).unwrap();
         let log = std::fs::File::create(dir.join("prometheus.log")).unwrap();
         let child = Command::new(PROMETHEUS)
             .arg(format!("--config.file={}", config.display()))
