@@ -36,7 +36,10 @@ pub struct App {
 /// The endpoints behind the access check ([`super::access`]), every request logged with `-v`.
 pub fn router(app: Arc<App>, policy: Arc<super::access::Policy>) -> Router {
     Router::new()
-        .route("/", get(index))
+        .route("/", get(super::page::index))
+        .route("/static/page.css", get(super::page::css))
+        .route("/static/page.js", get(super::page::script))
+        .route("/api/v1/targets", get(super::page::targets))
         .route("/healthz", get(healthz))
         .route("/metrics", get(scrape))
         .route("/report.json", get(report))
@@ -86,11 +89,6 @@ pub(super) type Reply = Result<Response, (StatusCode, String)>;
 
 pub(super) fn bad(message: impl Into<String>) -> (StatusCode, String) {
     (StatusCode::BAD_REQUEST, message.into() + "\n")
-}
-
-async fn index() -> &'static str {
-    "fdprof daemon: /metrics /report.json?seconds=N /flamegraph.svg?seconds=N&op=&lock= \
-     /api/v1/stream /debug/pprof/ /healthz\n"
 }
 
 async fn healthz() -> &'static str {

@@ -11,6 +11,7 @@ mod followed;
 pub mod history;
 pub mod http;
 pub mod log;
+mod page;
 mod profiles;
 pub mod server;
 pub mod state;
