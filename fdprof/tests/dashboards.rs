@@ -464,3 +464,132 @@ fn the_contention_alert_fires_in_a_real_prometheus() {
     drop(daemon);
     common::assert_no_programs_left();
 }
+
+/// Paths the daemon serves profiles at (Go's net/http/pprof convention).
+const PROFILE_PATHS: [&str; 2] = ["/debug/pprof/mutex", "/debug/pprof/profile"];
+
+/// parca.yaml read by a YAML parser (Python's, Debian's python3-yaml) and checked against the
+/// shape of Parca's config: object storage, one scrape job of the daemon with its token, and
+/// the two profiles at the daemon's paths as delta profiles, Go's runtime ones off.
+#[test]
+fn the_parca_config_has_parcas_shape_and_the_daemons_paths() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../dashboards/parca.yaml");
+    let out = common::run(Command::new("python3").args([
+        "-c",
+        "import json, sys, yaml; print(json.dumps(yaml.safe_load(open(sys.argv[1]))))",
+        path,
+    ]));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let config: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(config["object_storage"]["bucket"]["type"], "FILESYSTEM");
+    let jobs = config["scrape_configs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 1);
+    let job = &jobs[0];
+    assert_eq!(job["static_configs"][0]["targets"][0], "127.0.0.1:9464");
+    assert_eq!(job["authorization"]["type"], "Bearer");
+    assert!(job["authorization"]["credentials_file"].is_string());
+    let profiles = job["profiling_config"]["pprof_config"].as_object().unwrap();
+    let enabled: Vec<&str> = profiles
+        .values()
+        .filter(|p| p["enabled"] == true)
+        .map(|p| {
+            assert_eq!(p["delta"], true, "{p}");
+            p["path"].as_str().unwrap()
+        })
+        .collect();
+    assert_eq!(enabled, PROFILE_PATHS);
+    assert_eq!(profiles["mutex"]["path"], PROFILE_PATHS[0]);
+    assert_eq!(profiles["process_cpu"]["path"], PROFILE_PATHS[1]);
+    for off in ["memory", "block", "goroutine"] {
+        assert_eq!(profiles[off]["enabled"], false, "{off}");
+    }
+}
+
+/// A block of Alloy's configuration syntax: its attributes and inner blocks, by name (`name
+/// "label"` for labelled ones).
+#[derive(Debug, Default)]
+struct AlloyBlock {
+    attributes: std::collections::BTreeMap<String, String>,
+    blocks: Vec<(String, AlloyBlock)>,
+}
+
+impl AlloyBlock {
+    fn block(&self, name: &str) -> &AlloyBlock {
+        self.blocks
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, b)| b)
+            .unwrap_or_else(|| panic!("no block {name} in {self:?}"))
+    }
+}
+
+/// Reads Alloy's syntax as the file here writes it: one attribute (`key = value`, a list may
+/// span lines) or block brace per line, `//` comments.
+fn read_alloy(text: &str) -> AlloyBlock {
+    let mut stack = vec![(String::new(), AlloyBlock::default())];
+    let mut pending = String::new();
+    for line in text.lines() {
+        let line = line.split("//").next().unwrap().trim();
+        if line.is_empty() {
+            continue;
+        }
+        if !pending.is_empty() || (line.contains('=') && line.ends_with('[')) {
+            pending.push_str(line);
+            if pending.matches('[').count() == pending.matches(']').count() {
+                let (key, value) = pending.split_once('=').unwrap();
+                let top = &mut stack.last_mut().unwrap().1;
+                top.attributes
+                    .insert(key.trim().into(), value.trim().into());
+                pending.clear();
+            }
+        } else if let Some(name) = line.strip_suffix('{') {
+            stack.push((name.trim().to_string(), AlloyBlock::default()));
+        } else if line == "}" {
+            let (name, block) = stack.pop().unwrap();
+            stack.last_mut().unwrap().1.blocks.push((name, block));
+        } else {
+            let (key, value) = line.split_once('=').unwrap_or_else(|| panic!("{line}"));
+            let top = &mut stack.last_mut().unwrap().1;
+            top.attributes
+                .insert(key.trim().into(), value.trim().into());
+        }
+    }
+    assert_eq!(stack.len(), 1, "unbalanced braces");
+    stack.pop().unwrap().1
+}
+
+/// pyroscope.alloy against the shape of Alloy's `pyroscope.scrape` component: a scrape of the
+/// daemon forwarding to a `pyroscope.write` defined beside it, with the daemon's token, the
+/// two profiles at the daemon's paths as delta profiles, Go's runtime ones off.
+#[test]
+fn the_pyroscope_config_has_alloys_shape_and_the_daemons_paths() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../dashboards/pyroscope.alloy"
+    ))
+    .unwrap();
+    let root = read_alloy(&text);
+    let scrape = root.block("pyroscope.scrape \"fdprof\"");
+    assert!(scrape.attributes["targets"].contains("\"__address__\" = \"127.0.0.1:9464\""));
+    assert_eq!(
+        scrape.attributes["forward_to"],
+        "[pyroscope.write.local.receiver]"
+    );
+    root.block("pyroscope.write \"local\"").block("endpoint");
+    assert!(scrape.attributes.contains_key("bearer_token_file"));
+    let profiles = scrape.block("profiling_config");
+    for (name, path) in [("profile.mutex", 0), ("profile.process_cpu", 1)] {
+        let p = &profiles.block(name).attributes;
+        assert_eq!(p["enabled"], "true", "{name}");
+        assert_eq!(p["delta"], "true", "{name}");
+        assert_eq!(p["path"], format!("\"{}\"", PROFILE_PATHS[path]), "{name}");
+    }
+    for off in ["memory", "block", "goroutine", "fgprof"] {
+        let p = &profiles.block(&format!("profile.{off}")).attributes;
+        assert_eq!(p["enabled"], "false", "{off}");
+    }
+}

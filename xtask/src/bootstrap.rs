@@ -36,7 +36,8 @@ const BPF_LINKER_VERSION: &str = "0.13.0";
 /// nginx on loopback, never the packaged service), and the daemon's access tests' clients:
 /// curl run as another user (setpriv, from util-linux), openssl for a TLS certificate and
 /// python3 for a flood of idle connections; podman with runc (real containers, from a root
-/// file system directory: no image is pulled); chromium (the daemon's page in a real browser).
+/// file system directory: no image is pulled); chromium (the daemon's page in a real browser);
+/// python3-yaml (reads the Parca config as YAML).
 const TEST_PACKAGES: &[&str] = &[
     "bpftool",
     "tmux",
@@ -58,6 +59,7 @@ const TEST_PACKAGES: &[&str] = &[
     "podman",
     "runc",
     "chromium",
+    "python3-yaml",
 ];
 /// Commands the tests run and the package that brings each where it is missing: npm installs
 /// the `speedscope` package for its schema (a host's Node.js may bring npm from elsewhere).
