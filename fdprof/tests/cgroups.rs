@@ -127,6 +127,23 @@ fn a_cgroup_is_recorded_exactly(hierarchy: &Path, name: &str) {
     assert!(cgroup.path().ends_with(&cgroup_path), "{cgroup_path}");
     let expected = BTreeMap::from([(in_pid, k_in), (moved_pid, k_moved), (forked, k_forked)]);
     assert_eq!(sockets_by_pid(&report), expected);
+    // Narrowed by the cgroup path as /proc/PID/cgroup shows it: the processes that were read
+    // while they lived (the one moved in may have ended first), none other.
+    let out = run(fdprof()
+        .args(["report", "--json", "--cgroup", &cgroup_path])
+        .arg(&out));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let narrowed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let kept = sockets_by_pid(&narrowed);
+    assert_eq!(kept.get(&in_pid), Some(&k_in), "{kept:?}");
+    assert!(
+        kept.iter().all(|(pid, n)| expected.get(pid) == Some(n)),
+        "{kept:?}"
+    );
     assert_no_programs_left();
 }
 
@@ -180,7 +197,11 @@ fn paths_that_are_not_cgroups_are_refused_before_attaching() {
         (file.to_str().unwrap(), "not a cgroup"),
     ];
     // Bounded, should one be taken for a cgroup.
-    for (command, bound) in [("record", ["-d", "1s"]), ("top", ["--count", "1"])] {
+    for (command, bound) in [
+        ("record", ["-d", "1s"]),
+        ("top", ["--count", "1"]),
+        ("daemon", ["--interval", "1s"]),
+    ] {
         for (path, says) in cases {
             let out = run(fdprof().args([command, "--cgroup", path]).args(bound));
             let stderr = String::from_utf8_lossy(&out.stderr);

@@ -88,7 +88,8 @@ fn read_bounded(path: &str) -> Option<String> {
 
 /// The identity `/proc/PID/cgroup` gives: the path of the v2 line (`0::PATH`) where it names a
 /// container, else of the first v1 line that does; with no container, the v2 path, or on a
-/// hybrid host whose v2 line is the root, the `name=systemd` line's (where the unit shows).
+/// hybrid host whose v2 line is the root, the `name=systemd` line's (where the unit shows) or
+/// else the first v1 line's that is not the root.
 pub fn of_cgroup_file(text: &str) -> Identity {
     let mut v2 = None;
     let mut v1 = Vec::new();
@@ -111,7 +112,8 @@ pub fn of_cgroup_file(text: &str) -> Identity {
         .or(v2.filter(|&p| p != "/" || v1.is_empty()))
         .or_else(|| {
             v1.iter()
-                .find(|(c, _)| *c == "name=systemd")
+                .find(|&&(c, p)| c == "name=systemd" && p != "/")
+                .or_else(|| v1.iter().find(|&&(_, p)| p != "/"))
                 .map(|&(_, p)| p)
         })
         .or(v2)
@@ -272,6 +274,14 @@ mod tests {
             of_cgroup_file("0::/user.slice\n").cgroup.as_deref(),
             Some("/user.slice")
         );
+    }
+
+    #[test]
+    fn a_hybrid_host_names_a_v1_only_cgroup_by_its_v1_line() {
+        let v1_only = "9:name=systemd:/\n8:pids:/batch\n0::/\n";
+        assert_eq!(of_cgroup_file(v1_only).cgroup.as_deref(), Some("/batch"));
+        let root = "9:name=systemd:/\n8:pids:/\n0::/\n";
+        assert_eq!(of_cgroup_file(root).cgroup.as_deref(), Some("/"));
     }
 
     #[test]
