@@ -16,6 +16,7 @@
 //! Options: `--rounds N` (default 5), `--only NAME,NAME` (the baseline and these variants),
 //! `--only syscost` (the cost of one syscall alone).
 
+use fdprof_common::probes::program;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -384,8 +385,8 @@ fn recorded_waits(fdprof: &Path, file: &Path) -> Result<WaitFigures> {
             .find(|p| p.name == name)
             .and_then(|p| p.ns_per_run)
     };
-    let begin = per_run("fdprof_lock_begin");
-    let end = per_run("fdprof_lock_end");
+    let begin = per_run(program::LOCK_BEGIN);
+    let end = per_run(program::LOCK_END);
     Ok((avg, begin.zip(end).map(|(b, e)| (b + e, e))))
 }
 

@@ -12,7 +12,10 @@ use crate::analysis::LockOperation;
 use crate::render::human;
 use crate::tui::state::{Pane, State};
 
-const HEAD: &str = "lock      operation   cont/s wait/CPU     avg     p50     p99     max of lock";
+/// The lock column: as wide as the longest name, from 9 to [`LOCK_WIDTH`] characters; a longer
+/// name is cut with an ellipsis, so every figure stays in its column.
+const LOCK_WIDTH: usize = 24;
+const HEAD: &str = "operation   cont/s wait/CPU     avg     p50     p99     max of lock";
 
 pub fn draw(frame: &mut Frame, area: Rect, state: &State) {
     let block = pane_block("contention".into(), Pane::Contention, state);
@@ -24,19 +27,32 @@ pub fn draw(frame: &mut Frame, area: Rect, state: &State) {
         return;
     };
     let rows = &report.contention.by_lock_operation;
-    let mut lines = vec![Line::styled(HEAD, head_style())];
+    let width = rows
+        .iter()
+        .map(|r| r.lock.to_string().chars().count())
+        .max()
+        .unwrap_or(0)
+        .clamp(9, LOCK_WIDTH);
+    let mut lines = vec![Line::styled(
+        format!("{:<width$} {HEAD}", "lock"),
+        head_style(),
+    )];
     if rows.is_empty() {
         lines.push(Line::from("no lock waits"));
     }
-    lines.extend(rows.iter().map(|r| Line::from(row(r, duration_ns))));
+    lines.extend(rows.iter().map(|r| Line::from(row(r, duration_ns, width))));
     frame.render_widget(scrolled(lines, Pane::Contention, state), table);
     sparkline(frame, spark, state);
 }
 
-fn row(r: &LockOperation, duration_ns: u64) -> String {
+fn row(r: &LockOperation, duration_ns: u64, width: usize) -> String {
+    let mut lock = r.lock.to_string();
+    if lock.chars().count() > width {
+        lock = lock.chars().take(width - 1).collect::<String>() + "…";
+    }
     format!(
-        "{:<9} {:<11} {:>6} {:>8} {:>7} {:>7} {:>7} {:>7} {:>7}",
-        r.lock.to_string(),
+        "{:<width$} {:<11} {:>6} {:>8} {:>7} {:>7} {:>7} {:>7} {:>7}",
+        lock,
         r.operation.to_string(),
         rate(r.count, duration_ns),
         cpu(r.total_wait_ns, duration_ns),

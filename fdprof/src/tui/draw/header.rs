@@ -58,6 +58,8 @@ pub fn draw(frame: &mut Frame, area: Rect, state: &State) {
         Line::from(cost_line(report, duration_ns)),
         diagnosis_line(report),
     ];
+    let width = usize::from(area.width);
+    let lines: Vec<Line> = lines.into_iter().map(|l| super::fit(l, width)).collect();
     frame.render_widget(Paragraph::new(lines), area);
 }
 

@@ -149,3 +149,26 @@ fn cpu(spent_ns: u64, duration_ns: u64) -> String {
 fn opt_duration(ns: Option<u64>) -> String {
     human::opt(ns, human::duration)
 }
+
+/// `line` cut to `width` columns: where it is cut, its last column is an ellipsis, so a cut is
+/// never mistaken for a word's end.
+fn fit(line: Line<'static>, width: usize) -> Line<'static> {
+    let total: usize = line.spans.iter().map(|s| s.content.chars().count()).sum();
+    if total <= width || width == 0 {
+        return line;
+    }
+    let mut room = width - 1;
+    let mut spans = Vec::new();
+    for span in line.spans {
+        let n = span.content.chars().count();
+        if n <= room {
+            room -= n;
+            spans.push(span);
+            continue;
+        }
+        let kept: String = span.content.chars().take(room).collect();
+        spans.push(ratatui::text::Span::styled(kept + "…", span.style));
+        break;
+    }
+    Line::from(spans)
+}

@@ -317,3 +317,28 @@ fn the_header_counts_the_target_threads_when_known() {
         screen[0]
     );
 }
+
+#[test]
+fn long_lock_names_keep_every_figure_in_its_column_and_the_header_ends_in_an_ellipsis() {
+    let mut report = interval_report();
+    let long = "rcu_accelerate_cbs_unloc"; // 24 characters
+    report.contention.by_lock_operation[2].lock.name = long.into();
+    let mut state = State::default();
+    state.on_update(update_with(0, report));
+    let screen = render(&state, 90, 30);
+    let head = &screen[row_with(&screen, "operation   cont/s")];
+    let end_of = |row: &str, word: &str| row.find(word).unwrap() + word.len();
+    let cont = end_of(head, "cont/s");
+    let long_row = &screen[row_with(&screen, long)];
+    let file_lock_row = &screen[row_with(&screen, "│file_lock ")];
+    // The rates end under the head's `cont/s` in both rows.
+    for row in [long_row, file_lock_row] {
+        let before = &row[..cont];
+        assert!(
+            before.ends_with(|c: char| c.is_ascii_digit()),
+            "{row}\n{head}"
+        );
+    }
+    // The diagnosis line is longer than 90 columns: cut, with an ellipsis.
+    assert!(screen[3].trim_end().ends_with('…'), "{}", screen[3]);
+}
