@@ -135,7 +135,21 @@ fn apt_install(packages: &[&str]) -> Result<()> {
     service_guard::disable_packaged_services(packages)
 }
 
+/// What a task needs installed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Needs {
+    /// Building fdprof and running it (`build`, `demo`): the eBPF toolchain only.
+    Build,
+    /// The tests' servers and tools too (`test`, `bench`, packaging, `bootstrap`).
+    Tests,
+}
+
+/// Everything (`cargo xtask bootstrap`).
 pub fn run() -> Result<()> {
+    install(Needs::Tests)
+}
+
+pub fn install(needs: Needs) -> Result<()> {
     let start = Instant::now();
     let mut missing: Vec<&str> = Vec::new();
     let rustc = ebpf_toolchain::find_rustc();
@@ -151,13 +165,15 @@ pub fn run() -> Result<()> {
     if linker.is_none() && !installed(LLVM_PACKAGE) {
         missing.push(LLVM_PACKAGE);
     }
-    missing.extend(TEST_PACKAGES.iter().filter(|p| !installed(p)));
-    missing.extend(
-        TEST_COMMANDS
-            .iter()
-            .filter(|(command, _)| !on_path(command))
-            .map(|&(_, package)| package),
-    );
+    if needs == Needs::Tests {
+        missing.extend(TEST_PACKAGES.iter().filter(|p| !installed(p)));
+        missing.extend(
+            TEST_COMMANDS
+                .iter()
+                .filter(|(command, _)| !on_path(command))
+                .map(|&(_, package)| package),
+        );
+    }
 
     if !missing.is_empty() {
         timed(&format!("apt-get install {}", missing.join(" ")), || {

@@ -17,6 +17,7 @@ mod run;
 mod vm_test;
 
 use anyhow::Result;
+use bootstrap::Needs;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -83,8 +84,9 @@ fn main() {
     let cli = Cli::parse();
     let result: Result<()> = match cli.command {
         Task::Bootstrap => bootstrap::run(),
-        Task::Build => bootstrap::run().and_then(|()| run::build_release()),
-        Task::Demo => bootstrap::run().and_then(|()| run::demo()),
+        // The demo runs no test: only the eBPF toolchain is installed for it.
+        Task::Build => bootstrap::install(Needs::Build).and_then(|()| run::build_release()),
+        Task::Demo => bootstrap::install(Needs::Build).and_then(|()| run::demo()),
         Task::Test => bootstrap::run().and_then(|()| run::test()),
         Task::Bench { what, args } => bootstrap::run().and_then(|()| match what.as_str() {
             "workload" => bench_workload::run(&args),

@@ -50,6 +50,8 @@ pub fn build_release() -> Result<()> {
 
 /// The main job on the built-in default: profile the opensock workload (2 threads sharing one
 /// table of 4000 sockets), print the report and write the flamegraph.
+/// The demo: fdprof records opensock, then a short summary (what ran, the headline figures,
+/// the diagnosis, where the files are); the doctor's table and the full report go to files.
 pub fn demo() -> Result<()> {
     build_release()?;
     let fdprof = fdprof_release();
@@ -57,7 +59,12 @@ pub fn demo() -> Result<()> {
     std::fs::create_dir_all(&out)?;
     let data = out.join("fdprof.data");
     let svg = out.join("fdprof.svg");
-    step("fdprof doctor", Command::new(&fdprof).arg("doctor"))?;
+    let report_txt = out.join("report.txt");
+    to_file(
+        "fdprof doctor",
+        Command::new(&fdprof).arg("doctor"),
+        &out.join("doctor.txt"),
+    )?;
     step(
         "fdprof record -- fdprof workload opensock",
         Command::new(&fdprof)
@@ -65,11 +72,13 @@ pub fn demo() -> Result<()> {
             .arg(&data)
             .arg("--")
             .arg(&fdprof)
-            .args(["workload", "opensock", "-t", "2", "-n", "4000", "-d", "5s"]),
+            .args(["workload", "opensock", "-t", "2", "-n", "4000", "-d", "5s"])
+            .stdout(std::process::Stdio::null()),
     )?;
-    step(
+    to_file(
         "fdprof report",
         Command::new(&fdprof).arg("report").arg(&data),
+        &report_txt,
     )?;
     step(
         "fdprof flamegraph",
@@ -79,12 +88,86 @@ pub fn demo() -> Result<()> {
             .arg("-o")
             .arg(&svg),
     )?;
-    eprintln!(
-        "==> recording: {}\n==> flamegraph: {}",
-        data.display(),
-        svg.display()
-    );
+    let json = Command::new(&fdprof)
+        .args(["report", "--json"])
+        .arg(&data)
+        .output()
+        .context("cannot run fdprof report --json")?;
+    let report: fdprof_figures::Report =
+        serde_json::from_slice(&json.stdout).context("fdprof report --json printed no report")?;
+    summary(&report, &data, &report_txt, &svg);
     Ok(())
+}
+
+/// `text`'s first `n` characters, an ellipsis where it is cut (the report has the whole).
+fn cut(text: &str, n: usize) -> String {
+    match text.char_indices().nth(n) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_string(),
+    }
+}
+
+/// Runs `cmd` with its standard output in `file`.
+fn to_file(what: &str, cmd: &mut Command, file: &std::path::Path) -> Result<()> {
+    let f =
+        std::fs::File::create(file).with_context(|| format!("cannot create {}", file.display()))?;
+    step(what, cmd.stdout(f))?;
+    eprintln!("==> {what}: saved to {}", file.display());
+    Ok(())
+}
+
+/// At most 40 lines: the headline figures, the diagnosis, the files and how to open them.
+fn summary(
+    r: &fdprof_figures::Report,
+    data: &std::path::Path,
+    report_txt: &std::path::Path,
+    svg: &std::path::Path,
+) {
+    let seconds = r.header.duration_ns as f64 / 1e9;
+    let per_s = |n: u64| n as f64 / seconds.max(1e-9);
+    let c = &r.contention;
+    let calls: u64 = r.syscalls.iter().map(|s| s.calls).sum();
+    println!();
+    println!(
+        "fdprof recorded {} for {seconds:.1} s ({} mode)",
+        r.header.target.description, r.header.mode
+    );
+    println!(
+        "  file_lock: {:.0} waits/s, {:.2} ms waited a second ({} waits, {:.1} ms in all)",
+        per_s(c.file_lock_count),
+        per_s(c.file_lock_wait_ns) / 1e6,
+        c.file_lock_count,
+        c.file_lock_wait_ns as f64 / 1e6
+    );
+    println!(
+        "  fd syscalls: {:.0}/s; allocations {} (next_fd hit {}); table {} fds",
+        per_s(calls),
+        r.scan.allocations,
+        r.scan
+            .next_fd_hit_rate
+            .map_or("-".into(), |h| format!("{:.0}%", h * 100.0)),
+        r.table.max_fds_max
+    );
+    println!(
+        "  dropped: {}",
+        if r.drops.total == 0 {
+            "nothing".to_string()
+        } else {
+            format!("{} events (figures are lower bounds)", r.drops.total)
+        }
+    );
+    println!("diagnosis:");
+    if r.diagnosis.findings.is_empty() {
+        println!("  no rule fired");
+    }
+    for f in r.diagnosis.findings.iter().take(5) {
+        println!("  [{}] {}", f.rule, cut(&f.summary, 100));
+        println!("      remedy: {}", cut(&f.remedy.change, 96));
+    }
+    println!("files:");
+    println!("  recording   {}  (fdprof report {0})", data.display());
+    println!("  report      {}  (less {0})", report_txt.display());
+    println!("  flamegraph  {}  (open it in a browser)", svg.display());
 }
 
 pub fn test() -> Result<()> {
