@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::{Result, bail};
 
-use super::flamegraph::{LockArg, OpArg};
+use super::args::{LockArg, OpArg};
 use crate::analysis::{self, FlamegraphOptions, NoProfile, ProfileKind, ProfileOptions};
 use crate::model::Recording;
 use crate::output::Output;

@@ -5,7 +5,8 @@ use std::path::PathBuf;
 
 use anyhow::{Result, bail};
 
-use crate::analysis::{self, FlamegraphOptions, LockFilter, OpFilter};
+use super::args::{LockArg, OpArg};
+use crate::analysis::{self, FlamegraphOptions};
 use crate::model::Recording;
 use crate::output::Output;
 use crate::render;
@@ -86,56 +87,3 @@ fn graph_of(
 }
 
 // The command line's names for the analysis options (clap stays out of analysis and render).
-
-/// Which operations to draw.
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OpArg {
-    /// Waits while allocating an fd (`alloc_fd`).
-    Alloc,
-    /// Waits while closing an fd (`file_close_fd`, `close_fd`).
-    Close,
-    /// Every operation, including `expand`, `dup2`, … and `other`.
-    All,
-}
-
-impl From<OpArg> for OpFilter {
-    fn from(arg: OpArg) -> Self {
-        match arg {
-            OpArg::Alloc => OpFilter::Alloc,
-            OpArg::Close => OpFilter::Close,
-            OpArg::All => OpFilter::All,
-        }
-    }
-}
-
-/// Which locks to draw.
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LockArg {
-    /// Only the target's own `files->file_lock`.
-    #[value(name = "file_lock", alias = "file-lock")]
-    FileLock,
-    /// Every lock class recorded (other spinlocks, mutexes, rwsems).
-    All,
-}
-
-impl From<LockArg> for LockFilter {
-    fn from(arg: LockArg) -> Self {
-        match arg {
-            LockArg::FileLock => LockFilter::FileLock,
-            LockArg::All => LockFilter::All,
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::ValueEnum;
-
-    #[test]
-    fn clap_names() {
-        assert_eq!(LockArg::from_str("file_lock", false), Ok(LockArg::FileLock));
-        assert_eq!(LockArg::from_str("file-lock", false), Ok(LockArg::FileLock));
-        assert_eq!(OpArg::from_str("close", false), Ok(OpArg::Close));
-    }
-}

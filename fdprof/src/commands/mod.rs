@@ -1,6 +1,7 @@
 //! The command line: one file per subcommand, each with its arguments (clap lives only here)
 //! and the sequence of library calls it makes; [`main`] parses and dispatches.
 
+pub mod args;
 pub mod command_output;
 pub mod daemon;
 pub mod doctor;

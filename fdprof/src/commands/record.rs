@@ -9,10 +9,11 @@ use std::time::Duration;
 use anyhow::Result;
 use fdprof_common::{
     counters::drop,
-    probes::Mode,
     session::{EndReason, TargetKind},
 };
 
+use super::args::ModeArg;
+use super::args::TargetArgs;
 use super::session::{self, Request, Session, Streams};
 use super::trace;
 use crate::collect::{TargetSpec, counters::ThreadCounters, stats::own_cpu_ns};
@@ -24,25 +25,8 @@ use crate::symbolize::system;
 #[derive(clap::Args, Debug)]
 #[command(group(clap::ArgGroup::new("target").required(true).args(["pid", "cgroup", "tid", "all", "command"])))]
 pub struct RecordArgs {
-    /// Profile this process (all its threads, including ones created later); give -p several
-    /// times for several processes, each with its own figures as under -a
-    #[arg(short, long, value_name = "PID")]
-    pub pid: Vec<u32>,
-    /// With -p, also follow the processes they start, from their fork (threads are always
-    /// followed)
-    #[arg(long, requires = "pid")]
-    pub children: bool,
-    /// Profile the processes of this cgroup and the cgroups below it (a directory under
-    /// /sys/fs/cgroup, v2 or v1): those in it now, those started or moved in later; each
-    /// with its own figures as under -a (repeatable)
-    #[arg(long, value_name = "PATH")]
-    pub cgroup: Vec<std::path::PathBuf>,
-    /// Profile this thread only
-    #[arg(short, long)]
-    pub tid: Option<u32>,
-    /// Profile every process but fdprof itself
-    #[arg(short, long)]
-    pub all: bool,
+    #[command(flatten)]
+    pub target: TargetArgs,
     /// Stop after this long (e.g. 10s, 500ms, 2m; 1 ms to 365 days); otherwise at Ctrl-C or when
     /// the target exits. A command still running then is sent SIGTERM (SIGKILL 5 s later)
     #[arg(short, long, value_parser = super::duration::parse_run_length)]
@@ -104,36 +88,9 @@ pub struct RecordArgs {
     pub command: Vec<String>,
 }
 
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ModeArg {
-    Auto,
-    Fentry,
-    Kprobe,
-    Tracepoint,
-}
-
-impl ModeArg {
-    /// The mode forced on every function role; `None` lets each take the most direct one.
-    pub fn forced(self) -> Option<Mode> {
-        match self {
-            ModeArg::Auto => None,
-            ModeArg::Fentry => Some(Mode::Fentry),
-            ModeArg::Kprobe => Some(Mode::Kprobe),
-            ModeArg::Tracepoint => Some(Mode::Tracepoint),
-        }
-    }
-}
-
 impl RecordArgs {
     fn target(&self) -> TargetSpec {
-        TargetSpec::of(
-            &self.pid,
-            self.children,
-            &self.cgroup,
-            self.tid,
-            self.all,
-            &self.command,
-        )
+        self.target.spec(&self.command)
     }
 }
 

@@ -16,8 +16,9 @@ use fdprof_common::{
     session::{EndReason, TargetKind},
 };
 
+use super::args::ModeArg;
+use super::args::TargetArgs;
 use super::command_output::CommandOutput;
-use super::record::ModeArg;
 use super::session::{self, Request, Session, Streams};
 use crate::analysis::{self, Interval, ReportOptions};
 use crate::collect::{Snapshot, TargetSpec, target};
@@ -28,25 +29,8 @@ use crate::tui;
 #[derive(clap::Args, Debug)]
 #[command(group(clap::ArgGroup::new("target").required(true).args(["pid", "cgroup", "tid", "all", "command", "from"])))]
 pub struct TopArgs {
-    /// Watch this process (all its threads, including ones created later); give -p several
-    /// times for several processes, each with its own figures as under -a
-    #[arg(short, long, value_name = "PID")]
-    pub pid: Vec<u32>,
-    /// With -p, also follow the processes they start, from their fork (threads are always
-    /// followed)
-    #[arg(long, requires = "pid")]
-    pub children: bool,
-    /// Watch the processes of this cgroup and the cgroups below it (a directory under
-    /// /sys/fs/cgroup, v2 or v1): those in it now, those started or moved in later; each
-    /// with its own figures as under -a (repeatable)
-    #[arg(long, value_name = "PATH")]
-    pub cgroup: Vec<std::path::PathBuf>,
-    /// Watch this thread only
-    #[arg(short, long)]
-    pub tid: Option<u32>,
-    /// Watch every process but fdprof itself
-    #[arg(short, long)]
-    pub all: bool,
+    #[command(flatten)]
+    pub target: TargetArgs,
     /// Time between updates (10 ms to 1 h)
     #[arg(long, default_value = "1s", value_parser = super::duration::parse_interval)]
     pub interval: Duration,
@@ -98,14 +82,7 @@ pub struct TopArgs {
 
 impl TopArgs {
     fn target(&self) -> TargetSpec {
-        TargetSpec::of(
-            &self.pid,
-            self.children,
-            &self.cgroup,
-            self.tid,
-            self.all,
-            &self.command,
-        )
+        self.target.spec(&self.command)
     }
 }
 

@@ -1,0 +1,120 @@
+//! Argument types several subcommands share (clap's side of them), each turned into the
+//! library's own type where it is used.
+
+use fdprof_common::probes::Mode;
+
+use crate::analysis::{LockFilter, OpFilter};
+use crate::collect::TargetSpec;
+
+/// What to profile (record, top): the launched command, positional and last, is each
+/// subcommand's own.
+#[derive(clap::Args, Debug)]
+pub struct TargetArgs {
+    /// This process (all its threads, including ones created later); give -p several times
+    /// for several processes, each with its own figures as under -a
+    #[arg(short, long, value_name = "PID")]
+    pub pid: Vec<u32>,
+    /// With -p, also follow the processes they start, from their fork (threads are always
+    /// followed)
+    #[arg(long, requires = "pid")]
+    pub children: bool,
+    /// The processes of this cgroup and the cgroups below it (a directory under
+    /// /sys/fs/cgroup, v2 or v1): those in it now, those started or moved in later; each with
+    /// its own figures as under -a (repeatable)
+    #[arg(long, value_name = "PATH")]
+    pub cgroup: Vec<std::path::PathBuf>,
+    /// This thread only
+    #[arg(short, long)]
+    pub tid: Option<u32>,
+    /// Every process but fdprof itself
+    #[arg(short, long)]
+    pub all: bool,
+}
+
+impl TargetArgs {
+    /// The target these flags name, `command` when none does.
+    pub fn spec(&self, command: &[String]) -> TargetSpec {
+        TargetSpec::of(
+            &self.pid,
+            self.children,
+            &self.cgroup,
+            self.tid,
+            self.all,
+            command,
+        )
+    }
+}
+
+/// How to attach (`--mode`): record, top.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ModeArg {
+    Auto,
+    Fentry,
+    Kprobe,
+    Tracepoint,
+}
+
+impl ModeArg {
+    /// The mode forced on every function role; `None` lets each take the most direct one.
+    pub fn forced(self) -> Option<Mode> {
+        match self {
+            ModeArg::Auto => None,
+            ModeArg::Fentry => Some(Mode::Fentry),
+            ModeArg::Kprobe => Some(Mode::Kprobe),
+            ModeArg::Tracepoint => Some(Mode::Tracepoint),
+        }
+    }
+}
+
+/// Which operations to draw.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpArg {
+    /// Waits while allocating an fd (`alloc_fd`).
+    Alloc,
+    /// Waits while closing an fd (`file_close_fd`, `close_fd`).
+    Close,
+    /// Every operation, including `expand`, `dup2`, … and `other`.
+    All,
+}
+
+impl From<OpArg> for OpFilter {
+    fn from(arg: OpArg) -> Self {
+        match arg {
+            OpArg::Alloc => OpFilter::Alloc,
+            OpArg::Close => OpFilter::Close,
+            OpArg::All => OpFilter::All,
+        }
+    }
+}
+
+/// Which locks to draw.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockArg {
+    /// Only the target's own `files->file_lock`.
+    #[value(name = "file_lock", alias = "file-lock")]
+    FileLock,
+    /// Every lock class recorded (other spinlocks, mutexes, rwsems).
+    All,
+}
+
+impl From<LockArg> for LockFilter {
+    fn from(arg: LockArg) -> Self {
+        match arg {
+            LockArg::FileLock => LockFilter::FileLock,
+            LockArg::All => LockFilter::All,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::ValueEnum;
+
+    #[test]
+    fn clap_names() {
+        assert_eq!(LockArg::from_str("file_lock", false), Ok(LockArg::FileLock));
+        assert_eq!(LockArg::from_str("file-lock", false), Ok(LockArg::FileLock));
+        assert_eq!(OpArg::from_str("close", false), Ok(OpArg::Close));
+    }
+}
