@@ -3,8 +3,8 @@
 //!
 //! Data flows one way: **probe → collect → model → analysis → render**: [`analysis`] computes
 //! every figure once, into typed structs; [`render`] and the JSON output only present them.
-//! [`commands`] holds one file per subcommand; the binary is a thin `main` over
-//! [`commands::main`]. `docs/architecture.md` draws the whole path.
+//! `commands` holds one file per subcommand, `tui` the live screen and `service` the daemon:
+//! the binary's own, not API; the binary is a thin `main` over [`main`]. `docs/architecture.md` draws the whole path.
 
 /// `0.1.0 (git 1a2b3c4d5e6f)`: the version and the commit it was built from.
 pub const VERSION: &str = concat!(
@@ -14,9 +14,11 @@ pub const VERSION: &str = concat!(
     ")"
 );
 
+pub use commands::main;
+
 pub mod analysis;
 pub mod collect;
-pub mod commands;
+mod commands;
 pub mod error;
 pub mod escape;
 pub mod live;
@@ -26,9 +28,9 @@ pub mod privileges;
 pub mod probe;
 pub mod procfs;
 pub mod render;
-pub mod service;
+mod service;
 pub mod symbolize;
 #[cfg(any(test, feature = "testdata"))]
 #[doc(hidden)]
 pub mod testdata;
-pub mod tui;
+mod tui;

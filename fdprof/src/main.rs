@@ -1,3 +1,3 @@
 fn main() -> std::process::ExitCode {
-    fdprof::commands::main()
+    fdprof::main()
 }

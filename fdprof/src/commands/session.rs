@@ -302,14 +302,6 @@ impl Session {
         })
     }
 
-    /// The single process whose user stacks can be symbolized (none system-wide or for a set).
-    pub fn user_pid(&self) -> Option<u32> {
-        match self.target.kind.per_process() {
-            true => None,
-            false => self.resolved.pid,
-        }
-    }
-
     /// Whether figures are kept per process (`-a`, a set of processes).
     pub fn per_process(&self) -> bool {
         self.target.kind.per_process()

@@ -16,7 +16,6 @@ use super::config::bounds;
 /// One interval of one name (or of the daemon).
 #[derive(Debug, Clone)]
 pub struct Interval {
-    pub index: u64,
     /// Start, since the daemon started.
     pub start_ns: u64,
     pub rec: Recording,
@@ -105,9 +104,7 @@ impl History {
 
     /// Adds an interval, whose sites are bounded first.
     pub fn push(&mut self, interval: Interval) {
-        let Interval {
-            start_ns, mut rec, ..
-        } = interval;
+        let Interval { start_ns, mut rec } = interval;
         merge::bound_sites(&mut rec, bounds::SITES);
         merge::add(&mut self.total, &rec);
         // The daemon's own figures are named after its targets, which come and go.
@@ -214,7 +211,6 @@ mod tests {
             .collect();
         rec.duration_ns = 1_000_000_000;
         Interval {
-            index,
             start_ns: index * 1_000_000_000,
             rec,
         }

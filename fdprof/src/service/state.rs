@@ -89,14 +89,9 @@ impl State {
                 h.names
                     .entry(name.clone())
                     .or_insert_with(|| History::new(empty(&name)))
-                    .push(Interval {
-                        index,
-                        start_ns,
-                        rec,
-                    });
+                    .push(Interval { start_ns, rec });
             }
             h.daemon.push(Interval {
-                index,
                 start_ns,
                 rec: daemon,
             });

@@ -34,7 +34,6 @@ use crate::symbolize::{KernelSymbols, UserSymbolizer};
 
 use super::config::{Targets, Watch};
 use super::followed::Followed;
-pub use super::followed::{NAME_BOUND, PROCESS_BOUND};
 use super::log;
 
 /// The name of the one target of `-a`.
@@ -156,10 +155,6 @@ impl Watcher {
 
     pub fn watch(&self) -> &Watch {
         &self.watch
-    }
-
-    pub fn started_unix_ms(&self) -> u64 {
-        self.started_unix_ms
     }
 
     /// Processes followed now (under `-a`, 1 while the programs are loaded).

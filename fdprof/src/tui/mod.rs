@@ -13,25 +13,30 @@ pub mod state;
 #[cfg(test)]
 mod tests;
 
-use crate::analysis::{Event, Interval, Report};
+#[cfg(test)]
+use crate::analysis::Event;
+use crate::analysis::{Interval, Report};
 
-pub use app::{Exit, drive, run};
-pub use state::{Action, Pane, SortColumn, State, View};
+pub use app::{Exit, run};
 
 /// What the collector sends the screen.
 #[derive(Debug, Clone)]
-#[expect(
-    clippy::large_enum_variant,
-    reason = "one interval a second: moving a few hundred bytes is nothing, boxing is noise"
+#[cfg_attr(
+    test,
+    expect(
+        clippy::large_enum_variant,
+        reason = "one interval a second: moving a few hundred bytes is nothing, boxing is noise"
+    )
 )]
 pub enum Update {
     /// One interval, with the report over every interval since the start (or the last reset
     /// the collector heard of). Events in `interval.events` go to the events pane too: send
-    /// each event once, here or as [`Update::Event`].
+    /// each event once, here or (the tests) as `Update::Event`.
     Interval {
         interval: Interval,
         cumulative: Report,
     },
-    /// One event as soon as it is read.
+    /// One event as soon as it is read (the tests feed the events pane so).
+    #[cfg(test)]
     Event(Event),
 }

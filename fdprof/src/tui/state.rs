@@ -193,6 +193,7 @@ impl State {
     }
 
     /// What arrived, paused or not.
+    #[cfg(test)]
     pub fn live(&self) -> &Feed {
         &self.live
     }
@@ -258,6 +259,7 @@ impl State {
                 feed.interval = Some(interval);
                 feed.cumulative = Some(cumulative);
             }
+            #[cfg(test)]
             Update::Event(event) => push_event(&mut feed.events, event),
         }
     }

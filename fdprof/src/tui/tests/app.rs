@@ -90,7 +90,7 @@ fn keys_reach_the_state_and_q_quits() {
     // Under the help r does nothing; the loop stopped at q, before s.
     assert_eq!(run.resets, 0);
     assert!(run.state.help);
-    assert_eq!(run.state.sort, crate::tui::SortColumn::TotalWait);
+    assert_eq!(run.state.sort, crate::tui::state::SortColumn::TotalWait);
     row_with(&run.screen, "keys");
 }
 

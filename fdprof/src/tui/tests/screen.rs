@@ -198,7 +198,7 @@ fn help_lists_every_key() {
 #[test]
 fn cumulative_view_shows_the_cumulative_report() {
     let mut state = fed();
-    state.view = crate::tui::View::Cumulative;
+    state.view = crate::tui::state::View::Cumulative;
     let screen = render(&state, 100, 30);
     assert!(screen[0].contains("cumulative 2.50 s"), "{}", screen[0]);
     row_with(&screen, "mutex     other");
