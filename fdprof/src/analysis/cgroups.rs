@@ -34,9 +34,11 @@ pub fn cgroups(rec: &Recording) -> Vec<CgroupGroup> {
         by_key.entry(GroupKey::of(p)).or_default().push(p);
     }
     let mut groups: Vec<CgroupGroup> = by_key
-        .into_iter()
-        .map(|(key, members)| {
-            let own = process::only(rec, |p| GroupKey::of(p) == key);
+        .into_values()
+        .map(|members| {
+            let mut pids: Vec<u32> = members.iter().map(|p| p.pid).collect();
+            pids.sort_unstable();
+            let own = process::only(rec, |p| pids.binary_search(&p.pid).is_ok());
             let file_lock = || {
                 own.contention
                     .iter()
@@ -44,8 +46,6 @@ pub fn cgroups(rec: &Recording) -> Vec<CgroupGroup> {
             };
             let syscalls = syscalls(&own);
             let first = &members[0].identity;
-            let mut pids: Vec<u32> = members.iter().map(|p| p.pid).collect();
-            pids.sort_unstable();
             CgroupGroup {
                 path: first.cgroup.clone(),
                 unit: first.unit.clone(),

@@ -155,8 +155,6 @@ pub struct CgroupSet {
     pub joined: Vec<u32>,
     /// Processes that could not be added, the set being full, over every pass.
     pub refused: u64,
-    /// Cgroup directories past [`MAX_CGROUPS`] not followed at the last read.
-    pub over_bound: usize,
 }
 
 /// What one read of the cgroups found.
@@ -181,14 +179,12 @@ impl CgroupSet {
             cgroups,
             joined: Vec::new(),
             refused: 0,
-            over_bound: 0,
         }
     }
 
     /// Every followed cgroup and descendant, and the processes in them (bounded).
     pub fn read(&mut self) -> Read {
         let mut read = Read::default();
-        self.over_bound = 0;
         for &(ref cgroup, slot) in &self.cgroups {
             read.keys.insert(
                 CgroupKey {
@@ -200,9 +196,9 @@ impl CgroupSet {
             );
             let mut stack = vec![cgroup.dir.clone()];
             while let Some(dir) = stack.pop() {
+                // Past the bound the rest are not read (documented in docs/containers.md).
                 if read.keys.len() >= MAX_CGROUPS as usize {
-                    self.over_bound += 1;
-                    continue;
+                    break;
                 }
                 let Some(key) = cgroup.key(&dir) else {
                     continue; // removed meanwhile

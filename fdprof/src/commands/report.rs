@@ -43,12 +43,8 @@ pub struct ReportArgs {
     pub cgroup: Vec<String>,
     /// Only the processes of this container of a system-wide recording: its id, or a prefix
     /// of at least 12 characters (repeatable)
-    #[arg(long, value_name = "ID", value_parser = container_prefix)]
+    #[arg(long, value_name = "ID", value_parser = model::process::container_prefix)]
     pub container: Vec<String>,
-}
-
-fn container_prefix(arg: &str) -> Result<String, String> {
-    model::process::container_prefix(arg)
 }
 
 pub fn run(args: &ReportArgs) -> Result<()> {

@@ -206,11 +206,6 @@ impl Stage {
         self.cgroups = cgroups.map(|set| (set, Instant::now() + CGROUP_PASS));
     }
 
-    /// The cgroups followed, if any (their bounds, for the notes).
-    pub fn cgroups(&self) -> Option<&CgroupSet> {
-        self.cgroups.as_ref().map(|(set, _)| set)
-    }
-
     pub fn profiler(&self) -> &Profiler {
         &self.profiler
     }

@@ -149,16 +149,7 @@ impl Window {
         };
         let history = match &self.target {
             None => &h.daemon,
-            Some(name) => h.names.get(name).ok_or_else(|| {
-                (
-                    StatusCode::NOT_FOUND,
-                    format!(
-                        "no target named \"{}\" (targets: {})\n",
-                        crate::escape::name(name),
-                        h.names.keys().cloned().collect::<Vec<_>>().join(", ")
-                    ),
-                )
-            })?,
+            Some(name) => h.names.get(name).ok_or_else(|| unknown_target(&h, name))?,
         };
         let rec = history.window(seconds).ok_or_else(|| {
             (
@@ -179,6 +170,23 @@ impl Window {
         }
         Ok(narrowed)
     }
+}
+
+/// 404 for a target name the daemon has no figures of, naming those it has (escaped).
+pub(super) fn unknown_target(h: &super::state::Histories, name: &str) -> (StatusCode, String) {
+    let names: Vec<String> = h
+        .names
+        .keys()
+        .map(|n| crate::escape::name(n).into_owned())
+        .collect();
+    (
+        StatusCode::NOT_FOUND,
+        format!(
+            "no target named \"{}\" (targets: {})\n",
+            crate::escape::name(name),
+            names.join(", ")
+        ),
+    )
 }
 
 async fn report(Shared(app): Shared<Arc<App>>, Query(window): Query<Window>) -> Reply {

@@ -19,7 +19,7 @@ use axum::{
 };
 use serde::Deserialize;
 
-use super::http::{App, Reply, bad};
+use super::http::{App, Reply, bad, unknown_target};
 use crate::analysis::{self, LockFilter, OpFilter, ProfileKind, ProfileOptions};
 use crate::model::{Recording, process};
 use crate::render;
@@ -161,18 +161,7 @@ fn windows(
     if let Some(t) = target
         && !h.names.contains_key(t)
     {
-        return Err((
-            StatusCode::NOT_FOUND,
-            format!(
-                "no target named \"{}\" (targets: {})\n",
-                crate::escape::name(t),
-                h.names
-                    .keys()
-                    .map(|n| crate::escape::name(n).into_owned())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        ));
+        return Err(unknown_target(&h, t));
     }
     Ok(Windows { facts, targets })
 }

@@ -44,19 +44,12 @@ pub(super) fn cgroups(out: &mut Vec<String>, r: &Report) {
 }
 
 fn row(g: &CgroupGroup) -> Vec<String> {
-    let mut busiest: Vec<_> = g.syscalls.iter().collect();
-    busiest.sort_by(|a, b| b.calls.cmp(&a.calls).then(a.name.cmp(&b.name)));
-    let busiest: Vec<String> = busiest
-        .iter()
-        .take(3)
-        .map(|s| format!("{} {}", s.name, s.calls))
-        .collect();
     vec![
         g.name(),
         g.processes.len().to_string(),
         duration(g.file_lock.wait_ns),
         g.file_lock.count.to_string(),
         g.fd_syscalls.to_string(),
-        busiest.join(", "),
+        super::processes::busiest(&g.syscalls),
     ]
 }

@@ -102,13 +102,6 @@ fn scan_row(p: &Process) -> Vec<String> {
 }
 
 fn row(p: &Process) -> Vec<String> {
-    let mut busiest: Vec<_> = p.syscalls.iter().collect();
-    busiest.sort_by(|a, b| b.calls.cmp(&a.calls).then(a.name.cmp(&b.name)));
-    let busiest: Vec<String> = busiest
-        .iter()
-        .take(3)
-        .map(|s| format!("{} {}", s.name, s.calls))
-        .collect();
     vec![
         p.pid.to_string(),
         comm(p),
@@ -117,6 +110,18 @@ fn row(p: &Process) -> Vec<String> {
         duration(p.wait_ns),
         p.wait_count.to_string(),
         p.fd_syscalls.to_string(),
-        busiest.join(", "),
+        busiest(&p.syscalls),
     ]
+}
+
+/// The three syscalls called most (`socket 120, close 118, …`): a row's busiest.
+pub(super) fn busiest(syscalls: &[crate::analysis::Syscall]) -> String {
+    let mut rows: Vec<_> = syscalls.iter().collect();
+    rows.sort_by(|a, b| b.calls.cmp(&a.calls).then(a.name.cmp(&b.name)));
+    let top: Vec<String> = rows
+        .iter()
+        .take(3)
+        .map(|s| format!("{} {}", s.name, s.calls))
+        .collect();
+    top.join(", ")
 }
