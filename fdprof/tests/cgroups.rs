@@ -58,25 +58,6 @@ fn v1_hierarchy() -> Option<PathBuf> {
     pids.join("tasks").exists().then_some(pids)
 }
 
-/// `socket` calls of each process of a report.
-fn sockets_by_pid(report: &Value) -> BTreeMap<u32, u64> {
-    report["processes"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|p| {
-            let sockets = p["syscalls"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .find(|s| s["name"] == "socket")
-                .map_or(0, |s| s["calls"].as_u64().unwrap());
-            (p["pid"].as_u64().unwrap() as u32, sockets)
-        })
-        .filter(|&(_, n)| n > 0)
-        .collect()
-}
-
 /// A shell in `cgroup` that, once told to on its standard input, runs `socket-close --ops
 /// ops` (a fork inside the cgroup) and prints the workload's pid.
 fn forker(cgroup: &TestCgroup, ops: u64) -> Child {
@@ -92,6 +73,14 @@ fn forker(cgroup: &TestCgroup, ops: u64) -> Child {
         .unwrap();
     cgroup.add(child.id());
     child
+}
+
+/// The processes of a report that made a socket, and how many each.
+fn with_sockets(report: &Value) -> BTreeMap<u32, u64> {
+    sockets_by_pid(report)
+        .into_iter()
+        .filter(|&(_, n)| n > 0)
+        .collect()
 }
 
 fn a_cgroup_is_recorded_exactly(hierarchy: &Path, name: &str) {
@@ -121,24 +110,16 @@ fn a_cgroup_is_recorded_exactly(hierarchy: &Path, name: &str) {
     }
     stop_record(rec);
 
-    let report = report_json(&out);
+    let report = report_json(&[&out]);
     assert_eq!(report["target"]["kind"], "cgroup");
     let cgroup_path = report["target"]["cgroups"][0].as_str().unwrap().to_string();
     assert!(cgroup.path().ends_with(&cgroup_path), "{cgroup_path}");
     let expected = BTreeMap::from([(in_pid, k_in), (moved_pid, k_moved), (forked, k_forked)]);
-    assert_eq!(sockets_by_pid(&report), expected);
+    assert_eq!(with_sockets(&report), expected);
     // Narrowed by the cgroup path as /proc/PID/cgroup shows it: the processes that were read
     // while they lived (the one moved in may have ended first), none other.
-    let out = run(fdprof()
-        .args(["report", "--json", "--cgroup", &cgroup_path])
-        .arg(&out));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let narrowed: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let kept = sockets_by_pid(&narrowed);
+    let narrowed = report_json(&[out.as_os_str(), "--cgroup".as_ref(), cgroup_path.as_ref()]);
+    let kept = with_sockets(&narrowed);
     assert_eq!(kept.get(&in_pid), Some(&k_in), "{kept:?}");
     assert!(
         kept.iter().all(|(pid, n)| expected.get(pid) == Some(n)),
@@ -152,16 +133,6 @@ fn stop_record(rec: Child) {
     unsafe { libc::kill(rec.id() as i32, libc::SIGINT) };
     let out = rec.wait_with_output().unwrap();
     assert!(out.status.success());
-}
-
-fn report_json(path: &Path) -> Value {
-    let out = run(fdprof().args(["report", "--json"]).arg(path));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 #[test]

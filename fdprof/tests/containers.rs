@@ -24,16 +24,6 @@ fn calls(rows: &Value, name: &str) -> u64 {
         .map_or(0, |s| s["calls"].as_u64().unwrap())
 }
 
-fn report_json(args: &[&str]) -> Value {
-    let out = run(fdprof().arg("report").args(args).arg("--json"));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
 #[test]
 fn record_a_attributes_a_container_exactly() {
     require_root();

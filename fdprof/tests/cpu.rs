@@ -7,7 +7,7 @@ mod common;
 
 use std::process::Command;
 
-use common::daemon::{Daemon, poll};
+use common::daemon::{poll, spinning_under_daemon};
 use common::{
     assert_no_programs_left, cc, fdprof, kernel_lock, parse_svg, read_json, require_root, run, tmp,
 };
@@ -280,20 +280,7 @@ fn top_intervals_carry_their_on_cpu_samples() {
 fn daemon_samples_its_processes_on_cpu() {
     require_root();
     let _k = kernel_lock();
-    let spin = tmp("spin-daemon");
-    cc("spin.c", &spin, &["-fno-omit-frame-pointer"]);
-    let mut target = Command::new(&spin).arg("20").spawn().unwrap();
-    let pid = target.id().to_string();
-    let daemon = Daemon::start(&[
-        "--pid",
-        &pid,
-        "--cpu",
-        "--freq",
-        "199",
-        "--interval",
-        "250ms",
-    ]);
-    daemon.wait_line("INFO", &format!("profiling pid {pid}"));
+    let (mut target, daemon) = spinning_under_daemon("spin-daemon");
     let found = poll(std::time::Duration::from_secs(20), || {
         let (code, body) = daemon.get("/report.json");
         // 503 until the first interval ends.

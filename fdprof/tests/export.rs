@@ -49,44 +49,6 @@ fn export(rec: &Path, args: &[&str], out: &Path) {
     );
 }
 
-/// `go tool pprof ARGS FILE`'s standard output.
-fn go_pprof(args: &[&str], file: &Path) -> String {
-    let out = Command::new("go")
-        .args(["tool", "pprof"])
-        .args(args)
-        .arg(file)
-        .output()
-        .unwrap_or_else(|e| {
-            panic!("cannot run go ({e}): install golang-go (cargo xtask bootstrap)")
-        });
-    assert!(
-        out.status.success(),
-        "go tool pprof {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-/// The sum of each value column over the samples `go tool pprof -raw` lists.
-fn raw_totals(raw: &str) -> Vec<u64> {
-    let samples = raw.split_once("Samples:\n").expect("a Samples section").1;
-    let mut totals = Vec::new();
-    for line in samples.lines().skip(1) {
-        let Some((values, _locations)) = line.split_once(':') else {
-            break;
-        };
-        let values: Vec<u64> = match values.split_whitespace().map(str::parse).collect() {
-            Ok(v) => v,
-            Err(_) => continue, // a labels line
-        };
-        totals.resize(values.len(), 0);
-        for (t, v) in totals.iter_mut().zip(values) {
-            *t += v;
-        }
-    }
-    totals
-}
-
 #[test]
 fn pprof_lock_profile_is_read_by_go_tool_pprof() {
     let rec = two_threads();

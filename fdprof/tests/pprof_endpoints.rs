@@ -5,54 +5,11 @@
 
 mod common;
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::daemon::{Daemon, fdprof_as, token};
+use common::daemon::{Daemon, fdprof_as, spinning_under_daemon, token};
 use common::*;
 use serde_json::Value;
-
-/// `go tool pprof ARGS URL`'s standard output.
-fn go_pprof(args: &[&str], url: &str) -> String {
-    let out = Command::new("go")
-        .args(["tool", "pprof"])
-        .args(args)
-        .arg(url)
-        .env("PPROF_TMPDIR", std::env::temp_dir())
-        .output()
-        .unwrap_or_else(|e| {
-            panic!("cannot run go ({e}): install golang-go (cargo xtask bootstrap)")
-        });
-    assert!(
-        out.status.success(),
-        "go tool pprof {args:?} {url} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-/// The sum of each value column over the samples `go tool pprof -raw` lists.
-fn raw_totals(raw: &str) -> Vec<u64> {
-    let samples = raw.split_once("Samples:\n").expect("a Samples section").1;
-    let mut totals = Vec::new();
-    for line in samples.lines().skip(1) {
-        let Some((values, _locations)) = line.split_once(':') else {
-            break;
-        };
-        let Ok(values) = values
-            .split_whitespace()
-            .map(str::parse)
-            .collect::<Result<Vec<u64>, _>>()
-        else {
-            continue; // a labels line
-        };
-        totals.resize(values.len(), 0);
-        for (t, v) in totals.iter_mut().zip(values) {
-            *t += v;
-        }
-    }
-    totals
-}
 
 #[test]
 fn go_tool_pprof_reads_the_lock_waits_as_a_mutex_profile() {
@@ -95,7 +52,7 @@ fn go_tool_pprof_reads_the_lock_waits_as_a_mutex_profile() {
     let (code, body) = daemon.get("/report.json");
     assert_eq!(code, 200, "{body}");
     let report: Value = serde_json::from_str(&body).unwrap();
-    let raw = go_pprof(&["-raw"], &format!("{base}/mutex?token={}", token()));
+    let raw = go_pprof(&["-raw"], format!("{base}/mutex?token={}", token()));
     let totals = raw_totals(&raw);
     assert_eq!(
         totals[0],
@@ -126,20 +83,7 @@ fn go_tool_pprof_reads_the_lock_waits_as_a_mutex_profile() {
 fn go_tool_pprof_reads_the_on_cpu_samples_as_a_cpu_profile() {
     require_root();
     let _guard = kernel_lock();
-    let spin = tmp("spin-pprof");
-    cc("spin.c", &spin, &["-fno-omit-frame-pointer"]);
-    let mut target = Command::new(&spin).arg("20").spawn().unwrap();
-    let pid = target.id().to_string();
-    let daemon = Daemon::start(&[
-        "--pid",
-        &pid,
-        "--cpu",
-        "--freq",
-        "199",
-        "--interval",
-        "250ms",
-    ]);
-    daemon.wait_line("INFO", &format!("profiling pid {pid}"));
+    let (mut target, daemon) = spinning_under_daemon("spin-pprof");
     let url = format!(
         "http://{}/debug/pprof/profile?seconds=3&token={}",
         daemon.addr,

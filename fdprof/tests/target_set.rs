@@ -17,24 +17,6 @@ use serde_json::Value;
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
-/// `socket` calls of each process of a report's (or an interval's) `processes`.
-fn sockets_by_pid(report: &Value) -> BTreeMap<u32, u64> {
-    report["processes"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|p| {
-            let sockets = p["syscalls"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .find(|s| s["name"] == "socket")
-                .map_or(0, |s| s["calls"].as_u64().unwrap());
-            (p["pid"].as_u64().unwrap() as u32, sockets)
-        })
-        .collect()
-}
-
 /// Runs `socket-close --ops ops` as `comm` to its end, without waiting for a signal: a
 /// process that lives a few milliseconds. Its pid.
 fn short_lived(comm: &str, ops: u64) -> u32 {

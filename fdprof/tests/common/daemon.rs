@@ -330,3 +330,23 @@ pub fn bpf_programs_held(pid: u32) -> usize {
         })
         .count()
 }
+
+/// `programs/spin.c` spinning for 20 s, and a daemon sampling it on CPU (`--cpu --freq 199`,
+/// 250 ms intervals) once it follows it. The spinner is the caller's to end.
+pub fn spinning_under_daemon(name: &str) -> (Child, Daemon) {
+    let spin = super::tmp(name);
+    super::cc("spin.c", &spin, &["-fno-omit-frame-pointer"]);
+    let target = Command::new(&spin).arg("20").spawn().unwrap();
+    let pid = target.id().to_string();
+    let daemon = Daemon::start(&[
+        "--pid",
+        &pid,
+        "--cpu",
+        "--freq",
+        "199",
+        "--interval",
+        "250ms",
+    ]);
+    daemon.wait_line("INFO", &format!("profiling pid {pid}"));
+    (target, daemon)
+}

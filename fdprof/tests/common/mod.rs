@@ -243,6 +243,78 @@ impl Waiting {
         serde_json::from_str(out.trim()).expect("workload result JSON")
     }
 }
+/// `socket` calls of each process of a report's (or an interval's) `processes`.
+pub fn sockets_by_pid(report: &Value) -> std::collections::BTreeMap<u32, u64> {
+    report["processes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            let sockets = p["syscalls"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|s| s["name"] == "socket")
+                .map_or(0, |s| s["calls"].as_u64().unwrap());
+            (p["pid"].as_u64().unwrap() as u32, sockets)
+        })
+        .collect()
+}
+
+/// `fdprof report ARGS --json`, parsed; the report must succeed.
+pub fn report_json<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Value {
+    let out = run(fdprof().arg("report").args(args).arg("--json"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// `go tool pprof ARGS SOURCE`'s standard output (SOURCE: a file or a URL).
+pub fn go_pprof(args: &[&str], source: impl AsRef<std::ffi::OsStr>) -> String {
+    let source = source.as_ref();
+    let out = Command::new("go")
+        .args(["tool", "pprof"])
+        .args(args)
+        .arg(source)
+        .env("PPROF_TMPDIR", std::env::temp_dir())
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("cannot run go ({e}): install golang-go (cargo xtask bootstrap)")
+        });
+    assert!(
+        out.status.success(),
+        "go tool pprof {args:?} {source:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The sum of each value column over the samples `go tool pprof -raw` lists.
+pub fn raw_totals(raw: &str) -> Vec<u64> {
+    let samples = raw.split_once("Samples:\n").expect("a Samples section").1;
+    let mut totals = Vec::new();
+    for line in samples.lines().skip(1) {
+        let Some((values, _locations)) = line.split_once(':') else {
+            break;
+        };
+        let Ok(values) = values
+            .split_whitespace()
+            .map(str::parse)
+            .collect::<Result<Vec<u64>, _>>()
+        else {
+            continue; // a labels line
+        };
+        totals.resize(values.len(), 0);
+        for (t, v) in totals.iter_mut().zip(values) {
+            *t += v;
+        }
+    }
+    totals
+}
+
 pub mod daemon;
 pub mod podman;
 pub mod prometheus;
