@@ -17,6 +17,7 @@ pub mod read;
 pub mod recording;
 pub mod series;
 pub mod trace;
+pub mod window;
 
 pub use hist::Log2Hist;
 pub use recording::Recording;

@@ -133,6 +133,15 @@ pub fn sample(start_ns: u64, duration_ns: u64, delta: &Snapshot, sym: &mut Symbo
     }
 }
 
+/// Wait rows added up per (lock, name, operation), within the sample's bound.
+pub fn grouped_waits(rows: Vec<SampleWaits>) -> Vec<SampleWaits> {
+    let mut waits = Vec::new();
+    for w in rows {
+        add_waits(&mut waits, w);
+    }
+    bound_waits(waits)
+}
+
 /// Adds `w` to its (lock, operation) row of `waits`.
 fn add_waits(waits: &mut Vec<SampleWaits>, w: SampleWaits) {
     match waits

@@ -148,6 +148,20 @@ pub fn utc(unix_ms: u64) -> String {
     )
 }
 
+/// A Unix time in ms as `20261129T193741Z` (ISO 8601, basic format): a file name's stamp,
+/// which sorts as the times do.
+pub fn utc_stamp(unix_ms: u64) -> String {
+    let secs = unix_ms / 1000;
+    let rem = secs % 86_400;
+    let (y, m, d) = civil_from_days((secs / 86_400) as i64);
+    format!(
+        "{y:04}{m:02}{d:02}T{:02}{:02}{:02}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
 /// Days since 1970-01-01 to a proleptic Gregorian (year, month, day).
 pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let z = days + 719_468;
@@ -233,5 +247,6 @@ mod tests {
     fn dates() {
         assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");
         assert_eq!(utc(1_709_210_096_000), "2024-02-29 12:34:56 UTC");
+        assert_eq!(utc_stamp(1_709_210_096_999), "20240229T123456Z");
     }
 }

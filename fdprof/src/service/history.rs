@@ -9,7 +9,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use crate::model::{Recording, merge, recording::Frame};
+use crate::model::{Recording, merge, recording::Frame, window};
 
 use super::config::bounds;
 
@@ -158,20 +158,26 @@ impl History {
         let last = self.recent.back()?;
         let end = last.start_ns + last.rec.duration_ns;
         let since = end.saturating_sub(seconds.saturating_mul(1_000_000_000));
-        let mut within = self
+        let within = self
             .recent
             .iter()
             .skip_while(|kept| kept.start_ns + kept.rec.duration_ns <= since);
-        let mut rec = self.whole(within.next()?);
-        for kept in within {
-            merge::add(&mut rec, &self.whole(kept));
-            rec.duration_ns += kept.rec.duration_ns;
-            merge::add_steal_in_time(&mut rec.steal, kept.rec.steal.as_ref());
-            rec.end_reason = kept.rec.end_reason;
-        }
+        let mut rec = window::total(within.map(|kept| self.whole(kept)))?;
         merge::bound_sites(&mut rec, bounds::SITES);
         rec.target = last.rec.target.clone();
         Some(rec)
+    }
+
+    /// The kept intervals that overlap `[from_ns, until_ns)`, whole, oldest first: a capture's.
+    pub fn between(&self, from_ns: u64, until_ns: u64) -> Vec<window::Timed> {
+        self.recent
+            .iter()
+            .filter(|k| k.start_ns + k.rec.duration_ns > from_ns && k.start_ns < until_ns)
+            .map(|k| window::Timed {
+                start_ns: k.start_ns,
+                rec: self.whole(k),
+            })
+            .collect()
     }
 
     /// The seconds of figures [`History::window`] can give at most.
@@ -235,6 +241,9 @@ mod tests {
         assert_eq!(wait_of(&both, "a"), Some(15));
         assert_eq!(wait_of(&both, "b"), Some(20));
         assert_eq!(both.duration_ns, 2_000_000_000);
+        let second = h.between(1_000_000_000, 1_500_000_000);
+        assert_eq!(second.len(), 1);
+        assert_eq!(second[0].rec.contention[0].kernel_stack[0].function, "a");
         // Two kernel stacks and one user stack, each held once.
         assert_eq!(h.stacks.ids.len(), 3);
         for i in 2..2 + bounds::INTERVALS as u64 {

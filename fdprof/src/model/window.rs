@@ -1,0 +1,127 @@
+//! Consecutive intervals of a live view (the daemon's history, `top`'s last minute) as one
+//! recording: their figures added up in time and, for a capture, their series, one sample
+//! per interval, as `record --interval` writes it. `report` reads such a recording's totals and
+//! diagnosis, `flamegraph` draws it and `top --from` plays its intervals back.
+
+use super::merge;
+use super::recording::Recording;
+use super::series::{self, Sample, SampleSyscall, SampleWaits, Series};
+
+/// One interval: its start on the view's clock (ns) and its figures.
+#[derive(Debug, Clone)]
+pub struct Timed {
+    pub start_ns: u64,
+    pub rec: Recording,
+}
+
+/// The intervals added up, in time order: the first one's facts and start, every count and
+/// duration summed, the last one's end reason. `None` when there is none.
+pub fn total(intervals: impl IntoIterator<Item = Recording>) -> Option<Recording> {
+    let mut intervals = intervals.into_iter();
+    let mut rec = intervals.next()?;
+    for later in intervals {
+        merge::add(&mut rec, &later);
+        rec.duration_ns += later.duration_ns;
+        merge::add_steal_in_time(&mut rec.steal, later.steal.as_ref());
+        rec.end_reason = later.end_reason;
+    }
+    Some(rec)
+}
+
+/// The intervals as one recording with a series of `interval_ns`: [`total`], and one sample
+/// per interval. The samples start from the first interval's whole millisecond, which is
+/// what its `started_unix_ms` counts, so that a played-back interval's start is the live
+/// one's to the millisecond.
+pub fn with_series(intervals: Vec<Timed>, interval_ns: u64) -> Option<Recording> {
+    let origin = intervals.first()?.start_ns / 1_000_000 * 1_000_000;
+    let samples = intervals
+        .iter()
+        .map(|t| sample(&t.rec, t.start_ns - origin))
+        .collect();
+    let mut rec = total(intervals.into_iter().map(|t| t.rec))?;
+    rec.series = Some(Series {
+        interval_ns,
+        samples,
+    });
+    Some(rec)
+}
+
+/// The sample of one interval's recording: what [`series::sample`] takes from a snapshot,
+/// taken from the assembled figures.
+pub fn sample(rec: &Recording, start_ns: u64) -> Sample {
+    let waits = rec
+        .contention
+        .iter()
+        .map(|site| SampleWaits {
+            lock: site.lock,
+            lock_name: site.lock_name.clone(),
+            operation: site.operation,
+            count: site.count,
+            total_wait_ns: site.total_wait_ns,
+            max_wait_ns: site.max_wait_ns,
+        })
+        .collect();
+    let syscalls = rec
+        .syscalls
+        .iter()
+        .filter(|s| s.calls > 0 || s.errors > 0)
+        .map(|s| SampleSyscall {
+            name: s.name.clone(),
+            calls: s.calls,
+            errors: s.errors,
+        })
+        .collect();
+    Sample {
+        start_ns,
+        duration_ns: rec.duration_ns,
+        waits: series::grouped_waits(waits),
+        syscalls,
+        allocations: rec.scan.allocations,
+        next_fd_hits: rec.scan.next_fd_hits,
+        max_fds: rec.table.max_fds_max,
+        expansions: rec.table.expansions,
+        drops: rec.total_drops(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis;
+
+    fn timed(start_ns: u64, waits: u64) -> Timed {
+        let mut rec = crate::testdata::recording();
+        rec.duration_ns = 1_000_000_000;
+        rec.started_unix_ms = 5_000 + start_ns / 1_000_000;
+        rec.series = None;
+        for site in &mut rec.contention {
+            site.count = waits;
+        }
+        Timed { start_ns, rec }
+    }
+
+    #[test]
+    fn intervals_become_totals_and_a_series_that_plays_back_as_they_were() {
+        let start = 1_700_400_000;
+        let intervals: Vec<Timed> = (0..3)
+            .map(|i| timed(start + i * 1_000_000_000, i + 1))
+            .collect();
+        let one = |t: &Timed| t.rec.contention.iter().map(|s| s.count).sum::<u64>();
+        let counts: Vec<u64> = intervals.iter().map(one).collect();
+        let rec = with_series(intervals.clone(), 1_000_000_000).unwrap();
+        assert_eq!(rec.duration_ns, 3_000_000_000);
+        assert_eq!(
+            rec.contention.iter().map(|s| s.count).sum::<u64>(),
+            counts.iter().sum::<u64>()
+        );
+        let series = rec.series.as_ref().unwrap();
+        assert_eq!(series.samples.len(), 3);
+        for (i, t) in intervals.iter().enumerate() {
+            let played = analysis::playback(&rec, i).unwrap();
+            assert_eq!(played.report.header.started_unix_ms, t.rec.started_unix_ms);
+            let waits: u64 = series.samples[i].waits.iter().map(|w| w.count).sum();
+            assert_eq!(waits, counts[i]);
+        }
+        assert!(with_series(Vec::new(), 1).is_none());
+    }
+}
