@@ -14,6 +14,7 @@ use crate::privileges::{self, Capability};
 use crate::probe::kallsyms::Kallsyms;
 use crate::service::{
     self,
+    capture::{self, Trigger},
     config::{self as cfg, Config, Targets, Watch, bounds},
     files::{self, Access},
     log, server,
@@ -36,7 +37,8 @@ const CONFIG_MAX: u64 = 64 * 1024;
                   Endpoints (read-only): /metrics (OpenMetrics), /report.json?seconds=N&target=, \
                   /flamegraph.svg?seconds=N&op=alloc|close|all&lock=file_lock|all&target= \
                   (&cpu=1: the on-CPU samples of --cpu), \
-                  /api/v1/stream (one SSE event per interval), /healthz.\n\n\
+                  /api/v1/stream (one SSE event per interval, one per capture), /captures and \
+                  /captures/NAME (--capture-dir's captures), /healthz.\n\n\
                   Access: every endpoint but /healthz needs the token (Authorization: Bearer \
                   TOKEN, ?token=TOKEN, or the cookie a ?token= answer sets), from --token-file or \
                   made at start into /run/fdprof/daemon-PORT.token (root only; the log names \
@@ -47,7 +49,9 @@ const CONFIG_MAX: u64 = 64 * 1024;
                   or SIGINT detaches everything and exits 0.\n\n\
                   Config file (TOML): one of `pid = [1234]`, `comm = [\"nginx\"]`, `cgroup = \
                   [\"/sys/fs/cgroup/system.slice/nginx.service\"]` or `all = true`; optional `interval = \"1s\"`, `slow = \"100us\"`, `latency = true`, `cpu = true`, \
-                  `freq = 99`, `children = true`."
+                  `freq = 99`, `children = true`, `capture_on = [\"shared-table\"]`, \
+                  `capture_dir = \"/var/lib/fdprof/captures\"`, `capture_window = \"30s\"`, \
+                  `capture_after = \"10s\"`, `capture_every = \"10m\"`, `capture_max = 50`."
 )]
 pub struct DaemonArgs {
     /// Where to serve HTTP; a non-loopback address needs --allow-remote
@@ -123,10 +127,40 @@ pub struct DaemonArgs {
     /// are followed anyway: they carry its name)
     #[arg(long)]
     pub children: bool,
+    /// Keep the minutes around a problem: when one of these rules fires on a target's
+    /// interval (a diagnosis rule such as shared-table, long-scans, table-growth,
+    /// interrupt-time, host-steal; or slow-wait: a file_lock wait past --slow), write the
+    /// intervals around it into --capture-dir as a recording
+    #[arg(long, value_name = "RULE[,RULE…]", value_delimiter = ',', requires = "capture_dir",
+          value_parser = |s: &str| Trigger::parse(s))]
+    pub capture_on: Vec<Trigger>,
+    /// Where captures go: an existing directory owned by root and not writable by group or
+    /// others
+    #[arg(long, value_name = "DIR", requires = "capture_on")]
+    pub capture_dir: Option<PathBuf>,
+    /// How much of what came before the interval that fired a capture holds
+    #[arg(long, value_name = "DURATION", default_value = capture::WINDOW,
+          value_parser = super::duration::parse_capture)]
+    pub capture_window: Duration,
+    /// How long to wait after the interval that fired, and keep, before writing the capture
+    #[arg(long, value_name = "DURATION", default_value = capture::AFTER,
+          value_parser = super::duration::parse_capture)]
+    pub capture_after: Duration,
+    /// At most one capture per target and rule this often
+    #[arg(long, value_name = "DURATION", default_value = capture::EVERY,
+          value_parser = super::duration::parse_capture)]
+    pub capture_every: Duration,
+    /// Captures kept in --capture-dir (1 to 10000): past it, the oldest is removed
+    #[arg(long, default_value_t = capture::MAX,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=CAPTURE_MAX_LIMIT as u64))]
+    pub capture_max: usize,
     /// Log every attach, detach and reload in detail
     #[arg(short, long)]
     pub verbose: bool,
 }
+
+/// The most `--capture-max` may ask for.
+const CAPTURE_MAX_LIMIT: usize = 10_000;
 
 /// A config file's fields.
 #[derive(Debug, Deserialize)]
@@ -142,6 +176,12 @@ struct File {
     latency: Option<bool>,
     cpu: Option<bool>,
     freq: Option<u64>,
+    capture_on: Option<Vec<String>>,
+    capture_dir: Option<PathBuf>,
+    capture_window: Option<String>,
+    capture_after: Option<String>,
+    capture_every: Option<String>,
+    capture_max: Option<usize>,
 }
 
 pub fn run(args: DaemonArgs) -> Result<()> {
@@ -156,23 +196,36 @@ pub fn run(args: DaemonArgs) -> Result<()> {
         ));
     }
     let cpu_hz = args.cpu.then_some(args.freq);
-    let defaults = (
-        args.interval,
-        args.slow,
-        args.latency,
+    let defaults = Defaults {
+        interval: args.interval,
+        slow: args.slow,
+        latency: args.latency,
         cpu_hz,
-        args.children,
-    );
-    let watch = match &args.config {
-        Some(path) => read_config(path, defaults)?,
-        None => Watch {
-            targets: targets(&args.pid, &args.comm, &args.cgroup, args.all)?,
-            interval: args.interval,
-            slow: args.slow,
-            latency: args.latency,
-            cpu_hz,
-            children: args.children,
+        children: args.children,
+        capture: capture::Settings {
+            on: args.capture_on.clone(),
+            dir: args.capture_dir.clone().unwrap_or_default(),
+            window: args.capture_window,
+            after: args.capture_after,
+            every: args.capture_every,
+            max: args.capture_max,
         },
+    };
+    let watch = match &args.config {
+        Some(path) => read_config(path, &defaults)?,
+        None => {
+            let capture = checked_capture(defaults.capture.clone(), args.interval)
+                .map_err(|e| fatal(EXIT_USAGE, e))?;
+            Watch {
+                targets: targets(&args.pid, &args.comm, &args.cgroup, args.all)?,
+                interval: args.interval,
+                slow: args.slow,
+                latency: args.latency,
+                cpu_hz,
+                children: args.children,
+                capture,
+            }
+        }
     };
     let mut needed = privileges::LOAD_BPF.to_vec();
     if privileges::kallsyms_needs_syslog() {
@@ -188,7 +241,7 @@ pub fn run(args: DaemonArgs) -> Result<()> {
     let reload: Option<service::Reload> = args
         .config
         .clone()
-        .map(|path| std::sync::Arc::new(move || read_config(&path, defaults)) as service::Reload);
+        .map(|path| std::sync::Arc::new(move || read_config(&path, &defaults)) as service::Reload);
     let config = Config {
         listen: args.listen,
         watch,
@@ -248,12 +301,43 @@ fn targets(pids: &[u32], comms: &[String], cgroups: &[PathBuf], all: bool) -> Re
     Ok(Targets::Comms(comms.to_vec()))
 }
 
+/// What the command line sets, which a config file's keys override.
+struct Defaults {
+    interval: Duration,
+    slow: Duration,
+    latency: bool,
+    cpu_hz: Option<u64>,
+    children: bool,
+    /// `on` empty: no captures unless the file asks.
+    capture: capture::Settings,
+}
+
+/// The capture settings when some rule is named, checked (the directory, the window).
+fn checked_capture(
+    settings: capture::Settings,
+    interval: Duration,
+) -> Result<Option<capture::Settings>, String> {
+    if settings.on.is_empty() {
+        return Ok(None);
+    }
+    if settings.dir.as_os_str().is_empty() {
+        return Err("capture_on needs capture_dir".into());
+    }
+    settings.check(interval)?;
+    Ok(Some(settings))
+}
+
 /// Reads a config file (a regular file on disk that only root can change, never one that could
 /// block: see [`files::read_text`]); every error is one line naming the file.
-fn read_config(
-    path: &Path,
-    (interval, slow, latency, cpu_hz, children): (Duration, Duration, bool, Option<u64>, bool),
-) -> Result<Watch> {
+fn read_config(path: &Path, defaults: &Defaults) -> Result<Watch> {
+    let Defaults {
+        interval,
+        slow,
+        latency,
+        cpu_hz,
+        children,
+        ..
+    } = *defaults;
     let shown = path.display();
     let bad = |why: String| fatal(EXIT_USAGE, format!("bad config {shown}: {why}"));
     let text = files::read_text(path, Access::ReadableByAll, CONFIG_MAX).map_err(&bad)?;
@@ -261,7 +345,34 @@ fn read_config(
     let duration = |text: Option<String>, default, parse: fn(&str) -> Result<Duration, String>| {
         text.map_or(Ok(default), |t| parse(&t)).map_err(&bad)
     };
+    let mut capture = defaults.capture.clone();
+    if let Some(on) = &file.capture_on {
+        capture.on = on
+            .iter()
+            .map(|t| Trigger::parse(t))
+            .collect::<Result<_, _>>()
+            .map_err(|e| bad(format!("capture_on: {e}")))?;
+    }
+    if let Some(dir) = file.capture_dir {
+        capture.dir = dir;
+    }
+    let capture_duration =
+        |text: Option<String>, default| duration(text, default, super::duration::parse_capture);
+    capture.window = capture_duration(file.capture_window, capture.window)?;
+    capture.after = capture_duration(file.capture_after, capture.after)?;
+    capture.every = capture_duration(file.capture_every, capture.every)?;
+    if let Some(max) = file.capture_max {
+        if !(1..=CAPTURE_MAX_LIMIT).contains(&max) {
+            return Err(bad(format!(
+                "capture_max {max} is not 1 to {CAPTURE_MAX_LIMIT}"
+            )));
+        }
+        capture.max = max;
+    }
+    let interval = duration(file.interval, interval, super::duration::parse_interval)?;
+    let capture = checked_capture(capture, interval).map_err(&bad)?;
     Ok(Watch {
+        capture,
         targets: targets(
             file.pid.as_deref().unwrap_or_default(),
             file.comm.as_deref().unwrap_or_default(),
@@ -269,7 +380,7 @@ fn read_config(
             file.all.unwrap_or(false),
         )
         .map_err(|e| bad(e.to_string()))?,
-        interval: duration(file.interval, interval, super::duration::parse_interval)?,
+        interval,
         slow: duration(file.slow, slow, super::duration::parse_slow)?,
         latency: file.latency.unwrap_or(latency),
         children: file.children.unwrap_or(children),

@@ -100,6 +100,20 @@ pub fn parse_slow(text: &str) -> Result<Duration, String> {
     parse_in(text, SLOW)
 }
 
+/// `daemon --capture-window`, `--capture-after`, `--capture-every`: `0` (none) to a day.
+pub const CAPTURE: Range = Range {
+    min: Duration::from_millis(1),
+    max: Duration::from_secs(24 * 3600),
+};
+
+/// The parser for the daemon's capture durations; `0` is none.
+pub fn parse_capture(text: &str) -> Result<Duration, String> {
+    match text.trim() {
+        "0" => Ok(Duration::ZERO),
+        _ => parse_in(text, CAPTURE),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

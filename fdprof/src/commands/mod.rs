@@ -56,7 +56,7 @@ enum Command {
     Replay(self::replay::ReplayArgs),
     /// Serve the figures of processes as they come and go: Prometheus metrics, reports,
     /// flamegraphs and a live stream over HTTP
-    Daemon(self::daemon::DaemonArgs),
+    Daemon(Box<self::daemon::DaemonArgs>),
     /// Write the man pages or a shell's completions (for packaging)
     #[command(hide = true)]
     Generate(self::generate::GenerateArgs),
@@ -78,7 +78,7 @@ pub fn main() -> ExitCode {
         Command::Report(args) => self::report::run(&args),
         Command::Flamegraph(args) => self::flamegraph::run(&args),
         Command::Export(args) => self::export::run(&args),
-        Command::Daemon(args) => self::daemon::run(args),
+        Command::Daemon(args) => self::daemon::run(*args),
         Command::Replay(args) => self::replay::run(&args),
         Command::Generate(args) => self::generate::run(&args),
     };

@@ -47,6 +47,8 @@ pub struct Exposition {
     pub attached: usize,
     /// The HTTP server's own figures.
     pub http: HttpFigures,
+    /// Captures written (`--capture-on`), by target and rule.
+    pub captures: Vec<(String, &'static str, u64)>,
 }
 
 /// What the daemon's HTTP server counts of its connections.
@@ -339,6 +341,14 @@ fn write(e: &Exposition, encoder: &mut DescriptorEncoder) -> fmt::Result {
             ([("reason", "limit")], e.http.refused_limit),
             ([("reason", "timeout")], e.http.refused_timeout),
         ],
+    )?;
+    out.counters(
+        "fdprof_captures",
+        "Captures written by the flight recorder (--capture-on), by target and rule.",
+        None,
+        e.captures
+            .iter()
+            .map(|(target, rule, n)| ([("target", target.as_str()), ("rule", *rule)], *n)),
     )?;
     out.gauges(
         "fdprof_build_info",

@@ -34,6 +34,8 @@ pub struct Watch {
     pub cpu_hz: Option<u64>,
     /// `-p` targets' new processes are followed from their fork (`--children`).
     pub children: bool,
+    /// The flight recorder (`--capture-on`, `--capture-dir`, …); `None`: no captures.
+    pub capture: Option<super::capture::Settings>,
 }
 
 /// How the daemon runs. `listen` is fixed for its life; `watch` may be reloaded.

@@ -25,7 +25,7 @@ use crate::analysis::{self, FlamegraphOptions, LockFilter, OpFilter, ReportOptio
 use crate::model::{Recording, process};
 use crate::render::{self, metrics};
 
-use super::state::State;
+use super::state::{State, Streamed};
 
 /// What every handler reads.
 pub struct App {
@@ -45,6 +45,8 @@ pub fn router(app: Arc<App>, policy: Arc<super::access::Policy>) -> Router {
         .route("/report.json", get(report))
         .route("/flamegraph.svg", get(flamegraph))
         .route("/api/v1/stream", get(stream))
+        .route("/captures", get(captures))
+        .route("/captures/{name}", get(capture))
         .route("/debug/pprof/", get(super::profiles::index))
         .route("/debug/pprof/mutex", get(super::profiles::mutex))
         .route("/debug/pprof/profile", get(super::profiles::cpu))
@@ -234,7 +236,73 @@ async fn flamegraph(Shared(app): Shared<Arc<App>>, Query(window): Query<Window>)
     Ok(([(header::CONTENT_TYPE, "image/svg+xml")], svg).into_response())
 }
 
-/// One SSE event per interval, the interval's figures as `top --jsonl` prints them; a reader
+/// The captures in `--capture-dir` (the daemon's, by their names), oldest first, as JSON.
+async fn captures(Shared(app): Shared<Arc<App>>) -> Reply {
+    let dir = capture_dir(&app)?;
+    let shown = dir.display().to_string();
+    let listed = tokio::task::spawn_blocking(move || super::capture_dir::list(&dir))
+        .await
+        .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")))?
+        .map_err(|e| {
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("cannot list the captures: {e}\n"),
+            )
+        })?;
+    let json = serde_json::json!({ "dir": shown, "captures": listed });
+    Ok((
+        [(header::CONTENT_TYPE, "application/json")],
+        format!("{json:#}\n"),
+    )
+        .into_response())
+}
+
+/// One capture, a recording `fdprof report` reads.
+async fn capture(
+    Shared(app): Shared<Arc<App>>,
+    axum::extract::Path(name): axum::extract::Path<String>,
+) -> Reply {
+    let dir = capture_dir(&app)?;
+    let asked = name.clone();
+    let data = tokio::task::spawn_blocking(move || super::capture_dir::read(&dir, &asked))
+        .await
+        .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")))?
+        .map_err(|e| {
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("cannot read the capture: {e}\n"),
+            )
+        })?
+        .ok_or_else(|| {
+            (
+                StatusCode::NOT_FOUND,
+                format!("no capture named \"{}\"\n", crate::escape::name(&name)),
+            )
+        })?;
+    Ok((
+        [
+            (header::CONTENT_TYPE, "application/json".to_string()),
+            (
+                header::CONTENT_DISPOSITION,
+                format!("attachment; filename=\"{name}\""),
+            ),
+        ],
+        data,
+    )
+        .into_response())
+}
+
+fn capture_dir(app: &App) -> Result<std::path::PathBuf, (StatusCode, String)> {
+    app.state.capture_dir().ok_or_else(|| {
+        (
+            StatusCode::NOT_FOUND,
+            "this daemon makes no captures (--capture-on, --capture-dir)\n".to_string(),
+        )
+    })
+}
+
+/// One SSE event per interval (`interval`), the interval's figures as `top --jsonl` prints
+/// them, and one per capture written (`capture`); a reader
 /// too slow for [`super::state`]'s buffer skips ahead.
 async fn stream(
     Shared(app): Shared<Arc<App>>,
@@ -243,11 +311,12 @@ async fn stream(
     let events = stream::unfold(receiver, |mut receiver| async move {
         loop {
             match receiver.recv().await {
-                Ok(json) => {
-                    return Some((
-                        Ok(Event::default().event("interval").data(&*json)),
-                        receiver,
-                    ));
+                Ok(streamed) => {
+                    let event = match streamed {
+                        Streamed::Interval(json) => Event::default().event("interval").data(&*json),
+                        Streamed::Capture(json) => Event::default().event("capture").data(&*json),
+                    };
+                    return Some((Ok(event), receiver));
                 }
                 Err(RecvError::Lagged(_)) => continue,
                 Err(RecvError::Closed) => return None,

@@ -5,6 +5,8 @@
 //! SIGHUP reloads the config; SIGTERM and SIGINT detach everything and end it.
 
 pub mod access;
+pub mod capture;
+mod capture_dir;
 pub mod config;
 pub mod files;
 mod followed;
@@ -29,6 +31,7 @@ use tokio::{
 use crate::analysis::{self, ReportOptions};
 use crate::collect::Kernel;
 use crate::error::{EXIT_USAGE, fatal};
+use crate::model::merge;
 use crate::render::metrics::{Exposition, MetricsCollector};
 use crate::symbolize::KernelSymbols;
 
@@ -129,6 +132,8 @@ async fn serve(
         config.max_processes,
     );
     let state = State::new(watcher.empty_history(None), config.watch.interval);
+    state.set_capture_dir(config.watch.capture.as_ref().map(|c| c.dir.clone()));
+    let mut recorder = capture::Recorder::default();
     let http_counters = Arc::new(server::Counters::default());
     let registry = MetricsCollector::new({
         let state = state.clone();
@@ -147,8 +152,10 @@ async fn serve(
                     figures
                 }
             };
-            // The server's counts change with every connection: read at each scrape.
+            // The server's counts change with every connection, the captures' as they are
+            // written: read at each scrape.
             figures.http = counters.figures();
+            figures.captures = state.capture_counts();
             figures
         }
     })
@@ -186,7 +193,13 @@ async fn serve(
         tokio::select! {
             _ = every.tick() => {
                 let began = std::time::Instant::now();
-                let figures = tokio::task::block_in_place(|| watcher.interval());
+                let mut figures = tokio::task::block_in_place(|| watcher.interval());
+                merge::add_drop(
+                    &mut figures.daemon.drops,
+                    watcher::DAEMON_PROBE,
+                    watcher::CAPTURE_FAILED,
+                    state.take_capture_failures(),
+                );
                 log::debug(&format!(
                     "interval {}: {} processes, {} contention sites, {} events, read in {:?}",
                     figures.index,
@@ -196,7 +209,12 @@ async fn serve(
                     began.elapsed()
                 ));
                 let w = &watcher;
+                let end_ns = figures.start_ns + figures.daemon.duration_ns;
+                if let Some(settings) = &w.watch().capture {
+                    tokio::task::block_in_place(|| recorder.check(settings, &figures));
+                }
                 state.push(figures, w.attached(), w.watch().interval, |name| w.empty_history(Some(name)));
+                recorder.write_due(&state, Some(end_ns), w.watch().interval);
                 tokio::task::block_in_place(|| watcher.discover());
             }
             batch = watcher.next() => watcher.started(batch),
@@ -215,6 +233,7 @@ async fn serve(
                 if let Some(timer) = reloaded(&mut watcher, read) {
                     every = timer;
                 }
+                state.set_capture_dir(watcher.watch().capture.as_ref().map(|c| c.dir.clone()));
             }
             _ = time::sleep_until(reload_began + RELOAD_TIMEOUT), if reloading.is_some() => {
                 // The thread may stay blocked (a hung file system); the loop goes on without it.
@@ -229,6 +248,9 @@ async fn serve(
     }
     log::info("stopping: detaching every program");
     tokio::task::block_in_place(|| watcher.shutdown());
+    // What is pending is written with the intervals there are: the episode may be why the
+    // daemon is being stopped.
+    recorder.finish(&state, watcher.watch().interval).await;
     stop.send_replace(true);
     server.await.context("the HTTP server failed")?;
     if let Some(path) = token_saved {
@@ -342,5 +364,6 @@ fn exposition(state: &State) -> Exposition {
         daemon: analysis::report(&daemon, &opts),
         attached,
         http: Default::default(),
+        captures: Vec::new(),
     }
 }

@@ -2,7 +2,8 @@
 //! to add an interval or to copy what a request needs) and the stream of interval JSON.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, RwLock, RwLockReadGuard};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 use std::time::Duration;
 
 use fdprof_figures::Interval as IntervalFigures;
@@ -31,8 +32,27 @@ pub struct Histories {
 
 pub struct State {
     histories: RwLock<Histories>,
-    /// Each interval's figures as JSON, one SSE event each.
-    stream: broadcast::Sender<Arc<str>>,
+    /// Each interval's figures and each capture as JSON, one SSE event each.
+    stream: broadcast::Sender<Streamed>,
+    captures: Mutex<Captures>,
+}
+
+/// One SSE event's JSON.
+#[derive(Debug, Clone)]
+pub enum Streamed {
+    Interval(Arc<str>),
+    Capture(Arc<str>),
+}
+
+/// What the flight recorder ([`super::capture`]) has done, for `/metrics` and `/captures`.
+#[derive(Debug, Default)]
+struct Captures {
+    /// `--capture-dir` now.
+    dir: Option<PathBuf>,
+    /// Captures written, by target and rule.
+    written: BTreeMap<(String, &'static str), u64>,
+    /// Captures that could not be written since the last interval took them.
+    failed: u64,
 }
 
 impl State {
@@ -46,6 +66,7 @@ impl State {
                 intervals: 0,
             }),
             stream: broadcast::channel(STREAM_BUFFER).0,
+            captures: Mutex::default(),
         })
     }
 
@@ -53,8 +74,51 @@ impl State {
         self.histories.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub fn subscribe(&self) -> broadcast::Receiver<Arc<str>> {
+    pub fn subscribe(&self) -> broadcast::Receiver<Streamed> {
         self.stream.subscribe()
+    }
+
+    fn captures(&self) -> std::sync::MutexGuard<'_, Captures> {
+        self.captures.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Where captures go now (`None`: no `--capture-dir`).
+    pub fn set_capture_dir(&self, dir: Option<PathBuf>) {
+        self.captures().dir = dir;
+    }
+
+    pub fn capture_dir(&self) -> Option<PathBuf> {
+        self.captures().dir.clone()
+    }
+
+    /// Counts a capture written and tells the stream.
+    pub fn capture_written(&self, written: super::capture::Written) {
+        *self
+            .captures()
+            .written
+            .entry((written.target.clone(), written.rule))
+            .or_default() += 1;
+        if let Ok(json) = serde_json::to_string(&written) {
+            let _ = self.stream.send(Streamed::Capture(json.into()));
+        }
+    }
+
+    pub fn capture_failed(&self) {
+        self.captures().failed += 1;
+    }
+
+    /// The captures that failed since the last call: a drop of the next interval.
+    pub fn take_capture_failures(&self) -> u64 {
+        std::mem::take(&mut self.captures().failed)
+    }
+
+    /// Captures written so far, by target and rule.
+    pub fn capture_counts(&self) -> Vec<(String, &'static str, u64)> {
+        self.captures()
+            .written
+            .iter()
+            .map(|((target, rule), n)| (target.clone(), *rule, *n))
+            .collect()
     }
 
     /// Adds an interval's figures; `empty` gives the recording a new name's history starts
@@ -101,7 +165,7 @@ impl State {
         }
         if let Some(Ok(json)) = json {
             // Nobody listening is not an error.
-            let _ = self.stream.send(json.into());
+            let _ = self.stream.send(Streamed::Interval(json.into()));
         }
     }
 }

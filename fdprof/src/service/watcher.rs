@@ -41,6 +41,8 @@ pub const ALL: &str = "all";
 /// The drop counters of what the daemon's bounds turn away (probe `daemon`).
 pub const DAEMON_PROBE: &str = "daemon";
 pub const ATTACH_FAILED: &str = "attach_failed";
+/// A capture (`--capture-on`) that could not be written.
+pub const CAPTURE_FAILED: &str = "capture_failed";
 /// Events an interval carries at most (the rest are counted as dropped).
 pub const EVENTS: usize = 1000;
 pub const EVENT_BOUND: &str = "event_bound";
