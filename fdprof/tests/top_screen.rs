@@ -6,6 +6,7 @@
 
 mod common;
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -25,7 +26,8 @@ impl Screen {
         Self::start_sized(name, args, 100, 30)
     }
 
-    /// Starts `fdprof top ARGS` in a `width`×`height` tmux session.
+    /// Starts `fdprof top ARGS` in a `width`×`height` tmux session, in the screen's own
+    /// directory (where `w` writes).
     fn start_sized(name: &str, args: &str, width: u16, height: u16) -> Self {
         let dir = tmp(name);
         let _ = std::fs::remove_dir_all(&dir);
@@ -52,6 +54,8 @@ impl Screen {
             &width.to_string(),
             "-y",
             &height.to_string(),
+            "-c",
+            &d.to_string(),
             "sh",
             "-c",
             &script,
@@ -306,8 +310,83 @@ fn a_played_back_series_shows_its_contention_and_quits_cleanly() {
     };
     let (busy, text) = screen.wait_for(Duration::from_secs(15), row);
     assert!(busy, "no close row at 5000/s:\n{text}");
+    // Its intervals are in a file already: w says so and writes nothing.
+    screen.keys("w");
+    let (said, text) = screen.wait_for(Duration::from_secs(5), |s| {
+        s.contains("this is a recording already")
+    });
+    assert!(said, "w did not say this is a recording:\n{text}");
     screen.keys("q");
     screen.assert_clean_exit();
+    let written = std::fs::read_dir(&screen.dir)
+        .unwrap()
+        .filter(|e| {
+            let name = e.as_ref().unwrap().file_name();
+            name.to_string_lossy().starts_with("fdprof-top-")
+        })
+        .count();
+    assert_eq!(written, 0, "a playback's w wrote a file");
+}
+
+/// The duration of the screen's cumulative view, in seconds (`cumulative 1.20 s`), once it
+/// is a whole second or more.
+fn cumulative_seconds(screen: &str) -> Option<f64> {
+    let mut words = screen.split_once("cumulative ")?.1.split_whitespace();
+    let value = words.next()?.parse().ok()?;
+    (words.next()? == "s").then_some(value)
+}
+
+/// `w` writes the intervals the screen holds into top's current directory as a recording of
+/// `record --interval`'s kind: `report` reads it, `top --from` plays each interval back.
+#[test]
+fn w_writes_a_recording_that_report_reads() {
+    require_root();
+    let _guard = kernel_lock();
+    let load = Load::start();
+    let screen = Screen::start("save", &format!("-p {} --interval 200ms", load.pid()));
+    let (up, text) = screen.wait_for(Duration::from_secs(15), |s| s.contains("file_lock"));
+    assert!(up, "top did not draw:\n{text}");
+    // The totals cover a second or more: at least 5 intervals of 200 ms have been shown.
+    screen.keys("z");
+    let (enough, text) = screen.wait_for(Duration::from_secs(15), |s| {
+        cumulative_seconds(s).is_some_and(|secs| secs >= 1.0)
+    });
+    assert!(enough, "the totals did not reach a second:\n{text}");
+
+    screen.keys("w");
+    let (said, text) =
+        screen.wait_for(Duration::from_secs(10), |s| s.contains("wrote fdprof-top-"));
+    assert!(said, "w did not say where it wrote:\n{text}");
+    let name = text
+        .split_whitespace()
+        .find(|w| w.starts_with("fdprof-top-") && w.ends_with(".data"))
+        .unwrap_or_else(|| panic!("no file name on the screen:\n{text}"))
+        .to_string();
+    screen.keys("q");
+    screen.assert_clean_exit();
+    assert_no_programs_left();
+
+    let path = screen.dir.join(&name);
+    let meta = std::fs::symlink_metadata(&path)
+        .unwrap_or_else(|e| panic!("{} is not there: {e}", path.display()));
+    assert!(meta.is_file());
+    assert_eq!(meta.permissions().mode() & 0o7777, 0o600, "mode of {name}");
+    let rec = read_json(&path);
+    assert_eq!(rec["series"]["interval_ns"], 200_000_000);
+    let samples = rec["series"]["samples"].as_array().expect("a series").len();
+    assert!(samples >= 3, "{samples} samples");
+    let report = report_json(&[&path]);
+    assert_eq!(report["rates"]["rows"].as_array().unwrap().len(), samples);
+    let played = run(fdprof().args(["top", "--jsonl", "--from"]).arg(&path));
+    assert!(
+        played.status.success(),
+        "top --from: {}",
+        String::from_utf8_lossy(&played.stderr)
+    );
+    assert_eq!(
+        String::from_utf8(played.stdout).unwrap().lines().count(),
+        samples
+    );
 }
 
 /// `top -a` with two workloads of comms of their own: the processes pane names both pids with

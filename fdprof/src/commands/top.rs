@@ -3,7 +3,9 @@
 //! figures as one JSON line, `--batch` (or no terminal) as a plain-text block, like `top -b`.
 //! `q`, `-n`, a signal or the target's exit ends it, after the last (partial) interval.
 
+use std::collections::VecDeque;
 use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
 use std::sync::{
     Arc,
     atomic::{AtomicBool, Ordering},
@@ -23,11 +25,21 @@ use super::session::{self, Request, Session, Streams};
 use crate::analysis::{self, Interval, ReportOptions};
 use crate::collect::{Snapshot, TargetSpec, target};
 use crate::live::{Assembler, Facts, LiveInterval, Stage, StageOptions, Tick};
-use crate::model::merge;
-use crate::tui;
+use crate::model::{merge, window};
+use crate::output::Output;
+use crate::render::human;
+use crate::tui::{self, Action};
 
 #[derive(clap::Args, Debug)]
-#[command(group(clap::ArgGroup::new("target").required(true).args(["pid", "cgroup", "tid", "all", "command", "from"])))]
+#[command(
+    group(clap::ArgGroup::new("target").required(true).args(["pid", "cgroup", "tid", "all", "command", "from"])),
+    after_help = "Keys on the screen (? lists them): q quit, p or space pause, z last interval / \
+                  totals since the start, r reset the totals, s sort the stacks, / filter them \
+                  by function, Tab and the arrows move between the panes and scroll them, o \
+                  order and g group the processes pane (-a), w write the last 60 intervals as \
+                  a recording (fdprof-top-STAMP.data in the current directory: report, \
+                  flamegraph and top --from read it)."
+)]
 pub struct TopArgs {
     #[command(flatten)]
     pub target: TargetArgs,
@@ -89,6 +101,10 @@ impl TopArgs {
 /// Events an interval carries at most (the rest are counted as `events`/`limit` drops).
 const EVENTS: usize = 100_000;
 
+/// Stacks each interval kept for `w` holds at most, as the daemon bounds its history's (the
+/// rest are folded, no count lost): 60 intervals of a busy system-wide view stay small.
+const KEPT_SITES: usize = 128;
+
 /// How often the end of the profile (signal, exit, `q`) is checked: often enough to feel
 /// immediate, rarely enough that an idle view stays asleep (every 20 ms cost a tenth of its CPU).
 const POLL: Duration = Duration::from_millis(100);
@@ -97,12 +113,13 @@ const POLL: Duration = Duration::from_millis(100);
 pub(super) enum Sink {
     Jsonl,
     Batch,
-    /// The screen, on a thread of its own; it sets `quit` when the user quits and `reset` when
-    /// the totals are to start anew.
+    /// The screen, on a thread of its own; it sets `quit` when the user quits, `reset` when
+    /// the totals are to start anew and `save` when the intervals kept are to be written.
     Screen {
         updates: tokio::sync::mpsc::Sender<tui::Update>,
         quit: Arc<AtomicBool>,
         reset: Arc<AtomicBool>,
+        save: Arc<AtomicBool>,
         thread: std::thread::JoinHandle<Result<tui::Exit>>,
     },
 }
@@ -122,13 +139,17 @@ impl Sink {
             let (updates, feed) = tokio::sync::mpsc::channel(64);
             let quit = Arc::new(AtomicBool::new(false));
             let reset = Arc::new(AtomicBool::new(false));
-            let (quit_seen, reset_asked) = (quit.clone(), reset.clone());
+            let save = Arc::new(AtomicBool::new(false));
+            let (quit_seen, reset_asked, save_asked) = (quit.clone(), reset.clone(), save.clone());
+            let playing = args.from.as_ref().map(|p| p.display().to_string());
             let thread = std::thread::spawn(move || {
                 let runtime = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()?;
-                let exit = runtime.block_on(tui::run(feed, || {
-                    reset_asked.store(true, Ordering::Relaxed);
+                let exit = runtime.block_on(tui::run(feed, playing, |action| match action {
+                    Action::ResetTotals => reset_asked.store(true, Ordering::Relaxed),
+                    Action::Save => save_asked.store(true, Ordering::Relaxed),
+                    Action::Quit | Action::Continue => {}
                 }));
                 quit_seen.store(true, Ordering::Relaxed);
                 exit
@@ -137,6 +158,7 @@ impl Sink {
                 updates,
                 quit,
                 reset,
+                save,
                 thread,
             }
         }
@@ -243,6 +265,8 @@ pub fn run(args: TopArgs) -> Result<()> {
         sink,
         since: Snapshot::default(),
         write_error: None,
+        kept: VecDeque::new(),
+        interval_ns: args.interval.as_nanos() as u64,
     };
     let mut end = EndReason::Interrupted;
     loop {
@@ -254,6 +278,7 @@ pub fn run(args: TopArgs) -> Result<()> {
             end = reason;
             break;
         }
+        view.save_if_asked();
         let interval = match runtime.block_on(stage.next(Some(POLL)))? {
             Tick::Idle | Tick::Started(_) => continue,
             Tick::Ended => break,
@@ -286,6 +311,9 @@ struct View {
     since: Snapshot,
     /// Nobody reads any more (`| head`): the profile stops, quietly for a closed pipe.
     write_error: Option<std::io::Error>,
+    /// The screen's last intervals, oldest first, for `w`.
+    kept: VecDeque<window::Timed>,
+    interval_ns: u64,
 }
 
 impl View {
@@ -319,6 +347,14 @@ impl View {
                 if reset.swap(false, Ordering::Relaxed) {
                     self.since = live.total.clone();
                 }
+                merge::bound_sites(&mut recording, KEPT_SITES);
+                if self.kept.len() == tui::state::HISTORY {
+                    self.kept.pop_front();
+                }
+                self.kept.push_back(window::Timed {
+                    start_ns: interval.start_ns,
+                    rec: recording,
+                });
                 let whole = assembler.cumulative(live, &self.since);
                 let cumulative = analysis::report(&whole, &ReportOptions::default());
                 // A closed screen is noticed at the top of the loop.
@@ -334,6 +370,45 @@ impl View {
             self.write_error = Some(e);
         }
         Ok(())
+    }
+
+    /// Writes the intervals kept if the screen asked (`w`) and tells it what came of that.
+    fn save_if_asked(&self) {
+        let Sink::Screen { updates, save, .. } = &self.sink else {
+            return;
+        };
+        if save.swap(false, Ordering::Relaxed) {
+            let saved = self.write_kept().map_err(|e| format!("{e:#}"));
+            let _ = updates.blocking_send(tui::Update::Saved(saved));
+        }
+    }
+
+    /// The intervals kept as one recording with their series, as `record --interval` writes
+    /// it, in a new file of the current directory; its path.
+    fn write_kept(&self) -> Result<String> {
+        let first = self.kept.front().context("nothing to write yet")?;
+        let path = unused_path(&human::utc_stamp(first.rec.started_unix_ms))?;
+        let kept = self.kept.iter().cloned().collect();
+        let rec = window::with_series(kept, self.interval_ns).context("nothing to write yet")?;
+        rec.write(&Output::File(path.clone()))?;
+        Ok(path.display().to_string())
+    }
+}
+
+/// `fdprof-top-STAMP.data`, or the first of `…-2.data`, `…-3.data`… that names nothing yet
+/// (a symlink counts: it is not followed).
+fn unused_path(stamp: &str) -> Result<PathBuf> {
+    let mut n = 1;
+    loop {
+        let path = PathBuf::from(match n {
+            1 => format!("fdprof-top-{stamp}.data"),
+            n => format!("fdprof-top-{stamp}-{n}.data"),
+        });
+        match std::fs::symlink_metadata(&path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(path),
+            Err(e) => return Err(e).with_context(|| format!("cannot write {}", path.display())),
+            Ok(_) => n += 1,
+        }
     }
 }
 

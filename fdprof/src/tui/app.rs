@@ -37,9 +37,14 @@ pub enum Exit {
 }
 
 /// Shows `updates` on this process's terminal until the user quits or the feed ends.
-/// `on_reset` is called when the user resets the totals (`r`): the collector should start
-/// its cumulative report anew. Must run inside a tokio runtime (crossterm's event stream).
-pub async fn run(updates: Receiver<Update>, on_reset: impl FnMut()) -> anyhow::Result<Exit> {
+/// `on_action` hears what the collector must do: start its cumulative report anew (`r`),
+/// write the intervals it keeps (`w`). `playing` is the recording played back, if it is one.
+/// Must run inside a tokio runtime (crossterm's event stream).
+pub async fn run(
+    updates: Receiver<Update>,
+    playing: Option<String>,
+    on_action: impl FnMut(Action),
+) -> anyhow::Result<Exit> {
     if !stdout().is_terminal() {
         return Err(fatal(
             EXIT_USAGE,
@@ -52,8 +57,8 @@ pub async fn run(updates: Receiver<Update>, on_reset: impl FnMut()) -> anyhow::R
         &mut terminal,
         EventStream::new(),
         updates,
-        on_reset,
-        &mut State::default(),
+        on_action,
+        &mut State::new(playing),
     )
     .await;
     drop(guard);
@@ -61,12 +66,13 @@ pub async fn run(updates: Receiver<Update>, on_reset: impl FnMut()) -> anyhow::R
 }
 
 /// The loop itself over any backend and any source of terminal events, so tests drive it on
-/// ratatui's `TestBackend`. Draws first, then after every key, resize and update.
+/// ratatui's `TestBackend`. Draws first, then after every key, resize and update, and when a
+/// notice goes.
 pub async fn drive<B, I>(
     terminal: &mut Terminal<B>,
     mut input: I,
     mut updates: Receiver<Update>,
-    mut on_reset: impl FnMut(),
+    mut on_action: impl FnMut(Action),
     state: &mut State,
 ) -> anyhow::Result<Exit>
 where
@@ -76,6 +82,7 @@ where
 {
     loop {
         terminal.draw(|frame| draw::screen(frame, state))?;
+        let notice_until = state.notice_until();
         tokio::select! {
             // Keys first: a quit is never kept waiting behind a burst of updates.
             biased;
@@ -83,8 +90,8 @@ where
                 match event {
                     Some(Ok(TermEvent::Key(key))) => match state.on_key(key) {
                         Action::Quit => return Ok(Exit::Quit),
-                        Action::ResetTotals => on_reset(),
                         Action::Continue => {}
+                        asked => on_action(asked),
                     },
                     // A resize (and anything else) only redraws, at the new size.
                     Some(Ok(_)) => {}
@@ -96,7 +103,16 @@ where
                 Some(update) => state.on_update(update),
                 None => return Ok(Exit::FeedEnded),
             },
+            () = until(notice_until) => state.notice = None,
         }
+    }
+}
+
+/// Sleeps until `at`; forever without one.
+async fn until(at: Option<std::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
     }
 }
 

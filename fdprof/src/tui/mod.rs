@@ -18,15 +18,13 @@ use crate::analysis::Event;
 use crate::analysis::{Interval, Report};
 
 pub use app::{Exit, run};
+pub use state::Action;
 
 /// What the collector sends the screen.
 #[derive(Debug, Clone)]
-#[cfg_attr(
-    test,
-    expect(
-        clippy::large_enum_variant,
-        reason = "one interval a second: moving a few hundred bytes is nothing, boxing is noise"
-    )
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one interval a second: moving a few kilobytes is nothing, boxing is noise"
 )]
 pub enum Update {
     /// One interval, with the report over every interval since the start (or the last reset
@@ -36,6 +34,8 @@ pub enum Update {
         interval: Interval,
         cumulative: Report,
     },
+    /// What came of a `w`: the path written, or the one-line reason nothing was.
+    Saved(Result<String, String>),
     /// One event as soon as it is read (the tests feed the events pane so).
     #[cfg(test)]
     Event(Event),

@@ -3,6 +3,7 @@
 //! the last reset): the state only keeps, bounds and chooses among them.
 
 use std::collections::VecDeque;
+use std::time::{Duration, Instant};
 
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
@@ -14,6 +15,8 @@ use super::Update;
 pub const HISTORY: usize = 60;
 /// Events kept for the events pane, newest last.
 pub const EVENTS: usize = 200;
+/// How long a notice stays up when no key comes.
+pub const NOTICE: Duration = Duration::from_secs(5);
 
 /// What the key asks of the loop beyond changing the state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,6 +27,9 @@ pub enum Action {
     Quit,
     /// Start the cumulative totals anew: the collector must hear of it.
     ResetTotals,
+    /// Write the intervals the collector keeps as a recording (`w`); it answers with
+    /// [`Update::Saved`].
+    Save,
 }
 
 /// The pane that scrolls with Up/Down.
@@ -127,6 +133,14 @@ pub struct WaitSample {
     pub duration_ns: u64,
 }
 
+/// What `w` came to, shown in the header until the next key or for [`NOTICE`].
+#[derive(Debug, Clone)]
+pub struct Notice {
+    /// The path written, or why nothing was.
+    pub saved: Result<String, String>,
+    pub at: Instant,
+}
+
 /// What arrived from the collector. Paused, the screen shows a copy frozen at the pause.
 #[derive(Debug, Clone, Default)]
 pub struct Feed {
@@ -160,6 +174,9 @@ pub struct State {
     /// before any interval).
     pub reset_after: Option<u64>,
     pub resets: u32,
+    /// The recording played back (`top --from`), as shown: `w` has nothing new to write.
+    pub playing: Option<String>,
+    pub notice: Option<Notice>,
 }
 
 impl Default for State {
@@ -178,11 +195,21 @@ impl Default for State {
             editing: None,
             reset_after: None,
             resets: 0,
+            playing: None,
+            notice: None,
         }
     }
 }
 
 impl State {
+    /// A screen of a live view, or of the recording `playing` played back.
+    pub fn new(playing: Option<String>) -> Self {
+        State {
+            playing,
+            ..State::default()
+        }
+    }
+
     pub fn paused(&self) -> bool {
         self.frozen.is_some()
     }
@@ -259,19 +286,33 @@ impl State {
                 feed.interval = Some(interval);
                 feed.cumulative = Some(cumulative);
             }
+            Update::Saved(saved) => self.notify(saved),
             #[cfg(test)]
             Update::Event(event) => push_event(&mut feed.events, event),
         }
     }
 
+    fn notify(&mut self, saved: Result<String, String>) {
+        self.notice = Some(Notice {
+            saved,
+            at: Instant::now(),
+        });
+    }
+
+    /// When the notice goes, if one is up.
+    pub fn notice_until(&self) -> Option<Instant> {
+        self.notice.as_ref().map(|n| n.at + NOTICE)
+    }
+
     /// One key: `q`/Ctrl-C quit (in the filter prompt `q` is text, Ctrl-C still quits),
     /// `p`/space pause, `?` help, `s` sort, `o` order processes, `g` group them by container,
-    /// Tab/arrows panes and
-    /// scrolling, `r` reset, `z` interval/cumulative, `/` stack filter.
+    /// Tab/arrows panes and scrolling, `r` reset, `z` interval/cumulative, `/` stack filter,
+    /// `w` write the intervals kept. Any key takes the notice down.
     pub fn on_key(&mut self, key: KeyEvent) -> Action {
         if key.kind == KeyEventKind::Release {
             return Action::Continue;
         }
+        self.notice = None;
         if key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c') {
             return Action::Quit;
         }
@@ -339,6 +380,10 @@ impl State {
                     View::Cumulative => View::Interval,
                 }
             }
+            KeyCode::Char('w') => match &self.playing {
+                Some(file) => self.notify(Err(format!("this is a recording already: {file}"))),
+                None => return Action::Save,
+            },
             KeyCode::Char('/') => self.editing = Some(self.filter.clone()),
             KeyCode::Esc if !self.filter.is_empty() => self.filter.clear(),
             _ => {}

@@ -18,6 +18,7 @@ pub const HEIGHT: u16 = 4;
 pub fn draw(frame: &mut Frame, area: Rect, state: &State) {
     let mut first = vec![Span::styled("fdprof top", head_style())];
     let Some((report, duration_ns)) = state.report() else {
+        first.extend(notice(state));
         first.push(Span::raw(format!(
             "  {}  ? help",
             super::waiting_text(state)
@@ -37,6 +38,7 @@ pub fn draw(frame: &mut Frame, area: Rect, state: &State) {
             Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD),
         ));
     }
+    first.extend(notice(state));
     let threads = match h.target.threads {
         Some(1) => "  1 thread".to_string(),
         Some(n) => format!("  {n} threads"),
@@ -61,6 +63,18 @@ pub fn draw(frame: &mut Frame, area: Rect, state: &State) {
     let width = usize::from(area.width);
     let lines: Vec<Line> = lines.into_iter().map(|l| super::fit(l, width)).collect();
     frame.render_widget(Paragraph::new(lines), area);
+}
+
+/// What `w` came to, while its notice is up.
+fn notice(state: &State) -> Option<Span<'static>> {
+    let (text, color) = match &state.notice.as_ref()?.saved {
+        Ok(path) => (format!("wrote {}", escape::name(path)), Color::Green),
+        Err(why) => (escape::name(why).into_owned(), Color::Yellow),
+    };
+    Some(Span::styled(
+        format!("  {text}"),
+        Style::new().fg(color).add_modifier(Modifier::BOLD),
+    ))
 }
 
 /// The view's first finding (rule and summary), and how many more there are.

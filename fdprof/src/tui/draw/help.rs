@@ -19,6 +19,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("↑, ↓", "scroll the focused pane"),
     ("r", "reset the cumulative totals"),
     ("z", "per interval / cumulative"),
+    ("w", "write the last 60 intervals as a recording"),
     ("/", "filter stacks by function"),
     ("Enter, Esc", "apply / cancel the filter being typed"),
     ("Esc", "clear the applied filter"),

@@ -10,6 +10,7 @@ use tokio::sync::mpsc;
 
 use super::*;
 use crate::tui::app::{Exit, drive};
+use crate::tui::state::Action;
 
 /// Terminal events from a channel: pending while the sender lives, ended when it is dropped.
 struct Keys(mpsc::UnboundedReceiver<io::Result<TermEvent>>);
@@ -23,7 +24,8 @@ impl Stream for Keys {
 
 struct Run {
     exit: Exit,
-    resets: u32,
+    /// What the collector was asked, in order.
+    asked: Vec<Action>,
     screen: Vec<String>,
     state: State,
 }
@@ -32,7 +34,9 @@ struct Run {
 /// dropped after the events only when `end_input`, the update sender after the updates only
 /// when `end_feed`.
 fn run(events: Vec<TermEvent>, updates: Vec<Update>, end_input: bool, end_feed: bool) -> Run {
+    // Time: a notice goes after a while.
     let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
         .build()
         .unwrap();
     runtime.block_on(async {
@@ -48,19 +52,19 @@ fn run(events: Vec<TermEvent>, updates: Vec<Update>, end_input: bool, end_feed: 
         let _keep_feed = (!end_feed).then_some(update_tx);
         let mut terminal = Terminal::new(TestBackend::new(80, 24)).unwrap();
         let mut state = State::default();
-        let mut resets = 0;
+        let mut asked = Vec::new();
         let exit = drive(
             &mut terminal,
             Keys(key_rx),
             update_rx,
-            || resets += 1,
+            |action| asked.push(action),
             &mut state,
         )
         .await
         .unwrap();
         Run {
             exit,
-            resets,
+            asked,
             screen: rows(terminal.backend()),
             state,
         }
@@ -88,7 +92,7 @@ fn keys_reach_the_state_and_q_quits() {
     let run = run(events, vec![], false, false);
     assert_eq!(run.exit, Exit::Quit);
     // Under the help r does nothing; the loop stopped at q, before s.
-    assert_eq!(run.resets, 0);
+    assert_eq!(run.asked, []);
     assert!(run.state.help);
     assert_eq!(run.state.sort, crate::tui::state::SortColumn::TotalWait);
     row_with(&run.screen, "keys");
@@ -99,5 +103,22 @@ fn r_calls_back_and_the_input_ending_ends_the_screen() {
     let events = vec![TermEvent::Key(ch('r')), TermEvent::Key(ch('r'))];
     let run = run(events, vec![], true, false);
     assert_eq!(run.exit, Exit::InputEnded);
-    assert_eq!(run.resets, 2);
+    assert_eq!(run.asked, [Action::ResetTotals, Action::ResetTotals]);
+}
+
+#[test]
+fn w_calls_back_and_the_answer_shows_in_the_header() {
+    let saved = Update::Saved(Ok("fdprof-top-20261203T113800Z.data".into()));
+    let run = run(
+        vec![TermEvent::Key(ch('w'))],
+        vec![update(0), saved],
+        false,
+        true,
+    );
+    assert_eq!(run.asked, [Action::Save]);
+    assert!(
+        run.screen[0].starts_with("fdprof top  wrote fdprof-top-20261203T113800Z.data  interval"),
+        "{}",
+        run.screen[0]
+    );
 }

@@ -206,3 +206,37 @@ fn events_inside_an_interval_reach_the_pane() {
     });
     assert_eq!(state.live().events.len(), 2);
 }
+
+#[test]
+fn w_asks_for_the_intervals_to_be_written_but_not_in_a_playback() {
+    let mut state = fed();
+    assert_eq!(state.on_key(ch('w')), Action::Save);
+    assert!(state.notice.is_none());
+    // Under the help w does nothing; in the filter prompt it is text.
+    state.help = true;
+    assert_eq!(state.on_key(ch('w')), Action::Continue);
+    state.help = false;
+    state.on_key(ch('/'));
+    assert_eq!(state.on_key(ch('w')), Action::Continue);
+    assert_eq!(state.editing.as_deref(), Some("w"));
+    state.on_key(key(KeyCode::Esc));
+    // A playback's intervals are in its file already.
+    state.playing = Some("old.data".into());
+    assert_eq!(state.on_key(ch('w')), Action::Continue);
+    let saved = &state.notice.as_ref().unwrap().saved;
+    assert_eq!(
+        saved,
+        &Err("this is a recording already: old.data".to_string())
+    );
+}
+
+#[test]
+fn what_w_came_to_stays_through_intervals_until_a_key() {
+    let mut state = fed();
+    state.on_update(Update::Saved(Err("nothing to write yet".into())));
+    state.on_update(update(2));
+    assert!(state.notice.is_some());
+    assert!(state.notice_until().unwrap() > state.notice.as_ref().unwrap().at);
+    state.on_key(ch('s'));
+    assert!(state.notice.is_none());
+}

@@ -342,3 +342,31 @@ fn long_lock_names_keep_every_figure_in_its_column_and_the_header_ends_in_an_ell
     // The diagnosis line is longer than 90 columns: cut, with an ellipsis.
     assert!(screen[3].trim_end().ends_with('…'), "{}", screen[3]);
 }
+
+#[test]
+fn the_header_says_what_w_came_to_escaped() {
+    let mut state = fed();
+    state.on_update(Update::Saved(Ok("fdprof-top-20261203T113800Z.data".into())));
+    for (w, h) in SIZES {
+        let screen = render(&state, w, h);
+        assert!(
+            screen[0].starts_with(
+                "fdprof top  wrote fdprof-top-20261203T113800Z.data  interval 10.0 s  ? help"
+            ),
+            "{}",
+            screen[0]
+        );
+    }
+    // Before any interval too; a reason that names a path is escaped.
+    let mut state = State::default();
+    state.on_update(Update::Saved(Err(
+        "cannot write a\x1bb: Permission denied".into()
+    )));
+    let screen = render(&state, 100, 30);
+    assert!(
+        screen[0].starts_with("fdprof top  cannot write a\\x1bb: Permission denied  waiting"),
+        "{}",
+        screen[0]
+    );
+    assert!(!screen.concat().contains('\x1b'));
+}
