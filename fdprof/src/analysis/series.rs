@@ -6,7 +6,7 @@ use fdprof_figures::{Interval, RateRow, Rates, Report, ReportOptions};
 
 use super::{live::per_second, share, sum};
 use crate::model::{
-    Recording,
+    Recording, sample,
     series::{self, Sample},
 };
 
@@ -66,7 +66,7 @@ pub fn series_len(rec: &Recording) -> Option<usize> {
 pub fn playback(rec: &Recording, index: usize) -> Option<Interval> {
     let samples = &rec.series.as_ref()?.samples;
     let sample = samples.get(index)?;
-    let one = series::sample_recording(rec, sample, index + 1 == samples.len());
+    let one = sample::as_recording(rec, sample, index + 1 == samples.len());
     let mut report = super::report(&one, &ReportOptions::default());
     report.top_stacks.clear();
     report.stacks_total = 0;
@@ -86,7 +86,7 @@ pub fn playback_total(rec: &Recording, from: usize, to: usize) -> Option<Report>
     let all = series::merged(samples);
     let last = to + 1 == rec.series.as_ref()?.samples.len();
     let mut report = super::report(
-        &series::sample_recording(rec, &all, last),
+        &sample::as_recording(rec, &all, last),
         &ReportOptions::default(),
     );
     report.top_stacks.clear();

@@ -10,7 +10,8 @@ use crate::collect::Snapshot;
 use crate::model::{
     Recording,
     assemble::{self, Run},
-    series::{self, Sample},
+    sample,
+    series::Sample,
 };
 
 /// The facts of a profile and its symbolizers.
@@ -57,7 +58,7 @@ impl Assembler {
 
     /// `interval`'s sample of a recording's series.
     pub fn sample(&mut self, interval: &LiveInterval) -> Sample {
-        series::sample(
+        sample::of_snapshot(
             interval.start.as_nanos() as u64,
             interval.duration.as_nanos() as u64,
             &interval.delta,

@@ -36,7 +36,7 @@ pub const NOTES: usize = 64;
 /// Samples of a series: a million intervals (11.6 days at 1 s; the file's size bounds it first).
 pub const SAMPLES: usize = 1_000_000;
 /// Wait rows of one sample: one per (lock, operation), named locks past the first few hundred
-/// folded into their kind's rows (`series::sample`).
+/// folded into their kind's rows (`series::grouped_waits`).
 pub const SAMPLE_WAITS: usize = 512;
 /// Rows of per-thread counters: the threads of most task-clock, the rest folded into one
 /// (`model::counters::bound_rows`).

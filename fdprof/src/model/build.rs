@@ -12,7 +12,7 @@ use fdprof_common::{
 
 use super::{
     hist::Log2Hist,
-    lock, operation,
+    lock_names, operation,
     recording::{
         ContentionSite, DropCount, Frame, FunctionStats, ProcessRecord, ProgramCost, ScanStats,
         StackWalks, SyscallStats, TableStats,
@@ -124,7 +124,7 @@ pub fn contention_sites(snap: &Snapshot, sym: &mut Symbolizers) -> Vec<Contentio
         wait.max = c.max_ns;
         sites.push(ContentionSite {
             lock: LockKind::from_class(key.lock.class),
-            lock_name: lock::name(&key.lock, &kstack, sym.kernel),
+            lock_name: lock_names::name(&key.lock, &kstack, sym.kernel),
             operation: operation::of_stack(kstack.iter().map(|f| f.function.as_str())),
             kernel_stack: kstack,
             user_stack: ustack,

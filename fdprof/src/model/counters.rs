@@ -8,7 +8,6 @@ use fdprof_figures::CounterName;
 use serde::{Deserialize, Serialize};
 
 use super::bounded;
-use crate::collect::counters::{CounterReadings, Reading as CollectedReading};
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Counters {
@@ -59,47 +58,6 @@ pub struct Reading {
     pub count: u64,
     pub time_enabled_ns: u64,
     pub time_running_ns: u64,
-}
-
-impl From<&CollectedReading> for Reading {
-    fn from(r: &CollectedReading) -> Self {
-        Reading {
-            name: r.name,
-            count: r.count,
-            time_enabled_ns: r.time_enabled_ns,
-            time_running_ns: r.time_running_ns,
-        }
-    }
-}
-
-impl From<&CounterReadings> for Counters {
-    fn from(c: &CounterReadings) -> Self {
-        let mut out = Counters {
-            events: CounterName::ALL
-                .iter()
-                .map(|&name| CounterEvent {
-                    name,
-                    unavailable: c
-                        .unavailable
-                        .iter()
-                        .find(|(n, _)| *n == name)
-                        .map(|(_, why)| why.clone()),
-                })
-                .collect(),
-            threads: c
-                .threads
-                .iter()
-                .map(|t| ThreadCounters {
-                    tid: Some(t.tid),
-                    comm: t.comm.clone(),
-                    threads: 1,
-                    readings: t.readings.iter().map(Reading::from).collect(),
-                })
-                .collect(),
-        };
-        bound_rows(&mut out, bounded::COUNTER_ROWS);
-        out
-    }
 }
 
 impl ThreadCounters {

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use fdprof_figures::{Event, EventKind, Frame};
 
-use super::{build::Symbolizers, lock, operation, recording};
+use super::{build::Symbolizers, lock, lock_names, operation, recording};
 use crate::collect::events::{RawEvent, RawKind};
 
 /// Symbolizes events, remembering each stack it has symbolized (a site's stack ids recur).
@@ -63,7 +63,7 @@ impl EventSymbolizer {
                         .clone()
                 });
                 let kind = fdprof_common::contention::LockKind::from_class(lock.class);
-                let name = lock::name(&lock, &kernel, sym.kernel);
+                let name = lock_names::name(&lock, &kernel, sym.kernel);
                 EventKind::SlowWait {
                     lock: lock::figure(kind, name.as_ref()),
                     operation: operation::of_stack(kernel.iter().map(|f| f.function.as_str())),

@@ -332,6 +332,15 @@ impl<'de> Visitor<'de> for JsonVisitor {
     }
 }
 
+impl Recording {
+    /// Reads a recording (`-`: standard input), with one clear line of error for anything
+    /// that is not a complete recording within the bounds of what fdprof writes
+    /// ([`read`]).
+    pub fn read(path: &Path) -> Result<Self> {
+        read(path)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,7 +2,6 @@
 //! `report`, `flamegraph`, `top` and the daemon all read this model; none re-derives figures.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
@@ -38,17 +37,6 @@ pub struct Frame {
     pub module: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub address: Option<u64>,
-}
-
-impl From<crate::symbolize::Frame> for Frame {
-    fn from(f: crate::symbolize::Frame) -> Self {
-        Self {
-            function: f.function,
-            offset: f.offset,
-            module: f.module,
-            address: f.address,
-        }
-    }
 }
 
 /// Waits on one lock class from one pair of stacks.
@@ -423,18 +411,6 @@ pub struct StealTime {
     pub max_cpu_total_ns: u64,
 }
 
-impl From<crate::collect::steal::Steal> for StealTime {
-    fn from(s: crate::collect::steal::Steal) -> Self {
-        Self {
-            steal_ns: s.steal_ns,
-            total_ns: s.total_ns,
-            cpus: s.cpus,
-            max_cpu_steal_ns: s.max_cpu_steal_ns,
-            max_cpu_total_ns: s.max_cpu_total_ns,
-        }
-    }
-}
-
 fn always_timed() -> bool {
     true
 }
@@ -473,13 +449,6 @@ impl Recording {
             processes: Vec::new(),
             steal: None,
         }
-    }
-
-    /// Reads a recording (`-`: standard input), with one clear line of error for anything
-    /// that is not a complete recording within the bounds of what fdprof writes
-    /// ([`super::read`]).
-    pub fn read(path: &Path) -> Result<Self> {
-        super::read::read(path)
     }
 
     /// Writes to standard output or atomically to a file (see [`crate::output`]).

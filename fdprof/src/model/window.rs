@@ -5,7 +5,8 @@
 
 use super::merge;
 use super::recording::Recording;
-use super::series::{self, Sample, SampleSyscall, SampleWaits, Series};
+use super::sample;
+use super::series::Series;
 
 /// One interval: its start on the view's clock (ns) and its figures.
 #[derive(Debug, Clone)]
@@ -36,7 +37,7 @@ pub fn with_series(intervals: Vec<Timed>, interval_ns: u64) -> Option<Recording>
     let origin = intervals.first()?.start_ns / 1_000_000 * 1_000_000;
     let samples = intervals
         .iter()
-        .map(|t| sample(&t.rec, t.start_ns - origin))
+        .map(|t| sample::of_recording(&t.rec, t.start_ns - origin))
         .collect();
     let mut rec = total(intervals.into_iter().map(|t| t.rec))?;
     rec.series = Some(Series {
@@ -46,48 +47,9 @@ pub fn with_series(intervals: Vec<Timed>, interval_ns: u64) -> Option<Recording>
     Some(rec)
 }
 
-/// The sample of one interval's recording: what [`series::sample`] takes from a snapshot,
-/// taken from the assembled figures.
-pub fn sample(rec: &Recording, start_ns: u64) -> Sample {
-    let waits = rec
-        .contention
-        .iter()
-        .map(|site| SampleWaits {
-            lock: site.lock,
-            lock_name: site.lock_name.clone(),
-            operation: site.operation,
-            count: site.count,
-            total_wait_ns: site.total_wait_ns,
-            max_wait_ns: site.max_wait_ns,
-        })
-        .collect();
-    let syscalls = rec
-        .syscalls
-        .iter()
-        .filter(|s| s.calls > 0 || s.errors > 0)
-        .map(|s| SampleSyscall {
-            name: s.name.clone(),
-            calls: s.calls,
-            errors: s.errors,
-        })
-        .collect();
-    Sample {
-        start_ns,
-        duration_ns: rec.duration_ns,
-        waits: series::grouped_waits(waits),
-        syscalls,
-        allocations: rec.scan.allocations,
-        next_fd_hits: rec.scan.next_fd_hits,
-        max_fds: rec.table.max_fds_max,
-        expansions: rec.table.expansions,
-        drops: rec.total_drops(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis;
 
     fn timed(start_ns: u64, waits: u64) -> Timed {
         let mut rec = crate::testdata::recording();
@@ -117,8 +79,8 @@ mod tests {
         let series = rec.series.as_ref().unwrap();
         assert_eq!(series.samples.len(), 3);
         for (i, t) in intervals.iter().enumerate() {
-            let played = analysis::playback(&rec, i).unwrap();
-            assert_eq!(played.report.header.started_unix_ms, t.rec.started_unix_ms);
+            let played = sample::as_recording(&rec, &series.samples[i], false);
+            assert_eq!(played.started_unix_ms, t.rec.started_unix_ms);
             let waits: u64 = series.samples[i].waits.iter().map(|w| w.count).sum();
             assert_eq!(waits, counts[i]);
         }
