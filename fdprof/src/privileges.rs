@@ -3,8 +3,6 @@
 
 use anyhow::{Context, Result};
 
-use crate::error::{EXIT_USAGE, fatal};
-
 /// A capability fdprof may need, with its bit number in the kernel's capability sets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Capability {
@@ -82,21 +80,42 @@ fn and_list(names: &[&str]) -> String {
     }
 }
 
-/// Fails with exit code 2 unless the effective set holds `needed`, naming what is missing.
+/// What a command needs and this process lacks. Exit code 2, like a usage error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MissingPrivileges {
+    pub command: String,
+    pub needed: Vec<Capability>,
+    pub lacking: Vec<Capability>,
+}
+
+impl std::fmt::Display for MissingPrivileges {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names =
+            |caps: &[Capability]| and_list(&caps.iter().map(|c| c.name()).collect::<Vec<_>>());
+        write!(
+            f,
+            "{} needs {} (missing: {}); run it as root, e.g. with sudo",
+            self.command,
+            names(&self.needed),
+            names(&self.lacking)
+        )
+    }
+}
+
+impl std::error::Error for MissingPrivileges {}
+
+/// Fails with [`MissingPrivileges`] unless the effective set holds `needed`.
 pub fn require(what: &str, needed: &[Capability]) -> Result<()> {
     let lacking = missing(effective()?, needed);
     if lacking.is_empty() {
         return Ok(());
     }
-    let names = |caps: &[Capability]| and_list(&caps.iter().map(|c| c.name()).collect::<Vec<_>>());
-    Err(fatal(
-        EXIT_USAGE,
-        format!(
-            "{what} needs {} (missing: {}); run it as root, e.g. with sudo",
-            names(needed),
-            names(&lacking)
-        ),
-    ))
+    Err(MissingPrivileges {
+        command: what.to_string(),
+        needed: needed.to_vec(),
+        lacking,
+    }
+    .into())
 }
 
 #[cfg(test)]

@@ -1,12 +1,13 @@
 //! Attaching the two tracepoint families (tp_btf, else classic tracepoints), and the rollback
 //! every family shares.
 
-use anyhow::{Context, Result};
 use aya::{
     Btf, Ebpf,
     programs::{BtfTracePoint, Program, TracePoint},
 };
 use fdprof_common::probes::Role;
+
+use super::refusal::{ProbeError, program};
 
 pub use fdprof_common::probes::Attachment;
 
@@ -15,45 +16,51 @@ pub use fdprof_common::probes::Attachment;
 // would count as a drop or pair with a later exit). On failure nothing of the family stays.
 
 /// Attaches a tracepoint family as tp_btf programs.
-pub fn tp_btf(ebpf: &mut Ebpf, family: Role, btf: &Btf) -> Result<()> {
+pub fn tp_btf(ebpf: &mut Ebpf, family: Role, btf: &Btf) -> Result<(), ProbeError> {
     let programs = family.tp_btf_programs();
     let names: Vec<&str> = programs.iter().map(|(p, _)| *p).collect();
     with_rollback(ebpf, &names, |ebpf| {
-        for (program, tracepoint) in programs {
-            let p: &mut BtfTracePoint = program_of(ebpf, program)?.try_into()?;
-            p.load(tracepoint, btf)?;
+        for (name, tracepoint) in programs {
+            let what = || format!("tp_btf {tracepoint}");
+            let p: &mut BtfTracePoint = program(ebpf, name)?;
+            p.load(tracepoint, btf)
+                .map_err(|e| ProbeError::load(what(), e))?;
         }
-        for (program, _) in programs.iter().rev() {
-            let p: &mut BtfTracePoint = program_of(ebpf, program)?.try_into()?;
-            p.attach()?;
+        for (name, tracepoint) in programs.iter().rev() {
+            let p: &mut BtfTracePoint = program(ebpf, name)?;
+            p.attach()
+                .map_err(|e| ProbeError::attach(format!("tp_btf {tracepoint}"), e))?;
         }
         Ok(())
     })
 }
 
 /// Attaches a tracepoint family as classic tracepoints.
-pub fn classic(ebpf: &mut Ebpf, family: Role) -> Result<()> {
+pub fn classic(ebpf: &mut Ebpf, family: Role) -> Result<(), ProbeError> {
     let programs = family.tracepoint_programs();
     let names: Vec<&str> = programs.iter().map(|(p, _, _)| *p).collect();
     with_rollback(ebpf, &names, |ebpf| {
-        for (program, _, _) in programs {
-            let p: &mut TracePoint = program_of(ebpf, program)?.try_into()?;
-            p.load()?;
+        for (name, category, tracepoint) in programs {
+            let p: &mut TracePoint = program(ebpf, name)?;
+            p.load()
+                .map_err(|e| ProbeError::load(format!("tracepoint {category}:{tracepoint}"), e))?;
         }
-        for (program, category, name) in programs.iter().rev() {
-            let p: &mut TracePoint = program_of(ebpf, program)?.try_into()?;
-            p.attach(category, name)?;
+        for (name, category, tracepoint) in programs.iter().rev() {
+            let p: &mut TracePoint = program(ebpf, name)?;
+            p.attach(category, tracepoint).map_err(|e| {
+                ProbeError::attach(format!("tracepoint {category}:{tracepoint}"), e)
+            })?;
         }
         Ok(())
     })
 }
 
 /// Runs `attach`; if it fails, unloads (and so detaches) every one of `programs`.
-pub fn with_rollback(
+pub fn with_rollback<E>(
     ebpf: &mut Ebpf,
     programs: &[&str],
-    attach: impl FnOnce(&mut Ebpf) -> Result<()>,
-) -> Result<()> {
+    attach: impl FnOnce(&mut Ebpf) -> Result<(), E>,
+) -> Result<(), E> {
     let result = attach(ebpf);
     if result.is_err() {
         for name in programs {
@@ -70,10 +77,4 @@ pub fn with_rollback(
         }
     }
     result
-}
-
-/// The program `name` of the object.
-pub fn program_of<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut Program> {
-    ebpf.program_mut(name)
-        .with_context(|| format!("the eBPF object lacks {name}"))
 }

@@ -2,13 +2,14 @@
 //! and the spinlock slow path, role by role, falling back to tracepoint mode where the kernel
 //! refuses both.
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Result, anyhow, bail};
 use aya::{
     Btf, Ebpf,
     programs::{FEntry, FExit, KProbe},
 };
 
-use super::attach::{Attachment, program_of, with_rollback};
+use super::attach::{Attachment, with_rollback};
+use super::refusal::{ProbeError, program};
 use crate::probe::roles::{FoundFunction, FunctionRole, Mode, Role, SYSCALL_ROLE};
 
 /// Each function with its fentry/fexit pair: the pair of its candidate's position where the
@@ -37,7 +38,7 @@ fn attach_fentry(
     btf: &Btf,
     role: &FunctionRole,
     functions: &[FoundFunction],
-) -> Result<()> {
+) -> Result<(), ProbeError> {
     let pairs = fentry_pairs(role, functions);
     let used: Vec<&str> = pairs
         .iter()
@@ -46,35 +47,43 @@ fn attach_fentry(
     with_rollback(ebpf, &used, |ebpf| {
         // Exit before entry, as for the tracepoint families (see attach.rs).
         for (f, (entry, exit)) in pairs {
-            let p: &mut FEntry = program_of(ebpf, entry)?.try_into()?;
+            let (fentry, fexit) = (format!("fentry {}", f.name), format!("fexit {}", f.name));
+            let p: &mut FEntry = program(ebpf, entry)?;
             p.load(&f.name, btf)
-                .with_context(|| format!("fentry {}", f.name))?;
-            let p: &mut FExit = program_of(ebpf, exit)?.try_into()?;
+                .map_err(|e| ProbeError::load(&fentry, e))?;
+            let p: &mut FExit = program(ebpf, exit)?;
             p.load(&f.name, btf)
-                .with_context(|| format!("fexit {}", f.name))?;
-            p.attach()?;
-            let p: &mut FEntry = program_of(ebpf, entry)?.try_into()?;
-            p.attach()?;
+                .map_err(|e| ProbeError::load(&fexit, e))?;
+            p.attach().map_err(|e| ProbeError::attach(&fexit, e))?;
+            let p: &mut FEntry = program(ebpf, entry)?;
+            p.attach().map_err(|e| ProbeError::attach(&fentry, e))?;
         }
         Ok(())
     })
 }
 
-fn attach_kprobe(ebpf: &mut Ebpf, role: Role, functions: &[FoundFunction]) -> Result<()> {
+fn attach_kprobe(
+    ebpf: &mut Ebpf,
+    role: Role,
+    functions: &[FoundFunction],
+) -> Result<(), ProbeError> {
     let (entry, exit) = role
         .kprobe_programs()
-        .context("no kprobe programs for role")?;
+        .ok_or_else(|| ProbeError::Unavailable {
+            what: format!("kprobes for {}", role.name()),
+            message: "fdprof has no kprobe programs for it".into(),
+        })?;
     with_rollback(ebpf, &[entry, exit], |ebpf| {
         for name in [entry, exit] {
-            let p: &mut KProbe = program_of(ebpf, name)?.try_into()?;
-            p.load()?;
+            let p: &mut KProbe = program(ebpf, name)?;
+            p.load().map_err(|e| ProbeError::load(name, e))?;
         }
         // The return probe first, as for the tracepoint families (see attach.rs).
         for name in [exit, entry] {
-            let p: &mut KProbe = program_of(ebpf, name)?.try_into()?;
+            let p: &mut KProbe = program(ebpf, name)?;
             for f in functions {
                 p.attach(&f.name, 0)
-                    .with_context(|| format!("{name} on {}", f.name))?;
+                    .map_err(|e| ProbeError::attach(format!("{name} on {}", f.name), e))?;
             }
         }
         Ok(())
@@ -120,7 +129,7 @@ pub fn attach_role(
                     functions: names.iter().map(|n| n.to_string()).collect(),
                 });
             }
-            Err(e) => errors.push(format!("{}: {}", mode.name(), short(&e))),
+            Err(e) => errors.push(format!("{}: {}", mode.name(), e.short())),
         }
     }
     if let Some(mode @ (Mode::Fentry | Mode::Kprobe)) = forced {
@@ -156,7 +165,10 @@ pub fn attach_syscalls(
 ) -> Result<Option<Attachment>> {
     let role = &SYSCALL_ROLE;
     let result = match (functions.is_empty(), mode) {
-        (true, _) => Err(anyhow!("none of the syscall functions is in this kernel")),
+        (true, _) => Err(ProbeError::Unavailable {
+            what: "the fd syscalls' functions".into(),
+            message: "none of the syscall functions is in this kernel".into(),
+        }),
         (false, Mode::Fentry) => attach_fentry(ebpf, btf, role, functions),
         (false, _) => attach_kprobe(ebpf, role.role, functions),
     };
@@ -164,7 +176,7 @@ pub fn attach_syscalls(
         let why = format!(
             "cannot attach the fd syscalls' functions in {} mode: {}",
             mode.name(),
-            short(&e)
+            e.short()
         );
         if forced {
             bail!(why);
@@ -230,19 +242,20 @@ pub fn attach_locked_sections(
         {
             bail!("no call to _raw_spin_lock found in the allocator");
         }
-        let program = fdprof_common::probes::program::KP_LOCKED;
         let mut attached = Vec::new();
-        with_rollback(ebpf, &[program], |ebpf| {
-            let p: &mut KProbe = program_of(ebpf, program)?.try_into()?;
-            p.load()?;
+        let kp = fdprof_common::probes::program::KP_LOCKED;
+        with_rollback(ebpf, &[kp], |ebpf| {
+            let p: &mut KProbe = program(ebpf, kp)?;
+            p.load().map_err(|e| ProbeError::load(kp, e))?;
             for (function, offsets) in &sites {
                 for &offset in offsets {
+                    let site = format!("{function}+{offset:#x}");
                     p.attach(function.as_str(), offset)
-                        .with_context(|| format!("kprobe {function}+{offset:#x}"))?;
-                    attached.push(format!("{function}+{offset:#x}"));
+                        .map_err(|e| ProbeError::attach(format!("kprobe {site}"), e))?;
+                    attached.push(site);
                 }
             }
-            Ok(())
+            Ok::<(), ProbeError>(())
         })?;
         Ok(attached)
     });
@@ -263,44 +276,10 @@ pub fn attach_locked_sections(
     }
 }
 
-/// The kernel's answer in a few words: the errno of the failing call (with the verifier's
-/// reason where it refused the program), else the first line.
+/// The kernel's answer in a few words, where the error is a probe's; else its first line.
 fn short(e: &anyhow::Error) -> String {
-    for cause in e.chain() {
-        if let Some(aya::programs::ProgramError::LoadError {
-            io_error,
-            verifier_log,
-        }) = cause.downcast_ref::<aya::programs::ProgramError>()
-        {
-            let errno = io_error
-                .raw_os_error()
-                .map_or_else(|| io_error.to_string(), crate::probe::trial::errno_name);
-            let log = verifier_log.to_string();
-            // The verifier ends with statistics; its reason is the line before them.
-            const STATISTICS: [&str; 4] = [
-                "processed ",
-                "verification time",
-                "stack depth",
-                "max_states_per_insn",
-            ];
-            let reason = log
-                .lines()
-                .map(str::trim)
-                .filter(|l| !l.is_empty())
-                .rfind(|l| !STATISTICS.iter().any(|s| l.starts_with(s)));
-            return match reason {
-                Some(r) => format!(
-                    "{errno} (verifier: {})",
-                    crate::escape::name(&r.chars().take(160).collect::<String>())
-                ),
-                None => errno,
-            };
-        }
-        if let Some(io) = cause.downcast_ref::<std::io::Error>()
-            && let Some(errno) = io.raw_os_error()
-        {
-            return crate::probe::trial::errno_name(errno);
-        }
+    if let Some(refused) = e.downcast_ref::<ProbeError>() {
+        return refused.short();
     }
     let text = format!("{e:#}");
     let line = text.lines().next().unwrap_or_default();

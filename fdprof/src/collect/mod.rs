@@ -12,6 +12,7 @@ pub mod kernel;
 pub mod launch;
 pub mod processes;
 pub mod profiler;
+pub mod refusal;
 pub mod ring;
 pub mod snapshot;
 pub mod starts;

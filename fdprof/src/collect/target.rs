@@ -13,7 +13,6 @@ use anyhow::{Context, Result};
 use fdprof_common::session::TargetKind;
 
 use super::profiler::Filter;
-use crate::error::{EXIT_USAGE, fatal};
 use crate::procfs::stat_fields;
 
 /// What the user asked to profile.
@@ -133,13 +132,7 @@ pub fn resolve(spec: &TargetSpec) -> Result<Resolved> {
 fn check_process(pid: u32) -> Result<()> {
     let tgid = check_task(pid, TaskKind::Process)?;
     if tgid != pid {
-        return Err(fatal(
-            EXIT_USAGE,
-            format!(
-                "{pid} is a thread of process {tgid}: use -p {tgid}, or -t {pid} for this \
-                 thread alone"
-            ),
-        ));
+        return Err(TargetError::ThreadOf { tid: pid, tgid }.into());
     }
     Ok(())
 }
@@ -207,6 +200,43 @@ impl fmt::Display for TaskKind {
     }
 }
 
+/// Why a task cannot be profiled: the user named one that is not (or no longer) a user task.
+/// Exit code 2, like every usage error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TargetError {
+    /// No task has that id.
+    Gone { kind: TaskKind, id: u32 },
+    /// It has exited and awaits its parent (a zombie).
+    Exited { kind: TaskKind, id: u32 },
+    /// A kernel thread: no fd table of its own.
+    KernelThread { kind: TaskKind, id: u32 },
+    /// `-p` named a thread of another process.
+    ThreadOf { tid: u32, tgid: u32 },
+}
+
+impl fmt::Display for TargetError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TargetError::Gone { kind, id } => write!(f, "no {kind} with id {id}"),
+            TargetError::Exited { kind, id } => write!(
+                f,
+                "{kind} {id} has exited (zombie): there is nothing left to profile"
+            ),
+            TargetError::KernelThread { kind, id } => write!(
+                f,
+                "{kind} {id} is a kernel thread: it has no fd table of its own to profile"
+            ),
+            TargetError::ThreadOf { tid, tgid } => write!(
+                f,
+                "{tid} is a thread of process {tgid}: use -p {tgid}, or -t {tid} for this \
+                 thread alone"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for TargetError {}
+
 /// Whether `fields` (from [`stat_fields`]) show a task that has not exited: not a zombie
 /// (`Z`) nor dead (`X`).
 /// Not a zombie, not dead, and not on its way out: `PF_EXITING` (flags, field 9) is set as
@@ -267,25 +297,19 @@ pub fn comm_of(pid: u32) -> Option<String> {
 /// Checks that `id` is a user task that has not exited; returns its thread-group id.
 pub fn check_task(id: u32, kind: TaskKind) -> Result<u32> {
     let Some(fields) = stat_fields(&id.to_string()) else {
-        return Err(fatal(EXIT_USAGE, format!("no {kind} with id {id}")));
+        return Err(TargetError::Gone { kind, id }.into());
     };
     const PF_KTHREAD: u64 = 0x0020_0000;
     let flags: u64 = fields.get(6).and_then(|f| f.parse().ok()).unwrap_or(0);
     if flags & PF_KTHREAD != 0 {
-        return Err(fatal(
-            EXIT_USAGE,
-            format!("{kind} {id} is a kernel thread: it has no fd table of its own to profile"),
-        ));
+        return Err(TargetError::KernelThread { kind, id }.into());
     }
     let exited = match kind {
         TaskKind::Process => !running(&fields) && !process_alive(id),
         TaskKind::Thread => !running(&fields),
     };
     if exited {
-        return Err(fatal(
-            EXIT_USAGE,
-            format!("{kind} {id} has exited (zombie): there is nothing left to profile"),
-        ));
+        return Err(TargetError::Exited { kind, id }.into());
     }
     tgid_of(id).with_context(|| format!("cannot read /proc/{id}/status"))
 }

@@ -90,8 +90,53 @@ pub fn main() -> ExitCode {
                 "fdprof: error: {}",
                 crate::escape::name(&format!("{err:#}"))
             );
-            let code = err.downcast_ref::<Fatal>().map_or(1, |f| f.code);
-            ExitCode::from(code)
+            ExitCode::from(exit_code(&err))
         }
+    }
+}
+
+/// The exit code of an error: usage errors and the typed errors callers decide on, each its
+/// own; 1 for anything else (a probe the kernel refused, an I/O error).
+fn exit_code(err: &anyhow::Error) -> u8 {
+    if let Some(f) = err.downcast_ref::<Fatal>() {
+        return f.code;
+    }
+    if err.is::<crate::collect::target::TargetError>()
+        || err.is::<crate::privileges::MissingPrivileges>()
+    {
+        return crate::error::EXIT_USAGE;
+    }
+    1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collect::refusal::ProbeError;
+    use crate::collect::target::{TargetError, TaskKind};
+
+    #[test]
+    fn each_typed_error_keeps_its_exit_code_through_context() {
+        use anyhow::Context;
+        let gone: anyhow::Result<()> = Err(TargetError::Gone {
+            kind: TaskKind::Process,
+            id: 7,
+        }
+        .into());
+        let gone = gone.context("cannot profile").unwrap_err();
+        assert_eq!(exit_code(&gone), 2);
+        assert_eq!(format!("{gone:#}"), "cannot profile: no process with id 7");
+        let privileges = anyhow::Error::from(crate::privileges::MissingPrivileges {
+            command: "fdprof record".into(),
+            needed: crate::privileges::LOAD_BPF.to_vec(),
+            lacking: crate::privileges::LOAD_BPF.to_vec(),
+        });
+        assert_eq!(exit_code(&privileges), 2);
+        let refused = anyhow::Error::from(ProbeError::Unavailable {
+            what: "kprobe alloc_fd".into(),
+            message: "ENOENT".into(),
+        });
+        assert_eq!(exit_code(&refused), 1);
+        assert_eq!(exit_code(&crate::error::fatal(127, "x: not found")), 127);
     }
 }
