@@ -556,3 +556,37 @@ fn system_wide_keeps_each_process_apart_up_to_prometheus() {
     drop(daemon);
     assert_no_programs_left();
 }
+
+#[test]
+fn the_daemon_takes_record_and_tops_probe_flags() {
+    require_root();
+    let _guard = kernel_lock();
+    let comm = "fdpd-lockonly";
+    let daemon = Daemon::start(&[
+        "--comm",
+        comm,
+        "--interval",
+        "250ms",
+        "--mode",
+        "tracepoint",
+        "--lock-only",
+    ]);
+    let w = workload_as(comm, &["opensock", "-t", "2", "-n", "4000", "-d", "2s"]);
+    daemon.wait_line("INFO", &format!("profiling pid {} ({comm})", w.pid));
+    w.go();
+    w.finish();
+    let report: Report = poll(TIMEOUT, || {
+        let (code, body) = daemon.get(&format!("/report.json?target={comm}"));
+        let r: Report = serde_json::from_str(&body).map_err(|e| format!("{code} {e}: {body}"))?;
+        (r.contention.file_lock_count > 0)
+            .then_some(r)
+            .ok_or_else(|| "no waits yet".to_string())
+    })
+    .unwrap_or_else(|e| panic!("{e}\n{}", daemon.log()));
+    // Lock contention only: no fd syscall was probed, in the mode asked for.
+    assert!(!report.fd_activity_recorded);
+    assert!(report.syscalls.is_empty());
+    assert_eq!(report.header.mode.to_string(), "tracepoint");
+    drop(daemon);
+    assert_no_programs_left();
+}

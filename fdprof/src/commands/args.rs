@@ -45,8 +45,41 @@ impl TargetArgs {
     }
 }
 
-/// How to attach (`--mode`): record, top.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+/// How to probe (record, top, daemon): the mode, what to leave out, what to add.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ProbeArgs {
+    /// Probe mode: auto picks the most direct one this kernel allows
+    #[arg(long, value_enum, default_value = "auto")]
+    pub mode: ModeArg,
+    /// Lock contention only: no fd syscall or fd function probes, so no scan, syscall or
+    /// table figures, at the lowest cost to the target
+    #[arg(long)]
+    pub lock_only: bool,
+    /// Also time every fd syscall, entry to exit, for the latency histograms (two clock reads
+    /// per syscall); without it the syscalls are counted exactly but not timed
+    #[arg(long, conflicts_with = "lock_only")]
+    pub latency: bool,
+    /// Also sample the targets on CPU (kernel and user stacks), --freq times a second on each
+    /// CPU: hardware cycles where the machine has a PMU, else cpu-clock; the figures get their
+    /// on-CPU section and `flamegraph --cpu` (the daemon: /flamegraph.svg?cpu=1) draws it
+    #[arg(long)]
+    pub cpu: bool,
+    /// On-CPU samples a second per CPU (with --cpu)
+    #[arg(long, requires = "cpu", value_parser = clap::value_parser!(u64).range(1..=fdprof_common::cpu::MAX_FREQUENCY_HZ),
+          default_value_t = fdprof_common::cpu::DEFAULT_FREQUENCY_HZ)]
+    pub freq: u64,
+}
+
+impl ProbeArgs {
+    /// The sampling frequency, with `--cpu`.
+    pub fn cpu_hz(&self) -> Option<u64> {
+        self.cpu.then_some(self.freq)
+    }
+}
+
+/// How to attach (`--mode`): record, top, daemon (and its config file's `mode`).
+#[derive(clap::ValueEnum, serde::Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
 pub enum ModeArg {
     Auto,
     Fentry,

@@ -8,6 +8,9 @@ use anyhow::{Context, Result};
 use fdprof_common::cpu::{DEFAULT_FREQUENCY_HZ, MAX_FREQUENCY_HZ};
 use serde::Deserialize;
 
+use fdprof_common::probes::Mode;
+
+use super::args::{ModeArg, ProbeArgs};
 use crate::collect::{Kernel, cgroups::Cgroup};
 use crate::error::{EXIT_USAGE, fatal};
 use crate::privileges::{self, Capability};
@@ -48,7 +51,7 @@ const CONFIG_MAX: u64 = 64 * 1024;
                   Signals: SIGHUP reloads --config (a broken file keeps the old config); SIGTERM \
                   or SIGINT detaches everything and exits 0.\n\n\
                   Config file (TOML): one of `pid = [1234]`, `comm = [\"nginx\"]`, `cgroup = \
-                  [\"/sys/fs/cgroup/system.slice/nginx.service\"]` or `all = true`; optional `interval = \"1s\"`, `slow = \"100us\"`, `latency = true`, `cpu = true`, \
+                  [\"/sys/fs/cgroup/system.slice/nginx.service\"]` or `all = true`; optional `interval = \"1s\"`, `slow = \"100us\"`, `mode = \"tracepoint\"`, `lock_only = true`, `latency = true`, `cpu = true`, \
                   `freq = 99`, `children = true`, `capture_on = [\"shared-table\"]`, \
                   `capture_dir = \"/var/lib/fdprof/captures\"`, `capture_window = \"30s\"`, \
                   `capture_after = \"10s\"`, `capture_every = \"10m\"`, `capture_max = 50`."
@@ -106,18 +109,8 @@ pub struct DaemonArgs {
     /// Waits at least this long count as slow waits (1 µs to 10 s)
     #[arg(long, default_value = "100us", value_parser = super::duration::parse_slow)]
     pub slow: Duration,
-    /// Also time every fd syscall, entry to exit (two clock reads per syscall); without it
-    /// they are only counted
-    #[arg(long)]
-    pub latency: bool,
-    /// Also sample each profiled process on CPU, --freq times a second per CPU: report.json's
-    /// CPU section and /flamegraph.svg?cpu=1
-    #[arg(long)]
-    pub cpu: bool,
-    /// On-CPU samples a second per CPU (with --cpu)
-    #[arg(long, requires = "cpu", value_parser = clap::value_parser!(u64).range(1..=MAX_FREQUENCY_HZ),
-          default_value_t = DEFAULT_FREQUENCY_HZ)]
-    pub freq: u64,
+    #[command(flatten)]
+    pub probe: ProbeArgs,
     /// Follow at most this many processes at once (1 to 65536; all share one set of
     /// programs); others are counted, not profiled
     #[arg(long, default_value_t = bounds::PROCESSES,
@@ -176,6 +169,8 @@ struct File {
     latency: Option<bool>,
     cpu: Option<bool>,
     freq: Option<u64>,
+    mode: Option<ModeArg>,
+    lock_only: Option<bool>,
     capture_on: Option<Vec<String>>,
     capture_dir: Option<PathBuf>,
     capture_window: Option<String>,
@@ -195,11 +190,13 @@ pub fn run(args: DaemonArgs) -> Result<()> {
             ),
         ));
     }
-    let cpu_hz = args.cpu.then_some(args.freq);
+    let cpu_hz = args.probe.cpu_hz();
     let defaults = Defaults {
         interval: args.interval,
         slow: args.slow,
-        latency: args.latency,
+        forced: args.probe.mode.forced(),
+        lock_only: args.probe.lock_only,
+        latency: args.probe.latency,
         cpu_hz,
         children: args.children,
         capture: capture::Settings {
@@ -220,7 +217,9 @@ pub fn run(args: DaemonArgs) -> Result<()> {
                 targets: targets(&args.pid, &args.comm, &args.cgroup, args.all)?,
                 interval: args.interval,
                 slow: args.slow,
-                latency: args.latency,
+                forced: defaults.forced,
+                lock_only: defaults.lock_only,
+                latency: args.probe.latency,
                 cpu_hz,
                 children: args.children,
                 capture,
@@ -305,6 +304,8 @@ fn targets(pids: &[u32], comms: &[String], cgroups: &[PathBuf], all: bool) -> Re
 struct Defaults {
     interval: Duration,
     slow: Duration,
+    forced: Option<Mode>,
+    lock_only: bool,
     latency: bool,
     cpu_hz: Option<u64>,
     children: bool,
@@ -333,6 +334,8 @@ fn read_config(path: &Path, defaults: &Defaults) -> Result<Watch> {
     let Defaults {
         interval,
         slow,
+        forced,
+        lock_only,
         latency,
         cpu_hz,
         children,
@@ -382,6 +385,8 @@ fn read_config(path: &Path, defaults: &Defaults) -> Result<Watch> {
         .map_err(|e| bad(e.to_string()))?,
         interval,
         slow: duration(file.slow, slow, super::duration::parse_slow)?,
+        forced: file.mode.map_or(forced, ModeArg::forced),
+        lock_only: file.lock_only.unwrap_or(lock_only),
         latency: file.latency.unwrap_or(latency),
         children: file.children.unwrap_or(children),
         cpu_hz: match file.cpu.unwrap_or(cpu_hz.is_some()) {

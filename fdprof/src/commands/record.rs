@@ -12,7 +12,7 @@ use fdprof_common::{
     session::{EndReason, TargetKind},
 };
 
-use super::args::ModeArg;
+use super::args::ProbeArgs;
 use super::args::TargetArgs;
 use super::session::{self, Request, Session, Streams};
 use super::trace;
@@ -40,30 +40,12 @@ pub struct RecordArgs {
     /// About 0.1 to 2 KB an interval: at 1 s, hours fit in the 64 MiB `report` reads
     #[arg(long, value_parser = super::duration::parse_interval)]
     pub interval: Option<Duration>,
-    /// Probe mode: auto picks the most direct one this kernel allows
-    #[arg(long, value_enum, default_value = "auto")]
-    pub mode: ModeArg,
-    /// Record lock contention only: no fd syscall or fd function probes, so no scan, syscall or
-    /// table figures, at the lowest cost to the target
-    #[arg(long)]
-    pub lock_only: bool,
-    /// Also time every fd syscall, entry to exit, for the latency histograms (two clock reads
-    /// per syscall); without it the syscalls are counted exactly but not timed
-    #[arg(long, conflicts_with = "lock_only")]
-    pub latency: bool,
+    #[command(flatten)]
+    pub probe: ProbeArgs,
     /// Do not count the target's threads' task-clock, context switches, migrations, page faults
     /// (and cycles, instructions, cache misses where there is a PMU)
     #[arg(long)]
     pub no_counters: bool,
-    /// Also sample the target on CPU (kernel and user stacks), --freq times a second on each
-    /// CPU: hardware cycles where the machine has a PMU, else cpu-clock. `report` shows the
-    /// CPU section and `flamegraph --cpu` draws it
-    #[arg(long)]
-    pub cpu: bool,
-    /// On-CPU samples a second per CPU (with --cpu)
-    #[arg(long, requires = "cpu", value_parser = clap::value_parser!(u64).range(1..=fdprof_common::cpu::MAX_FREQUENCY_HZ),
-          default_value_t = fdprof_common::cpu::DEFAULT_FREQUENCY_HZ)]
-    pub freq: u64,
     /// Also record every operation of the target on its fd table (allocs, closes, dup2s,
     /// close_range, exec) with the table's state at attach, for `fdprof replay RECORDING`.
     /// About 5 bytes an operation in the recording
@@ -104,11 +86,11 @@ pub fn run(args: RecordArgs) -> Result<()> {
     let request = Request {
         command_name: "fdprof record",
         spec: args.target(),
-        forced: args.mode.forced(),
-        lock_only: args.lock_only,
+        forced: args.probe.mode.forced(),
+        lock_only: args.probe.lock_only,
         slow: None,
-        latency: args.latency,
-        cpu_hz: args.cpu.then_some(args.freq),
+        latency: args.probe.latency,
+        cpu_hz: args.probe.cpu_hz(),
         trace: args.trace,
         streams: Streams::Inherit,
         raw_addrs: args.raw_addrs,
@@ -131,7 +113,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
         profiler.mode(),
         profiler
             .cpu_event()
-            .map(|e| format!(", on-CPU samples on {e} at {} Hz", args.freq))
+            .map(|e| format!(", on-CPU samples on {e} at {} Hz", args.probe.freq))
             .unwrap_or_default(),
         session.target.describe(),
         args.duration

@@ -18,7 +18,7 @@ use fdprof_common::{
     session::{EndReason, TargetKind},
 };
 
-use super::args::ModeArg;
+use super::args::ProbeArgs;
 use super::args::TargetArgs;
 use super::command_output::CommandOutput;
 use super::session::{self, Request, Session, Streams};
@@ -46,27 +46,11 @@ pub struct TopArgs {
     /// Time between updates (10 ms to 1 h)
     #[arg(long, default_value = "1s", value_parser = super::duration::parse_interval)]
     pub interval: Duration,
-    /// Probe mode: auto picks the most direct one this kernel allows
-    #[arg(long, value_enum, default_value = "auto")]
-    pub mode: ModeArg,
-    /// Lock contention only: no fd syscall or fd function probes
-    #[arg(long)]
-    pub lock_only: bool,
+    #[command(flatten)]
+    pub probe: ProbeArgs,
     /// Report each file_lock wait longer than this as an event (1 µs to 10 s)
     #[arg(long, value_parser = super::duration::parse_slow)]
     pub slow: Option<Duration>,
-    /// Also time every fd syscall, entry to exit (two clock reads per syscall); without it the
-    /// syscalls are counted exactly but not timed
-    #[arg(long, conflicts_with = "lock_only")]
-    pub latency: bool,
-    /// Also sample the target on CPU, --freq times a second on each CPU: each interval's
-    /// figures get the on-CPU section (--jsonl, and a line of --batch)
-    #[arg(long)]
-    pub cpu: bool,
-    /// On-CPU samples a second per CPU (with --cpu)
-    #[arg(long, requires = "cpu", value_parser = clap::value_parser!(u64).range(1..=fdprof_common::cpu::MAX_FREQUENCY_HZ),
-          default_value_t = fdprof_common::cpu::DEFAULT_FREQUENCY_HZ)]
-    pub freq: u64,
     /// Print one plain-text block per interval, as `top -b` does (the default when standard
     /// output is not a terminal); otherwise the interactive screen
     #[arg(long, conflicts_with = "jsonl")]
@@ -218,11 +202,11 @@ pub fn run(args: TopArgs) -> Result<()> {
     let request = Request {
         command_name: "fdprof top",
         spec: args.target(),
-        forced: args.mode.forced(),
-        lock_only: args.lock_only,
+        forced: args.probe.mode.forced(),
+        lock_only: args.probe.lock_only,
         slow: args.slow,
-        latency: args.latency,
-        cpu_hz: args.cpu.then_some(args.freq),
+        latency: args.probe.latency,
+        cpu_hz: args.probe.cpu_hz(),
         trace: false,
         streams: match Sink::is_screen(&args) {
             true => Streams::Captured,

@@ -27,6 +27,10 @@ pub struct Watch {
     pub interval: Duration,
     /// Waits at least this long are counted as slow waits (the programs' threshold).
     pub slow: Duration,
+    /// `--mode`: the mode forced on every function role; `None`, the most direct each allows.
+    pub forced: Option<fdprof_common::probes::Mode>,
+    /// `--lock-only`: lock contention only, no fd syscall or fd function probes.
+    pub lock_only: bool,
     /// Time the fd syscalls entry to exit (for processes attached from now on).
     pub latency: bool,
     /// Sample processes attached from now on, on CPU, this many times a second per CPU

@@ -58,6 +58,8 @@ struct Loaded {
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Settings {
     all: bool,
+    forced: Option<Mode>,
+    lock_only: bool,
     slow: Duration,
     latency: bool,
     cpu_hz: Option<u64>,
@@ -67,6 +69,8 @@ impl Settings {
     fn of(watch: &Watch) -> Self {
         Self {
             all: watch.targets == Targets::All,
+            forced: watch.forced,
+            lock_only: watch.lock_only,
             slow: watch.slow,
             latency: watch.latency,
             cpu_hz: watch.cpu_hz,
@@ -170,7 +174,8 @@ impl Watcher {
 
     /// Takes a new config: processes it no longer wants leave the set (their last figures go
     /// into the next interval); new ones join at the next [`Watcher::discover`]. Settings fixed
-    /// at load (`-a`, the slow-wait threshold, `--latency`, `--cpu`) load the programs anew.
+    /// at load (`-a`, `--mode`, `--lock-only`, the slow-wait threshold, `--latency`, `--cpu`) load
+    /// the programs anew.
     pub fn reload(&mut self, watch: Watch) {
         let reload = self
             .stage
@@ -239,8 +244,8 @@ impl Watcher {
                     max: u32::try_from(self.max_processes).unwrap_or(u32::MAX),
                 }
             },
-            forced: None,
-            lock_only: false,
+            forced: settings.forced,
+            lock_only: settings.lock_only,
             slow: self.watch.slow,
             latency: self.watch.latency,
             cpu_hz: self.watch.cpu_hz,
