@@ -9,13 +9,11 @@ pub mod duration;
 pub mod export;
 pub mod flamegraph;
 pub mod generate;
-pub mod playback;
 pub mod record;
 pub mod replay;
 pub mod report;
 pub mod session;
 pub mod top;
-pub mod trace;
 pub mod workload;
 
 use std::process::ExitCode;

@@ -18,6 +18,8 @@ use fdprof_common::{
     session::{EndReason, TargetKind},
 };
 
+mod playback;
+
 use super::args::ProbeArgs;
 use super::args::TargetArgs;
 use super::command_output::CommandOutput;
@@ -197,7 +199,7 @@ impl Sink {
 
 pub fn run(args: TopArgs) -> Result<()> {
     if let Some(path) = &args.from {
-        return super::playback::run(&args, path);
+        return playback::run(&args, path);
     }
     let request = Request {
         command_name: "fdprof top",

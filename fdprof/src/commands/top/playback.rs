@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 
 use super::session;
-use super::top::{Sink, TopArgs};
+use super::{Sink, TopArgs};
 use crate::analysis;
 use crate::error::{EXIT_USAGE, fatal};
 use crate::model::Recording;

@@ -15,7 +15,7 @@ use fdprof_common::{
 use super::args::ProbeArgs;
 use super::args::TargetArgs;
 use super::session::{self, Request, Session, Streams};
-use super::trace;
+mod trace;
 use crate::collect::{TargetSpec, counters::ThreadCounters, stats::own_cpu_ns};
 use crate::live::{Facts, Stage, StageOptions, Tick};
 use crate::model::{counters::Counters, merge, series::Series};
