@@ -127,6 +127,16 @@ fn an_episode_is_captured_once_with_the_intervals_around_it() {
         .collect();
     assert!(rules.contains(&"shared-table"), "{rules:?}");
 
+    // Its stacks drawn, as any recording's.
+    let svg = dir.with_extension("svg");
+    let drawn = run(fdprof().arg("flamegraph").arg(&path).arg("-o").arg(&svg));
+    assert!(
+        drawn.status.success(),
+        "{}",
+        String::from_utf8_lossy(&drawn.stderr)
+    );
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("alloc_fd"));
+
     // Its intervals, played back, are the daemon's stream's for the same intervals, exactly.
     let out = run(fdprof().args(["top", "--from"]).arg(&path).arg("--jsonl"));
     let played: Vec<Value> = String::from_utf8(out.stdout)
