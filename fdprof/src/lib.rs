@@ -5,6 +5,12 @@
 //! every figure once, into typed structs; [`render`] and the JSON output only present them.
 //! `commands` holds one file per subcommand, `tui` the live screen and `service` the daemon:
 //! the binary's own, not API; the binary is a thin `main` over [`main`]. `docs/architecture.md` draws the whole path.
+//!
+//! The API is what a program that records, reads or renders fd-table profiles needs: the
+//! recording format and its reader ([`model`]), the figures ([`analysis`]), their renderers
+//! ([`render`]), and the collector with its probes and symbolizers ([`collect`], [`probe`],
+//! [`symbolize`]); their helpers, the live stage, the support modules and the binary's own
+//! modules are `pub(crate)`.
 
 /// `0.1.0 (git 1a2b3c4d5e6f)`: the version and the commit it was built from.
 pub const VERSION: &str = concat!(
@@ -19,14 +25,14 @@ pub use commands::main;
 pub mod analysis;
 pub mod collect;
 mod commands;
-pub mod error;
-pub mod escape;
-pub mod live;
+mod error;
+mod escape;
+mod live;
 pub mod model;
 pub mod output;
-pub mod privileges;
+mod privileges;
 pub mod probe;
-pub mod procfs;
+mod procfs;
 pub mod render;
 mod service;
 pub mod symbolize;

@@ -5,7 +5,7 @@
 //! One module per figure group; [`report`] assembles them into the [`Report`] that
 //! `fdprof report --json` prints as it is.
 
-pub mod cgroups;
+pub(crate) mod cgroups;
 mod contention;
 mod counters;
 mod cpu;

@@ -1,25 +1,25 @@
 //! The profiler: attaching the programs, and reading what they aggregated as snapshots.
 
 pub mod attach;
-pub mod batch;
-pub mod cgroups;
-pub mod counters;
-pub mod cpu;
-pub mod direct;
+pub(crate) mod batch;
+pub(crate) mod cgroups;
+pub(crate) mod counters;
+pub(crate) mod cpu;
+pub(crate) mod direct;
 pub mod events;
-pub mod identity;
+pub(crate) mod identity;
 pub mod kernel;
 pub mod launch;
-pub mod processes;
+pub(crate) mod processes;
 pub mod profiler;
 pub mod refusal;
-pub mod ring;
+pub(crate) mod ring;
 pub mod snapshot;
-pub mod starts;
-pub mod stats;
-pub mod steal;
+pub(crate) mod starts;
+pub(crate) mod stats;
+pub(crate) mod steal;
 pub mod target;
-pub mod targets;
+pub(crate) mod targets;
 pub mod trace;
 
 pub use attach::Attachment;

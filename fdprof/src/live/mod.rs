@@ -10,5 +10,5 @@ pub mod symbols;
 
 pub use assembler::Assembler;
 pub use facts::Facts;
-pub use stage::{Finished, LiveInterval, Stage, StageOptions, Tick};
+pub use stage::{LiveInterval, Stage, StageOptions, Tick};
 pub use symbols::{Maps, Symbols};

@@ -76,13 +76,8 @@ impl Symbolizers<'_> {
             .collect()
     }
 
-    /// A user stack's frames, innermost first; none without the stack or the process.
-    pub fn user_frames(&mut self, ips: Option<&Vec<u64>>) -> Vec<Frame> {
-        self.user_frames_of(ips, None)
-    }
-
-    /// [`user_frames`](Self::user_frames) of process `pid` where the recording has no single
-    /// target process (`-a`).
+    /// A user stack's frames, innermost first, of the target process or (where the recording
+    /// has no single target process, `-a`) of `pid`; none without the stack or the process.
     pub fn user_frames_of(&mut self, ips: Option<&Vec<u64>>, pid: Option<u32>) -> Vec<Frame> {
         match (ips, self.user_pid.or(pid)) {
             (Some(ips), Some(pid)) => self

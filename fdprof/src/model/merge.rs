@@ -22,10 +22,6 @@ use super::recording::{
 pub const STACK_BOUND_PROBE: &str = "daemon";
 pub const STACK_BOUND_REASON: &str = "stack_bound";
 
-/// At most this many stack-less sites [`bound_sites`] folds the rest into: one per (lock,
-/// operation).
-pub const FOLDED_SITES: usize = bounded::SAMPLE_WAITS;
-
 /// Adds `other`'s measurements to `into`: counts, sums and histograms add, maxima take the
 /// larger, `table.max_fds_first` the smaller non-zero; sites, syscalls, functions, drops and
 /// programs are matched by key (sites by lock, operation and frames; a frame by function,

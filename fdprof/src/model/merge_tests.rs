@@ -497,7 +497,7 @@ fn bound_sites_keeps_the_heaviest_and_counts_the_rest() {
     assert_eq!(bound_sites(&mut r, 1), 0);
     assert_eq!(bound_drops(&r), [601]);
     assert_eq!(total(&r), before);
-    assert!(r.contention.len() <= 1 + FOLDED_SITES);
+    assert!(r.contention.len() <= 1 + crate::model::bounded::SAMPLE_WAITS);
     // Folded waits join a stack-less site of their own kind on later adds.
     let mut more = testdata::recording();
     bound_sites(&mut more, 1);

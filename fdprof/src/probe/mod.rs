@@ -1,11 +1,11 @@
 //! Kernel capability detection, symbol resolution, attach strategy and BTF offsets.
 
-pub mod btf;
-pub mod capabilities;
+pub(crate) mod btf;
+pub(crate) mod capabilities;
 pub mod kallsyms;
 pub mod object;
-pub mod offsets;
-pub mod roles;
-pub mod text;
+pub(crate) mod offsets;
+pub(crate) mod roles;
+pub(crate) mod text;
 pub mod tracefs;
-pub mod trial;
+pub(crate) mod trial;

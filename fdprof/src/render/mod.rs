@@ -3,17 +3,17 @@
 //! format the figures [`crate::analysis`] computed; the JSON report is the analysis
 //! [`Report`](crate::analysis::Report) serialized as it is.
 
-pub mod doctor;
-pub mod flamegraph;
-pub mod folded;
-pub mod human;
-pub mod layout;
+pub(crate) mod doctor;
+pub(crate) mod flamegraph;
+pub(crate) mod folded;
+pub(crate) mod human;
+pub(crate) mod layout;
 pub mod live;
 pub mod metrics;
-pub mod pprof;
-pub mod replay;
-pub mod speedscope;
-pub mod text;
+pub(crate) mod pprof;
+pub(crate) mod replay;
+pub(crate) mod speedscope;
+pub(crate) mod text;
 pub mod trace;
 
 pub use flamegraph::svg;

@@ -6,8 +6,8 @@
 
 mod frame;
 pub mod kernel;
-pub mod system;
-pub mod user;
+pub(crate) mod system;
+pub(crate) mod user;
 mod vdso;
 
 pub use frame::Frame;
