@@ -466,3 +466,69 @@ fn the_processes_pane_names_each_workload_system_wide() {
     screen.assert_clean_exit();
     assert_no_programs_left();
 }
+
+/// Where each column of the contention pane ends (character positions on the line): the
+/// `operation` column's start, then the end of each right-aligned figure.
+fn column_ends(line: &str) -> Vec<usize> {
+    let chars: Vec<char> = line.chars().collect();
+    let mut ends = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        if chars[i].is_whitespace() || chars[i] == '│' {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < chars.len() && !chars[i].is_whitespace() && chars[i] != '│' {
+            i += 1;
+        }
+        ends.push((start, i));
+    }
+    // The lock, then the operation (its start), then each figure (its end).
+    ends.iter()
+        .skip(1)
+        .enumerate()
+        .map(|(n, &(start, end))| if n == 0 { start } else { end })
+        .collect()
+}
+
+#[test]
+fn a_long_lock_name_keeps_every_figure_in_its_column() {
+    require_root();
+    let _guard = kernel_lock();
+    // Loopback UDP: its waits are on the socket queue's lock, named after its 26-character
+    // caller `__udp_enqueue_schedule_skb`, cut to the lock column's 24.
+    let screen = Screen::start_sized(
+        "longlock",
+        &format!("--interval 500ms {}", workload("udp-loopback -t 2 -d 20s")),
+        140,
+        40,
+    );
+    let cut = "__udp_enqueue_schedule_…";
+    assert_eq!(cut.chars().count(), 24);
+    let (found, text) = screen.wait_for(Duration::from_secs(20), |s| s.contains(cut));
+    assert!(found, "no row of {cut}:\n{text}");
+    let header = text
+        .lines()
+        .find(|l| l.contains("operation") && l.contains("of lock"))
+        .unwrap_or_else(|| panic!("no contention header:\n{text}"));
+    // "of lock" is one column: its end is the share's.
+    let mut want = column_ends(&header.replace("of lock", "of_lock"));
+    want.truncate(8);
+    let rows: Vec<&str> = text.lines().filter(|l| l.contains(cut)).collect();
+    assert!(!rows.is_empty());
+    for row in rows {
+        // Each column of the row starts (the operation) or ends (each figure, right-aligned;
+        // a figure may hold a space: `296 ns`) where the header's does.
+        let chars: Vec<char> = row.chars().collect();
+        let blank = |i: usize| chars.get(i).is_none_or(|c| c.is_whitespace() || *c == '│');
+        let (operation, figures) = want.split_first().unwrap();
+        let aligned = !blank(*operation)
+            && blank(operation - 1)
+            && figures.iter().all(|&end| !blank(end - 1) && blank(end));
+        assert!(aligned, "columns moved: {want:?}\n{header}\n{row}");
+    }
+    screen.keys("q");
+    screen.assert_clean_exit();
+    assert_no_programs_left();
+}
