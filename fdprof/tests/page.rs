@@ -128,3 +128,54 @@ fn the_live_page_fills_itself_in_a_real_browser() {
     drop(daemon);
     assert_no_programs_left();
 }
+
+#[test]
+fn the_page_links_the_flight_recorders_captures() {
+    require_root();
+    let _guard = kernel_lock();
+    let dir = tmp("page-captures");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let comm = "fdpd-pagecap";
+    let daemon = Daemon::start(&[
+        "--comm",
+        comm,
+        "--interval",
+        "250ms",
+        "--capture-on",
+        "shared-table",
+        "--capture-dir",
+        dir.to_str().unwrap(),
+        "--capture-window",
+        "1s",
+        "--capture-after",
+        "500ms",
+    ]);
+    let load = start_workload_with(
+        fdprof_as(comm),
+        &["opensock", "-t", "2", "-n", "4000", "-d", "3s"],
+    );
+    daemon.wait_metric("fdprof_targets", 1.0);
+    load.go();
+    daemon.wait_line("INFO", "capture: wrote");
+    let name = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .find(|n| n.ends_with("-shared-table.data"))
+        .expect("a capture");
+    let url = format!("http://{}/?token={}", daemon.addr, token());
+    let (dom, log) = chromium(&url, &["--dump-dom"], "captures");
+    assert!(
+        dom.contains(&format!("<a href=\"/captures/{name}\">{name}</a>")),
+        "no link to {name} in:\n{dom}"
+    );
+    let console: Vec<&str> = log.lines().filter(|l| l.contains(":CONSOLE")).collect();
+    assert!(
+        console.is_empty(),
+        "the page logged:\n{}",
+        console.join("\n")
+    );
+    load.finish();
+    drop(daemon);
+    assert_no_programs_left();
+}

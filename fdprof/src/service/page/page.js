@@ -153,11 +153,33 @@ async function refresh() {
   }
 }
 
+// The flight recorder's captures (--capture-on), newest first, each a link to its recording.
+async function captures() {
+  const list = $("captures");
+  const answer = await fetch("/captures");
+  if (!answer.ok) {
+    list.replaceChildren(el("li", (await answer.text()).trim()));
+    return;
+  }
+  const c = await answer.json();
+  if (c.captures.length === 0) {
+    list.replaceChildren(el("li", "none yet, in " + c.dir));
+    return;
+  }
+  list.replaceChildren(...c.captures.slice().reverse().map((x) => {
+    const a = el("a", x.name);
+    a.href = "/captures/" + encodeURIComponent(x.name);
+    const li = el("li");
+    li.append(a, el("span", ` ${Math.ceil(x.bytes / 1024)} KiB, written ${new Date(x.modified_unix_ms).toLocaleString()}`));
+    return li;
+  }));
+}
+
 function start() {
   for (const id of ["target", "window", "op", "lock"]) $(id).addEventListener("change", refresh);
   // The first fill from /report.json; the stream, which never ends, from a moment later (a
   // headless browser waits for the fetches under way before it deems the page loaded).
-  targets().then(refresh).then(() => setTimeout(follow, 2000));
+  targets().then(refresh).then(captures).then(() => setTimeout(follow, 2000));
   setInterval(targets, 10000);
 }
 
@@ -166,6 +188,7 @@ function follow() {
   stream.addEventListener("interval", () => {
     if (!$("pause").checked) refresh();
   });
+  stream.addEventListener("capture", captures);
 }
 
 document.addEventListener("DOMContentLoaded", start);
