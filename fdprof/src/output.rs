@@ -89,6 +89,26 @@ impl Output {
     }
 }
 
+/// `DIR/STEM.EXT`, or the first of `DIR/STEM-2.EXT`, `DIR/STEM-3.EXT`… (up to 99) that names
+/// nothing yet, for a new file that must not replace one (a symlink counts: it is not followed).
+pub fn unused_path(dir: &Path, stem: &str, ext: &str) -> Result<PathBuf> {
+    for n in 1..100 {
+        let path = match n {
+            1 => dir.join(format!("{stem}.{ext}")),
+            n => dir.join(format!("{stem}-{n}.{ext}")),
+        };
+        match std::fs::symlink_metadata(&path) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(path),
+            Err(e) => return Err(anyhow!("cannot write {}: {e}", path.display())),
+            Ok(_) => {}
+        }
+    }
+    Err(anyhow!(
+        "cannot write {}: every name for {stem}.{ext} is taken",
+        dir.display()
+    ))
+}
+
 /// The target file, named relative to its opened directory.
 struct Target<'a> {
     path: &'a Path,

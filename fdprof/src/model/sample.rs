@@ -22,26 +22,8 @@ pub fn of_snapshot(
         user_pid: None,
         raw_addrs: false,
     };
-    let mut waits: Vec<SampleWaits> = Vec::new();
-    for site in build::contention_sites(delta, &mut kernel_only) {
-        waits.push(SampleWaits {
-            lock: site.lock,
-            lock_name: site.lock_name,
-            operation: site.operation,
-            count: site.count,
-            total_wait_ns: site.total_wait_ns,
-            max_wait_ns: site.max_wait_ns,
-        });
-    }
-    let waits = grouped_waits(waits);
-    let syscalls = build::syscalls(delta)
-        .into_iter()
-        .map(|s| SampleSyscall {
-            name: s.name,
-            calls: s.calls,
-            errors: s.errors,
-        })
-        .collect();
+    let waits = waits(&build::contention_sites(delta, &mut kernel_only));
+    let syscalls = syscalls(&build::syscalls(delta));
     let scan = build::scan(delta);
     let table = build::table(delta);
     Sample {
@@ -62,20 +44,39 @@ pub fn of_snapshot(
 /// The sample of one interval's recording: what [`of_snapshot`] takes from a snapshot,
 /// taken from the assembled figures.
 pub fn of_recording(rec: &Recording, start_ns: u64) -> Sample {
-    let waits = rec
-        .contention
-        .iter()
-        .map(|site| SampleWaits {
-            lock: site.lock,
-            lock_name: site.lock_name.clone(),
-            operation: site.operation,
-            count: site.count,
-            total_wait_ns: site.total_wait_ns,
-            max_wait_ns: site.max_wait_ns,
-        })
-        .collect();
-    let syscalls = rec
-        .syscalls
+    Sample {
+        start_ns,
+        duration_ns: rec.duration_ns,
+        waits: waits(&rec.contention),
+        syscalls: syscalls(&rec.syscalls),
+        allocations: rec.scan.allocations,
+        next_fd_hits: rec.scan.next_fd_hits,
+        max_fds: rec.table.max_fds_max,
+        expansions: rec.table.expansions,
+        drops: rec.total_drops(),
+    }
+}
+
+/// The sites' waits, one row per (lock, name, operation), within a sample's bound.
+fn waits(sites: &[ContentionSite]) -> Vec<SampleWaits> {
+    grouped_waits(
+        sites
+            .iter()
+            .map(|site| SampleWaits {
+                lock: site.lock,
+                lock_name: site.lock_name.clone(),
+                operation: site.operation,
+                count: site.count,
+                total_wait_ns: site.total_wait_ns,
+                max_wait_ns: site.max_wait_ns,
+            })
+            .collect(),
+    )
+}
+
+/// The syscalls called (or failed) at least once.
+fn syscalls(stats: &[SyscallStats]) -> Vec<SampleSyscall> {
+    stats
         .iter()
         .filter(|s| s.calls > 0 || s.errors > 0)
         .map(|s| SampleSyscall {
@@ -83,18 +84,7 @@ pub fn of_recording(rec: &Recording, start_ns: u64) -> Sample {
             calls: s.calls,
             errors: s.errors,
         })
-        .collect();
-    Sample {
-        start_ns,
-        duration_ns: rec.duration_ns,
-        waits: grouped_waits(waits),
-        syscalls,
-        allocations: rec.scan.allocations,
-        next_fd_hits: rec.scan.next_fd_hits,
-        max_fds: rec.table.max_fds_max,
-        expansions: rec.table.expansions,
-        drops: rec.total_drops(),
-    }
+        .collect()
 }
 
 /// A recording of one sample of `rec`'s series: `rec`'s facts, the sample's figures. Its

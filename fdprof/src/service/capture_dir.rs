@@ -134,13 +134,7 @@ pub fn list(dir: &Path) -> std::io::Result<Vec<Listed>> {
 pub fn write(dir: &Path, name: &str, data: &[u8]) -> anyhow::Result<PathBuf> {
     check(dir).map_err(|why| anyhow::anyhow!("{}: {why}", dir.display()))?;
     let stem = name.strip_suffix(SUFFIX).unwrap_or(name);
-    let path = (1..100)
-        .map(|n| match n {
-            1 => dir.join(name),
-            n => dir.join(format!("{stem}-{n}{SUFFIX}")),
-        })
-        .find(|p| std::fs::symlink_metadata(p).is_err())
-        .ok_or_else(|| anyhow::anyhow!("{}: every name for {name} is taken", dir.display()))?;
+    let path = crate::output::unused_path(dir, stem, &SUFFIX[1..])?;
     Output::File(path.clone()).write(data)?;
     Ok(path)
 }

@@ -5,7 +5,7 @@
 
 use std::collections::VecDeque;
 use std::io::{IsTerminal, Write};
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::{
     Arc,
     atomic::{AtomicBool, Ordering},
@@ -373,28 +373,13 @@ impl View {
     /// it, in a new file of the current directory; its path.
     fn write_kept(&self) -> Result<String> {
         let first = self.kept.front().context("nothing to write yet")?;
-        let path = unused_path(&human::utc_stamp(first.rec.started_unix_ms))?;
+        let stamp = human::utc_stamp(first.rec.started_unix_ms);
+        let path =
+            crate::output::unused_path(Path::new(""), &format!("fdprof-top-{stamp}"), "data")?;
         let kept = self.kept.iter().cloned().collect();
         let rec = window::with_series(kept, self.interval_ns).context("nothing to write yet")?;
         rec.write(&Output::File(path.clone()))?;
         Ok(path.display().to_string())
-    }
-}
-
-/// `fdprof-top-STAMP.data`, or the first of `…-2.data`, `…-3.data`… that names nothing yet
-/// (a symlink counts: it is not followed).
-fn unused_path(stamp: &str) -> Result<PathBuf> {
-    let mut n = 1;
-    loop {
-        let path = PathBuf::from(match n {
-            1 => format!("fdprof-top-{stamp}.data"),
-            n => format!("fdprof-top-{stamp}-{n}.data"),
-        });
-        match std::fs::symlink_metadata(&path) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(path),
-            Err(e) => return Err(e).with_context(|| format!("cannot write {}", path.display())),
-            Ok(_) => n += 1,
-        }
     }
 }
 
