@@ -2,20 +2,23 @@
 //! it follows. It loads one program set whatever that number (issue 27); it used to load one
 //! per process, and 32 idle targets then slowed every syscall on the host to 0.29 of bare.
 //!
-//! For each N of `--targets`: N idle `sleep` processes named `fdpd-idle`, followed by
-//! `fdprof daemon --comm fdpd-idle --interval 1s` (one daemon for its own figures, then one per
-//! round). Per N:
+//! For each N of `--targets`: N idle `sleep` processes named `fdpd-idle-N`, all of them started
+//! at once and running throughout, each N's followed by `fdprof daemon --comm fdpd-idle-N
+//! --interval 1s`. Per N, from one daemon each:
 //! - the BPF programs the daemon holds (its fds on `anon_inode:bpf-prog`): the same for every N;
-//! - an unrelated process's throughput (opensock, not a target) with the daemon, to the bare
-//!   runs without it before and after (the daemon's programs see every syscall on the host);
 //! - the daemon's CPU over 20 s with only the idle targets, and its VmRSS then;
 //! - the programs' run time per syscall while a target is busy (one opensock named
-//!   `fdpd-idle`), and per fd syscall of that target (an estimate: see [`busy_cost`]).
+//!   `fdpd-idle-N`), and per fd syscall of that target (an estimate: see [`busy_cost`]).
+//!
+//! Then an unrelated process's throughput (opensock, not a target) with the daemon, to the bare
+//! runs without it just before and after (the daemon's programs see every syscall on the host).
+//! Each round visits every N in turn, starting one N further each round, so that a drift of the
+//! host over the minutes of the bench weighs on every N alike.
 //!
 //! The table goes to stdout, the same as JSON to target/bench/daemon/targets.json.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -26,8 +29,6 @@ use serde_json::json;
 use crate::bench_daemon::{Daemon, WORKLOAD_SECS, named_copy, opensock};
 use crate::run::{cpu_secs, median, rss_kb};
 
-/// The comm of every target: the idle processes and the busy one.
-const IDLE_NAME: &str = "fdpd-idle";
 const DEFAULT_COUNTS: [usize; 3] = [1, 32, 256];
 const IDLE_SECS: u64 = 20;
 /// The busy target runs this long; the report taken just before its end covers
@@ -42,6 +43,11 @@ const RATIO_FLOOR: f64 = 0.95;
 const CPU_MAX: f64 = 0.02;
 const RSS_MAX_KB: u64 = 150 * 1024;
 
+/// The comm of N's targets, idle and busy (15 bytes at most for any N below 10^5).
+fn name_of(n: usize) -> String {
+    format!("fdpd-idle-{n}")
+}
+
 /// `--targets N,N,…`: the numbers of idle targets to measure, else 1,32,256.
 pub(crate) fn counts_arg(args: &[String]) -> Result<Vec<usize>> {
     let Some(i) = args.iter().position(|a| a == "--targets") else {
@@ -51,8 +57,8 @@ pub(crate) fn counts_arg(args: &[String]) -> Result<Vec<usize>> {
         .context("--targets takes numbers of targets, comma-separated (e.g. 1,32,256)")?
         .split(',')
         .map(|s| match s.trim().parse::<usize>() {
-            Ok(n) if n > 0 => Ok(n),
-            _ => bail!("--targets: {s:?} is not a whole number > 0"),
+            Ok(n) if (1..100_000).contains(&n) => Ok(n),
+            _ => bail!("--targets: {s:?} is not a whole number from 1 to 99999"),
         })
         .collect()
 }
@@ -103,41 +109,64 @@ impl Row {
 }
 
 pub(crate) fn run(fdprof: &Path, dir: &Path, rounds: usize, counts: &[usize]) -> Result<()> {
-    // Two programs, one comm: the idle targets run sleep, the busy one fdprof.
     let sleep_dir = dir.join("sleep");
     std::fs::create_dir_all(&sleep_dir)?;
-    let sleep = named_copy(Path::new("/bin/sleep"), &sleep_dir, IDLE_NAME)?;
-    let busy = named_copy(fdprof, dir, IDLE_NAME)?;
+    // Every N's idle targets, all running until the end.
+    let mut idle = Children(Vec::with_capacity(counts.iter().sum()));
+    for &n in counts {
+        let sleep = named_copy(Path::new("/bin/sleep"), &sleep_dir, &name_of(n))?;
+        for _ in 0..n {
+            idle.0.push(
+                Command::new(&sleep)
+                    .arg("3600")
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .with_context(|| format!("cannot start {sleep:?}"))?,
+            );
+        }
+    }
     let mut rows = Vec::new();
     for &n in counts {
-        eprintln!("==> {n} idle targets");
-        rows.push(measure(fdprof, dir, &sleep, &busy, n, rounds)?);
+        eprintln!("==> {n} idle targets: the daemon alone");
+        rows.push(alone(fdprof, dir, n)?);
     }
+    eprintln!("==> an unrelated process, each N in turn, {rounds} rounds");
+    let duration = ["-d", WORKLOAD_SECS];
+    let mut before = opensock(fdprof, &duration, None)?;
+    for round in 0..rounds {
+        for k in 0..rows.len() {
+            let row = &mut rows[(round + k) % counts.len()];
+            let daemon = Daemon::start(fdprof, dir, &[name_of(row.n)], &["--interval", "1s"])?;
+            daemon.wait_attached(row.n)?;
+            let under = opensock(fdprof, &duration, None)?;
+            drop(daemon);
+            let after = opensock(fdprof, &duration, None)?;
+            let ratio = under / ((before + after) / 2.0);
+            eprintln!(
+                "    round {}/{rounds}  N={:<5} daemon {under:>10.0} ops/s  ratio {ratio:.3}  \
+                 (bare {before:.0}, {after:.0})",
+                round + 1,
+                row.n
+            );
+            row.ratios.push(ratio);
+            before = after;
+        }
+    }
+    drop(idle);
     report(&rows, rounds, &dir.join("targets.json"))
 }
 
-fn measure(
-    fdprof: &Path,
-    dir: &Path,
-    sleep: &Path,
-    busy: &Path,
-    n: usize,
-    rounds: usize,
-) -> Result<Row> {
-    let mut idle = Children(Vec::with_capacity(n));
-    for _ in 0..n {
-        idle.0.push(
-            Command::new(sleep)
-                .arg("3600")
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .with_context(|| format!("cannot start {sleep:?}"))?,
-        );
-    }
-    // The figures of the daemon alone, from one daemon; then the rounds, each a daemon
-    // started and stopped between two bare runs.
-    let daemon = Daemon::start(fdprof, dir, &[IDLE_NAME.to_string()], &["--interval", "1s"])?;
+/// N's figures from one daemon following its N idle targets, and then a busy one.
+fn alone(fdprof: &Path, dir: &Path, n: usize) -> Result<Row> {
+    let name = name_of(n);
+    let busy: PathBuf = named_copy(fdprof, dir, &name)?;
+    let daemon = Daemon::start(
+        fdprof,
+        dir,
+        std::slice::from_ref(&name),
+        &["--interval", "1s"],
+    )?;
     daemon.wait_attached(n)?;
     let programs = programs_held(daemon.pid())?;
     let (cpu, started) = (cpu_secs(daemon.pid())?, Instant::now());
@@ -148,29 +177,12 @@ fn measure(
         "    {programs} programs held; idle: daemon CPU {:.2}%, VmRSS {rss_kb} kB",
         100.0 * cpu
     );
-    let busy = busy_cost(&daemon, busy)?;
-    drop(daemon);
-    let duration = ["-d", WORKLOAD_SECS];
-    let mut ratios = Vec::new();
-    let mut before = opensock(fdprof, &duration, None)?;
-    for round in 1..=rounds {
-        let daemon = Daemon::start(fdprof, dir, &[IDLE_NAME.to_string()], &["--interval", "1s"])?;
-        daemon.wait_attached(n)?;
-        let under = opensock(fdprof, &duration, None)?;
-        drop(daemon);
-        let after = opensock(fdprof, &duration, None)?;
-        let ratio = under / ((before + after) / 2.0);
-        eprintln!(
-            "    round {round}/{rounds}  daemon {under:>10.0} ops/s  ratio {ratio:.3}  (bare \
-             {before:.0}, {after:.0})"
-        );
-        ratios.push(ratio);
-        before = after;
-    }
+    let busy = busy_cost(&daemon, &busy)?;
+    let _ = std::fs::remove_file(dir.join(&name));
     Ok(Row {
         n,
         programs,
-        ratios,
+        ratios: Vec::new(),
         cpu,
         rss_kb,
         busy,
@@ -253,9 +265,9 @@ fn busy_cost(daemon: &Daemon, busy: &Path) -> Result<Busy> {
 
 fn report(rows: &[Row], rounds: usize, json_path: &Path) -> Result<()> {
     println!(
-        "\nfdprof daemon --comm {IDLE_NAME} --interval 1s, N idle targets (sleep); ratio: \
-         opensock -t 2 -n 4000 -d {WORKLOAD_SECS}, not a target, with the daemon to bare runs \
-         without it, {rounds} rounds"
+        "\nfdprof daemon --comm fdpd-idle-N --interval 1s, N idle targets (sleep); ratio: \
+         opensock -t 2 -n 4000 -d {WORKLOAD_SECS}, not a target, with the daemon to the bare \
+         runs just before and after, {rounds} rounds each visiting every N (medians)"
     );
     println!(
         "{:>6} {:>9} {:>22} {:>11} {:>8} {:>16}",
@@ -286,7 +298,7 @@ fn report(rows: &[Row], rounds: usize, json_path: &Path) -> Result<()> {
         println!("{} {what}", if *pass { "PASS" } else { "FAIL" });
     }
     let json = json!({
-        "daemon": format!("--comm {IDLE_NAME} --interval 1s"),
+        "daemon": "--comm fdpd-idle-N --interval 1s",
         "workload": format!("opensock -t 2 -n 4000 -d {WORKLOAD_SECS}"),
         "rounds": rounds,
         "idle_secs": IDLE_SECS,
