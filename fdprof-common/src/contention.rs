@@ -80,6 +80,9 @@ pub enum KnownLock {
     MmapLock = 1,
     /// `current->sighand->siglock`.
     Siglock = 2,
+    /// The lock of the runqueue the waiting task runs on (`current->se.cfs_rq->rq->__lock`):
+    /// in `__schedule` the lock call is a tail call, so no frame names it.
+    RqLock = 3,
 }
 
 impl KnownLock {
@@ -88,6 +91,7 @@ impl KnownLock {
         match code {
             1 => KnownLock::MmapLock,
             2 => KnownLock::Siglock,
+            3 => KnownLock::RqLock,
             _ => KnownLock::None,
         }
     }

@@ -87,6 +87,12 @@ pub mod setting {
     pub const OFF_MM_MMAP_LOCK: &str = "OFF_MM_MMAP_LOCK";
     pub const OFF_TASK_SIGHAND: &str = "OFF_TASK_SIGHAND";
     pub const OFF_SIGHAND_SIGLOCK: &str = "OFF_SIGHAND_SIGLOCK";
+    /// Offsets of `task_struct.se.cfs_rq` (one sum), `cfs_rq.rq` and `rq.__lock` (`rq.lock`
+    /// before 5.14): the running task's runqueue lock is told by its address, as `perf lock
+    /// contention` tells it; `u32::MAX` when absent (no `CONFIG_FAIR_GROUP_SCHED`).
+    pub const OFF_TASK_CFS_RQ: &str = "OFF_TASK_CFS_RQ";
+    pub const OFF_CFS_RQ_RQ: &str = "OFF_CFS_RQ_RQ";
+    pub const OFF_RQ_LOCK: &str = "OFF_RQ_LOCK";
     /// The kernel image's data, `[start, end)` (u64): a lock there is static, named by its
     /// symbol. Both 0 when kallsyms does not list the image's data.
     pub const IMAGE_START: &str = "IMAGE_START";
@@ -105,7 +111,7 @@ pub mod setting {
     pub const OFF_KERNFS_ID: &str = "OFF_KERNFS_ID";
     pub const OFF_CGROUP_ROOT: &str = "OFF_CGROUP_ROOT";
     pub const OFF_ROOT_HIERARCHY: &str = "OFF_ROOT_HIERARCHY";
-    pub const ALL: [&str; 26] = [
+    pub const ALL: [&str; 29] = [
         TARGET_KIND,
         TARGET_ID,
         OFF_TASK_FILES,
@@ -123,6 +129,9 @@ pub mod setting {
         OFF_MM_MMAP_LOCK,
         OFF_TASK_SIGHAND,
         OFF_SIGHAND_SIGLOCK,
+        OFF_TASK_CFS_RQ,
+        OFF_CFS_RQ_RQ,
+        OFF_RQ_LOCK,
         IMAGE_START,
         IMAGE_END,
         LATENCY,

@@ -247,6 +247,8 @@ fn identify(lock: u64, flags: u32, btf: bool) -> LockIdentity {
         } else {
             if kernel::own_lock(OwnLock::Siglock, btf) == lock {
                 known = KnownLock::Siglock;
+            } else if kernel::running_rq_lock(btf) == lock {
+                known = KnownLock::RqLock;
             }
             lock_class::SPINLOCK
         }

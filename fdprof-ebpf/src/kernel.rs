@@ -49,6 +49,12 @@ static OFF_MM_MMAP_LOCK: u32 = u32::MAX;
 static OFF_TASK_SIGHAND: u32 = u32::MAX;
 #[unsafe(no_mangle)]
 static OFF_SIGHAND_SIGLOCK: u32 = u32::MAX;
+#[unsafe(no_mangle)]
+static OFF_TASK_CFS_RQ: u32 = u32::MAX;
+#[unsafe(no_mangle)]
+static OFF_CFS_RQ_RQ: u32 = u32::MAX;
+#[unsafe(no_mangle)]
+static OFF_RQ_LOCK: u32 = u32::MAX;
 /// The kernel image's data: a lock inside is static.
 #[unsafe(no_mangle)]
 static IMAGE_START: u64 = 0;
@@ -418,6 +424,40 @@ pub fn fd_is_open(fdt: u64, max_fds: u32, fd: u32) -> bool {
 #[inline(always)]
 pub fn is_static(lock: u64) -> bool {
     lock >= global(&IMAGE_START) && lock < global(&IMAGE_END)
+}
+
+/// The lock of the runqueue the current task runs on, `current->se.cfs_rq->rq->__lock` (0 where
+/// the kernel has no such fields): the task is running, so that is this CPU's runqueue. As
+/// [`own_lock`], `btf` selects direct loads.
+#[inline(always)]
+pub fn running_rq_lock(btf: bool) -> u64 {
+    let (se_cfs_rq, cfs_rq_rq, rq_lock) = (
+        global(&OFF_TASK_CFS_RQ),
+        global(&OFF_CFS_RQ_RQ),
+        global(&OFF_RQ_LOCK),
+    );
+    if se_cfs_rq == u32::MAX || cfs_rq_rq == u32::MAX || rq_lock == u32::MAX {
+        return 0;
+    }
+    let rq = if btf {
+        // SAFETY: as in own_lock: loads the verifier checks against the kernel's BTF (a
+        // `struct cfs_rq *`, then a `struct rq *`) and fixes up on fault.
+        unsafe {
+            let task = aya_ebpf::helpers::bpf_get_current_task_btf() as *const u8;
+            let cfs_rq = *(task.add(se_cfs_rq as usize) as *const *const u8);
+            if cfs_rq.is_null() {
+                return 0;
+            }
+            *(cfs_rq.add(cfs_rq_rq as usize) as *const *const u8) as u64
+        }
+    } else {
+        let task = unsafe { bpf_get_current_task() };
+        read::<u64>(task + u64::from(se_cfs_rq))
+            .filter(|&c| c != 0)
+            .and_then(|c| read::<u64>(c + u64::from(cfs_rq_rq)))
+            .unwrap_or(0)
+    };
+    if rq == 0 { 0 } else { rq + u64::from(rq_lock) }
 }
 
 /// A lock of the current task's own structures.

@@ -108,3 +108,47 @@ fn runqueue_waits_are_named_and_their_vdso_frame_too() {
     );
     assert_no_programs_left();
 }
+
+/// The waits in `__schedule` are for the lock of the runqueue the waiting task runs on, though
+/// `__schedule` locks it with a tail call (no helper frame names it): the programs tell it by
+/// its address (`current->se.cfs_rq->rq->__lock`), so it is `rq_lock`, never `__schedule`.
+#[test]
+fn the_running_runqueue_lock_is_named_by_its_address() {
+    require_root();
+    let _guard = kernel_lock();
+    let out = tmp("schedule.data");
+    for _ in 0..6 {
+        let rec = run(fdprof()
+            .args(["record", "-o", out.to_str().unwrap(), "--"])
+            .arg(env!("CARGO_BIN_EXE_fdprof"))
+            .args(["workload", "opensock", "-t", "3", "-n", "2000", "-d", "2s"]));
+        assert!(rec.status.success(), "{rec:?}");
+        let report = run(fdprof()
+            .args(["report", "--json", "--top", "200"])
+            .arg(&out));
+        assert!(report.status.success());
+        let report: Value = serde_json::from_slice(&report.stdout).unwrap();
+        let in_schedule: Vec<&Value> = report["top_stacks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| taker(&function_names(&s["kernel_stack"])) == Some("__schedule"))
+            .collect();
+        for s in &in_schedule {
+            assert_eq!(s["lock"], "rq_lock", "{s}");
+            assert_eq!(s["lock_named_by"], "kind", "{s}");
+        }
+        let rows = report["contention"]["by_lock_operation"]
+            .as_array()
+            .unwrap();
+        assert!(
+            rows.iter().all(|r| r["lock"] != "__schedule"),
+            "a row named __schedule: {rows:?}"
+        );
+        if !in_schedule.is_empty() {
+            assert_no_programs_left();
+            return;
+        }
+    }
+    panic!("opensock -t 3 never waited for a lock in __schedule in 6 runs");
+}

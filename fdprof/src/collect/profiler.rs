@@ -165,6 +165,9 @@ impl Profiler {
                 &l.sighand_struct_siglock,
                 true,
             )
+            .override_global(setting::OFF_TASK_CFS_RQ, &l.task_struct_se_cfs_rq, true)
+            .override_global(setting::OFF_CFS_RQ_RQ, &l.cfs_rq_rq, true)
+            .override_global(setting::OFF_RQ_LOCK, &l.rq_lock, true)
             .override_global(setting::OFF_CGROUP_KN, &c.cgroup_kn, true)
             .override_global(setting::OFF_KERNFS_ID, &c.kernfs_node_id, true)
             .override_global(setting::OFF_CGROUP_ROOT, &c.cgroup_root, true)

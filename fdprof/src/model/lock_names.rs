@@ -30,6 +30,7 @@ pub fn name(
     match KnownLock::from_code(identity.known) {
         KnownLock::MmapLock => return named("mmap_lock", NamedBy::Kind),
         KnownLock::Siglock => return named("siglock", NamedBy::Kind),
+        KnownLock::RqLock => return named("rq_lock", NamedBy::Kind),
         KnownLock::None => {}
     }
     if identity.static_addr != 0
@@ -191,6 +192,14 @@ mod tests {
         assert_eq!(
             named(spin(KnownLock::Siglock, 0), &caller),
             Some(("siglock".into(), NamedBy::Kind))
+        );
+        // The running task's runqueue, told by its address where no frame names it.
+        assert_eq!(
+            named(
+                spin(KnownLock::RqLock, 0),
+                &["_raw_spin_lock", "__schedule", "schedule"]
+            ),
+            Some(("rq_lock".into(), NamedBy::Kind))
         );
         assert_eq!(
             named(identity(lock_class::RWSEM, KnownLock::MmapLock, 0), &[]),

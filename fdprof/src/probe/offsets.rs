@@ -79,6 +79,10 @@ pub struct LockOffsets {
     pub mm_struct_mmap_lock: u32,
     pub task_struct_sighand: u32,
     pub sighand_struct_siglock: u32,
+    /// `task_struct.se` + `sched_entity.cfs_rq`: one pointer's offset in the task.
+    pub task_struct_se_cfs_rq: u32,
+    pub cfs_rq_rq: u32,
+    pub rq_lock: u32,
 }
 
 impl LockOffsets {
@@ -89,6 +93,16 @@ impl LockOffsets {
             mm_struct_mmap_lock: off("mm_struct", "mmap_lock"),
             task_struct_sighand: off("task_struct", "sighand"),
             sighand_struct_siglock: off("sighand_struct", "siglock"),
+            task_struct_se_cfs_rq: match (off("task_struct", "se"), off("sched_entity", "cfs_rq")) {
+                (u32::MAX, _) | (_, u32::MAX) => u32::MAX,
+                (se, cfs_rq) => se + cfs_rq,
+            },
+            cfs_rq_rq: off("cfs_rq", "rq"),
+            // `lock` until 5.14.
+            rq_lock: match off("rq", "__lock") {
+                u32::MAX => off("rq", "lock"),
+                at => at,
+            },
         }
     }
 }
