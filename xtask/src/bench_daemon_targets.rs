@@ -11,7 +11,10 @@
 //!   `fdpd-idle-N`), and per fd syscall of that target (an estimate: see [`busy_cost`]).
 //!
 //! Then an unrelated process's throughput (opensock, not a target) with the daemon, to the bare
-//! runs without it just before and after (the daemon's programs see every syscall on the host).
+//! runs without it just before and after (the daemon's programs see every syscall on the host),
+//! and what the daemon adds to one fd syscall of an unrelated single-threaded loop (the
+//! syscall-cost loop of `bench overhead --only syscost`), in ns: stable to a few ns where the
+//! throughput ratio moves by percents.
 //! Each round visits every N in turn, starting one N further each round, so that a drift of the
 //! host over the minutes of the bench weighs on every N alike.
 //!
@@ -38,6 +41,9 @@ const BUSY_SECS: u64 = 14;
 const COST_WINDOW_SECS: u64 = 10;
 /// An unrelated process may lose at most 5 % more at N than at the first N.
 const RATIO_FLOOR: f64 = 0.95;
+/// What the daemon adds to an unrelated fd syscall may grow by this much at N, in ns: the
+/// loop's own spread from run to run here.
+const ADDED_NS_SLACK: f64 = 5.0;
 /// Issue 27's bounds at N = 256, checked at the largest N: the daemon's idle CPU (of one CPU)
 /// and VmRSS.
 const CPU_MAX: f64 = 0.02;
@@ -80,6 +86,8 @@ struct Row {
     n: usize,
     programs: usize,
     ratios: Vec<f64>,
+    /// ns the daemon added to an unrelated process's fd syscall, each round.
+    added_ns: Vec<f64>,
     /// The daemon's CPU over the idle seconds, of one CPU.
     cpu: f64,
     rss_kb: u64,
@@ -100,6 +108,10 @@ struct Busy {
 impl Row {
     fn ratio(&self) -> f64 {
         median(&mut self.ratios.clone())
+    }
+
+    fn added_ns(&self) -> f64 {
+        median(&mut self.added_ns.clone())
     }
 
     fn range(&self) -> (f64, f64) {
@@ -132,24 +144,31 @@ pub(crate) fn run(fdprof: &Path, dir: &Path, rounds: usize, counts: &[usize]) ->
         rows.push(alone(fdprof, dir, n)?);
     }
     eprintln!("==> an unrelated process, each N in turn, {rounds} rounds");
+    let syscost = vec![crate::bench_syscost::compile(dir)?.display().to_string()];
+    let fd_ns = || crate::bench_syscost::run_once(&syscost).map(|(_, fd)| fd);
     let duration = ["-d", WORKLOAD_SECS];
-    let mut before = opensock(fdprof, &duration, None)?;
+    let mut before = (opensock(fdprof, &duration, None)?, fd_ns()?);
     for round in 0..rounds {
         for k in 0..rows.len() {
             let row = &mut rows[(round + k) % counts.len()];
             let daemon = Daemon::start(fdprof, dir, &[name_of(row.n)], &["--interval", "1s"])?;
             daemon.wait_attached(row.n)?;
-            let under = opensock(fdprof, &duration, None)?;
+            let under = (opensock(fdprof, &duration, None)?, fd_ns()?);
             drop(daemon);
-            let after = opensock(fdprof, &duration, None)?;
-            let ratio = under / ((before + after) / 2.0);
+            let after = (opensock(fdprof, &duration, None)?, fd_ns()?);
+            let ratio = under.0 / ((before.0 + after.0) / 2.0);
+            let added = under.1 - (before.1 + after.1) / 2.0;
             eprintln!(
-                "    round {}/{rounds}  N={:<5} daemon {under:>10.0} ops/s  ratio {ratio:.3}  \
-                 (bare {before:.0}, {after:.0})",
+                "    round {}/{rounds}  N={:<5} daemon {:>10.0} ops/s  ratio {ratio:.3}  \
+                 (bare {:.0}, {:.0}); fd syscall +{added:.0} ns",
                 round + 1,
-                row.n
+                row.n,
+                under.0,
+                before.0,
+                after.0,
             );
             row.ratios.push(ratio);
+            row.added_ns.push(added);
             before = after;
         }
     }
@@ -183,6 +202,7 @@ fn alone(fdprof: &Path, dir: &Path, n: usize) -> Result<Row> {
         n,
         programs,
         ratios: Vec::new(),
+        added_ns: Vec::new(),
         cpu,
         rss_kb,
         busy,
@@ -270,8 +290,8 @@ fn report(rows: &[Row], rounds: usize, json_path: &Path) -> Result<()> {
          runs just before and after, {rounds} rounds each visiting every N (medians)"
     );
     println!(
-        "{:>6} {:>9} {:>22} {:>11} {:>8} {:>16}",
-        "N", "programs", "ratio (range)", "daemon CPU", "RSS MB", "busy ns/syscall"
+        "{:>6} {:>9} {:>22} {:>11} {:>11} {:>8} {:>16}",
+        "N", "programs", "ratio (range)", "fd syscall", "daemon CPU", "RSS MB", "busy ns/syscall"
     );
     for r in rows {
         let (lo, hi) = r.range();
@@ -280,18 +300,20 @@ fn report(rows: &[Row], rounds: usize, json_path: &Path) -> Result<()> {
             .ns_per_syscall
             .map_or("-".into(), |ns| format!("{ns:.0}"));
         println!(
-            "{:>6} {:>9} {:>22} {:>10.2}% {:>8.1} {:>16}",
+            "{:>6} {:>9} {:>22} {:>11} {:>10.2}% {:>8.1} {:>16}",
             r.n,
             r.programs,
             format!("{:.3} ({lo:.3}–{hi:.3})", r.ratio()),
+            format!("+{:.0} ns", r.added_ns()),
             100.0 * r.cpu,
             r.rss_kb as f64 / 1024.0,
             ns
         );
     }
     println!(
-        "(daemon CPU: of one CPU over {IDLE_SECS} s idle; busy ns/syscall: the programs' run time \
-         per syscall while one opensock target is busy, from the kernel's sampled statistics)"
+        "(fd syscall: what the daemon adds to one dup or close of an unrelated loop; daemon CPU: \
+         of one CPU over {IDLE_SECS} s idle; busy ns/syscall: the programs' run time per syscall \
+         while one opensock target is busy, from the kernel's sampled statistics)"
     );
     let checks = checks(rows);
     for (what, pass) in &checks {
@@ -311,6 +333,8 @@ fn report(rows: &[Row], rounds: usize, json_path: &Path) -> Result<()> {
                 "ratio_min": lo,
                 "ratio_max": hi,
                 "ratios": r.ratios,
+                "unrelated_fd_syscall_added_ns_median": r.added_ns(),
+                "unrelated_fd_syscall_added_ns": r.added_ns,
                 "daemon_cpu_share_idle": r.cpu,
                 "rss_kb": r.rss_kb,
                 "program_ns_per_syscall_busy": r.busy.ns_per_syscall,
@@ -350,6 +374,16 @@ fn checks(rows: &[Row]) -> Vec<(String, bool)> {
                 first.ratio()
             ),
             r.ratio() >= RATIO_FLOOR * first.ratio(),
+        ));
+        out.push((
+            format!(
+                "fd syscall of an unrelated process: +{:.0} ns at N={} <= +{:.0} ns at N={} + {ADDED_NS_SLACK} ns",
+                r.added_ns(),
+                r.n,
+                first.added_ns(),
+                first.n
+            ),
+            r.added_ns() <= first.added_ns() + ADDED_NS_SLACK,
         ));
     }
     out.push((

@@ -3,7 +3,7 @@
 //! kernel's dispatch floor) and under `fdprof record`. Stable to a few ns where the
 //! throughput ratios of the overhead bench move by percents, so it shows where the cost is.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, Result};
@@ -14,7 +14,7 @@ use crate::run::{result_line, root, step};
 const SYSCALL_HOOKS: &[&str] = &["sys_enter", "sys_exit"];
 
 /// ns per getppid, ns per fd syscall.
-fn run_once(argv: &[String]) -> Result<(f64, f64)> {
+pub(crate) fn run_once(argv: &[String]) -> Result<(f64, f64)> {
     let line = result_line(argv, "getppid_ns")?;
     let v: serde_json::Value = serde_json::from_str(&line)?;
     let get = |k: &str| {
@@ -29,7 +29,8 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-pub fn run(fdprof: &Path, out: &Path, rounds: usize) -> Result<()> {
+/// The syscall-cost loop, compiled into `out`.
+pub(crate) fn compile(out: &Path) -> Result<PathBuf> {
     let bin = out.join("syscost");
     step(
         "compile the syscall-cost loop",
@@ -38,6 +39,11 @@ pub fn run(fdprof: &Path, out: &Path, rounds: usize) -> Result<()> {
             .arg(&bin)
             .arg(root().join("xtask/bench/syscost.c")),
     )?;
+    Ok(bin)
+}
+
+pub fn run(fdprof: &Path, out: &Path, rounds: usize) -> Result<()> {
+    let bin = compile(out)?;
     let bare = vec![bin.display().to_string()];
     let record = vec![
         fdprof.display().to_string(),
