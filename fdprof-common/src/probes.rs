@@ -33,11 +33,13 @@ pub mod map {
     pub const PROCESS_STARTS: &str = "PROCESS_STARTS";
     /// Hash of tgid → `targets::TargetEntry`: the target set.
     pub const TARGETS: &str = "TARGETS";
+    /// Array of a byte per pid (`targets::MAX_MEMBER_PIDS`): 1 while the process is in the set.
+    pub const MEMBERS: &str = "MEMBERS";
     /// Hash of comm (NUL-padded) → slot: names whose processes join the set at exec or rename.
     pub const TARGET_COMMS: &str = "TARGET_COMMS";
     /// Hash of `targets::CgroupKey` → slot: cgroups whose processes join the set when moved in.
     pub const TARGET_CGROUPS: &str = "TARGET_CGROUPS";
-    pub const ALL: [&str; 20] = [
+    pub const ALL: [&str; 21] = [
         STACKS,
         SITE_INDEX,
         SITE_WAITS,
@@ -56,6 +58,7 @@ pub mod map {
         PROCESS_SCANS,
         PROCESS_STARTS,
         TARGETS,
+        MEMBERS,
         TARGET_COMMS,
         TARGET_CGROUPS,
     ];

@@ -45,6 +45,12 @@ pub const MAX_CGROUPS: u32 = 4096;
 /// set at once. One joining a full set is a counted drop (`targets`/`map_full`).
 pub const MAX_TARGETS: u32 = 4096;
 
+/// `MEMBERS`: one element per pid, non-zero while that process is in the set. The filter on
+/// every fd syscall and wait reads it with an array load where `TARGETS` takes a hashed lookup
+/// (an unrelated process pays one array load). Sized at load to `pid_max`, at most
+/// `MAX_MEMBER_PIDS` (8 bytes each in the kernel); a larger pid is looked up in `TARGETS`.
+pub const MAX_MEMBER_PIDS: u32 = 1 << 20;
+
 /// `TARGET_COMMS` size: names matched in the kernel (comm, NUL-padded → slot).
 pub const MAX_COMMS: u32 = 64;
 

@@ -105,6 +105,32 @@ static ANY_FOLLOWED: Array<u32> = Array::with_max_entries(1, 0);
 #[map]
 pub static TARGETS: HashMap<u32, TargetEntry> = HashMap::with_max_entries(MAX_TARGETS, 0);
 
+/// The set's membership by pid, what the filter reads (see `targets::MAX_MEMBER_PIDS`); its
+/// size is set at load. Written with `TARGETS`, each pid's element by that pid's joins and
+/// leaves alone.
+#[map]
+static MEMBERS: Array<u8> = Array::with_max_entries(1, 0);
+
+/// Whether process `tgid` is in the set: an array load, or a `TARGETS` lookup for a pid past
+/// `MEMBERS`.
+#[inline(always)]
+pub fn is_member(tgid: u32) -> bool {
+    match MEMBERS.get(tgid) {
+        Some(&m) => m != 0,
+        // SAFETY: the value is not kept.
+        None => unsafe { TARGETS.get(&tgid).is_some() },
+    }
+}
+
+/// Marks process `tgid` in or out of the set (`TARGETS` says how it joined).
+#[inline(always)]
+pub fn mark_member(tgid: u32, member: bool) {
+    if let Some(m) = MEMBERS.get_ptr_mut(tgid) {
+        // SAFETY: a valid map value; the element is this pid's alone.
+        unsafe { *m = u8::from(member) };
+    }
+}
+
 /// Names whose processes join the set (comm, NUL-padded → slot), when `CONFIG[COMMS]` is on.
 #[map]
 pub static TARGET_COMMS: HashMap<[u8; 16], u32> = HashMap::with_max_entries(MAX_COMMS, 0);
@@ -257,7 +283,7 @@ pub fn target_tid() -> Option<u32> {
             tgid == global(&TARGET_ID) || ((trace_on() || children_on()) && followed(tgid))
         }
         // SAFETY: the value is not kept.
-        target_kind::SET => unsafe { TARGETS.get(&((pid_tgid >> 32) as u32)).is_some() },
+        target_kind::SET => is_member((pid_tgid >> 32) as u32),
         _ => tid == global(&TARGET_ID),
     };
     ours.then_some(tid)

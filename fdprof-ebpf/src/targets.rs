@@ -67,7 +67,7 @@ fn named(tgid: u32, comm: [u8; COMM_LEN]) {
         // Joined by another name, or for another reason: it stays as it joined.
         (Some(_), Some(_)) => {}
         (None, Some(e)) if e.flags & flag::BY_COMM != 0 && e.flags & flag::CHILDREN == 0 => {
-            let _ = kernel::TARGETS.remove(&tgid);
+            leave(tgid);
         }
         (None, _) => {}
     }
@@ -120,7 +120,7 @@ pub fn moved(tgid: u32, to: CgroupKey) -> bool {
     let followed_here = unsafe { kernel::TARGET_CGROUPS.get(&hierarchy).is_some() };
     let entry = unsafe { kernel::TARGETS.get(&tgid).copied() };
     if followed_here && entry.is_some_and(|e| e.flags & flag::BY_CGROUP != 0) {
-        let _ = kernel::TARGETS.remove(&tgid);
+        leave(tgid);
     }
     false
 }
@@ -129,7 +129,7 @@ pub fn moved(tgid: u32, to: CgroupKey) -> bool {
 #[inline(always)]
 pub fn ended(tgid: u32) {
     if kernel::target_is_set() {
-        let _ = kernel::TARGETS.remove(&tgid);
+        leave(tgid);
     }
 }
 
@@ -142,5 +142,14 @@ fn join(tgid: u32, entry: &TargetEntry) {
         && unsafe { kernel::TARGETS.get(&tgid).is_none() }
     {
         maps::dropped(drop::PROBE_TARGETS, drop::MAP_FULL);
+        return;
     }
+    kernel::mark_member(tgid, true);
+}
+
+/// `tgid` leaves the set.
+#[inline(always)]
+fn leave(tgid: u32) {
+    let _ = kernel::TARGETS.remove(&tgid);
+    kernel::mark_member(tgid, false);
 }

@@ -116,9 +116,9 @@ impl Profiler {
             Filter::Tid(t) => (target_kind::TID, t),
             Filter::Set { .. } => (target_kind::SET, std::process::id()),
         };
-        let max_targets = match opts.filter {
-            Filter::Set { max } => max.max(1),
-            _ => 1,
+        let (max_targets, member_pids) = match opts.filter {
+            Filter::Set { max } => (max.max(1), super::targets::member_pids()),
+            _ => (1, 1),
         };
         let o = kernel.offsets;
         let l = kernel.lock_offsets;
@@ -188,6 +188,7 @@ impl Profiler {
             .map_max_entries(map::TRACE, trace_bytes)
             .map_max_entries(map::PROCESS_STARTS, starts_bytes)
             .map_max_entries(map::TARGETS, max_targets)
+            .map_max_entries(map::MEMBERS, member_pids)
             .load(object::PROFILER)
             .context("cannot load fdprof's eBPF object")?;
         let mut attachments = BTreeMap::new();

@@ -15,7 +15,7 @@ use fdprof_common::{
     fnops,
     probes::map,
     process::{COMM_LEN, ProcessCounts, ProcessScan, ProcessSyscall},
-    targets::{CgroupKey, MAX_CGROUPS, MAX_COMMS, TargetEntry},
+    targets::{CgroupKey, MAX_CGROUPS, MAX_COMMS, MAX_MEMBER_PIDS, TargetEntry},
 };
 
 /// Why a process was not added.
@@ -33,8 +33,9 @@ pub fn add(ebpf: &mut Ebpf, tgid: u32, entry: TargetEntry) -> Result<Result<(), 
     }
     const BPF_NOEXIST: u64 = 1;
     match set.insert(tgid, entry, BPF_NOEXIST) {
-        Ok(()) => Ok(Ok(())),
-        // E2BIG: full; EEXIST: the kernel put it there meanwhile.
+        // EEXIST: the kernel put it there meanwhile (and marked it).
+        Ok(()) => mark(ebpf, tgid, true).map(Ok),
+        // E2BIG: full.
         Err(MapError::SyscallError(e)) if e.io_error.raw_os_error() == Some(libc::E2BIG) => {
             Ok(Err(Refused::Full))
         }
@@ -45,14 +46,28 @@ pub fn add(ebpf: &mut Ebpf, tgid: u32, entry: TargetEntry) -> Result<Result<(), 
     }
 }
 
+/// Marks `tgid` in or out of `MEMBERS`, the filter's view of the set (a pid past its size is
+/// found in `TARGETS`).
+fn mark(ebpf: &mut Ebpf, tgid: u32, member: bool) -> Result<()> {
+    let mut members: Array<_, u8> =
+        Array::try_from(ebpf.map_mut(map::MEMBERS).context("no map MEMBERS")?)?;
+    match members.set(tgid, u8::from(member), 0) {
+        Ok(()) | Err(MapError::OutOfBounds { .. }) => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("cannot mark pid {tgid} in the target set")),
+    }
+}
+
 /// Removes `tgid` (no longer wanted); absent is fine.
 pub fn remove(ebpf: &mut Ebpf, tgid: u32) -> Result<()> {
     let mut set: BpfHashMap<_, u32, TargetEntry> = targets_mut(ebpf)?;
     match set.remove(&tgid) {
-        Ok(()) | Err(MapError::KeyNotFound) => Ok(()),
-        Err(MapError::SyscallError(e)) if e.io_error.raw_os_error() == Some(libc::ENOENT) => Ok(()),
-        Err(e) => Err(e).with_context(|| format!("cannot remove pid {tgid} from the target set")),
+        Ok(()) | Err(MapError::KeyNotFound) => {}
+        Err(MapError::SyscallError(e)) if e.io_error.raw_os_error() == Some(libc::ENOENT) => {}
+        Err(e) => {
+            return Err(e).with_context(|| format!("cannot remove pid {tgid} from the target set"));
+        }
     }
+    mark(ebpf, tgid, false)
 }
 
 /// The processes in the set now.
@@ -198,6 +213,16 @@ fn forget_sites(ebpf: &mut Ebpf, tgids: &[u32]) -> Result<()> {
         let _ = owners.remove(i);
     }
     Ok(())
+}
+
+/// `MEMBERS`' size: the host's `pid_max` (pids are below it), at most `MAX_MEMBER_PIDS`; where
+/// it cannot be read, the largest.
+pub fn member_pids() -> u32 {
+    std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok())
+        .unwrap_or(MAX_MEMBER_PIDS)
+        .clamp(1, MAX_MEMBER_PIDS)
 }
 
 fn targets_mut(ebpf: &mut Ebpf) -> Result<BpfHashMap<&mut aya::maps::MapData, u32, TargetEntry>> {
