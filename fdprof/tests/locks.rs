@@ -25,22 +25,26 @@ fn taker<'a>(kernel: &[&'a str]) -> Option<&'a str> {
         .find(|f| !PRIMITIVES.iter().any(|p| f.starts_with(p)))
 }
 
+/// `fdprof record -o out -- fdprof workload ARGS`, then its `report --json --top TOP`.
+fn record_and_report(out: &std::path::Path, workload: &[&str], top: &str) -> Value {
+    let rec = run(fdprof()
+        .args(["record", "-o", out.to_str().unwrap(), "--"])
+        .arg(env!("CARGO_BIN_EXE_fdprof"))
+        .arg("workload")
+        .args(workload));
+    assert!(rec.status.success(), "{rec:?}");
+    let report = run(fdprof().args(["report", "--json", "--top", top]).arg(out));
+    assert!(report.status.success());
+    serde_json::from_slice(&report.stdout).unwrap()
+}
+
 /// The report of `cputime -t 3` (more threads than CPUs: each read of a running peer's clock
 /// takes its runqueue's lock), recorded until a lock taken by `task_rq_lock` was waited for
 /// (the scheduler decides how often they collide: a few tries at most).
 fn cputime_report() -> Value {
     let out = tmp("cputime.data");
     for _ in 0..4 {
-        let rec = run(fdprof()
-            .args(["record", "-o", out.to_str().unwrap(), "--"])
-            .arg(env!("CARGO_BIN_EXE_fdprof"))
-            .args(["workload", "cputime", "-t", "3", "-d", "2s"]));
-        assert!(rec.status.success(), "{rec:?}");
-        let report = run(fdprof()
-            .args(["report", "--json", "--top", "100"])
-            .arg(&out));
-        assert!(report.status.success());
-        let report: Value = serde_json::from_slice(&report.stdout).unwrap();
+        let report = record_and_report(&out, &["cputime", "-t", "3", "-d", "2s"], "100");
         let through_clock = report["top_stacks"]
             .as_array()
             .unwrap()
@@ -118,16 +122,8 @@ fn the_running_runqueue_lock_is_named_by_its_address() {
     let _guard = kernel_lock();
     let out = tmp("schedule.data");
     for _ in 0..6 {
-        let rec = run(fdprof()
-            .args(["record", "-o", out.to_str().unwrap(), "--"])
-            .arg(env!("CARGO_BIN_EXE_fdprof"))
-            .args(["workload", "opensock", "-t", "3", "-n", "2000", "-d", "2s"]));
-        assert!(rec.status.success(), "{rec:?}");
-        let report = run(fdprof()
-            .args(["report", "--json", "--top", "200"])
-            .arg(&out));
-        assert!(report.status.success());
-        let report: Value = serde_json::from_slice(&report.stdout).unwrap();
+        let workload = ["opensock", "-t", "3", "-n", "2000", "-d", "2s"];
+        let report = record_and_report(&out, &workload, "200");
         let in_schedule: Vec<&Value> = report["top_stacks"]
             .as_array()
             .unwrap()
