@@ -78,6 +78,22 @@ fn only_arg(args: &[String]) -> Result<Option<Vec<String>>> {
     Ok(Some(phases))
 }
 
+/// Starts `n` idle processes of `sleep` (a copy named as the targets are) for `secs`, each put
+/// in `into` as it starts, so that whoever owns `into` ends those started before a failure.
+pub(crate) fn spawn_idle(sleep: &Path, n: usize, secs: &str, into: &mut Vec<Child>) -> Result<()> {
+    for _ in 0..n {
+        into.push(
+            Command::new(sleep)
+                .arg(secs)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .with_context(|| format!("cannot start {sleep:?}"))?,
+        );
+    }
+    Ok(())
+}
+
 /// A copy of `program` named `name`: a process run from it has that comm.
 pub(crate) fn named_copy(program: &Path, dir: &Path, name: &str) -> Result<PathBuf> {
     let path = dir.join(name);
@@ -376,16 +392,7 @@ fn memory(fdprof: &Path, dir: &Path, minutes: u64, followed: usize) -> Result<()
     std::fs::create_dir_all(&sleep_dir)?;
     let sleep = named_copy(Path::new("/bin/sleep"), &sleep_dir, NAME)?;
     let mut idle = Vec::new();
-    for _ in 1..followed {
-        idle.push(
-            Command::new(&sleep)
-                .arg("7200")
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .with_context(|| format!("cannot start {sleep:?}"))?,
-        );
-    }
+    spawn_idle(&sleep, followed.saturating_sub(1), "7200", &mut idle)?;
     let daemon = Daemon::start(fdprof, dir, &[NAME.to_string()], &[])?;
     let total = Duration::from_secs(60 * minutes);
     let workload = Command::new(&named)

@@ -29,7 +29,7 @@ use anyhow::{Context, Result, bail};
 use fdprof_figures::Report;
 use serde_json::json;
 
-use crate::bench_daemon::{Daemon, WORKLOAD_SECS, named_copy, opensock};
+use crate::bench_daemon::{Daemon, WORKLOAD_SECS, named_copy, opensock, spawn_idle};
 use crate::run::{cpu_secs, median, rss_kb};
 
 const DEFAULT_COUNTS: [usize; 3] = [1, 32, 256];
@@ -127,16 +127,7 @@ pub(crate) fn run(fdprof: &Path, dir: &Path, rounds: usize, counts: &[usize]) ->
     let mut idle = Children(Vec::with_capacity(counts.iter().sum()));
     for &n in counts {
         let sleep = named_copy(Path::new("/bin/sleep"), &sleep_dir, &name_of(n))?;
-        for _ in 0..n {
-            idle.0.push(
-                Command::new(&sleep)
-                    .arg("3600")
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .spawn()
-                    .with_context(|| format!("cannot start {sleep:?}"))?,
-            );
-        }
+        spawn_idle(&sleep, n, "3600", &mut idle.0)?;
     }
     let mut rows = Vec::new();
     for &n in counts {
