@@ -177,6 +177,7 @@ fn summary(
 }
 
 pub fn test() -> Result<()> {
+    disk_preflight();
     step(
         "format check",
         cargo().args(["fmt", "--all", "--", "--check"]),
@@ -197,6 +198,25 @@ pub fn test() -> Result<()> {
         bail!("tests failed");
     }
     Ok(())
+}
+
+/// A clean run writes about 4 GB under `target/` (debug and release builds, eBPF objects, the
+/// guests' static build). Running out mid-build reads as a compile error, so say it up front.
+fn disk_preflight() {
+    const NEEDED_GB: f64 = 5.0;
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    let dir = std::ffi::CString::new(root().as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a NUL-terminated path and a zeroed struct the call fills.
+    if unsafe { libc::statvfs(dir.as_ptr(), &mut st) } != 0 {
+        return;
+    }
+    let free_gb = (st.f_bavail as f64 * st.f_frsize as f64) / 1e9;
+    eprintln!("==> disk: {free_gb:.1} GB free where target/ is (a clean run needs about 4 GB)");
+    if free_gb < NEEDED_GB {
+        eprintln!(
+            "xtask: warning: under {NEEDED_GB} GB free; the build may fail with \"No space left on device\""
+        );
+    }
 }
 
 /// Runs `cargo test`, echoing its output, and adds up the per-binary result lines.
