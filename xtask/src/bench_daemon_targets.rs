@@ -8,7 +8,9 @@
 //! - the BPF programs the daemon holds (its fds on `anon_inode:bpf-prog`): the same for every N;
 //! - the daemon's CPU over 20 s with only the idle targets, and its VmRSS then;
 //! - the programs' run time per syscall while a target is busy (one opensock named
-//!   `fdpd-idle-N`), and per fd syscall of that target (an estimate: see [`busy_cost`]).
+//!   `fdpd-idle-N`), and per fd syscall of that target (an estimate: see [`busy_cost`]);
+//! - what a new process costs the daemon to take on: its CPU over `JOINERS` short opensock runs
+//!   of that name, one after another, beyond its idle rate, per process ([`join_cost`]).
 //!
 //! Then an unrelated process's throughput (opensock, not a target) with the daemon, to the bare
 //! runs without it just before and after (the daemon's programs see every syscall on the host),
@@ -46,6 +48,10 @@ const RATIO_FLOOR: f64 = 0.95;
 /// and VmRSS.
 const CPU_MAX: f64 = 0.02;
 const RSS_MAX_KB: u64 = 150 * 1024;
+/// Short-lived targets started one after another, and the daemon's CPU bound per new one (its
+/// symbolization of their lock-wait stacks included), in ms.
+const JOINERS: usize = 20;
+const JOIN_CPU_MAX_MS: f64 = 10.0;
 
 /// The comm of N's targets, idle and busy (15 bytes at most for any N below 10^5).
 fn name_of(n: usize) -> String {
@@ -90,6 +96,8 @@ struct Row {
     loop_ratios: Vec<f64>,
     /// The daemon's CPU over the idle seconds, of one CPU.
     cpu: f64,
+    /// The daemon's CPU per new process, beyond its idle rate, ms.
+    join_ms: f64,
     rss_kb: u64,
     busy: Busy,
 }
@@ -194,7 +202,8 @@ fn alone(fdprof: &Path, dir: &Path, n: usize) -> Result<Row> {
         "    {programs} programs held; idle: daemon CPU {:.2}%, VmRSS {rss_kb} kB",
         100.0 * cpu
     );
-    let busy = busy_cost(&daemon, &busy)?;
+    let busy_figures = busy_cost(&daemon, &busy)?;
+    let join_ms = join_cost(&daemon, &busy, cpu)?;
     let _ = std::fs::remove_file(dir.join(&name));
     Ok(Row {
         n,
@@ -203,9 +212,36 @@ fn alone(fdprof: &Path, dir: &Path, n: usize) -> Result<Row> {
         added_ns: Vec::new(),
         loop_ratios: Vec::new(),
         cpu,
+        join_ms,
         rss_kb,
-        busy,
+        busy: busy_figures,
     })
+}
+
+/// The daemon's CPU per process taken on: `JOINERS` opensock runs named like the targets
+/// (300 ms each, two threads, so lock waits with user stacks to symbolize), one after another,
+/// then two intervals for the daemon to read and symbolize what they left. Its idle rate
+/// (`idle_cpu`, of one CPU) over the same time is taken off.
+fn join_cost(daemon: &Daemon, busy: &Path, idle_cpu: f64) -> Result<f64> {
+    let (cpu, started) = (cpu_secs(daemon.pid())?, Instant::now());
+    for _ in 0..JOINERS {
+        let status = Command::new(busy)
+            .args([
+                "workload", "opensock", "-t", "2", "-n", "500", "-d", "300ms",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .context("cannot run a joining target")?;
+        if !status.success() {
+            bail!("a joining target failed ({status})");
+        }
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    let spent = cpu_secs(daemon.pid())? - cpu - idle_cpu * started.elapsed().as_secs_f64();
+    let per_ms = 1e3 * spent.max(0.0) / JOINERS as f64;
+    eprintln!("    {JOINERS} short targets taken on: {per_ms:.2} ms of daemon CPU each");
+    Ok(per_ms)
 }
 
 /// The BPF programs `pid` holds: its fds on `anon_inode:bpf-prog`.
@@ -289,13 +325,14 @@ fn report(rows: &[Row], rounds: usize, json_path: &Path) -> Result<()> {
          runs just before and after, {rounds} rounds each visiting every N (medians)"
     );
     println!(
-        "{:>6} {:>9} {:>22} {:>11} {:>6} {:>11} {:>8} {:>16}",
+        "{:>6} {:>9} {:>22} {:>11} {:>6} {:>11} {:>8} {:>8} {:>16}",
         "N",
         "programs",
         "ratio (range)",
         "fd syscall",
         "loop",
         "daemon CPU",
+        "join ms",
         "RSS MB",
         "busy ns/syscall"
     );
@@ -306,20 +343,22 @@ fn report(rows: &[Row], rounds: usize, json_path: &Path) -> Result<()> {
             .ns_per_syscall
             .map_or("-".into(), |ns| format!("{ns:.0}"));
         println!(
-            "{:>6} {:>9} {:>22} {:>11} {:>6.3} {:>10.2}% {:>8.1} {:>16}",
+            "{:>6} {:>9} {:>22} {:>11} {:>6.3} {:>10.2}% {:>8.2} {:>8.1} {:>16}",
             r.n,
             r.programs,
             format!("{:.3} ({lo:.3}–{hi:.3})", r.ratio()),
             format!("+{:.0} ns", r.added_ns()),
             r.loop_ratio(),
             100.0 * r.cpu,
+            r.join_ms,
             r.rss_kb as f64 / 1024.0,
             ns
         );
     }
     println!(
         "(fd syscall: what the daemon adds to one dup or close of an unrelated loop; loop: that \
-         loop's speed with the daemon to bare; daemon CPU: \
+         loop's speed with the daemon to bare; join ms: the daemon's CPU per short-lived target \
+         taken on; daemon CPU: \
          of one CPU over {IDLE_SECS} s idle; busy ns/syscall: the programs' run time per syscall \
          while one opensock target is busy, from the kernel's sampled statistics)"
     );
@@ -346,6 +385,7 @@ fn report(rows: &[Row], rounds: usize, json_path: &Path) -> Result<()> {
                 "unrelated_fd_loop_ratio_median": r.loop_ratio(),
                 "unrelated_fd_loop_ratios": r.loop_ratios,
                 "daemon_cpu_share_idle": r.cpu,
+                "daemon_cpu_ms_per_joining_target": r.join_ms,
                 "rss_kb": r.rss_kb,
                 "program_ns_per_syscall_busy": r.busy.ns_per_syscall,
                 "program_ns_per_target_fd_syscall": r.busy.ns_per_fd_syscall,
@@ -399,6 +439,11 @@ fn checks(rows: &[Row]) -> Vec<(String, bool)> {
             r.loop_ratio() >= RATIO_FLOOR * first.loop_ratio(),
         ));
     }
+    let join_max = rows.iter().map(|r| r.join_ms).fold(0.0, f64::max);
+    out.push((
+        format!("daemon CPU per new target, at most {join_max:.2} ms <= {JOIN_CPU_MAX_MS} ms"),
+        join_max <= JOIN_CPU_MAX_MS,
+    ));
     out.push((
         format!(
             "daemon CPU at N={} {:.2}% <= {:.0}%",
