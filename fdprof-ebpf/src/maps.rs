@@ -145,9 +145,15 @@ pub fn dropped(probe: u32, reason: u32) {
 /// One allocation of `fd` whose bitmap search began at `origin` (docs/figures.md, "scan").
 #[inline(always)]
 pub fn record_scan(fd: u32, origin: u32) {
+    record_scan_in(fd, origin, current_process_scan());
+}
+
+/// [`record_scan`], with the current process's scan row (`-a`, a set) already looked up.
+#[inline(always)]
+pub fn record_scan_in(fd: u32, origin: u32, row: Option<*mut ProcessScan>) {
     if fd < origin {
         add(&GLOBALS, global::BELOW_ORIGIN, 1);
-        if let Some(s) = crate::kernel::process_of_all().and_then(process_scan) {
+        if let Some(s) = row {
             // SAFETY: per-CPU value, this CPU only.
             unsafe { (*s).below_origin += 1 };
         }
@@ -159,7 +165,7 @@ pub fn record_scan(fd: u32, origin: u32) {
     }
     set_max(&GLOBALS, global::SCAN_MAX, bits);
     hist(hist::SCAN_BITS, bits);
-    if let Some(s) = crate::kernel::process_of_all().and_then(process_scan) {
+    if let Some(s) = row {
         // SAFETY: per-CPU value, this CPU only; the slot is bounded.
         unsafe {
             (*s).allocations += 1;
@@ -213,10 +219,17 @@ pub fn process_scan(tgid: u32) -> Option<*mut ProcessScan> {
     p
 }
 
-/// Process `tgid`'s table size seen at `max_fds` (`-a`); `grew` when a syscall grew it.
+/// The current process's scan row when figures are kept per process (`-a`, a set).
 #[inline(always)]
-pub fn process_table(max_fds: u64, grew: bool) {
-    if let Some(s) = crate::kernel::process_of_all().and_then(process_scan) {
+pub fn current_process_scan() -> Option<*mut ProcessScan> {
+    crate::kernel::process_of_all().and_then(process_scan)
+}
+
+/// A process's table size seen at `max_fds`, in its scan `row` (`-a`, a set); `grew` when a
+/// syscall grew it.
+#[inline(always)]
+pub fn process_table(row: Option<*mut ProcessScan>, max_fds: u64, grew: bool) {
+    if let Some(s) = row {
         // SAFETY: per-CPU value, this CPU only.
         unsafe {
             if (*s).max_fds < max_fds {

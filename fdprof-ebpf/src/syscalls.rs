@@ -12,7 +12,7 @@ use aya_ebpf::{
 use fdprof_common::{
     counters::{drop, global, per_syscall},
     events::{EventRecord, kind},
-    process::ProcessCounts,
+    process::{ProcessCounts, ProcessScan},
     syscalls::{
         CLOSE_RANGE_CLOEXEC, EFFECT_BY_INDEX, Effect, F_DUPFD, F_DUPFD_CLOEXEC, IN_FLIGHT_SLOTS,
         MAX_NR, NOT_TRACED, SYSCALL_INDEX, SyscallEntry,
@@ -60,15 +60,19 @@ pub(crate) fn needs_args(effect: Effect) -> bool {
 #[derive(Clone, Copy)]
 struct Counts {
     index: u32,
+    /// The process the figures are kept under (`-a`, a target set).
+    tgid: Option<u32>,
     row: Option<*mut ProcessCounts>,
 }
 
 impl Counts {
     #[inline(always)]
     fn of(index: u32) -> Self {
+        let tgid = kernel::process_of_all();
         Self {
             index,
-            row: kernel::process_of_all().and_then(|tgid| maps::process_row(tgid, index)),
+            tgid,
+            row: tgid.and_then(|tgid| maps::process_row(tgid, index)),
         }
     }
 
@@ -120,7 +124,6 @@ pub(crate) fn on_enter(nr: u64, args: [u64; 4], btf: bool) {
         let max_fds = u64::from(state.2);
         maps::set_min_nonzero(&maps::GLOBALS, global::MAX_FDS_FIRST, max_fds);
         maps::set_max(&maps::GLOBALS, global::MAX_FDS_SEEN, max_fds);
-        maps::process_table(max_fds, false);
         state
     };
     let closes_target = effect == Effect::Install
@@ -229,13 +232,13 @@ pub(crate) fn allocator_returned() {
     }
 }
 
-/// One allocation of `fd` scanned from `origin`.
+/// One allocation of `fd` scanned from `origin`; `scan` is the process's scan row.
 #[inline(always)]
-fn allocated(counts: Counts, fd: u32, origin: u32) {
+fn allocated(counts: Counts, scan: Option<*mut ProcessScan>, fd: u32, origin: u32) {
     counts.add(per_syscall::ALLOCS, 1);
     // With direct probes on the allocator the origin is read there, exactly.
     if kernel::scan_in_syscalls() {
-        maps::record_scan(fd, origin);
+        maps::record_scan_in(fd, origin, scan);
     }
 }
 
@@ -264,6 +267,14 @@ pub(crate) fn on_exit(ret: i64) {
     if kernel::trace_on() {
         trace::syscall_exit(&entry, ret);
     }
+    let effect = effect_of(index);
+    // Per process (`-a`, a set), the table size seen at entry goes into its scan row, looked
+    // up here once for that and the scan figures rather than at entry and again here.
+    let scan = match effect {
+        Effect::Close => None,
+        _ => counts.tgid.and_then(maps::process_scan),
+    };
+    maps::process_table(scan, u64::from(entry.max_fds), false);
     if ret < 0 {
         counts.add(per_syscall::ERRORS, 1);
         return;
@@ -273,21 +284,21 @@ pub(crate) fn on_exit(ret: i64) {
     } else {
         entry.next_fd
     };
-    match effect_of(index) {
+    match effect {
         Effect::Alloc | Effect::FcntlDup => {
             counts.add(per_syscall::FDS_CREATED, 1);
-            allocated(counts, ret as u32, origin);
-            check_growth(ret as u32, &entry);
+            allocated(counts, scan, ret as u32, origin);
+            check_growth(ret as u32, &entry, scan);
         }
         Effect::AllocPair => {
             counts.add(per_syscall::FDS_CREATED, 2);
             match unsafe { bpf_probe_read_user(entry.fd_pair as *const [i32; 2]) } {
                 Ok([a, b]) => {
-                    allocated(counts, a as u32, origin);
+                    allocated(counts, scan, a as u32, origin);
                     // The second allocation starts where the first left next_fd.
                     let second = (a as u32 + 1).max(origin);
-                    allocated(counts, b as u32, second);
-                    check_growth((a as u32).max(b as u32), &entry);
+                    allocated(counts, scan, b as u32, second);
+                    check_growth((a as u32).max(b as u32), &entry, scan);
                 }
                 Err(_) => maps::dropped(drop::PROBE_SYSCALLS, drop::READ_FAILED),
             }
@@ -295,7 +306,7 @@ pub(crate) fn on_exit(ret: i64) {
         Effect::Install => {
             counts.add(per_syscall::FDS_CREATED, 1);
             counts.add(per_syscall::FDS_CLOSED, u64::from(entry.closes_target));
-            check_growth(ret as u32, &entry);
+            check_growth(ret as u32, &entry, scan);
         }
         Effect::Close => counts.add(per_syscall::FDS_CLOSED, 1),
         Effect::CloseRange => counts.add(per_syscall::FDS_CLOSED, u64::from(entry.in_range)),
@@ -306,7 +317,7 @@ pub(crate) fn on_exit(ret: i64) {
 /// `max_fds` read again. Each counted growth is also an event, unless `expand_files` is probed
 /// directly: that probe sends it, with its duration, so a growth is never sent twice.
 #[inline(always)]
-fn check_growth(fd: u32, entry: &SyscallEntry) {
+fn check_growth(fd: u32, entry: &SyscallEntry, scan: Option<*mut ProcessScan>) {
     if fd < entry.max_fds {
         return;
     }
@@ -315,7 +326,7 @@ fn check_growth(fd: u32, entry: &SyscallEntry) {
         .and_then(kernel::table_state)
         .map_or(0, |(_, _, max_fds)| max_fds);
     maps::set_max(&maps::GLOBALS, global::MAX_FDS_SEEN, u64::from(new_max_fds));
-    maps::process_table(u64::from(new_max_fds), true);
+    maps::process_table(scan, u64::from(new_max_fds), true);
     if kernel::trace_on() {
         trace::expanded(new_max_fds);
     }
