@@ -254,9 +254,19 @@ pub fn children_on() -> bool {
 /// keyed by. `None` for a single target, whose figures are all one process's.
 #[inline(always)]
 pub fn process_of_all() -> Option<u32> {
+    per_process().then(|| (bpf_get_current_pid_tgid() >> 32) as u32)
+}
+
+/// [`process_of_all`] of a `pid_tgid` already asked for.
+#[inline(always)]
+pub fn process_of(pid_tgid: u64) -> Option<u32> {
+    per_process().then_some((pid_tgid >> 32) as u32)
+}
+
+#[inline(always)]
+fn per_process() -> bool {
     let kind = global(&TARGET_KIND);
-    (kind == target_kind::ALL || kind == target_kind::SET)
-        .then(|| (bpf_get_current_pid_tgid() >> 32) as u32)
+    kind == target_kind::ALL || kind == target_kind::SET
 }
 
 /// `current->signal` and its `live` count (threads that have not yet passed `do_exit`'s
@@ -273,6 +283,12 @@ pub fn current_signal_live() -> Option<(u64, i32)> {
 /// from here rather than asking again: a helper call costs ~15 ns here.
 #[inline(always)]
 pub fn target_tid() -> Option<u32> {
+    target_pid_tgid().map(|pid_tgid| pid_tgid as u32)
+}
+
+/// [`target_tid`], as the whole `pid_tgid` for callers that need the process too.
+#[inline(always)]
+pub fn target_pid_tgid() -> Option<u64> {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tid = pid_tgid as u32;
     let ours = match global(&TARGET_KIND) {
@@ -286,7 +302,7 @@ pub fn target_tid() -> Option<u32> {
         target_kind::SET => is_member((pid_tgid >> 32) as u32),
         _ => tid == global(&TARGET_ID),
     };
-    ours.then_some(tid)
+    ours.then_some(pid_tgid)
 }
 
 #[inline(always)]

@@ -66,9 +66,10 @@ struct Counts {
 }
 
 impl Counts {
+    /// `pid_tgid`: the current thread's, already asked for.
     #[inline(always)]
-    fn of(index: u32) -> Self {
-        let tgid = kernel::process_of_all();
+    fn of(index: u32, pid_tgid: u64) -> Self {
+        let tgid = kernel::process_of(pid_tgid);
         Self {
             index,
             tgid,
@@ -245,9 +246,10 @@ fn allocated(counts: Counts, scan: Option<*mut ProcessScan>, fd: u32, origin: u3
 /// Exit of any syscall of the current thread: ours when its slot holds an entry of this thread.
 #[inline(always)]
 pub(crate) fn on_exit(ret: i64) {
-    let Some(tid) = kernel::target_tid() else {
+    let Some(pid_tgid) = kernel::target_pid_tgid() else {
         return;
     };
+    let tid = pid_tgid as u32;
     let Some(slot) = slot(tid) else { return };
     // SAFETY: a valid map value, owned by this thread while it holds its tid.
     let entry = unsafe {
@@ -262,7 +264,7 @@ pub(crate) fn on_exit(ret: i64) {
         let now = unsafe { bpf_ktime_get_ns() };
         maps::hist(index, now.saturating_sub(entry.start_ns));
     }
-    let counts = Counts::of(index);
+    let counts = Counts::of(index, pid_tgid);
     counts.add(per_syscall::CALLS, 1);
     if kernel::trace_on() {
         trace::syscall_exit(&entry, ret);
@@ -354,10 +356,10 @@ fn exit_of(index: u32, ret: i64) {
     if !counted_at_exit(index) {
         return on_exit(ret);
     }
-    if kernel::target_tid().is_none() {
+    let Some(pid_tgid) = kernel::target_pid_tgid() else {
         return;
-    }
-    let counts = Counts::of(index);
+    };
+    let counts = Counts::of(index, pid_tgid);
     counts.add(per_syscall::CALLS, 1);
     if ret < 0 {
         counts.add(per_syscall::ERRORS, 1);
