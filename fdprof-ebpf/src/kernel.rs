@@ -298,7 +298,6 @@ pub fn target_pid_tgid() -> Option<u64> {
             let tgid = (pid_tgid >> 32) as u32;
             tgid == global(&TARGET_ID) || ((trace_on() || children_on()) && followed(tgid))
         }
-        // SAFETY: the value is not kept.
         target_kind::SET => is_member((pid_tgid >> 32) as u32),
         _ => tid == global(&TARGET_ID),
     };
