@@ -172,19 +172,19 @@ pub(crate) fn run(fdprof: &Path, dir: &Path, rounds: usize, counts: &[usize]) ->
             let ratio = under.0 / ((before.0 + after.0) / 2.0);
             let bare_ns = (before.1 + after.1) / 2.0;
             let added = under.1 - bare_ns;
+            let loop_ratio = bare_ns / under.1;
             eprintln!(
                 "    round {}/{rounds}  N={:<5} daemon {:>10.0} ops/s  ratio {ratio:.3}  \
-                 (bare {:.0}, {:.0}); fd syscall +{added:.0} ns (loop {:.3})",
+                 (bare {:.0}, {:.0}); fd syscall +{added:.0} ns (loop {loop_ratio:.3})",
                 round + 1,
                 row.n,
                 under.0,
                 before.0,
                 after.0,
-                bare_ns / under.1,
             );
             row.ratios.push(ratio);
             row.added_ns.push(added);
-            row.loop_ratios.push(bare_ns / under.1);
+            row.loop_ratios.push(loop_ratio);
             before = after;
         }
     }
