@@ -237,6 +237,46 @@ fn count_stops_after_that_many_intervals() {
     assert_no_programs_left();
 }
 
+/// A pass that runs late (here: top stopped for 150 ms) makes the interval it ends longer and
+/// delays the clock; the interval after it is as long as asked, not the few ms left to the
+/// next multiple of the interval, whose figures (and steal, counted in 10 ms ticks) are noise.
+#[test]
+fn a_late_pass_makes_no_short_interval() {
+    require_root();
+    let _guard = kernel_lock();
+    let load = Load::start();
+    let pid = load.pid().to_string();
+    let mut top = start_top(&["-p", &pid, "-n", "14", "--interval", "100ms", "--jsonl"]);
+    // Read as top writes: a full pipe would stall it too.
+    let mut stdout = top.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut out = String::new();
+        stdout.read_to_string(&mut out).unwrap();
+        out
+    });
+    let stall = |on: bool| {
+        let signal = if on { libc::SIGSTOP } else { libc::SIGCONT };
+        // SAFETY: signalling the child this test started.
+        unsafe { libc::kill(top.id() as i32, signal) };
+    };
+    // Four stalls, each at its own phase of the clock.
+    for pause in [230, 270, 310, 350] {
+        std::thread::sleep(Duration::from_millis(pause));
+        stall(true);
+        std::thread::sleep(Duration::from_millis(150));
+        stall(false);
+    }
+    assert!(top.wait().unwrap().success());
+    let ivs = parse_lines(&reader.join().unwrap());
+    assert_eq!(ivs.len(), 14);
+    check_sequence(&ivs);
+    let ms: Vec<u64> = ivs.iter().map(|iv| iv.duration_ns / 1_000_000).collect();
+    assert!(ms.iter().all(|&d| d >= 50), "intervals of {ms:?} ms");
+    assert!(ms.iter().any(|&d| d >= 140), "no stall seen: {ms:?} ms");
+    drop(load);
+    assert_no_programs_left();
+}
+
 #[test]
 fn batch_prints_a_block_per_interval() {
     require_root();

@@ -155,7 +155,10 @@ impl Stage {
         };
         let clock = opts.interval.map(|every| {
             let mut clock = time::interval_at(Instant::now() + every, every);
-            clock.set_missed_tick_behavior(MissedTickBehavior::Skip);
+            // A late tick delays the ones after it: skipping to the next multiple of the
+            // interval would follow a slow pass with an interval of a few ms, whose figures
+            // (and `/proc/stat` steal, counted in 10 ms ticks) are noise.
+            clock.set_missed_tick_behavior(MissedTickBehavior::Delay);
             clock
         });
         let stats_origin = opts.stats_origin.unwrap_or_else(std::time::Instant::now);
