@@ -297,18 +297,14 @@ fn stop_signals_are_passed_on_to_the_command() {
     let _guard = kernel_lock();
     for (sig, number) in [(libc::SIGTERM, 15), (libc::SIGINT, 2)] {
         let (mut rec, pid, stderr, out) = record_a_command("passed-on", "exec sleep 1000", &[]);
-        let start = Instant::now();
         signal(rec.id(), sig);
         let status = rec.wait().unwrap();
         let stderr = stderr.join().unwrap();
         assert!(status.success(), "{stderr}");
-        assert!(
-            start.elapsed() < Duration::from_secs(4),
-            "waited for the grace period"
-        );
         assert!(ended(pid), "the command outlived fdprof");
         let rec = read_json(&out);
         assert_eq!(rec["end_reason"], "interrupted");
+        // The signal passed on ended it, not the SIGKILL after the grace period.
         assert_eq!(rec["target"]["exit_status"]["signal"], number);
     }
     assert_no_programs_left();
@@ -343,8 +339,9 @@ fn a_command_that_ignores_the_signal_is_killed() {
     let start = Instant::now();
     signal(rec.id(), libc::SIGINT);
     assert!(rec.wait().unwrap().success(), "{}", stderr.join().unwrap());
+    // The grace period would end it 4.7 s after the second signal.
     assert!(
-        start.elapsed() < Duration::from_secs(2),
+        start.elapsed() < Duration::from_secs(4),
         "{:?}",
         start.elapsed()
     );

@@ -334,7 +334,7 @@ fn too_many_fds_fails_before_starting() {
     );
     assert!(stderr.contains("largest -n that fits is"), "{stderr}");
     assert!(out.stdout.is_empty());
-    assert!(start.elapsed() < Duration::from_secs(2));
+    assert!(start.elapsed() < Duration::from_secs(10));
 
     // The largest -n it names does fit.
     let largest: u32 = stderr.trim().rsplit(' ').next().unwrap().parse().unwrap();
@@ -476,7 +476,7 @@ fn accept_runs_on_loopback_and_stops() {
     assert!(v["ops"].as_u64().unwrap() > 0, "{v}");
     assert!(v["connects"].as_u64().unwrap() >= v["ops"].as_u64().unwrap());
     assert!(v.get("expected").is_none(), "accept is not deterministic");
-    assert!(start.elapsed() < Duration::from_secs(2));
+    assert!(start.elapsed() < Duration::from_secs(10));
 
     let v = json(&["accept", "-t", "2", "--ops", "200"]);
     assert_eq!(v["ops"], 400);
