@@ -40,12 +40,13 @@ fn attach(pid: u32, slow: Duration) -> Profiler {
 
 /// Reads events until the target process has ended (its `Exit { process: true }`), which comes
 /// after every other event of a process's threads... except the other threads' own exits,
-/// which may be sent a moment later: those are read for a short while more.
+/// which may be sent a moment later: those are read for a second more (a preempted vCPU can
+/// hold one back that long).
 async fn until_process_exit(stream: &mut EventStream) -> Vec<RawEvent> {
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut events = Vec::new();
     let mut ended_at: Option<Instant> = None;
-    while ended_at.is_none_or(|t| t.elapsed() < Duration::from_millis(200)) {
+    while ended_at.is_none_or(|t| t.elapsed() < Duration::from_secs(1)) {
         assert!(Instant::now() < deadline, "no process exit event in 30 s");
         if let Ok(batch) =
             tokio::time::timeout(Duration::from_millis(50), stream.next_batch()).await

@@ -487,7 +487,8 @@ fn attaching_mid_run_loses_nothing() {
     require_root();
     let _guard = kernel_lock();
     let out = tmp("mid-run.data");
-    let w = start_workload(&["socket-close", "-d", "3s"]);
+    // Long enough to outlive the attach however slow it is; ended once the recording is.
+    let mut w = start_workload(&["socket-close", "-d", "60s"]);
     w.go();
     std::thread::sleep(Duration::from_millis(300));
     let pid = w.pid.to_string();
@@ -500,7 +501,8 @@ fn attaching_mid_run_loses_nothing() {
         "-o",
         out.to_str().unwrap(),
     ]));
-    let _ = w.finish();
+    let _ = w.child.kill();
+    let _ = w.child.wait();
     assert!(status.status.success());
     let rec = read_json(&out);
     let syscall_drops: u64 = rec["drops"]

@@ -10,16 +10,22 @@ use std::time::{Duration, Instant};
 use common::*;
 use fdprof_figures::{EventKind, Interval, Report};
 
-/// Starts `fdprof top ARGS` (stdout piped) and waits until it says it is attached.
-fn start_top(args: &[&str]) -> Child {
-    let mut top = fdprof()
+/// A running `fdprof top`, its standard output read as it writes (a full pipe would stall it).
+struct Top {
+    child: Child,
+    stdout: std::thread::JoinHandle<String>,
+}
+
+/// Starts `fdprof top ARGS` and waits until it says it is attached.
+fn start_top(args: &[&str]) -> Top {
+    let mut child = fdprof()
         .arg("top")
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut stderr = BufReader::new(top.stderr.take().unwrap());
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
     let mut line = String::new();
     stderr.read_line(&mut line).unwrap();
     assert!(line.contains("watching"), "top did not start: {line}");
@@ -28,16 +34,20 @@ fn start_top(args: &[&str]) -> Child {
         let _ = stderr.read_to_string(&mut rest);
         eprint!("{rest}");
     });
-    top
+    let mut out = child.stdout.take().unwrap();
+    let stdout = std::thread::spawn(move || {
+        let mut text = String::new();
+        out.read_to_string(&mut text).unwrap();
+        text
+    });
+    Top { child, stdout }
 }
 
 /// Waits for `top` to exit successfully and parses its JSON lines.
-fn intervals(mut top: Child) -> Vec<Interval> {
-    let mut out = String::new();
-    top.stdout.take().unwrap().read_to_string(&mut out).unwrap();
-    let status = top.wait().unwrap();
+fn intervals(mut top: Top) -> Vec<Interval> {
+    let status = top.child.wait().unwrap();
     assert!(status.success(), "top failed: {status}");
-    parse_lines(&out)
+    parse_lines(&top.stdout.join().unwrap())
 }
 
 /// The intervals among a launched command's output, which shares top's stdout.
@@ -246,18 +256,11 @@ fn a_late_pass_makes_no_short_interval() {
     let _guard = kernel_lock();
     let load = Load::start();
     let pid = load.pid().to_string();
-    let mut top = start_top(&["-p", &pid, "-n", "14", "--interval", "100ms", "--jsonl"]);
-    // Read as top writes: a full pipe would stall it too.
-    let mut stdout = top.stdout.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut out = String::new();
-        stdout.read_to_string(&mut out).unwrap();
-        out
-    });
+    let top = start_top(&["-p", &pid, "-n", "14", "--interval", "100ms", "--jsonl"]);
     let stall = |on: bool| {
         let signal = if on { libc::SIGSTOP } else { libc::SIGCONT };
         // SAFETY: signalling the child this test started.
-        unsafe { libc::kill(top.id() as i32, signal) };
+        unsafe { libc::kill(top.child.id() as i32, signal) };
     };
     // Four stalls, each at its own phase of the clock.
     for pause in [230, 270, 310, 350] {
@@ -266,8 +269,7 @@ fn a_late_pass_makes_no_short_interval() {
         std::thread::sleep(Duration::from_millis(150));
         stall(false);
     }
-    assert!(top.wait().unwrap().success());
-    let ivs = parse_lines(&reader.join().unwrap());
+    let ivs = intervals(top);
     assert_eq!(ivs.len(), 14);
     check_sequence(&ivs);
     let ms: Vec<u64> = ivs.iter().map(|iv| iv.duration_ns / 1_000_000).collect();
@@ -330,7 +332,7 @@ fn interrupt_ends_cleanly_after_the_last_interval() {
     let top = start_top(&["-a", "--jsonl", "--interval", "200ms"]);
     std::thread::sleep(Duration::from_millis(500));
     // SAFETY: signalling the child this test started.
-    unsafe { libc::kill(top.id() as i32, libc::SIGINT) };
+    unsafe { libc::kill(top.child.id() as i32, libc::SIGINT) };
     let started = Instant::now();
     let ivs = intervals(top);
     assert!(started.elapsed() < Duration::from_secs(10));

@@ -244,7 +244,7 @@ fn a_launched_commands_output_waits_until_the_screen_is_gone() {
         &script,
         format!(
             "echo OUT-MARK\necho ERR-MARK >&2\nread line || echo STDIN-EOF\nexec {} workload \
-             opensock -t 2 -n 500 -d 4s\n",
+             opensock -t 2 -n 500 -d 10s\n",
             env!("CARGO_BIN_EXE_fdprof")
         ),
     )
