@@ -273,28 +273,34 @@ fn captures_keep_to_the_rate_limit_and_to_capture_max() {
             ))
             .unwrap_or(0.0)
     };
-    // Written are counted; the directory keeps the newest two, and what is not a capture.
-    poll(TIMEOUT, || {
-        (counted("shared-table") + counted("slow-wait") >= 6.0)
-            .then_some(())
+    // Once the load has ended and no capture comes any more: each written is counted, and the
+    // directory keeps the newest two, and what is not a capture.
+    w.finish();
+    let wrote = poll(TIMEOUT, || {
+        let before = daemon.lines("INFO", "capture: wrote");
+        std::thread::sleep(Duration::from_secs(2));
+        let after = daemon.lines("INFO", "capture: wrote");
+        (after.len() >= 6 && after == before)
+            .then_some(after)
             .ok_or(())
     })
-    .unwrap();
-    let names = poll(TIMEOUT, || {
-        let names = captures_in(&dir);
-        (names.len() == 2).then_some(names.clone()).ok_or(names)
-    })
-    .unwrap_or_else(|n| panic!("{n:?}\n{}", daemon.log()));
-    let newest: Vec<&str> = told[told.len() - 2..]
+    .unwrap_or_else(|()| panic!("captures still coming\n{}", daemon.log()));
+    assert_eq!(
+        counted("shared-table") + counted("slow-wait"),
+        wrote.len() as f64
+    );
+    let mut newest: Vec<String> = wrote[wrote.len() - 2..]
         .iter()
-        .map(|t| t["name"].as_str().unwrap())
+        .map(|l| {
+            let path = l.split("capture: wrote ").nth(1).unwrap();
+            let path = Path::new(path.split(" (").next().unwrap());
+            path.file_name().unwrap().to_string_lossy().into_owned()
+        })
         .collect();
-    for n in newest {
-        assert!(names.iter().any(|have| have == n), "{n} not in {names:?}");
-    }
+    newest.sort();
+    assert_eq!(captures_in(&dir), newest);
     assert!(dir.join("notes.txt").exists());
     assert!(!daemon.lines("INFO", "capture: removed").is_empty());
-    w.finish();
     drop(daemon);
     assert_no_programs_left();
 }

@@ -408,7 +408,6 @@ fn the_contention_alert_fires_in_a_real_prometheus() {
         &["opensock", "-t", "2", "-n", "4000", "-d", "15s"],
     );
     daemon.wait_metric("fdprof_targets", 1.0);
-    load.go();
     let rules = std::fs::read_to_string(alerts_path()).unwrap();
     let threshold = "\n          > 0.05\n        for: 5m\n";
     assert!(
@@ -421,7 +420,12 @@ fn the_contention_alert_fires_in_a_real_prometheus() {
         rules.replacen(threshold, "\n          > 0\n        for: 0s\n", 1),
     )
     .unwrap();
+    // Scraping before the load starts: a slow start would see less of it.
     let prometheus = Prometheus::start_with_rules(&[daemon.addr], &lowered);
+    prometheus.wait_for("up", Duration::from_secs(60), |r| {
+        prometheus::sample_values(r) == [1.0]
+    });
+    load.go();
     let firing = common::daemon::poll(Duration::from_secs(90), || {
         let (_, body) =
             prometheus::http_get(prometheus.addr(), "/api/v1/alerts").map_err(|e| e.to_string())?;

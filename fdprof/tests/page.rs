@@ -77,15 +77,23 @@ fn the_live_page_fills_itself_in_a_real_browser() {
     );
     daemon.wait_metric("fdprof_targets", 1.0);
     load.go();
-    // Until an interval with file_lock waits has ended.
+    // Until intervals with file_lock waits under alloc and under close have ended.
     poll(Duration::from_secs(30), || {
         let (_, body) = daemon.get("/report.json");
         let r: Value = serde_json::from_str(&body).map_err(|_| body.clone())?;
-        (r["contention"]["file_lock_count"].as_u64() > Some(0))
+        let rows = r["contention"]["by_lock_operation"].as_array().cloned();
+        let waited = |op: &str| {
+            rows.iter().flatten().any(|l| {
+                l["lock_kind"] == "file_lock"
+                    && l["operation"] == op
+                    && l["count"].as_u64() > Some(0)
+            })
+        };
+        (waited("alloc") && waited("close"))
             .then_some(())
             .ok_or(body)
     })
-    .expect("file_lock waits in the daemon's figures");
+    .expect("file_lock waits under alloc and close in the daemon's figures");
     let url = format!("http://{}/?token={}", daemon.addr, token());
 
     let (dom, log) = chromium(&url, &["--dump-dom"], "first");

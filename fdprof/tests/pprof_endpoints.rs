@@ -7,9 +7,11 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::daemon::{Daemon, fdprof_as, spinning_under_daemon, token};
+use common::daemon::{Daemon, fdprof_as, poll, spinning_under_daemon, token};
 use common::*;
 use serde_json::Value;
+
+const TIMEOUT: Duration = Duration::from_secs(30);
 
 #[test]
 fn go_tool_pprof_reads_the_lock_waits_as_a_mutex_profile() {
@@ -47,11 +49,19 @@ fn go_tool_pprof_reads_the_lock_waits_as_a_mutex_profile() {
     // Once the load has ended and its last interval is in: everything kept, the waits
     // /report.json counts over the same window, exactly.
     load.finish();
-    // Three intervals: the load's last waits are in the kept history, and no new one comes.
-    std::thread::sleep(Duration::from_millis(1500));
-    let (code, body) = daemon.get("/report.json");
-    assert_eq!(code, 200, "{body}");
-    let report: Value = serde_json::from_str(&body).unwrap();
+    // The load's last waits are in the kept history once two reports a second apart agree.
+    let report_now = || {
+        let (code, body) = daemon.get("/report.json");
+        assert_eq!(code, 200, "{body}");
+        serde_json::from_str::<Value>(&body).unwrap()
+    };
+    let report = poll(TIMEOUT, || {
+        let before = report_now()["contention"].clone();
+        std::thread::sleep(Duration::from_secs(1));
+        let report = report_now();
+        (report["contention"] == before).then_some(report).ok_or(())
+    })
+    .unwrap_or_else(|()| panic!("waits still counted after the load\n{}", daemon.log()));
     let raw = go_pprof(&["-raw"], format!("{base}/mutex?token={}", token()));
     let totals = raw_totals(&raw);
     assert_eq!(
