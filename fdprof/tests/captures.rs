@@ -9,7 +9,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::daemon::{Daemon, fdprof_as, poll, sse_events};
+use common::daemon::{Daemon, fdprof_as, settled, sse_events};
 use common::{
     Waiting, assert_no_programs_left, fdprof, kernel_lock, one_line, require_root, run,
     start_workload_with,
@@ -276,15 +276,11 @@ fn captures_keep_to_the_rate_limit_and_to_capture_max() {
     // Once the load has ended and no capture comes any more: each written is counted, and the
     // directory keeps the newest two, and what is not a capture.
     w.finish();
-    let wrote = poll(TIMEOUT, || {
-        let before = daemon.lines("INFO", "capture: wrote");
-        std::thread::sleep(Duration::from_secs(2));
-        let after = daemon.lines("INFO", "capture: wrote");
-        (after.len() >= 6 && after == before)
-            .then_some(after)
-            .ok_or(())
+    let wrote = settled(TIMEOUT, Duration::from_secs(2), || {
+        daemon.lines("INFO", "capture: wrote")
     })
-    .unwrap_or_else(|()| panic!("captures still coming\n{}", daemon.log()));
+    .unwrap_or_else(|| panic!("captures still coming\n{}", daemon.log()));
+    assert!(wrote.len() >= 6, "{wrote:?}");
     assert_eq!(
         counted("shared-table") + counted("slow-wait"),
         wrote.len() as f64

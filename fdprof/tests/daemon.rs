@@ -19,12 +19,6 @@ fn workload_as(comm: &str, args: &[&str]) -> Waiting {
     start_workload_with(fdprof_as(comm), args)
 }
 
-/// Ends a workload this test started that may still run (or wait for its signal).
-fn end(mut w: Waiting) {
-    let _ = w.child.kill();
-    let _ = w.child.wait();
-}
-
 #[test]
 fn counts_reach_prometheus_exactly_and_stay_after_the_process_exits() {
     require_root();
@@ -94,7 +88,7 @@ fn every_dashboard_query_returns_data_from_a_real_prometheus() {
             empty.push(format!("{expr} -> {last}"));
         }
     }
-    end(w);
+    w.end();
     assert!(empty.is_empty(), "no series:\n{}", empty.join("\n"));
     drop(prometheus);
     drop(daemon);
@@ -174,7 +168,7 @@ fn stream_flamegraph_and_report_show_a_contended_target() {
     assert_eq!(daemon.get("/report.json?target=fdpd-none").0, 404);
     assert_eq!(daemon.get("/flamegraph.svg?op=write").0, 400);
     assert_eq!(daemon.get("/report.json?seconds=-1").0, 400);
-    end(w);
+    w.end();
     drop(daemon);
     assert_no_programs_left();
 }
@@ -222,7 +216,7 @@ fn comm_targets_come_and_go_and_sigterm_detaches() {
         "{}",
         daemon.log()
     );
-    end(w);
+    w.end();
     assert_no_programs_left();
 }
 
@@ -271,8 +265,8 @@ fn sighup_keeps_the_old_config_when_broken_and_switches_when_good() {
     let status = daemon.stop();
     assert!(status.success(), "{status}\n{}", daemon.log());
     assert_eq!(daemon.lines("ERROR", "").len(), 1, "{}", daemon.log());
-    end(w1);
-    end(w2);
+    w1.end();
+    w2.end();
     assert_no_programs_left();
 }
 
@@ -415,8 +409,8 @@ fn processes_beyond_the_bound_are_logged_once_and_counted() {
     );
     assert_eq!(daemon.metric(drops), Some(1.0));
     assert_eq!(daemon.metric("fdprof_targets"), Some(1.0));
-    end(w1);
-    end(w2);
+    w1.end();
+    w2.end();
     drop(daemon);
     assert_no_programs_left();
 }

@@ -103,9 +103,7 @@ fn protected_endpoints_answer_other_users_only_with_the_token() {
     let (code, _, _) = http_get_with(daemon.addr, "/report.json", &[&format!("Cookie: {pair}")])
         .expect("GET with the cookie");
     assert_eq!(code, 200);
-    let mut load = load;
-    let _ = load.child.kill();
-    let _ = load.child.wait();
+    load.end();
 }
 
 #[test]

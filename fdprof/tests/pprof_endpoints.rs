@@ -7,7 +7,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::daemon::{Daemon, fdprof_as, poll, spinning_under_daemon, token};
+use common::daemon::{Daemon, fdprof_as, settled, spinning_under_daemon, token};
 use common::*;
 use serde_json::Value;
 
@@ -50,29 +50,16 @@ fn go_tool_pprof_reads_the_lock_waits_as_a_mutex_profile() {
     // /report.json counts over the same window, exactly.
     load.finish();
     // The load's last waits are in the kept history once two reports a second apart agree.
-    let report_now = || {
+    let contention = settled(TIMEOUT, Duration::from_secs(1), || {
         let (code, body) = daemon.get("/report.json");
         assert_eq!(code, 200, "{body}");
-        serde_json::from_str::<Value>(&body).unwrap()
-    };
-    let report = poll(TIMEOUT, || {
-        let before = report_now()["contention"].clone();
-        std::thread::sleep(Duration::from_secs(1));
-        let report = report_now();
-        (report["contention"] == before).then_some(report).ok_or(())
+        serde_json::from_str::<Value>(&body).unwrap()["contention"].clone()
     })
-    .unwrap_or_else(|()| panic!("waits still counted after the load\n{}", daemon.log()));
+    .unwrap_or_else(|| panic!("waits still counted after the load\n{}", daemon.log()));
     let raw = go_pprof(&["-raw"], format!("{base}/mutex?token={}", token()));
     let totals = raw_totals(&raw);
-    assert_eq!(
-        totals[0],
-        report["contention"]["count"].as_u64().unwrap(),
-        "{raw}"
-    );
-    assert_eq!(
-        totals[1],
-        report["contention"]["total_wait_ns"].as_u64().unwrap()
-    );
+    assert_eq!(totals[0], contention["count"].as_u64().unwrap(), "{raw}");
+    assert_eq!(totals[1], contention["total_wait_ns"].as_u64().unwrap());
     assert!(totals[1] > 0);
 
     // Bad input: one line, 400; no credential: 401.

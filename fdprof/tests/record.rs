@@ -488,7 +488,7 @@ fn attaching_mid_run_loses_nothing() {
     let _guard = kernel_lock();
     let out = tmp("mid-run.data");
     // Long enough to outlive the attach however slow it is; ended once the recording is.
-    let mut w = start_workload(&["socket-close", "-d", "60s"]);
+    let w = start_workload(&["socket-close", "-d", "60s"]);
     w.go();
     std::thread::sleep(Duration::from_millis(300));
     let pid = w.pid.to_string();
@@ -501,8 +501,7 @@ fn attaching_mid_run_loses_nothing() {
         "-o",
         out.to_str().unwrap(),
     ]));
-    let _ = w.child.kill();
-    let _ = w.child.wait();
+    w.end();
     assert!(status.status.success());
     let rec = read_json(&out);
     let syscall_drops: u64 = rec["drops"]

@@ -236,6 +236,22 @@ pub fn poll<T, E>(timeout: Duration, mut f: impl FnMut() -> Result<T, E>) -> Res
     }
 }
 
+/// What `read` gives once two readings `apart` agree (the figures have settled), or `None`
+/// after `timeout`.
+pub fn settled<T: PartialEq>(
+    timeout: Duration,
+    apart: Duration,
+    read: impl Fn() -> T,
+) -> Option<T> {
+    poll(timeout, || {
+        let before = read();
+        std::thread::sleep(apart);
+        let after = read();
+        (after == before).then_some(after).ok_or(())
+    })
+    .ok()
+}
+
 /// The data of the first `n` events named `event` of a server-sent event stream (with the
 /// token). Asked for over HTTP/1.0, so that the body comes as it is (not chunked) until the stream is dropped.
 pub fn sse_events(

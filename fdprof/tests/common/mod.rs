@@ -230,6 +230,12 @@ impl Waiting {
         unsafe { libc::kill(self.pid as i32, libc::SIGUSR1) };
     }
 
+    /// Ends the workload wherever it is (running, or waiting for its signal), and reaps it.
+    pub fn end(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     pub fn finish(mut self) -> Value {
         let mut out = String::new();
         self.child
