@@ -273,7 +273,9 @@ fn a_late_pass_makes_no_short_interval() {
     assert_eq!(ivs.len(), 14);
     check_sequence(&ivs);
     let ms: Vec<u64> = ivs.iter().map(|iv| iv.duration_ns / 1_000_000).collect();
-    assert!(ms.iter().all(|&d| d >= 50), "intervals of {ms:?} ms");
+    // Each interval ends a period after the last cut: none is shorter than asked, even the
+    // one after a stall between a tick and its snapshot.
+    assert!(ms.iter().all(|&d| d >= 99), "intervals of {ms:?} ms");
     assert!(ms.iter().any(|&d| d >= 140), "no stall seen: {ms:?} ms");
     drop(load);
     assert_no_programs_left();

@@ -4,11 +4,13 @@
 //! its own: record the file, top the screen, the daemon its history and HTTP.
 
 pub mod assembler;
+pub mod clock;
 pub mod facts;
 pub mod stage;
 pub mod symbols;
 
 pub use assembler::Assembler;
+pub use clock::Clock;
 pub use facts::Facts;
 pub use stage::{LiveInterval, Stage, StageOptions, Tick};
 pub use symbols::{Maps, Symbols};

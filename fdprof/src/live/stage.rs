@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use fdprof_figures::Event;
-use tokio::time::{self, Instant, MissedTickBehavior, Sleep};
+use tokio::time::{self, Instant, Sleep};
 
-use super::{Assembler, Facts, Symbols};
+use super::{Assembler, Clock, Facts, Symbols};
 use crate::collect::{
     EventStream, Profiler, RawEvent, Snapshot,
     cgroups::CgroupSet,
@@ -91,7 +91,7 @@ pub struct Stage {
     cuts: Cuts,
     events: Option<EventStream>,
     starts: Option<StartStream>,
-    clock: Option<time::Interval>,
+    clock: Option<Clock>,
     sampler: Pin<Box<Sleep>>,
     stats_origin: std::time::Instant,
     /// Cgroups followed (`--cgroup`), read again every [`CGROUP_PASS`].
@@ -153,14 +153,7 @@ impl Stage {
             true => profiler.take_starts().transpose()?,
             false => None,
         };
-        let clock = opts.interval.map(|every| {
-            let mut clock = time::interval_at(Instant::now() + every, every);
-            // A late tick delays the ones after it: skipping to the next multiple of the
-            // interval would follow a slow pass with an interval of a few ms, whose figures
-            // (and `/proc/stat` steal, counted in 10 ms ticks) are noise.
-            clock.set_missed_tick_behavior(MissedTickBehavior::Delay);
-            clock
-        });
+        let clock = opts.interval.map(Clock::new);
         let stats_origin = opts.stats_origin.unwrap_or_else(std::time::Instant::now);
         // The sampler switches twice every 10 s: sleeping until then keeps an idle stage asleep.
         let first = profiler.tick_from(stats_origin);
@@ -252,6 +245,9 @@ impl Stage {
                 _ = next_tick(&mut self.clock) => {
                     let last = self.opts.count.is_some_and(|n| self.cuts.index + 1 >= n);
                     let mut interval = self.interval()?;
+                    if let Some(clock) = self.clock.as_mut() {
+                        clock.cut();
+                    }
                     interval.last = last;
                     self.ended = last;
                     return Ok(Tick::Interval(Box::new(interval)));
@@ -359,11 +355,9 @@ async fn next_events(events: &mut Option<EventStream>) -> Result<Vec<RawEvent>> 
     }
 }
 
-async fn next_tick(clock: &mut Option<time::Interval>) {
+async fn next_tick(clock: &mut Option<Clock>) {
     match clock {
-        Some(clock) => {
-            clock.tick().await;
-        }
+        Some(clock) => clock.tick().await,
         None => std::future::pending().await,
     }
 }

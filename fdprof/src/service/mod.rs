@@ -25,12 +25,13 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use tokio::{
     signal::unix::{SignalKind, signal},
-    time::{self, Instant, MissedTickBehavior},
+    time::{self, Instant},
 };
 
 use crate::analysis::{self, ReportOptions};
 use crate::collect::Kernel;
 use crate::error::{EXIT_USAGE, fatal};
+use crate::live::Clock;
 use crate::model::merge;
 use crate::render::metrics::{Exposition, MetricsCollector};
 use crate::symbolize::KernelSymbols;
@@ -185,7 +186,7 @@ async fn serve(
     ));
     tokio::task::block_in_place(|| watcher.discover());
 
-    let mut every = interval_timer(watcher.watch().interval);
+    let mut every = Clock::new(watcher.watch().interval);
     // A SIGHUP's read of the config, while it runs.
     let mut reloading: Option<tokio::task::JoinHandle<Result<Watch>>> = None;
     let mut reload_began = Instant::now();
@@ -194,6 +195,7 @@ async fn serve(
             _ = every.tick() => {
                 let began = std::time::Instant::now();
                 let mut figures = tokio::task::block_in_place(|| watcher.interval());
+                every.cut();
                 merge::add_drop(
                     &mut figures.daemon.drops,
                     watcher::DAEMON_PROBE,
@@ -261,7 +263,7 @@ async fn serve(
 }
 
 /// Applies a SIGHUP's read of the config; a new interval timer when the interval changed.
-fn reloaded(watcher: &mut Watcher, read: Result<Watch>) -> Option<time::Interval> {
+fn reloaded(watcher: &mut Watcher, read: Result<Watch>) -> Option<Clock> {
     let watch = match read {
         Ok(watch) => watch,
         Err(e) => {
@@ -270,8 +272,7 @@ fn reloaded(watcher: &mut Watcher, read: Result<Watch>) -> Option<time::Interval
         }
     };
     log::info(&format!("config reloaded: {}", describe(&watch)));
-    let timer =
-        (watch.interval != watcher.watch().interval).then(|| interval_timer(watch.interval));
+    let timer = (watch.interval != watcher.watch().interval).then(|| Clock::new(watch.interval));
     tokio::task::block_in_place(|| {
         watcher.reload(watch);
         watcher.discover();
@@ -312,12 +313,6 @@ fn access_token(
         path.display()
     ));
     Ok((token, Some(path)))
-}
-
-fn interval_timer(every: std::time::Duration) -> time::Interval {
-    let mut timer = time::interval_at(Instant::now() + every, every);
-    timer.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    timer
 }
 
 /// What a config watches, for the log.
