@@ -17,8 +17,7 @@ use crate::privileges::{self, Capability};
 use crate::probe::kallsyms::Kallsyms;
 use crate::service::{
     self,
-    capture::{self, Trigger},
-    config::{self as cfg, Config, Targets, Watch, bounds},
+    config::{self as cfg, Capture, Config, Reload, Targets, Trigger, Watch, bounds},
     files::{self, Access},
     log, server,
 };
@@ -132,19 +131,19 @@ pub struct DaemonArgs {
     #[arg(long, value_name = "DIR", requires = "capture_on")]
     pub capture_dir: Option<PathBuf>,
     /// How much of what came before the interval that fired a capture holds
-    #[arg(long, value_name = "DURATION", default_value = capture::WINDOW,
+    #[arg(long, value_name = "DURATION", default_value = Capture::WINDOW,
           value_parser = super::duration::parse_capture)]
     pub capture_window: Duration,
     /// How long to wait after the interval that fired, and keep, before writing the capture
-    #[arg(long, value_name = "DURATION", default_value = capture::AFTER,
+    #[arg(long, value_name = "DURATION", default_value = Capture::AFTER,
           value_parser = super::duration::parse_capture)]
     pub capture_after: Duration,
     /// At most one capture per target and rule this often
-    #[arg(long, value_name = "DURATION", default_value = capture::EVERY,
+    #[arg(long, value_name = "DURATION", default_value = Capture::EVERY,
           value_parser = super::duration::parse_capture)]
     pub capture_every: Duration,
     /// Captures kept in --capture-dir (1 to 10000): past it, the oldest is removed
-    #[arg(long, default_value_t = capture::MAX,
+    #[arg(long, default_value_t = Capture::MAX,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=CAPTURE_MAX_LIMIT as u64))]
     pub capture_max: usize,
     /// Log every attach, detach and reload in detail
@@ -199,7 +198,7 @@ pub fn run(args: DaemonArgs) -> Result<()> {
         latency: args.probe.latency,
         cpu_hz,
         children: args.children,
-        capture: capture::Settings {
+        capture: Capture {
             on: args.capture_on.clone(),
             dir: args.capture_dir.clone().unwrap_or_default(),
             window: args.capture_window,
@@ -237,10 +236,10 @@ pub fn run(args: DaemonArgs) -> Result<()> {
     let kernel_syms = KernelSymbols::from_kallsyms(&kallsyms)?;
     let kernel = Kernel::discover(&Kallsyms::parse(&kallsyms))?;
     drop(kallsyms);
-    let reload: Option<service::Reload> = args
+    let reload: Option<Reload> = args
         .config
         .clone()
-        .map(|path| std::sync::Arc::new(move || read_config(&path, &defaults)) as service::Reload);
+        .map(|path| std::sync::Arc::new(move || read_config(&path, &defaults)) as Reload);
     let config = Config {
         listen: args.listen,
         watch,
@@ -310,14 +309,11 @@ struct Defaults {
     cpu_hz: Option<u64>,
     children: bool,
     /// `on` empty: no captures unless the file asks.
-    capture: capture::Settings,
+    capture: Capture,
 }
 
 /// The capture settings when some rule is named, checked (the directory, the window).
-fn checked_capture(
-    settings: capture::Settings,
-    interval: Duration,
-) -> Result<Option<capture::Settings>, String> {
+fn checked_capture(settings: Capture, interval: Duration) -> Result<Option<Capture>, String> {
     if settings.on.is_empty() {
         return Ok(None);
     }

@@ -11,102 +11,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fdprof_common::contention::LockKind;
-use fdprof_figures::{EventKind, Rule};
-use serde::Serialize;
+use fdprof_figures::EventKind;
 
 use crate::analysis::{self, ReportOptions};
 use crate::model::{Recording, window};
 use crate::render::human;
 
 use super::capture_dir;
-use super::config::bounds;
+use super::config::{Capture, Trigger};
+use super::history::IntervalFigures;
 use super::log;
-use super::state::State;
-use super::watcher::IntervalFigures;
-
-/// What sets a capture off.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Trigger {
-    /// A diagnosis rule fired on the target's interval.
-    Rule(Rule),
-    /// A `file_lock` wait of the target longer than `--slow`.
-    SlowWait,
-}
-
-impl Trigger {
-    /// The name `--capture-on`, file names and metrics use.
-    pub fn name(self) -> &'static str {
-        match self {
-            Trigger::Rule(rule) => rule.name(),
-            Trigger::SlowWait => "slow-wait",
-        }
-    }
-
-    pub fn parse(text: &str) -> Result<Trigger, String> {
-        if text == Trigger::SlowWait.name() {
-            return Ok(Trigger::SlowWait);
-        }
-        Rule::ALL
-            .into_iter()
-            .find(|r| r.name() == text)
-            .map(Trigger::Rule)
-            .ok_or_else(|| {
-                let names: Vec<&str> = Rule::ALL
-                    .iter()
-                    .map(|r| r.name())
-                    .chain([Trigger::SlowWait.name()])
-                    .collect();
-                format!(
-                    "no rule named {:?} (rules: {})",
-                    crate::escape::name(text),
-                    names.join(", ")
-                )
-            })
-    }
-}
-
-/// `--capture-*`: what fires a capture, where it goes and how many.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Settings {
-    pub on: Vec<Trigger>,
-    pub dir: PathBuf,
-    /// Kept before the interval that fired.
-    pub window: Duration,
-    /// Waited for, and kept, after it.
-    pub after: Duration,
-    /// At most one capture per target and rule this often.
-    pub every: Duration,
-    /// Captures kept in `dir`, the oldest removed.
-    pub max: usize,
-}
-
-pub const WINDOW: &str = "30s";
-pub const AFTER: &str = "10s";
-pub const EVERY: &str = "10m";
-pub const MAX: usize = 50;
-
-impl Settings {
-    /// Refuses settings the daemon cannot honour at `interval`: a window longer than the
-    /// intervals it keeps, or a directory it must not write into. One line.
-    pub fn check(&self, interval: Duration) -> Result<(), String> {
-        let kept = interval.saturating_mul(bounds::INTERVALS as u32);
-        if self.window + self.after + interval > kept {
-            return Err(format!(
-                "--capture-window and --capture-after ({:?} + {:?}) must fit in the {} \
-                 intervals the daemon keeps ({kept:?} at --interval {interval:?})",
-                self.window,
-                self.after,
-                bounds::INTERVALS
-            ));
-        }
-        capture_dir::check(&self.dir).map_err(|why| {
-            format!(
-                "cannot capture into {}: {why}",
-                crate::escape::name(&self.dir.display().to_string())
-            )
-        })
-    }
-}
+use super::state::{State, Written};
 
 /// A capture waiting for its last intervals.
 #[derive(Debug, Clone)]
@@ -122,18 +37,6 @@ struct Pending {
     max: usize,
 }
 
-/// What the `capture` SSE event and the log say of a capture written.
-#[derive(Debug, Clone, Serialize)]
-pub struct Written {
-    pub name: String,
-    pub path: String,
-    pub target: String,
-    pub rule: &'static str,
-    pub fired_unix_ms: u64,
-    pub intervals: usize,
-    pub bytes: usize,
-}
-
 #[derive(Default)]
 pub struct Recorder {
     /// When each target and trigger last fired a capture (the fired interval's start).
@@ -145,7 +48,7 @@ pub struct Recorder {
 impl Recorder {
     /// Checks each target's interval against `settings`' triggers; one that fires (and is past
     /// its rate limit) becomes a pending capture.
-    pub fn check(&mut self, settings: &Settings, figures: &IntervalFigures) {
+    pub fn check(&mut self, settings: &Capture, figures: &IntervalFigures) {
         let one = figures.names.len() == 1;
         for (name, rec) in &figures.names {
             let fired = fired(settings, rec, figures, one);
@@ -218,7 +121,7 @@ impl Recorder {
 
 /// The triggers `rec` (one target's interval) fires.
 fn fired(
-    settings: &Settings,
+    settings: &Capture,
     rec: &Recording,
     figures: &IntervalFigures,
     one: bool,

@@ -3,7 +3,17 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
+
+use anyhow::Result;
+use fdprof_figures::Rule;
+
+use super::capture_dir;
+
+/// Reads the config again (SIGHUP), on a thread of its own; `None` when the daemon has no
+/// config file.
+pub type Reload = Arc<dyn Fn() -> Result<Watch> + Send + Sync>;
 
 /// The processes the daemon profiles.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,7 +49,117 @@ pub struct Watch {
     /// `-p` targets' new processes are followed from their fork (`--children`).
     pub children: bool,
     /// The flight recorder (`--capture-on`, `--capture-dir`, …); `None`: no captures.
-    pub capture: Option<super::capture::Settings>,
+    pub capture: Option<Capture>,
+}
+
+impl Watch {
+    /// What it watches, for the log.
+    pub fn describe(&self) -> String {
+        let targets = match &self.targets {
+            Targets::All => "every process".to_string(),
+            Targets::Pids(p) => format!(
+                "pids {}",
+                p.iter().map(u32::to_string).collect::<Vec<_>>().join(" ")
+            ),
+            Targets::Comms(c) => format!("processes named {}", c.join(", ")),
+            Targets::Cgroups(c) => format!(
+                "the processes of cgroups {}",
+                c.iter()
+                    .map(|c| c.path.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
+        format!(
+            "{targets}, every {:?}, slow waits from {:?}",
+            self.interval, self.slow
+        )
+    }
+}
+
+/// What sets a capture off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Trigger {
+    /// A diagnosis rule fired on the target's interval.
+    Rule(Rule),
+    /// A `file_lock` wait of the target longer than `--slow`.
+    SlowWait,
+}
+
+impl Trigger {
+    /// The name `--capture-on`, file names and metrics use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Trigger::Rule(rule) => rule.name(),
+            Trigger::SlowWait => "slow-wait",
+        }
+    }
+
+    pub fn parse(text: &str) -> Result<Trigger, String> {
+        if text == Trigger::SlowWait.name() {
+            return Ok(Trigger::SlowWait);
+        }
+        Rule::ALL
+            .into_iter()
+            .find(|r| r.name() == text)
+            .map(Trigger::Rule)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Rule::ALL
+                    .iter()
+                    .map(|r| r.name())
+                    .chain([Trigger::SlowWait.name()])
+                    .collect();
+                format!(
+                    "no rule named {:?} (rules: {})",
+                    crate::escape::name(text),
+                    names.join(", ")
+                )
+            })
+    }
+}
+
+/// `--capture-*`: what fires a capture of the flight recorder (`service::capture`), where it
+/// goes and how many.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Capture {
+    pub on: Vec<Trigger>,
+    pub dir: PathBuf,
+    /// Kept before the interval that fired.
+    pub window: Duration,
+    /// Waited for, and kept, after it.
+    pub after: Duration,
+    /// At most one capture per target and rule this often.
+    pub every: Duration,
+    /// Captures kept in `dir`, the oldest removed.
+    pub max: usize,
+}
+
+impl Capture {
+    pub const WINDOW: &str = "30s";
+    pub const AFTER: &str = "10s";
+    pub const EVERY: &str = "10m";
+    pub const MAX: usize = 50;
+
+    /// Refuses settings the daemon cannot honour at `interval`: a window longer than the
+    /// intervals it keeps, or a directory it must not write into. One line.
+    pub fn check(&self, interval: Duration) -> Result<(), String> {
+        let kept = interval.saturating_mul(bounds::INTERVALS as u32);
+        if self.window + self.after + interval > kept {
+            return Err(format!(
+                "--capture-window and --capture-after ({:?} + {:?}) must fit in the {} \
+                 intervals the daemon keeps ({kept:?} at --interval {interval:?})",
+                self.window,
+                self.after,
+                bounds::INTERVALS
+            ));
+        }
+        capture_dir::check(&self.dir).map_err(|why| {
+            format!(
+                "cannot capture into {}: {why}",
+                crate::escape::name(&self.dir.display().to_string())
+            )
+        })
+    }
 }
 
 /// How the daemon runs. `listen` is fixed for its life; `watch` may be reloaded.

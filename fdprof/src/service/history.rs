@@ -7,11 +7,24 @@
 //! and their frames are most of an interval's size (about 100 kB a name under opensock when
 //! each interval held its own copy).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use fdprof_figures::Event;
 
 use crate::model::{Recording, merge, recording::Frame, window};
 
 use super::config::bounds;
+
+/// One interval's figures: each name's and the whole daemon's.
+pub struct IntervalFigures {
+    pub index: u64,
+    /// Start, since the daemon started.
+    pub start_ns: u64,
+    pub names: BTreeMap<String, Recording>,
+    pub daemon: Recording,
+    /// The interval's events, every process's, oldest first (time since the daemon started).
+    pub events: Vec<Event>,
+}
 
 /// One interval of one name (or of the daemon).
 #[derive(Debug, Clone)]

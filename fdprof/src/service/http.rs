@@ -17,7 +17,6 @@ use axum::{
     routing::get,
 };
 use futures_util::stream::{self, Stream};
-use prometheus_client::registry::Registry;
 use serde::Deserialize;
 use tokio::sync::broadcast::error::RecvError;
 
@@ -25,21 +24,18 @@ use crate::analysis::{self, FlamegraphOptions, LockFilter, OpFilter, ReportOptio
 use crate::model::{Recording, process};
 use crate::render::{self, metrics};
 
+use super::access;
+use super::app::{App, Reply, bad, unknown_target};
 use super::state::{State, Streamed};
-
-/// What every handler reads.
-pub struct App {
-    pub state: Arc<State>,
-    pub registry: Registry,
-}
+use super::{log, page, profiles};
 
 /// The endpoints behind the access check ([`super::access`]), every request logged with `-v`.
-pub fn router(app: Arc<App>, policy: Arc<super::access::Policy>) -> Router {
+pub fn router(app: Arc<App>, policy: Arc<access::Policy>) -> Router {
     Router::new()
-        .route("/", get(super::page::index))
-        .route("/static/page.css", get(super::page::css))
-        .route("/static/page.js", get(super::page::script))
-        .route("/api/v1/targets", get(super::page::targets))
+        .route("/", get(page::index))
+        .route("/static/page.css", get(page::css))
+        .route("/static/page.js", get(page::script))
+        .route("/api/v1/targets", get(page::targets))
         .route("/healthz", get(healthz))
         .route("/metrics", get(scrape))
         .route("/report.json", get(report))
@@ -47,14 +43,11 @@ pub fn router(app: Arc<App>, policy: Arc<super::access::Policy>) -> Router {
         .route("/api/v1/stream", get(stream))
         .route("/captures", get(captures))
         .route("/captures/{name}", get(capture))
-        .route("/debug/pprof/", get(super::profiles::index))
-        .route("/debug/pprof/mutex", get(super::profiles::mutex))
-        .route("/debug/pprof/profile", get(super::profiles::cpu))
+        .route("/debug/pprof/", get(profiles::index))
+        .route("/debug/pprof/mutex", get(profiles::mutex))
+        .route("/debug/pprof/profile", get(profiles::cpu))
         .with_state(app)
-        .layer(axum::middleware::from_fn_with_state(
-            policy,
-            super::access::check,
-        ))
+        .layer(axum::middleware::from_fn_with_state(policy, access::check))
         .layer(axum::middleware::from_fn(logged))
 }
 
@@ -79,18 +72,12 @@ async fn logged(request: axum::extract::Request, next: axum::middleware::Next) -
     };
     let began = std::time::Instant::now();
     let response = next.run(request).await;
-    super::log::debug(&format!(
+    log::debug(&format!(
         "{method} {uri} {} in {:?}",
         response.status().as_u16(),
         began.elapsed()
     ));
     response
-}
-
-pub(super) type Reply = Result<Response, (StatusCode, String)>;
-
-pub(super) fn bad(message: impl Into<String>) -> (StatusCode, String) {
-    (StatusCode::BAD_REQUEST, message.into() + "\n")
 }
 
 async fn healthz() -> &'static str {
@@ -172,23 +159,6 @@ impl Window {
         }
         Ok(narrowed)
     }
-}
-
-/// 404 for a target name the daemon has no figures of, naming those it has (escaped).
-pub(super) fn unknown_target(h: &super::state::Histories, name: &str) -> (StatusCode, String) {
-    let names: Vec<String> = h
-        .names
-        .keys()
-        .map(|n| crate::escape::name(n).into_owned())
-        .collect();
-    (
-        StatusCode::NOT_FOUND,
-        format!(
-            "no target named \"{}\" (targets: {})\n",
-            crate::escape::name(name),
-            names.join(", ")
-        ),
-    )
 }
 
 async fn report(Shared(app): Shared<Arc<App>>, Query(window): Query<Window>) -> Reply {

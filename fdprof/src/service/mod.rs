@@ -5,6 +5,7 @@
 //! SIGHUP reloads the config; SIGTERM and SIGINT detach everything and end it.
 
 pub mod access;
+mod app;
 pub mod capture;
 mod capture_dir;
 pub mod config;
@@ -13,6 +14,8 @@ mod followed;
 pub mod history;
 pub mod http;
 pub mod log;
+mod main_loop;
+mod metrics;
 mod page;
 mod profiles;
 pub mod server;
@@ -20,33 +23,23 @@ pub mod state;
 pub mod tls;
 pub mod watcher;
 
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use tokio::{
-    signal::unix::{SignalKind, signal},
-    time::{self, Instant},
-};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_rustls::TlsAcceptor;
 
-use crate::analysis::{self, ReportOptions};
 use crate::collect::Kernel;
 use crate::error::{EXIT_USAGE, fatal};
-use crate::live::Clock;
-use crate::model::merge;
-use crate::render::metrics::{Exposition, MetricsCollector};
 use crate::symbolize::KernelSymbols;
 
-use config::{Config, Watch};
+use config::{Config, Reload};
 use state::State;
 use watcher::Watcher;
-
-/// Reads the config again (SIGHUP), on a thread of its own; `None` when the daemon has no
-/// config file.
-pub type Reload = Arc<dyn Fn() -> Result<Watch> + Send + Sync>;
-
-/// How long a SIGHUP's read of the config may take before it is given up (the old config
-/// stays): the read runs beside the main loop, which never waits for it.
-const RELOAD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The signals the daemon handles; until [`run`] has its handlers in place they are held
 /// pending (see [`hold_signals`]).
@@ -96,37 +89,13 @@ async fn serve(
     kernel_syms: KernelSymbols,
     reload: Option<Reload>,
 ) -> Result<()> {
-    server::reserve_descriptors(config.http.max_connections).map_err(|e| fatal(EXIT_USAGE, e))?;
-    let tls = match &config.http.tls {
-        None => None,
-        Some((cert, key)) => Some(tls::acceptor(cert, key).map_err(|e| fatal(EXIT_USAGE, e))?),
-    };
-    let listener = tokio::net::TcpListener::bind(config.listen)
-        .await
-        .map_err(|e| {
-            fatal(
-                EXIT_USAGE,
-                format!("cannot listen on {}: {e}", config.listen),
-            )
-        })?;
-    // The address bound: its port is the kernel's pick under `--listen HOST:0`.
-    let listen = listener.local_addr().unwrap_or(config.listen);
-    // Logged once the port is ours: a daemon that cannot listen says only that, on one line.
-    if !listen.ip().is_loopback() {
-        log::warn(&format!(
-            "serving on {listen}, reachable from other hosts (--allow-remote)",
-        ));
-    }
+    let (listener, tls, listen) = listen(&config).await?;
     let (token, token_saved) = access_token(&config.http, listen.port())?;
-    log::info(&format!("watching {}", describe(&config.watch)));
-    let (mut hup, mut term, mut int) = (
-        signal(SignalKind::hangup())?,
-        signal(SignalKind::terminate())?,
-        signal(SignalKind::interrupt())?,
-    );
+    log::info(&format!("watching {}", config.watch.describe()));
+    let signals = main_loop::Signals::new()?;
     // Handled from now on (this is the thread `block_on` runs on): any held pending arrive.
     set_signal_mask(libc::SIG_UNBLOCK);
-    let mut watcher = Watcher::new(
+    let watcher = Watcher::new(
         kernel,
         kernel_syms,
         config.watch.clone(),
@@ -134,125 +103,15 @@ async fn serve(
     );
     let state = State::new(watcher.empty_history(None), config.watch.interval);
     state.set_capture_dir(config.watch.capture.as_ref().map(|c| c.dir.clone()));
-    let mut recorder = capture::Recorder::default();
-    let http_counters = Arc::new(server::Counters::default());
-    let registry = MetricsCollector::new({
-        let state = state.clone();
-        let counters = http_counters.clone();
-        // The totals change once an interval: scrapes in between (several Prometheus servers,
-        // a person with curl) reuse the figures.
-        let cache: std::sync::Mutex<Option<(u64, Exposition)>> = Default::default();
-        move || {
-            let mut cache = cache.lock().unwrap_or_else(|e| e.into_inner());
-            let now = state.read().intervals;
-            let mut figures = match &*cache {
-                Some((made, figures)) if *made == now => figures.clone(),
-                _ => {
-                    let figures = exposition(&state);
-                    *cache = Some((now, figures.clone()));
-                    figures
-                }
-            };
-            // The server's counts change with every connection, the captures' as they are
-            // written: read at each scrape.
-            figures.http = counters.figures();
-            figures.captures = state.capture_counts();
-            figures
-        }
-    })
-    .into_registry();
-    let app = Arc::new(http::App {
-        state: state.clone(),
-        registry,
-    });
     let policy = access::Policy::new(token, listen, &config.http.allow_hosts, tls.is_some());
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    let server = server::Server {
-        listener,
-        router: http::router(app, Arc::new(policy)),
-        tls,
-        max: config.http.max_connections,
-        counters: http_counters,
-    };
-    let server = tokio::spawn(server.run(stopped));
+    let https = tls.is_some();
+    let (stop, server) = start_http(listener, tls, policy, config.http.max_connections, &state);
     log::info(&format!(
         "fdprof daemon {} listening on {}://{listen}",
         env!("CARGO_PKG_VERSION"),
-        if config.http.tls.is_some() {
-            "https"
-        } else {
-            "http"
-        },
+        if https { "https" } else { "http" },
     ));
-    tokio::task::block_in_place(|| watcher.discover());
-
-    let mut every = Clock::new(watcher.watch().interval);
-    // A SIGHUP's read of the config, while it runs.
-    let mut reloading: Option<tokio::task::JoinHandle<Result<Watch>>> = None;
-    let mut reload_began = Instant::now();
-    loop {
-        tokio::select! {
-            _ = every.tick() => {
-                let began = std::time::Instant::now();
-                let mut figures = tokio::task::block_in_place(|| watcher.interval());
-                every.cut();
-                merge::add_drop(
-                    &mut figures.daemon.drops,
-                    watcher::DAEMON_PROBE,
-                    watcher::CAPTURE_FAILED,
-                    state.take_capture_failures(),
-                );
-                log::debug(&format!(
-                    "interval {}: {} processes, {} contention sites, {} events, read in {:?}",
-                    figures.index,
-                    watcher.attached(),
-                    figures.daemon.contention.len(),
-                    figures.events.len(),
-                    began.elapsed()
-                ));
-                let w = &watcher;
-                let end_ns = figures.start_ns + figures.daemon.duration_ns;
-                if let Some(settings) = &w.watch().capture {
-                    tokio::task::block_in_place(|| recorder.check(settings, &figures));
-                }
-                state.push(figures, w.attached(), w.watch().interval, |name| w.empty_history(Some(name)));
-                recorder.write_due(&state, Some(end_ns), w.watch().interval);
-                tokio::task::block_in_place(|| watcher.discover());
-            }
-            batch = watcher.next() => watcher.started(batch),
-            _ = hup.recv() => match (&reload, &reloading) {
-                (None, _) => log::warn("SIGHUP: no --config file to reload"),
-                (Some(_), Some(_)) => log::warn("SIGHUP: the last reload is still reading the config"),
-                (Some(read), None) => {
-                    let read = read.clone();
-                    reloading = Some(tokio::task::spawn_blocking(move || read()));
-                    reload_began = Instant::now();
-                }
-            },
-            read = async { reloading.as_mut().expect("guarded").await }, if reloading.is_some() => {
-                reloading = None;
-                let read = read.unwrap_or_else(|e| Err(anyhow::anyhow!("the read failed: {e}")));
-                if let Some(timer) = reloaded(&mut watcher, read) {
-                    every = timer;
-                }
-                state.set_capture_dir(watcher.watch().capture.as_ref().map(|c| c.dir.clone()));
-            }
-            _ = time::sleep_until(reload_began + RELOAD_TIMEOUT), if reloading.is_some() => {
-                // The thread may stay blocked (a hung file system); the loop goes on without it.
-                reloading = None;
-                log::error(&format!(
-                    "config not reloaded, the old one stays: its read took over {RELOAD_TIMEOUT:?}"
-                ));
-            }
-            _ = term.recv() => break,
-            _ = int.recv() => break,
-        }
-    }
-    log::info("stopping: detaching every program");
-    tokio::task::block_in_place(|| watcher.shutdown());
-    // What is pending is written with the intervals there are: the episode may be why the
-    // daemon is being stopped.
-    recorder.finish(&state, watcher.watch().interval).await;
+    main_loop::run(watcher, state, signals, reload).await;
     stop.send_replace(true);
     server.await.context("the HTTP server failed")?;
     if let Some(path) = token_saved {
@@ -262,30 +121,58 @@ async fn serve(
     Ok(())
 }
 
-/// Applies a SIGHUP's read of the config; a new interval timer when the interval changed.
-fn reloaded(watcher: &mut Watcher, read: Result<Watch>) -> Option<Clock> {
-    let watch = match read {
-        Ok(watch) => watch,
-        Err(e) => {
-            log::error(&format!("config not reloaded, the old one stays: {e:#}"));
-            return None;
-        }
+/// The listening socket, and the TLS acceptor with `--tls-cert`; the address bound (its port
+/// is the kernel's pick under `--listen HOST:0`).
+async fn listen(config: &Config) -> Result<(TcpListener, Option<TlsAcceptor>, SocketAddr)> {
+    server::reserve_descriptors(config.http.max_connections).map_err(|e| fatal(EXIT_USAGE, e))?;
+    let tls = match &config.http.tls {
+        None => None,
+        Some((cert, key)) => Some(tls::acceptor(cert, key).map_err(|e| fatal(EXIT_USAGE, e))?),
     };
-    log::info(&format!("config reloaded: {}", describe(&watch)));
-    let timer = (watch.interval != watcher.watch().interval).then(|| Clock::new(watch.interval));
-    tokio::task::block_in_place(|| {
-        watcher.reload(watch);
-        watcher.discover();
+    let listener = TcpListener::bind(config.listen).await.map_err(|e| {
+        fatal(
+            EXIT_USAGE,
+            format!("cannot listen on {}: {e}", config.listen),
+        )
+    })?;
+    let listen = listener.local_addr().unwrap_or(config.listen);
+    // Logged once the port is ours: a daemon that cannot listen says only that, on one line.
+    if !listen.ip().is_loopback() {
+        log::warn(&format!(
+            "serving on {listen}, reachable from other hosts (--allow-remote)",
+        ));
+    }
+    Ok((listener, tls, listen))
+}
+
+/// Starts serving the endpoints on `listener`; `true` sent on the channel returned stops the
+/// server, whose task ends once the answers being sent are done.
+fn start_http(
+    listener: TcpListener,
+    tls: Option<TlsAcceptor>,
+    policy: access::Policy,
+    max_connections: usize,
+    state: &Arc<State>,
+) -> (watch::Sender<bool>, JoinHandle<()>) {
+    let counters = Arc::new(server::Counters::default());
+    let app = Arc::new(app::App {
+        state: state.clone(),
+        registry: metrics::registry(state.clone(), counters.clone()),
     });
-    timer
+    let (stop, stopped) = watch::channel(false);
+    let server = server::Server {
+        listener,
+        router: http::router(app, Arc::new(policy)),
+        tls,
+        max: max_connections,
+        counters,
+    };
+    (stop, tokio::spawn(server.run(stopped)))
 }
 
 /// The daemon's token: `--token-file`'s, else a new one saved where root alone can read it
 /// (its path logged; removed at exit).
-fn access_token(
-    http: &config::Http,
-    port: u16,
-) -> Result<(access::Token, Option<std::path::PathBuf>)> {
+fn access_token(http: &config::Http, port: u16) -> Result<(access::Token, Option<PathBuf>)> {
     if let Some(file) = &http.token_file {
         let token = access::Token::read(file).map_err(|e| {
             fatal(
@@ -300,7 +187,7 @@ fn access_token(
     // systemd's RuntimeDirectory= (the first, when it names several).
     let dir = std::env::var("RUNTIME_DIRECTORY")
         .ok()
-        .and_then(|d| d.split(':').next().map(std::path::PathBuf::from))
+        .and_then(|d| d.split(':').next().map(PathBuf::from))
         .unwrap_or_else(|| access::TOKEN_DIR.into());
     let path = token.save(&dir, port).map_err(|e| {
         fatal(
@@ -313,52 +200,4 @@ fn access_token(
         path.display()
     ));
     Ok((token, Some(path)))
-}
-
-/// What a config watches, for the log.
-pub fn describe(watch: &Watch) -> String {
-    let targets = match &watch.targets {
-        config::Targets::All => "every process".to_string(),
-        config::Targets::Pids(p) => format!(
-            "pids {}",
-            p.iter().map(u32::to_string).collect::<Vec<_>>().join(" ")
-        ),
-        config::Targets::Comms(c) => format!("processes named {}", c.join(", ")),
-        config::Targets::Cgroups(c) => format!(
-            "the processes of cgroups {}",
-            c.iter()
-                .map(|c| c.path.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-    };
-    format!(
-        "{targets}, every {:?}, slow waits from {:?}",
-        watch.interval, watch.slow
-    )
-}
-
-/// One scrape's figures: each name's running total and the daemon's, made into reports.
-fn exposition(state: &State) -> Exposition {
-    // Copied under the lock, analysed outside it: an interval is never held up by a scrape.
-    let (names, daemon, attached) = {
-        let h = state.read();
-        let names: Vec<_> = h
-            .names
-            .iter()
-            .map(|(n, hist)| (n.clone(), hist.total.clone()))
-            .collect();
-        (names, h.daemon.total.clone(), h.attached)
-    };
-    let opts = ReportOptions::default();
-    Exposition {
-        targets: names
-            .into_iter()
-            .map(|(n, rec)| (n, analysis::report(&rec, &opts)))
-            .collect(),
-        daemon: analysis::report(&daemon, &opts),
-        attached,
-        http: Default::default(),
-        captures: Vec::new(),
-    }
 }

@@ -11,7 +11,7 @@ use axum::{
     response::{IntoResponse, Response},
 };
 
-use super::http::App;
+use super::app::App;
 
 const HTML: &str = include_str!("page/index.html");
 const CSS: &str = include_str!("page/page.css");

@@ -19,7 +19,7 @@ use axum::{
 };
 use serde::Deserialize;
 
-use super::http::{App, Reply, bad, unknown_target};
+use super::app::{App, Reply, bad, unknown_target};
 use crate::analysis::{self, LockFilter, OpFilter, ProfileKind, ProfileOptions};
 use crate::model::{Recording, process};
 use crate::render;

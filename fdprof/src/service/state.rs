@@ -6,14 +6,13 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 use std::time::Duration;
 
-use fdprof_figures::Interval as IntervalFigures;
+use serde::Serialize;
 use tokio::sync::broadcast;
 
 use crate::analysis::{self, ReportOptions};
 use crate::model::Recording;
 
-use super::history::{History, Interval};
-use super::watcher;
+use super::history::{History, Interval, IntervalFigures};
 
 /// Intervals the SSE stream buffers for a slow reader before it skips ahead.
 const STREAM_BUFFER: usize = 16;
@@ -42,6 +41,18 @@ pub struct State {
 pub enum Streamed {
     Interval(Arc<str>),
     Capture(Arc<str>),
+}
+
+/// What the `capture` SSE event and the log say of a capture written.
+#[derive(Debug, Clone, Serialize)]
+pub struct Written {
+    pub name: String,
+    pub path: String,
+    pub target: String,
+    pub rule: &'static str,
+    pub fired_unix_ms: u64,
+    pub intervals: usize,
+    pub bytes: usize,
 }
 
 /// What the flight recorder ([`super::capture`]) has done, for `/metrics` and `/captures`.
@@ -92,7 +103,7 @@ impl State {
     }
 
     /// Counts a capture written and tells the stream.
-    pub fn capture_written(&self, written: super::capture::Written) {
+    pub fn capture_written(&self, written: Written) {
         *self
             .captures()
             .written
@@ -125,12 +136,12 @@ impl State {
     /// from. Sends the daemon's interval to the stream.
     pub fn push(
         &self,
-        figures: watcher::IntervalFigures,
+        figures: IntervalFigures,
         attached: usize,
         interval: Duration,
         empty: impl Fn(&str) -> Recording,
     ) {
-        let watcher::IntervalFigures {
+        let IntervalFigures {
             index,
             start_ns,
             names,
@@ -139,7 +150,7 @@ impl State {
         } = figures;
         // Made only for a reader, and outside the lock: a scrape never waits for it.
         let json = (self.stream.receiver_count() > 0).then(|| {
-            serde_json::to_string(&IntervalFigures {
+            serde_json::to_string(&fdprof_figures::Interval {
                 index,
                 start_ns,
                 duration_ns: daemon.duration_ns,

@@ -34,6 +34,7 @@ use crate::symbolize::{KernelSymbols, UserSymbolizer};
 
 use super::config::{Targets, Watch};
 use super::followed::Followed;
+use super::history::IntervalFigures;
 use super::log;
 
 /// The name of the one target of `-a`.
@@ -76,17 +77,6 @@ impl Settings {
             cpu_hz: watch.cpu_hz,
         }
     }
-}
-
-/// One interval's figures: each name's and the whole daemon's.
-pub struct IntervalFigures {
-    pub index: u64,
-    /// Start, since the daemon started.
-    pub start_ns: u64,
-    pub names: BTreeMap<String, Recording>,
-    pub daemon: Recording,
-    /// The interval's events, every process's, oldest first (time since the daemon started).
-    pub events: Vec<Event>,
 }
 
 pub struct Watcher {

@@ -1,0 +1,39 @@
+//! What the HTTP handlers ([`super::http`], [`super::page`], [`super::profiles`]) share: the
+//! state they read and how they answer a request they cannot serve.
+
+use std::sync::Arc;
+
+use axum::{http::StatusCode, response::Response};
+use prometheus_client::registry::Registry;
+
+use super::state::{Histories, State};
+
+/// What every handler reads.
+pub struct App {
+    pub state: Arc<State>,
+    pub registry: Registry,
+}
+
+/// A handler's answer: the response, or a status and its one-line reason.
+pub type Reply = Result<Response, (StatusCode, String)>;
+
+pub fn bad(message: impl Into<String>) -> (StatusCode, String) {
+    (StatusCode::BAD_REQUEST, message.into() + "\n")
+}
+
+/// 404 for a target name the daemon has no figures of, naming those it has (escaped).
+pub fn unknown_target(h: &Histories, name: &str) -> (StatusCode, String) {
+    let names: Vec<String> = h
+        .names
+        .keys()
+        .map(|n| crate::escape::name(n).into_owned())
+        .collect();
+    (
+        StatusCode::NOT_FOUND,
+        format!(
+            "no target named \"{}\" (targets: {})\n",
+            crate::escape::name(name),
+            names.join(", ")
+        ),
+    )
+}
