@@ -1,11 +1,12 @@
-//! What `record` and `top` share: the start-up (privileges, target, command, kallsyms, kernel
-//! discovery, attach), the stop signals passed on to a launched command, and the checks that
-//! end a profile (signal, the target's or the command's exit, a duration).
+//! What `record` and `top` share: the start-up (privileges, target, command, then the live
+//! stage's own start-up), the loop over the stage's ticks, the stop signals passed on to a
+//! launched command, and the checks that end a profile (signal, the target's or the command's
+//! exit, a duration).
 //!
 //! Everything that can be refused is refused before anything is attached.
 
 use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use fdprof_common::{
@@ -14,17 +15,17 @@ use fdprof_common::{
 };
 
 use crate::collect::{
-    Kernel, Profiler, ProfilerOptions, Resolved, TargetSpec,
+    Kernel, ProfilerOptions, Resolved, TargetSpec,
     cgroups::CgroupSet,
     launch::{self, Launched, Program},
-    stats::own_cpu_ns,
     target,
 };
-use crate::live::{Maps, Symbols};
+use crate::live::{
+    self, LiveInterval, Maps, Stage, StageOptions, SymbolsFrom, Tick, start::Started,
+};
 use crate::model::recording::Target;
 use crate::privileges::{self, Capability};
-use crate::probe::kallsyms::Kallsyms;
-use crate::symbolize::{KernelSymbols, SystemMaps, UserSymbolizer};
+use crate::symbolize::{KernelSymbols, SystemMaps};
 
 /// Stop signals (SIGINT, SIGTERM, SIGHUP) received.
 static STOP_SIGNALS: AtomicU32 = AtomicU32::new(0);
@@ -67,7 +68,7 @@ pub struct Request<'a> {
     pub forced: Option<Mode>,
     pub lock_only: bool,
     /// The slow-wait threshold of the events (`None`: the profiler's default).
-    pub slow: Option<std::time::Duration>,
+    pub slow: Option<Duration>,
     /// Time the fd syscalls entry to exit (`--latency`).
     pub latency: bool,
     /// Sample the target on CPU this many times a second per CPU (`--cpu`).
@@ -81,29 +82,42 @@ pub struct Request<'a> {
     /// A live view (`top`), which symbolizes each interval while its processes live; else a
     /// recording, which reads every process's maps to symbolize them at its end.
     pub live: bool,
+    /// The stage's clock (`None`: one interval, ended by the stop) and the intervals it runs.
+    pub interval: Option<Duration>,
+    pub count: Option<u64>,
+    /// The slow-wait events an interval keeps at most (`None`: they are not read).
+    pub events: Option<usize>,
 }
 
 /// A profile under way: the target, a launched command and the start.
 pub struct Session {
     pub resolved: Resolved,
-    /// The cgroups followed (`--cgroup`), for the live stage to read again each second.
-    pub cgroups: Option<CgroupSet>,
     pub launched: Option<Launched>,
     pub target: Target,
     /// fdprof's CPU time at attach.
     pub cpu_start: u64,
     pub started: Instant,
-    pub started_unix_ms: u64,
+}
+
+/// The live stage on a current-thread runtime of its own, driven from the main thread.
+pub struct Live {
+    /// Before the runtime: its rings go before the reactor they are registered with.
+    pub stage: Stage,
+    pub runtime: tokio::runtime::Runtime,
+}
+
+/// What [`Live::next`] found.
+pub enum Next {
+    Interval(Box<LiveInterval>),
+    /// The profile ends, for this reason.
+    End(EndReason),
 }
 
 /// Checks privileges, runs the subcommand's own `checks`, resolves the target and the command,
-/// discovers the kernel, launches the command (held before `exec`) and attaches; then lets the
-/// command run. A command that cannot run is refused and reaped; nothing stays attached.
-/// Returns the symbolizers for the live stage, the target's maps read.
-pub fn start(
-    request: Request,
-    checks: impl FnOnce() -> Result<()>,
-) -> Result<(Session, Profiler, Symbols)> {
+/// discovers the kernel, launches the command (held before `exec` until [`Session::go`]) and
+/// starts the live stage (`live::start`). A command that cannot run is refused and reaped;
+/// nothing stays attached.
+pub fn start(request: Request, checks: impl FnOnce() -> Result<()>) -> Result<(Session, Live)> {
     install_signal_handlers();
     // Kernel stacks are symbolized from /proc/kallsyms, whose addresses may need CAP_SYSLOG.
     let mut needed = privileges::LOAD_BPF.to_vec();
@@ -112,20 +126,12 @@ pub fn start(
     }
     privileges::require(request.command_name, &needed)?;
     checks()?;
-    let spec = request.spec;
-    let mut resolved = target::resolve(&spec)?;
-    let (program, command) = match &spec {
+    let mut resolved = target::resolve(&request.spec)?;
+    let (program, command) = match &request.spec {
         TargetSpec::Command(command) => (Some(Program::resolve(command)?), command.clone()),
         _ => (None, Vec::new()),
     };
-
-    // Read once: it is several MB, and both the stack symbolizer and the probe roles need it.
-    let kallsyms =
-        std::fs::read_to_string("/proc/kallsyms").context("cannot read /proc/kallsyms")?;
-    let mut kernel_syms = KernelSymbols::from_kallsyms(&kallsyms)?;
-    let kernel = Kernel::discover(&Kallsyms::parse(&kallsyms))?;
-    drop(kallsyms);
-
+    let (kernel, kernel_syms) = live::read_kernel()?;
     // Forked from the main thread: the parent-death signal follows the thread that forked.
     let launched = program
         .as_ref()
@@ -134,23 +140,10 @@ pub fn start(
     if let Some(l) = &launched {
         resolved.launched(l.pid);
     }
-    let defaults = ProfilerOptions::default();
-    let options = ProfilerOptions {
-        filter: resolved.filter,
-        forced: request.forced,
-        lock_only: request.lock_only,
-        slow: request.slow.unwrap_or(defaults.slow),
-        latency: request.latency,
-        cpu_hz: request.cpu_hz,
-        trace: request.trace,
-        children: resolved.children,
-    };
-    let mut cgroups =
-        (!resolved.cgroups.is_empty()).then(|| CgroupSet::new(resolved.cgroups.clone()));
-    let profiler = match Profiler::attach(&kernel, options)
-        .and_then(|mut p| fill_set(&mut p, &resolved, cgroups.as_mut()).map(|()| p))
-    {
-        Ok(p) => p,
+    let target = target_of(&resolved, command);
+    let stage = stage_request(&request, &resolved, target.clone(), kernel_syms);
+    let (live, started, cpu_start) = match Live::start(&kernel, stage) {
+        Ok(started) => started,
         Err(e) => {
             if let Some(l) = launched {
                 l.abandon();
@@ -158,12 +151,74 @@ pub fn start(
             return Err(e);
         }
     };
-    // fdprof's own programs exist from now on: name their frames (an interrupt can land while
-    // one runs). Without them, such frames stay `[unknown]`.
-    if let Ok(now) = std::fs::read_to_string("/proc/kallsyms") {
-        kernel_syms.add_bpf_programs(&now);
+    let session = Session {
+        resolved,
+        launched,
+        target,
+        cpu_start,
+        started,
+    };
+    Ok((session, live))
+}
+
+/// What the live stage attaches, follows and reads for `request` on the `resolved` target.
+fn stage_request(
+    request: &Request,
+    resolved: &Resolved,
+    target: Target,
+    kernel_syms: KernelSymbols,
+) -> live::Request {
+    let kind = resolved.kind;
+    let maps = match (kind, resolved.pid) {
+        (TargetKind::All, _) if request.live => Maps::Starts,
+        (TargetKind::All, _) => Maps::System(SystemMaps::new()),
+        (TargetKind::Pids | TargetKind::Cgroup, _) | (_, None) => Maps::set(),
+        (_, Some(pid)) => Maps::One(pid),
+    };
+    let mut notes = Vec::new();
+    if request.live && kind == TargetKind::All {
+        notes.push("user stacks are not symbolized in system-wide mode".into());
     }
-    let target = Target {
+    live::Request {
+        options: ProfilerOptions {
+            filter: resolved.filter,
+            forced: request.forced,
+            lock_only: request.lock_only,
+            slow: request.slow.unwrap_or(ProfilerOptions::default().slow),
+            latency: request.latency,
+            cpu_hz: request.cpu_hz,
+            trace: request.trace,
+            children: resolved.children,
+        },
+        symbols: SymbolsFrom::Kernel(kernel_syms),
+        maps,
+        pids: resolved.pids.clone(),
+        cgroups: (!resolved.cgroups.is_empty()).then(|| CgroupSet::new(resolved.cgroups.clone())),
+        target,
+        raw_addrs: request.raw_addrs,
+        notes: Some(notes),
+        stage: StageOptions {
+            interval: request.interval,
+            count: request.count,
+            events: request.events,
+            // The kernel tells of each fork and exec, to read the process's maps at once: a
+            // recording's every process (its stacks symbolize after it exits), a set's members
+            // as they join.
+            starts: match request.live {
+                true => matches!(kind, TargetKind::Pids | TargetKind::Cgroup),
+                false => kind.per_process(),
+            },
+            // A live view symbolizes each interval while its processes live; a recording keeps
+            // every snapshot for its end.
+            trim: request.live,
+            stats_origin: None,
+        },
+    }
+}
+
+/// The target as a recording names it.
+fn target_of(resolved: &Resolved, command: Vec<String>) -> Target {
+    Target {
         kind: resolved.kind,
         pid: resolved.pid,
         pids: resolved.pids.clone(),
@@ -174,40 +229,43 @@ pub fn start(
         comm: resolved.comm.clone(),
         exit_status: None,
         threads: None,
-    };
-    let cpu_start = own_cpu_ns();
-    let started = Instant::now();
-    let started_unix_ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_millis() as u64;
-    let maps = match (resolved.kind, resolved.pid) {
-        (TargetKind::All, _) if request.live => Maps::Starts,
-        (TargetKind::All, _) => Maps::System(SystemMaps::new()),
-        (TargetKind::Pids | TargetKind::Cgroup, _) | (_, None) => Maps::set(),
-        (_, Some(pid)) => Maps::One(pid),
-    };
-    let mut symbols = Symbols::new(
-        kernel_syms,
-        UserSymbolizer::new(),
-        maps,
-        profiler.attached_ns(),
-        request.raw_addrs,
-    );
-    symbols.follow(&resolved.pids);
-    if let Some(set) = &cgroups {
-        symbols.follow(&set.joined);
     }
-    let session = Session {
-        cgroups,
-        resolved,
-        launched,
-        target,
-        cpu_start,
-        started,
-        started_unix_ms,
-    };
-    Ok((session, profiler, symbols))
+}
+
+impl Live {
+    /// [`live::start`] on a runtime of its own; when it started, and fdprof's CPU time then.
+    fn start(kernel: &Kernel, request: live::Request) -> Result<(Self, Instant, u64)> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("cannot start the collector's runtime")?;
+        let Started { stage, at, cpu_ns } = {
+            let _inside = runtime.enter();
+            live::start(kernel, request).map_err(|failed| failed.error)?
+        };
+        Ok((Self { stage, runtime }, at, cpu_ns))
+    }
+
+    /// Drives the stage until its next interval or the end of the profile: `ended` says why the
+    /// profile ends now, if it does, before each wait of at most `poll`. The stage's count run
+    /// out ends it as interrupted.
+    pub fn next(
+        &mut self,
+        poll: Duration,
+        mut ended: impl FnMut() -> Option<EndReason>,
+    ) -> Result<Next> {
+        loop {
+            if let Some(reason) = ended() {
+                return Ok(Next::End(reason));
+            }
+            match self.runtime.block_on(self.stage.next(Some(poll)))? {
+                Tick::Interval(interval) => return Ok(Next::Interval(interval)),
+                // The maps of processes that started are read by the stage.
+                Tick::Started(_) | Tick::Idle => {}
+                Tick::Ended => return Ok(Next::End(EndReason::Interrupted)),
+            }
+        }
+    }
 }
 
 impl Session {
@@ -301,34 +359,4 @@ impl Session {
             }
         })
     }
-
-    /// Whether figures are kept per process (`-a`, a set of processes).
-    pub fn per_process(&self) -> bool {
-        self.target.kind.per_process()
-    }
-}
-
-/// Puts a target set's processes in the programs' set (with `--children`, bringing the
-/// processes they start; with `--cgroup`, the cgroups' processes and the cgroups to watch for
-/// moves), before anything is read.
-fn fill_set(
-    profiler: &mut Profiler,
-    resolved: &Resolved,
-    cgroups: Option<&mut CgroupSet>,
-) -> Result<()> {
-    if let Some(set) = cgroups {
-        set.pass(profiler)?;
-    }
-    use fdprof_common::targets::{TargetEntry, flag};
-    let flags = if resolved.children { flag::CHILDREN } else { 0 };
-    for (slot, &pid) in resolved.pids.iter().enumerate() {
-        let entry = TargetEntry {
-            slot: slot as u32,
-            flags,
-        };
-        if profiler.add_target(pid, entry)?.is_err() {
-            anyhow::bail!("cannot follow pid {pid}: the target set is full");
-        }
-    }
-    Ok(())
 }

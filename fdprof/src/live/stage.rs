@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::pin::Pin;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use fdprof_figures::Event;
 use tokio::time::{self, Instant, Sleep};
 
@@ -176,25 +176,6 @@ impl Stage {
             cgroups: None,
             ended: false,
         })
-    }
-
-    /// [`Stage::start`] on a current-thread runtime of its own, for a command that drives the
-    /// stage from its main thread (`runtime.block_on(stage.next(…))`).
-    pub fn start_on_own_runtime(
-        profiler: Profiler,
-        symbols: Symbols,
-        facts: Facts,
-        opts: StageOptions,
-    ) -> Result<(tokio::runtime::Runtime, Self)> {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .context("cannot start the collector's runtime")?;
-        let stage = {
-            let _inside = runtime.enter();
-            Self::start(profiler, symbols, facts, opts)?
-        };
-        Ok((runtime, stage))
     }
 
     /// Reads `cgroups` again every second from now on, their new processes followed.

@@ -17,13 +17,13 @@ use fdprof_common::{
 use fdprof_figures::Event;
 
 use crate::collect::{
-    Filter, Kernel, Profiler, ProfilerOptions, Snapshot,
+    Filter, Kernel, ProfilerOptions, Snapshot,
     profiler::monotonic_ns,
     starts::StartBatch,
     stats::own_cpu_ns,
     steal::{CpuTimes, tick_ns},
 };
-use crate::live::{Facts, Maps, Stage, StageOptions, Symbols, Tick};
+use crate::live::{self, Maps, Stage, StageOptions, Symbols, SymbolsFrom, Tick};
 use crate::model::{
     Recording,
     assemble::{self, Run},
@@ -225,81 +225,73 @@ impl Watcher {
         if self.stage.is_some() {
             return;
         }
-        let settings = Settings::of(&self.watch);
-        let options = ProfilerOptions {
-            filter: if settings.all {
-                Filter::All
-            } else {
-                Filter::Set {
-                    max: u32::try_from(self.max_processes).unwrap_or(u32::MAX),
-                }
-            },
-            forced: settings.forced,
-            lock_only: settings.lock_only,
-            slow: self.watch.slow,
-            latency: self.watch.latency,
-            cpu_hz: self.watch.cpu_hz,
-            trace: false,
-            children: false,
-        };
-        if self.symbols.is_none() {
+        let Some(symbols) = self.symbols.take() else {
             log::error("cannot load the programs: kernel stacks cannot be symbolized");
             *self.followed.dropped.entry(ATTACH_FAILED).or_default() += 1;
             return;
-        }
-        let profiler = match Profiler::attach(&self.kernel, options) {
-            Ok(p) => p,
-            Err(e) => {
-                log::error(&format!("cannot load the programs: {e:#}"));
+        };
+        let settings = Settings::of(&self.watch);
+        let request = live::Request {
+            options: ProfilerOptions {
+                filter: match settings.all {
+                    true => Filter::All,
+                    false => Filter::Set {
+                        max: u32::try_from(self.max_processes).unwrap_or(u32::MAX),
+                    },
+                },
+                forced: settings.forced,
+                lock_only: settings.lock_only,
+                slow: self.watch.slow,
+                latency: self.watch.latency,
+                cpu_hz: self.watch.cpu_hz,
+                trace: false,
+                children: false,
+            },
+            symbols: SymbolsFrom::Kept(Box::new(symbols)),
+            maps: match settings.all {
+                true => Maps::Starts,
+                false => Maps::set(),
+            },
+            pids: Vec::new(),
+            cgroups: None,
+            target: self.target(),
+            raw_addrs: false,
+            // The daemon's figures carry no run notes: they add up over its whole life.
+            notes: None,
+            stage: StageOptions {
+                events: Some(EVENTS),
+                starts: true,
+                trim: true,
+                // Every load times the statistics windows from the daemon's start.
+                stats_origin: Some(self.started),
+                ..StageOptions::default()
+            },
+        };
+        // Inside the runtime (the caller's): the rings register with its reactor.
+        let mut stage = match live::start(&self.kernel, request) {
+            Ok(started) => started.stage,
+            Err(failed) => {
+                log::error(&format!("cannot load the programs: {:#}", failed.error));
                 *self.followed.dropped.entry(ATTACH_FAILED).or_default() += 1;
+                // Symbolizers the stage took went with it: start them afresh.
+                self.symbols = failed.symbols.map(|s| *s).or_else(|| self.fresh_symbols());
                 return;
             }
         };
-        let Some(mut symbols) = self.symbols.take() else {
-            return;
-        };
-        // Name the programs' frames.
-        if let Ok(now) = std::fs::read_to_string("/proc/kallsyms") {
-            symbols.kernel.add_bpf_programs(&now);
-        }
-        symbols.set_maps(match settings.all {
-            true => Maps::Starts,
-            false => Maps::set(),
-        });
-        self.mode = profiler.mode();
-        self.probes = profiler.attachments().clone();
+        let facts = &stage.assembler().facts;
+        (self.mode, self.probes) = (facts.mode, facts.probes.clone());
+        let latency = facts.syscall_latency;
         self.blank = blank(
-            &mut symbols,
+            &mut stage.assembler().symbols,
             self.mode,
             self.probes.clone(),
-            profiler.syscall_latency(),
+            latency,
         );
         log::info(&format!("probes attach in {} mode", self.mode));
         if settings.all {
             log::info("profiling every process");
         }
-        let mut facts = Facts::of(&profiler, self.target(), unix_ms());
-        // The daemon's figures carry no run notes: they add up over its whole life.
-        facts.notes.clear();
-        let options = StageOptions {
-            events: Some(EVENTS),
-            starts: true,
-            trim: true,
-            // Every load times the statistics windows from the daemon's start.
-            stats_origin: Some(self.started),
-            ..StageOptions::default()
-        };
-        // Inside the runtime (the caller's): the rings register with its reactor.
-        match Stage::start(profiler, symbols, facts, options) {
-            Ok(stage) => self.stage = Some(Loaded { stage, settings }),
-            Err(e) => {
-                log::error(&format!("cannot read the programs: {e:#}"));
-                *self.followed.dropped.entry(ATTACH_FAILED).or_default() += 1;
-                // The symbolizers went with the profiler: start them afresh.
-                self.symbols = self.fresh_symbols();
-                return;
-            }
-        }
+        self.stage = Some(Loaded { stage, settings });
         self.match_comms();
     }
 

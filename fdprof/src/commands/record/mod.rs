@@ -7,20 +7,16 @@
 use std::time::Duration;
 
 use anyhow::Result;
-use fdprof_common::{
-    counters::drop,
-    session::{EndReason, TargetKind},
-};
+use fdprof_common::session::{EndReason, TargetKind};
 
 use super::args::ProbeArgs;
 use super::args::TargetArgs;
-use super::session::{self, Request, Session, Streams};
+use super::session::{self, Live, Next, Request, Session, Streams};
 mod trace;
 use crate::collect::{TargetSpec, counters::ThreadCounters, stats::own_cpu_ns};
-use crate::live::{Facts, Stage, StageOptions, Tick};
-use crate::model::{counters::Counters, merge, series::Series};
+use crate::live::stage::Finished;
+use crate::model::{Recording, counters::Counters, series::Series};
 use crate::output::Output;
-use crate::symbolize::system;
 
 #[derive(clap::Args, Debug)]
 #[command(group(clap::ArgGroup::new("target").required(true).args(["pid", "cgroup", "tid", "all", "command"])))]
@@ -83,23 +79,14 @@ pub fn run(args: RecordArgs) -> Result<()> {
             "--trace follows one process and its forks: give -p once, without --children",
         ));
     }
-    let request = Request {
-        command_name: "fdprof record",
-        spec: args.target(),
-        forced: args.probe.mode.forced(),
-        lock_only: args.probe.lock_only,
-        slow: None,
-        latency: args.probe.latency,
-        cpu_hz: args.probe.cpu_hz(),
-        trace: args.trace,
-        streams: Streams::Inherit,
-        raw_addrs: args.raw_addrs,
-        live: false,
-    };
-    let (mut session, mut profiler, symbols) = session::start(request, || args.output.check())?;
+    let (mut session, mut live) = session::start(request(&args), || args.output.check())?;
     // The table is read while a launched command is still held, before its first operation.
     let tracing = match args.trace {
-        true => Some(trace::start(&mut profiler, &session, args.trace_limit)?),
+        true => Some(trace::start(
+            live.stage.profiler_mut(),
+            &session,
+            args.trace_limit,
+        )?),
         false => None,
     };
     // Opened on a launched command's held thread, so its whole run is counted.
@@ -108,117 +95,22 @@ pub fn run(args: RecordArgs) -> Result<()> {
         .flatten();
     let counters = counted.as_deref().map(ThreadCounters::open);
     session.go()?;
-    let attached = format!(
-        "fdprof: attached ({} mode{}), recording {}{}; Ctrl-C to stop",
-        profiler.mode(),
-        profiler
-            .cpu_event()
-            .map(|e| format!(", on-CPU samples on {e} at {} Hz", args.probe.freq))
-            .unwrap_or_default(),
-        session.target.describe(),
-        args.duration
-            .map(|d| format!(", for {d:?}"))
-            .unwrap_or_default()
-    );
-
-    let mut facts = Facts::of(&profiler, session.target.clone(), session.started_unix_ms);
-    facts.raw_addrs = args.raw_addrs;
-    let all = session.target.kind == TargetKind::All;
-    let options = StageOptions {
-        // Without --interval, the run is one interval, ended by the stop.
-        interval: args.interval,
-        // System-wide and for a set, the kernel tells of each fork and exec (of a process of
-        // the set), to read its maps at once: its stacks symbolize after it exits.
-        starts: session.per_process(),
-        ..StageOptions::default()
-    };
-    let (runtime, mut stage) = Stage::start_on_own_runtime(profiler, symbols, facts, options)?;
-    stage.follow_cgroups(session.cgroups.take());
     // One line once everything is live, the stage's rings included (with -a, a process
     // started before them would not be told of), which scripts wait for.
-    eprintln!("{attached}");
+    eprintln!("{}", attached(&args, &live, &session));
     let mut series = args.interval.map(|interval| Series {
         interval_ns: interval.as_nanos() as u64,
         samples: Vec::new(),
     });
-    let (end_reason, duration_ns) =
-        record_until_the_end(&args, &runtime, &mut stage, &mut session, series.as_mut())?;
-    let mut finished = stage.finish()?; // detached before the slow part
-    let assembler = &mut finished.assembler;
-    if let (Some(series), Some(last)) = (series.as_mut(), finished.last.as_ref()) {
-        series.samples.push(assembler.sample(last));
-    }
-    let snap = &finished.total;
-    let trace = tracing.map(|t| t.finish(snap, args.raw_addrs));
-    let counters = counters.map(ThreadCounters::read);
-    let notes = &mut assembler.facts.notes;
-    if snap.stats_window.is_zero() {
-        // BPF_ENABLE_STATS takes CAP_SYS_ADMIN, which CAP_BPF and CAP_PERFMON do not give.
-        notes.push(
-            "BPF run-time statistics could not be switched on (that takes CAP_SYS_ADMIN): \
-             the programs' run times were not measured"
-                .into(),
-        );
-    }
-    // The recording ended first (-d): the command must not outlive fdprof.
-    session.end_command();
-    assembler.facts.target.exit_status = session.target.exit_status;
-    notes.push(if args.trace {
-        "aggregated in the kernel, but for the fd trace, whose ring buffer can fill (trace.lost)"
-            .into()
-    } else {
-        "aggregated in the kernel: no ring buffer, so nothing is lost to a full buffer".into()
-    });
-    let mut over_bounds = 0;
-    if let Some(system) = assembler.symbols.system() {
-        let starts = system.start_counts();
-        over_bounds = starts.over_bounds;
-        notes.push(format!(
-            "user stacks of every process: maps read as the kernel told of each fork or exec \
-             ({} starts: {} processes read at once in {:.1} ms, {} gone before they could be \
-             read, {} past the bounds, {} repeated) and by a pass over /proc a second ({} snapshots in all; at \
-             most {} starts read a second, {} processes followed, {} snapshots)",
-            starts.received,
-            starts.snapshotted,
-            starts.read_ns as f64 / 1e6,
-            starts.gone,
-            starts.over_bounds,
-            starts.repeated,
-            system.taken(),
-            system::MAX_STARTS_PER_SECOND,
-            system::MAX_PROCESSES,
-            system::MAX_SNAPSHOTS
-        ));
-    }
-    if all && !args.no_counters {
-        notes.push("per-thread counters are not collected in system-wide mode (-a)".into());
-    }
-    if let Some(c) = &counters {
-        notes.extend(c.notes.iter().cloned());
-    }
-
-    let cpu_ns = own_cpu_ns().saturating_sub(session.cpu_start);
-    let mut recording =
-        assembler.whole(snap, Duration::from_nanos(duration_ns), end_reason, cpu_ns);
-    recording.series = series;
-    recording.counters = counters.as_ref().map(Counters::from);
-    // The starts left unread past the snapshot bounds count with the kernel's drops, as
-    // `processes`/`limit` (the kernel counts a full ring as `processes`/`ringbuf_full`).
-    if session.per_process() {
-        merge::add_drop(
-            &mut recording.drops,
-            drop::PROBE_NAMES[drop::PROBE_PROCESSES as usize],
-            drop::REASON_NAMES[drop::LIMIT as usize],
-            over_bounds,
-        );
-    }
-    if let Some(t) = trace {
-        eprintln!(
-            "fdprof: traced {} fd-table operations ({} lost, {} past --trace-limit)",
-            t.events, t.lost, t.over_limit
-        );
-        trace::add_to(&mut recording, t);
-    }
+    let end = record_until_the_end(&args, &mut live, &mut session, series.as_mut())?;
+    let duration = session.started.elapsed();
+    let finished = live.stage.finish()?; // detached before the slow part
+    let kept = Kept {
+        tracing,
+        counters,
+        series,
+    };
+    let recording = whole(&args, finished, &mut session, kept, end, duration);
     recording.write(&args.output)?;
     let waits: u64 = recording.contention.iter().map(|c| c.count).sum();
     let calls: u64 = recording.syscalls.iter().map(|s| s.calls).sum();
@@ -230,45 +122,123 @@ pub fn run(args: RecordArgs) -> Result<()> {
     eprintln!(
         "fdprof: wrote {} ({:.2}s, {}{command_status}): {calls} fd syscalls, {waits} lock waits, {} dropped",
         crate::escape::name(&args.output.to_string()),
-        duration_ns as f64 / 1e9,
-        end_reason.name(),
+        duration.as_secs_f64(),
+        end.name(),
         recording.total_drops()
     );
     Ok(())
+}
+
+/// What `args` ask of the start-up.
+fn request(args: &RecordArgs) -> Request<'static> {
+    Request {
+        command_name: "fdprof record",
+        spec: args.target(),
+        forced: args.probe.mode.forced(),
+        lock_only: args.probe.lock_only,
+        slow: None,
+        latency: args.probe.latency,
+        cpu_hz: args.probe.cpu_hz(),
+        trace: args.trace,
+        streams: Streams::Inherit,
+        raw_addrs: args.raw_addrs,
+        live: false,
+        // Without --interval, the run is one interval, ended by the stop.
+        interval: args.interval,
+        count: None,
+        events: None,
+    }
+}
+
+/// The line that says the recording runs.
+fn attached(args: &RecordArgs, live: &Live, session: &Session) -> String {
+    let profiler = live.stage.profiler();
+    format!(
+        "fdprof: attached ({} mode{}), recording {}{}; Ctrl-C to stop",
+        profiler.mode(),
+        profiler
+            .cpu_event()
+            .map(|e| format!(", on-CPU samples on {e} at {} Hz", args.probe.freq))
+            .unwrap_or_default(),
+        session.target.describe(),
+        args.duration
+            .map(|d| format!(", for {d:?}"))
+            .unwrap_or_default()
+    )
 }
 
 /// How often the end of the recording (signal, exit, `-d`) is checked.
 const POLL: Duration = Duration::from_millis(20);
 
 /// Runs the stage until the recording ends, adding each interval's sample to `series`; a
-/// launched command's exit status goes into the session's target. Returns why it ended and
-/// how long it ran (ns).
+/// launched command's exit status goes into the session's target. Why it ended.
 fn record_until_the_end(
     args: &RecordArgs,
-    runtime: &tokio::runtime::Runtime,
-    stage: &mut Stage,
+    live: &mut Live,
     session: &mut Session,
     mut series: Option<&mut Series>,
-) -> Result<(EndReason, u64)> {
+) -> Result<EndReason> {
     loop {
-        if let Some(reason) = session.end_reason(args.duration) {
-            return Ok((reason, session.started.elapsed().as_nanos() as u64));
-        }
-        match runtime.block_on(stage.next(Some(POLL)))? {
-            Tick::Interval(interval) => {
+        match live.next(POLL, || session.end_reason(args.duration))? {
+            Next::Interval(interval) => {
                 if let Some(series) = series.as_deref_mut() {
-                    series.samples.push(stage.assembler().sample(&interval));
+                    series
+                        .samples
+                        .push(live.stage.assembler().sample(&interval));
                 }
             }
-            // The maps of processes that started are read by the stage.
-            Tick::Started(_) | Tick::Idle => {}
-            // Record sets no count: the clock runs until the end.
-            Tick::Ended => {
-                return Ok((
-                    EndReason::Interrupted,
-                    session.started.elapsed().as_nanos() as u64,
-                ));
-            }
+            Next::End(reason) => return Ok(reason),
         }
     }
+}
+
+/// What record keeps besides the stage while it runs.
+struct Kept {
+    tracing: Option<trace::Tracing>,
+    counters: Option<ThreadCounters>,
+    series: Option<Series>,
+}
+
+/// The recording of the whole profile, `duration` long, ended by `end`: the stage's, with
+/// the series, the counters and the trace; a command still running is ended.
+fn whole(
+    args: &RecordArgs,
+    mut finished: Finished,
+    session: &mut Session,
+    kept: Kept,
+    end: EndReason,
+    duration: Duration,
+) -> Recording {
+    let Kept {
+        tracing,
+        counters,
+        mut series,
+    } = kept;
+    if let (Some(series), Some(last)) = (series.as_mut(), finished.last.as_ref()) {
+        series.samples.push(finished.assembler.sample(last));
+    }
+    let trace = tracing.map(|t| t.finish(&finished.total, args.raw_addrs));
+    let counters = counters.map(ThreadCounters::read);
+    // The recording ended first (-d): the command must not outlive fdprof.
+    session.end_command();
+    finished.assembler.facts.target.exit_status = session.target.exit_status;
+    let cpu_ns = own_cpu_ns().saturating_sub(session.cpu_start);
+    let mut recording = finished.whole(duration, end, cpu_ns, args.trace);
+    if session.target.kind == TargetKind::All && !args.no_counters {
+        let note = "per-thread counters are not collected in system-wide mode (-a)";
+        recording.notes.push(note.into());
+    }
+    if let Some(c) = &counters {
+        recording.notes.extend(c.notes.iter().cloned());
+    }
+    recording.series = series;
+    recording.counters = counters.as_ref().map(Counters::from);
+    if let Some(t) = trace {
+        eprintln!(
+            "fdprof: traced {} fd-table operations ({} lost, {} past --trace-limit)",
+            t.events, t.lost, t.over_limit
+        );
+        trace::add_to(&mut recording, t);
+    }
+    recording
 }

@@ -13,20 +13,17 @@ use std::sync::{
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use fdprof_common::{
-    counters::drop,
-    session::{EndReason, TargetKind},
-};
+use fdprof_common::{counters::drop, session::EndReason};
 
 mod playback;
 
 use super::args::ProbeArgs;
 use super::args::TargetArgs;
 use super::command_output::CommandOutput;
-use super::session::{self, Request, Session, Streams};
+use super::session::{self, Live, Next, Request, Session, Streams};
 use crate::analysis::{self, Interval, ReportOptions};
 use crate::collect::{Snapshot, TargetSpec, target};
-use crate::live::{Assembler, Facts, LiveInterval, Stage, StageOptions, Tick};
+use crate::live::{Assembler, LiveInterval};
 use crate::model::{merge, window};
 use crate::output::Output;
 use crate::render::human;
@@ -201,50 +198,17 @@ pub fn run(args: TopArgs) -> Result<()> {
     if let Some(path) = &args.from {
         return playback::run(&args, path);
     }
-    let request = Request {
-        command_name: "fdprof top",
-        spec: args.target(),
-        forced: args.probe.mode.forced(),
-        lock_only: args.probe.lock_only,
-        slow: args.slow,
-        latency: args.probe.latency,
-        cpu_hz: args.probe.cpu_hz(),
-        trace: false,
-        streams: match Sink::is_screen(&args) {
-            true => Streams::Captured,
-            false => Streams::Inherit,
-        },
-        raw_addrs: false,
-        live: true,
-    };
-    let (mut session, profiler, symbols) = session::start(request, || Ok(()))?;
+    let (mut session, mut live) = session::start(request(&args), || Ok(()))?;
     let command_output = session.take_output().map(CommandOutput::start);
-    let mut facts = Facts::of(&profiler, session.target.clone(), session.started_unix_ms);
-    if session.target.kind == TargetKind::All {
-        facts
-            .notes
-            .push("user stacks are not symbolized in system-wide mode".into());
-    }
     let sink = Sink::choose(&args);
     if !matches!(sink, Sink::Screen { .. }) {
         eprintln!(
             "fdprof: watching {} ({} mode, every {:?}); Ctrl-C to stop",
             session.target.describe(),
-            profiler.mode(),
+            live.stage.profiler().mode(),
             args.interval
         );
     }
-    let options = StageOptions {
-        interval: Some(args.interval),
-        count: args.count,
-        events: Some(EVENTS),
-        // A set's members' maps are read as they join.
-        starts: matches!(session.target.kind, TargetKind::Pids | TargetKind::Cgroup),
-        trim: true,
-        stats_origin: None,
-    };
-    let (runtime, mut stage) = Stage::start_on_own_runtime(profiler, symbols, facts, options)?;
-    stage.follow_cgroups(session.cgroups.take());
     // The events are read from here on: a launched command runs now.
     session.go()?;
     let mut view = View {
@@ -254,28 +218,8 @@ pub fn run(args: TopArgs) -> Result<()> {
         kept: VecDeque::new(),
         interval_ns: args.interval.as_nanos() as u64,
     };
-    let mut end = EndReason::Interrupted;
-    loop {
-        let reason = match view.sink.closed() {
-            true => Some(EndReason::Interrupted),
-            false => session.end_reason(None),
-        };
-        if let Some(reason) = reason {
-            end = reason;
-            break;
-        }
-        view.save_if_asked();
-        let interval = match runtime.block_on(stage.next(Some(POLL)))? {
-            Tick::Idle | Tick::Started(_) => continue,
-            Tick::Ended => break,
-            Tick::Interval(interval) => interval,
-        };
-        view.show(&interval, EndReason::Duration, stage.assembler(), &session)?;
-        if view.write_error.is_some() || interval.last {
-            break;
-        }
-    }
-    let mut finished = stage.finish()?;
+    let end = watch(&mut live, &mut session, &mut view)?;
+    let mut finished = live.stage.finish()?;
     session.end_command();
     if let Some(last) = finished.last.take()
         && view.write_error.is_none()
@@ -288,6 +232,59 @@ pub fn run(args: TopArgs) -> Result<()> {
         eprint!("{text}");
     }
     closed
+}
+
+/// What `args` ask of the start-up.
+fn request(args: &TopArgs) -> Request<'static> {
+    Request {
+        command_name: "fdprof top",
+        spec: args.target(),
+        forced: args.probe.mode.forced(),
+        lock_only: args.probe.lock_only,
+        slow: args.slow,
+        latency: args.probe.latency,
+        cpu_hz: args.probe.cpu_hz(),
+        trace: false,
+        streams: match Sink::is_screen(args) {
+            true => Streams::Captured,
+            false => Streams::Inherit,
+        },
+        raw_addrs: false,
+        live: true,
+        interval: Some(args.interval),
+        count: args.count,
+        events: Some(EVENTS),
+    }
+}
+
+/// Shows each interval until the profile ends (`q`, a signal, the target's exit, `-n`, nobody
+/// reading any more); why it ended.
+fn watch(live: &mut Live, session: &mut Session, view: &mut View) -> Result<EndReason> {
+    loop {
+        let next = live.next(POLL, || {
+            let reason = match view.sink.closed() {
+                true => Some(EndReason::Interrupted),
+                false => session.end_reason(None),
+            };
+            if reason.is_none() {
+                view.save_if_asked();
+            }
+            reason
+        })?;
+        let interval = match next {
+            Next::Interval(interval) => interval,
+            Next::End(reason) => return Ok(reason),
+        };
+        view.show(
+            &interval,
+            EndReason::Duration,
+            live.stage.assembler(),
+            session,
+        )?;
+        if view.write_error.is_some() || interval.last {
+            return Ok(EndReason::Interrupted);
+        }
+    }
 }
 
 /// Where the intervals go, and what the cumulative view counts from.
