@@ -12,6 +12,7 @@ use fdprof_common::{
     probes::Mode,
     session::{EndReason, TargetKind},
 };
+use fdprof_recording::recording::Target;
 
 use crate::collect::{
     Kernel, Profiler, ProfilerOptions, Resolved, TargetSpec,
@@ -21,7 +22,6 @@ use crate::collect::{
     target,
 };
 use crate::live::{Maps, Symbols};
-use crate::model::recording::Target;
 use crate::privileges::{self, Capability};
 use crate::probe::kallsyms::Kallsyms;
 use crate::symbolize::{KernelSymbols, SystemMaps, UserSymbolizer};

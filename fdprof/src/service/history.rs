@@ -9,7 +9,9 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use crate::model::{Recording, merge, recording::Frame, window};
+use fdprof_recording::{Recording, recording::Frame};
+
+use crate::model::{merge, window};
 
 use super::config::bounds;
 
@@ -190,7 +192,7 @@ impl History {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::recording::ContentionSite;
+    use fdprof_recording::recording::ContentionSite;
 
     fn frame(f: &str) -> Frame {
         Frame {

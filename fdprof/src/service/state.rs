@@ -7,10 +7,10 @@ use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 use std::time::Duration;
 
 use fdprof_figures::Interval as IntervalFigures;
+use fdprof_recording::Recording;
 use tokio::sync::broadcast;
 
 use crate::analysis::{self, ReportOptions};
-use crate::model::Recording;
 
 use super::history::{History, Interval};
 use super::watcher;
