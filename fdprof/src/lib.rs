@@ -7,7 +7,8 @@
 //! the binary's own, not API; the binary is a thin `main` over [`main`]. `docs/architecture.md` draws the whole path.
 //!
 //! The API is what a program that records, reads or renders fd-table profiles needs: the
-//! recording format and its reader ([`model`]), the figures ([`analysis`]), their renderers
+//! recording's builders ([`model`]; the format and its reader are the `fdprof_recording`
+//! crate), the figures ([`analysis`]), their renderers
 //! ([`render`]), and the collector with its probes and symbolizers ([`collect`], [`probe`],
 //! [`symbolize`]); their helpers, the live stage, the support modules and the binary's own
 //! modules are `pub(crate)`.
@@ -26,7 +27,9 @@ pub mod analysis;
 pub mod collect;
 mod commands;
 mod error;
-mod escape;
+// Names read back from a recording are escaped where the format makes figures of them, so the
+// one escaping lives with the format.
+use fdprof_recording::escape;
 mod live;
 pub mod model;
 pub mod output;
@@ -38,5 +41,5 @@ mod service;
 pub mod symbolize;
 #[cfg(any(test, feature = "testdata"))]
 #[doc(hidden)]
-pub mod testdata;
+pub use fdprof_recording::testdata;
 mod tui;

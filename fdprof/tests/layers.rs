@@ -1,6 +1,8 @@
 //! The data path runs one way: probe → collect → (symbolize) → model → analysis → render →
 //! commands. No module may name one of a later stage: this reads every `crate::…` path in
-//! `fdprof/src` and checks it against the stages each module may use.
+//! `fdprof/src` and checks it against the stages each module may use. The recording format is
+//! the `fdprof-recording` crate, below all of them: cargo keeps it from naming any of them.
+//! (`crate::escape` and `crate::testdata` are that crate's, imported at fdprof's root.)
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -8,7 +10,6 @@ use std::path::Path;
 /// Each top-level module and the modules it may use, besides itself and the test fixtures.
 const MAY_USE: &[(&str, &[&str])] = &[
     ("error", &[]),
-    ("escape", &[]),
     ("output", &["error"]),
     ("procfs", &[]),
     ("privileges", &["error", "escape"]),
@@ -17,7 +18,7 @@ const MAY_USE: &[(&str, &[&str])] = &[
     ("symbolize", &["procfs", "error", "escape"]),
     (
         "model",
-        &["collect", "symbolize", "probe", "error", "escape", "output"],
+        &["collect", "symbolize", "probe", "error", "escape"],
     ),
     (
         "live",
@@ -63,7 +64,6 @@ const MAY_USE: &[(&str, &[&str])] = &[
         "tui",
         &["analysis", "render", "model", "error", "escape", "output"],
     ),
-    ("testdata", &["model", "collect"]),
 ];
 
 /// The top-level modules named by `crate::NAME` in `text`.
@@ -138,26 +138,8 @@ fn the_checker_sees_paths() {
     );
 }
 
-/// The recording format: what a recording file holds and how it is read back. These files
-/// name no collector or symbolizer code and none of the model's builders, so the format can be
-/// read on its own; the conversions live with the builders (`convert`, `sample`, `lock_names`,
-/// `trace/build`).
-const FORMAT: &[&str] = &[
-    "recording",
-    "hist",
-    "bounded",
-    "lock",
-    "counters",
-    "series",
-    "read",
-    "budget",
-    "trace",
-];
-/// The builder in a format's directory.
-const NOT_FORMAT: &[&str] = &["trace/build.rs"];
-
-/// The model's files outside their tests: (module, file name, text).
-fn model_files() -> Vec<(String, String, String)> {
+/// The model's files outside their tests: (module, text).
+fn model_files() -> Vec<(String, String)> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/model");
     let mut files = Vec::new();
     sources(&dir, &mut files);
@@ -184,28 +166,19 @@ fn model_files() -> Vec<(String, String, String)> {
                 .filter(|l| !l.trim_start().starts_with("//"))
                 .collect::<Vec<_>>()
                 .join("\n");
-            (module, rel.display().to_string(), code)
+            (module, code)
         })
         .collect()
 }
 
-/// The model modules `code` (of a file in `module`) names: `crate::model::X`, and `super::X`
-/// from a top-level file of the model (within `trace/`, `super::super::X`).
-fn model_uses(module: &str, file: &str, code: &str, modules: &[String]) -> Vec<String> {
+/// The model modules `code` (of a file in `module`) names: `crate::model::X` and `super::X`
+/// (`model/` is one level: the format's directories are the `fdprof-recording` crate's).
+fn model_uses(module: &str, code: &str, modules: &[String]) -> Vec<String> {
     let mut used = Vec::new();
-    let nested = file.contains('/');
-    for prefix in ["crate::model::", "super::super::", "super::"] {
-        if prefix == "super::" && nested || prefix == "super::super::" && !nested {
-            continue;
-        }
+    for prefix in ["crate::model::", "super::"] {
         let mut rest = code;
         while let Some(at) = rest.find(prefix) {
-            // `super::super::X` is not also `super::X`.
-            let before = &rest[..at];
             rest = &rest[at + prefix.len()..];
-            if prefix == "super::" && before.ends_with("super::") {
-                continue;
-            }
             let name: String = rest
                 .chars()
                 .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
@@ -235,40 +208,13 @@ fn model_uses(module: &str, file: &str, code: &str, modules: &[String]) -> Vec<S
 }
 
 #[test]
-fn the_recording_format_names_no_builder() {
-    let files = model_files();
-    let modules: Vec<String> = files.iter().map(|(m, _, _)| m.clone()).collect();
-    let mut wrong = Vec::new();
-    for (module, file, code) in &files {
-        if !FORMAT.contains(&module.as_str()) || NOT_FORMAT.contains(&file.as_str()) {
-            continue;
-        }
-        for stage in ["collect", "symbolize", "live", "probe"] {
-            if crate_paths(code).contains(&stage) {
-                wrong.push(format!("{file} uses crate::{stage}"));
-            }
-        }
-        for used in model_uses(module, file, code, &modules) {
-            if !FORMAT.contains(&used.as_str()) {
-                wrong.push(format!("{file} uses model::{used}, a builder"));
-            }
-        }
-    }
-    assert!(
-        wrong.is_empty(),
-        "the format reaches past itself:\n{}",
-        wrong.join("\n")
-    );
-}
-
-#[test]
 fn the_model_has_no_import_circle() {
     let files = model_files();
-    let modules: Vec<String> = files.iter().map(|(m, _, _)| m.clone()).collect();
+    let modules: Vec<String> = files.iter().map(|(m, _)| m.clone()).collect();
     let mut edges: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for (module, file, code) in &files {
+    for (module, code) in &files {
         let out = edges.entry(module.clone()).or_default();
-        for used in model_uses(module, file, code, &modules) {
+        for used in model_uses(module, code, &modules) {
             if !out.contains(&used) {
                 out.push(used);
             }
@@ -309,8 +255,8 @@ fn the_model_has_no_import_circle() {
         );
     }
     // The checker sees what it must.
-    let seen = model_uses("a", "a.rs", "use super::{recording::X, series};", &modules);
-    assert_eq!(seen, ["recording", "series"]);
+    let seen = model_uses("a", "use super::{build::X, merge};", &modules);
+    assert_eq!(seen, ["build", "merge"]);
 }
 
 /// Each module of the library (`["service", "watcher"]`; a folder's `mod.rs` is the folder's

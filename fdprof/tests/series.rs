@@ -8,11 +8,11 @@ use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 
 use common::*;
-use fdprof::model::{
+use fdprof_figures::{Interval, Report};
+use fdprof_recording::{
     Recording,
     series::{Sample, SampleSyscall, Series},
 };
-use fdprof_figures::{Interval, Report};
 
 /// The calls to `name` in each of `samples`.
 fn sample_calls(samples: &[serde_json::Value], name: &str) -> Vec<u64> {

@@ -279,8 +279,8 @@ fn a_launched_commands_output_waits_until_the_screen_is_gone() {
 /// `top --from`: a recorded series on the screen, without privileges; q ends it cleanly.
 #[test]
 fn a_played_back_series_shows_its_contention_and_quits_cleanly() {
-    use fdprof::model::series::{Sample, SampleWaits, Series};
     use fdprof_common::{contention::LockKind, fnops::Operation};
+    use fdprof_recording::series::{Sample, SampleWaits, Series};
     let mut rec = fdprof::testdata::recording();
     rec.series = Some(Series {
         interval_ns: 200_000_000,

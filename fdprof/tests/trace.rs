@@ -9,8 +9,8 @@ use std::process::Stdio;
 
 use common::*;
 use fdprof::collect::trace::{Drained, ProcTable};
-use fdprof::model::trace::Trace;
 use fdprof_common::trace::{TraceRecord, op};
+use fdprof_recording::trace::Trace;
 use serde_json::Value;
 
 /// The trace's lines (`export --format trace-jsonl`).
@@ -328,14 +328,15 @@ fn small_trace() -> Trace {
         read_from_ns: 500,
         read_until_ns: 600,
     };
-    Trace::build(&drained, &[table], 0, 100, 0, false)
+    fdprof::model::trace::build(&drained, &[table], 0, 100, 0, false)
 }
 
 fn write_with(trace: Option<Trace>, name: &str) -> std::path::PathBuf {
     let mut rec = fdprof::testdata::recording();
     rec.trace = trace;
     let path = tmp(name);
-    rec.write(&fdprof::output::Output::File(path.clone()))
+    fdprof::output::Output::File(path.clone())
+        .write_with(|out| rec.write(out))
         .unwrap();
     path
 }

@@ -8,9 +8,9 @@
 use std::io::Write;
 
 use fdprof::analysis::replay::{self, ModelChoice};
-use fdprof::model::budget;
-use fdprof::model::trace::{ENCODING, TableSnapshot, Trace, TraceTable, codec, order};
 use fdprof::render;
+use fdprof_recording::budget;
+use fdprof_recording::trace::{ENCODING, TableSnapshot, Trace, TraceTable, codec, order};
 
 /// splitmix64: deterministic cases, reproducible from the case number.
 struct Rng(u64);

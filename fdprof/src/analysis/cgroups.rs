@@ -5,9 +5,10 @@
 use std::collections::BTreeMap;
 
 use fdprof_figures::{CgroupGroup, Container, FileLockWaits, LockKind};
+use fdprof_recording::{Recording, recording::ProcessRecord};
 
 use super::{sum, syscalls};
-use crate::model::{Recording, process, recording::ProcessRecord};
+use crate::model::process;
 
 /// What puts processes in one group: their container, else their cgroup path (`None`: not
 /// known).

@@ -6,11 +6,12 @@ use std::collections::BTreeMap;
 use fdprof_figures::{
     Contention, Lock, LockOperation, LockTotal, Operation, StackWalks, Unit, WaitShare,
 };
+use fdprof_recording::Recording;
+use fdprof_recording::recording::ContentionSite;
 
 use super::waits::{Waits, all_wait_ns};
 use super::{histogram, share, sum};
-use crate::model::recording::ContentionSite;
-use crate::model::{Recording, own};
+use crate::model::own;
 
 /// Totals over all waits, the `file_lock` totals, and the rows of [`by_lock`] and
 /// [`by_lock_operation`].

@@ -2,12 +2,12 @@
 //! per-thread rows, and fdprof's cost beside the target's task-clock.
 
 use fdprof_figures::{CounterName, CounterTotal, Counters, OwnCost, TargetCpu, ThreadRow};
-
-use super::{share, sum};
-use crate::model::{
+use fdprof_recording::{
     Recording,
     counters::{Reading, ThreadCounters},
 };
+
+use super::{share, sum};
 
 /// The counters' figures; `None` for a recording without counters.
 pub fn counters(rec: &Recording) -> Option<Counters> {

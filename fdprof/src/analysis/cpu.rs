@@ -5,12 +5,12 @@
 use std::collections::HashMap;
 
 use fdprof_figures::{Cpu, CpuOperation, CpuStack, Frame, Operation, ReportOptions, Share};
+use fdprof_recording::Recording;
+use fdprof_recording::recording::{CpuSite, Frame as RecordedFrame};
 
 use super::stacks::frame_label;
 use super::{share, sum};
-use crate::model::Recording;
 use crate::model::operation;
-use crate::model::recording::{CpuSite, Frame as RecordedFrame};
 
 /// Spinning on a lock: the spinlock entry and the queued slow path in its variants.
 const SPIN_FUNCTIONS: &[&str] = &[
@@ -157,8 +157,8 @@ fn top_stacks(samples: &[CpuSite], all: u64, top: usize) -> (Vec<CpuStack>, usiz
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::recording::{CpuEvent, CpuProfile};
     use crate::testdata::{self, frame};
+    use fdprof_recording::recording::{CpuEvent, CpuProfile};
 
     fn site(kernel: &[&str], user: &[&str], count: u64) -> CpuSite {
         let frames = |names: &[&str], module: Option<&str>| {

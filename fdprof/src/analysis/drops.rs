@@ -1,8 +1,7 @@
 //! Events lost.
 
 use fdprof_figures::{DropCounter, Drops};
-
-use crate::model::Recording;
+use fdprof_recording::Recording;
 
 /// Every drop counter, their total, and whether loss is known (there are counters) and none.
 pub fn drops(rec: &Recording) -> Drops {

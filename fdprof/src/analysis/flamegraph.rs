@@ -8,11 +8,11 @@
 use serde::{Deserialize, Serialize};
 
 use fdprof_figures::{Drops, Header, LockKind, Operation};
+use fdprof_recording::Recording;
+use fdprof_recording::recording::{ContentionSite, Frame};
 
 use super::stacks::frame_label;
 use super::waits::all_wait_ns;
-use crate::model::Recording;
-use crate::model::recording::{ContentionSite, Frame};
 
 /// Which operations to draw.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -241,8 +241,8 @@ fn clean(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::recording::{CpuEvent, CpuProfile, CpuSite};
     use crate::testdata::{self, frame};
+    use fdprof_recording::recording::{CpuEvent, CpuProfile, CpuSite};
 
     /// On-CPU stacks: weighted by samples, a user-mode sample without a kernel part, the
     /// operation filter applied; none without samples.

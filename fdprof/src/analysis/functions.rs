@@ -1,9 +1,9 @@
 //! Direct-probe figures per fd-table operation (fentry/kprobe modes).
 
 use fdprof_figures::{Function, LockOperation, Unit};
+use fdprof_recording::Recording;
 
 use super::histogram::summary;
-use crate::model::Recording;
 
 /// Per operation: calls, duration, hold and slow-path-wait histograms, unpaired entries, and
 /// the `file_lock` waits the contention tracepoint attributed to the same operation (from

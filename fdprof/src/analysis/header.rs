@@ -1,8 +1,7 @@
 //! Whose recording, when and how.
 
 use fdprof_figures::{Header, Steal, Target};
-
-use crate::model::Recording;
+use fdprof_recording::Recording;
 
 /// The report's header: target (with its one-line description), kernel, start, duration, end
 /// reason, probe modes and the recorder's notes.

@@ -1,8 +1,7 @@
 //! Histogram summaries.
 
 use fdprof_figures::{Bucket, Histogram, Unit};
-
-use crate::model::hist::{Log2Hist, slot_range};
+use fdprof_recording::hist::{Log2Hist, slot_range};
 
 /// Count, sum, mean, p50/p99/p999 (upper bounds of their log2 buckets, capped at the max), the
 /// exact max and the non-empty buckets of `h`.

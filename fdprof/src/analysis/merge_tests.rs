@@ -3,9 +3,10 @@
 
 use std::collections::BTreeMap;
 
+use fdprof_recording::recording::FunctionStats;
+
 use super::*;
 use crate::model::merge::{add, bound_sites};
-use crate::model::recording::FunctionStats;
 use crate::testdata::{self, hist};
 
 /// Every additive figure of a report, by name.

@@ -56,7 +56,7 @@ pub use series::{playback, playback_total, rates as series_rates, series_len};
 pub use stacks::{frame_label, top_stacks};
 pub use syscalls::{latency_level, syscalls, syscalls_by_calls};
 
-use crate::model::Recording;
+use fdprof_recording::Recording;
 
 /// The whole report: every figure `fdprof report` shows, text or JSON, and the diagnosis read
 /// from them.

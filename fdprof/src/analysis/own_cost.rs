@@ -1,9 +1,9 @@
 //! fdprof's own cost.
 
 use fdprof_figures::{OwnCost, ProgramCost};
+use fdprof_recording::{Recording, recording::ProgramCost as RecordedCost};
 
 use super::{mean, share, sum};
-use crate::model::{Recording, recording::ProgramCost as RecordedCost};
 
 /// Per program and in sum: run time, runs, ns per run and recursion misses; the programs' share
 /// of one CPU over the statistics window and the collector's over the recording; both beside

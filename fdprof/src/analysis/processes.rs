@@ -3,9 +3,10 @@
 //! whole-machine figures.
 
 use fdprof_figures::{LockKind, Process};
+use fdprof_recording::Recording;
 
 use super::{by_lock_operation, scan, sum, syscalls, table};
-use crate::model::{Recording, process};
+use crate::model::process;
 
 /// Every process of the recording (none unless `-a`), most `file_lock` wait first, then most
 /// wait on all locks, most fd syscalls, lowest pid.

@@ -9,11 +9,11 @@
 use std::collections::HashMap;
 
 use fdprof_figures::{Drops, Header};
+use fdprof_recording::Recording;
+use fdprof_recording::recording::Frame as RecordedFrame;
 
 use super::flamegraph::{LockFilter, OpFilter};
 use super::stacks::frame_label;
-use crate::model::Recording;
-use crate::model::recording::Frame as RecordedFrame;
 
 /// What the samples measure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -203,7 +203,7 @@ pub fn targets_profile(
             )
         }
         ProfileKind::Cpu => {
-            let cpus: Vec<&crate::model::recording::CpuProfile> = targets
+            let cpus: Vec<&fdprof_recording::recording::CpuProfile> = targets
                 .iter()
                 .filter_map(|(_, rec)| rec.cpu.as_ref())
                 .filter(|cpu| !cpu.samples.is_empty())

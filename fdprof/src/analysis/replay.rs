@@ -5,10 +5,9 @@ use std::borrow::Borrow;
 
 use serde::Serialize;
 
+use fdprof_recording::{Recording, budget, trace::order};
 use fdprof_replay::synthetic::{self, Params, Pattern};
 use fdprof_replay::{Limits, ModelKind, ModelResult, Ratios, TraceEvent, Version, model};
-
-use crate::model::{Recording, budget, trace::order};
 
 /// Which models to run: mainline as the trace's kernel runs it, one named version, Al Viro's
 /// multi-level bitmap, `O_FD_FASTALLOC` over mainline, or all of them.

@@ -1,10 +1,10 @@
 //! The lowest-free-fd scan in `alloc_fd` and the table's growth.
 
 use fdprof_figures::{Histogram, Scan, Table, Unit};
+use fdprof_recording::Recording;
 
 use super::histogram::summary;
 use super::share;
-use crate::model::Recording;
 
 /// Allocations, `next_fd` hits and their rate, allocations below the origin, and the scan
 /// distance and words-read histograms.

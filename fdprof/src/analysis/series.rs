@@ -3,12 +3,13 @@
 
 use fdprof_common::{contention::LockKind, fnops::Operation};
 use fdprof_figures::{Interval, RateRow, Rates, Report, ReportOptions};
-
-use super::{live::per_second, share, sum};
-use crate::model::{
-    Recording, sample,
+use fdprof_recording::{
+    Recording,
     series::{self, Sample},
 };
+
+use super::{live::per_second, share, sum};
+use crate::model::sample;
 
 /// One row per sample of `rec`'s series; `None` without a series.
 pub fn rates(rec: &Recording) -> Option<Rates> {
@@ -97,7 +98,7 @@ pub fn playback_total(rec: &Recording, from: usize, to: usize) -> Option<Report>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::series::{SampleSyscall, SampleWaits, Series};
+    use fdprof_recording::series::{SampleSyscall, SampleWaits, Series};
 
     fn waits(lock: LockKind, operation: Operation, count: u64, total: u64) -> SampleWaits {
         SampleWaits {

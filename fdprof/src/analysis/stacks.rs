@@ -3,11 +3,11 @@
 use std::collections::HashMap;
 
 use fdprof_figures::{Frame, Lock, LockKind, Operation, ReportOptions, SortKey, TopStack};
+use fdprof_recording::Recording;
+use fdprof_recording::recording::{ContentionSite, Frame as RecordedFrame};
 
 use super::share;
 use super::waits::{Waits, all_wait_ns};
-use crate::model::Recording;
-use crate::model::recording::{ContentionSite, Frame as RecordedFrame};
 
 /// Sites of one lock and operation whose stacks are the same sequence of functions (same
 /// function and module per frame; offsets too when grouping with offsets), merged. The stacks

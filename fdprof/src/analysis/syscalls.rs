@@ -1,9 +1,9 @@
 //! The traced syscalls.
 
 use fdprof_figures::{LatencyLevel, Mode, Syscall, SyscallLatency, Unit};
+use fdprof_recording::{Recording, hist::Log2Hist};
 
 use super::histogram::summary;
-use crate::model::{Recording, hist::Log2Hist};
 
 /// What the syscall latencies of `rec` span: the whole syscall in tracepoint mode; nothing
 /// when the syscalls were not timed.

@@ -4,17 +4,17 @@ use super::*;
 use crate::testdata::{self, frame, site};
 
 /// `testdata::recording()` with only `contention` replaced.
-fn with_sites(contention: Vec<crate::model::recording::ContentionSite>) -> Recording {
+fn with_sites(contention: Vec<fdprof_recording::recording::ContentionSite>) -> Recording {
     let mut r = testdata::recording();
     r.contention = contention;
     r
 }
 
-fn kernel(function: &str, offset: u64) -> Vec<crate::model::recording::Frame> {
+fn kernel(function: &str, offset: u64) -> Vec<fdprof_recording::recording::Frame> {
     vec![frame(function, offset, None)]
 }
 
-fn main_user() -> Vec<crate::model::recording::Frame> {
+fn main_user() -> Vec<fdprof_recording::recording::Frame> {
     vec![frame("main", 0x10, None)]
 }
 
@@ -272,7 +272,7 @@ fn report_json_shape() {
 #[test]
 fn direct_probe_figures_sit_beside_the_tracepoint_ones() {
     let mut rec = testdata::recording();
-    rec.functions = vec![crate::model::recording::FunctionStats {
+    rec.functions = vec![fdprof_recording::recording::FunctionStats {
         operation: crate::testdata::operation("alloc"),
         calls: 600,
         slowpath_wait: testdata::hist(&[(10_000, 300)]),
@@ -334,8 +334,8 @@ fn latency_not_measured_is_a_level_with_empty_histograms() {
 
 #[test]
 fn probe_time_per_wait_leaves_the_stack_walks_out() {
-    use crate::model::recording::ProgramCost;
     use fdprof_common::probes::program;
+    use fdprof_recording::recording::ProgramCost;
     let cost = |name: &str, run_time_ns, run_count| ProgramCost {
         name: name.into(),
         run_time_ns,

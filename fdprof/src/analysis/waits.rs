@@ -1,7 +1,7 @@
 //! Contention sites merged: the accumulator behind per-lock, per-operation and per-stack rows.
 
-use crate::model::hist::Log2Hist;
-use crate::model::recording::ContentionSite;
+use fdprof_recording::hist::Log2Hist;
+use fdprof_recording::recording::ContentionSite;
 
 /// The waits of several contention sites added up.
 #[derive(Debug, Clone, Default)]

@@ -4,10 +4,10 @@
 use std::path::PathBuf;
 
 use anyhow::{Result, bail};
+use fdprof_recording::Recording;
 
 use super::args::{LockArg, OpArg};
 use crate::analysis::{self, FlamegraphOptions};
-use crate::model::Recording;
 use crate::output::Output;
 use crate::render;
 

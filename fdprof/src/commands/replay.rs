@@ -8,9 +8,9 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, ValueEnum};
+use fdprof_recording::Recording;
 
 use crate::analysis::replay::{self, ModelChoice, ReplayReport};
-use crate::model::Recording;
 use fdprof_replay::Version;
 use fdprof_replay::synthetic::{Params, Pattern};
 

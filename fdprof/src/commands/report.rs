@@ -5,9 +5,10 @@ use std::path::PathBuf;
 use std::io::Write;
 
 use anyhow::Result;
+use fdprof_recording::Recording;
 
 use crate::analysis::{self, ReportOptions, SortKey};
-use crate::model::{self, Recording};
+use crate::model;
 use crate::render;
 
 #[derive(clap::Args, Debug)]

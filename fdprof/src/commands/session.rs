@@ -13,6 +13,7 @@ use fdprof_common::{
     probes::Mode,
     session::{EndReason, TargetKind},
 };
+use fdprof_recording::recording::Target;
 
 use crate::collect::{
     Kernel, ProfilerOptions, Resolved, TargetSpec,
@@ -23,7 +24,6 @@ use crate::collect::{
 use crate::live::{
     self, LiveInterval, Maps, Stage, StageOptions, SymbolsFrom, Tick, start::Started,
 };
-use crate::model::recording::Target;
 use crate::privileges::{self, Capability};
 use crate::symbolize::{KernelSymbols, SystemMaps};
 

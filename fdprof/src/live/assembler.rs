@@ -4,14 +4,13 @@
 use std::time::Duration;
 
 use fdprof_common::session::EndReason;
+use fdprof_recording::{Recording, series::Sample};
 
 use super::{Facts, LiveInterval, Symbols};
 use crate::collect::Snapshot;
 use crate::model::{
-    Recording,
     assemble::{self, Run},
     sample,
-    series::Sample,
 };
 
 /// The facts of a profile and its symbolizers.
@@ -87,8 +86,8 @@ mod tests {
 
     use super::*;
     use crate::live::{Facts, Maps, Symbols};
-    use crate::model::recording::Target;
     use crate::symbolize::{KernelSymbols, UserSymbolizer};
+    use fdprof_recording::recording::Target;
 
     /// A snapshot `elapsed_ms` after attach with `calls` socket() calls, sized as the maps are.
     fn snapshot(elapsed_ms: u64, calls: u64) -> Snapshot {

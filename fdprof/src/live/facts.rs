@@ -8,9 +8,10 @@ use fdprof_common::{
     probes::{Attachment, Mode, Role},
     session::EndReason,
 };
+use fdprof_recording::recording::Target;
 
 use crate::collect::Profiler;
-use crate::model::{assemble::Run, recording::Target};
+use crate::model::assemble::Run;
 
 #[derive(Debug, Clone)]
 pub struct Facts {

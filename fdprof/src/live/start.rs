@@ -8,9 +8,9 @@ use anyhow::{Context, Result};
 
 use super::{Facts, Maps, Stage, StageOptions, Symbols};
 use crate::collect::{Kernel, Profiler, ProfilerOptions, cgroups::CgroupSet, stats::own_cpu_ns};
-use crate::model::recording::Target;
 use crate::probe::kallsyms::Kallsyms;
 use crate::symbolize::{KernelSymbols, UserSymbolizer};
+use fdprof_recording::recording::Target;
 
 /// Reads `/proc/kallsyms` once (it is several MB): the kernel's symbols for its stacks, and the
 /// kernel the probes attach to.

@@ -221,7 +221,7 @@ impl Symbols {
     }
 
     /// Fills in where each process of `rec` runs: as read before, or now if it lives.
-    pub fn identify(&mut self, rec: &mut crate::model::Recording) {
+    pub fn identify(&mut self, rec: &mut fdprof_recording::Recording) {
         for p in &mut rec.processes {
             p.identity = self.identities.of(p.pid);
         }

@@ -7,8 +7,9 @@ use std::time::Duration;
 use fdprof_common::{counters::drop, session::EndReason};
 
 use super::stage::Finished;
-use crate::model::{Recording, merge};
+use crate::model::merge;
 use crate::symbolize::system;
+use fdprof_recording::Recording;
 
 impl Finished {
     /// The whole profile, `duration` long, ended by `end`, having cost fdprof `cpu_ns`;

@@ -7,9 +7,9 @@ use fdprof_common::{
     probes::{Attachment, Mode, Role},
     session::EndReason,
 };
+use fdprof_recording::recording::{self, OwnCost, Recording, Target};
 
 use super::build::{self, Symbolizers};
-use super::recording::{self, OwnCost, Recording, Target};
 use crate::collect::Snapshot;
 
 /// What the recorder knows of the run besides the snapshot.

@@ -9,15 +9,15 @@ use fdprof_common::{
     fnops::{counter, kind, op},
     syscalls::{FD_SYSCALLS, N_SYSCALLS},
 };
-
-use super::{
+use fdprof_recording::{
     hist::Log2Hist,
-    lock_names, operation,
     recording::{
         ContentionSite, DropCount, Frame, FunctionStats, ProcessRecord, ProgramCost, ScanStats,
         StackWalks, SyscallStats, TableStats,
     },
 };
+
+use super::{lock_names, operation};
 use crate::collect::snapshot::Snapshot;
 use crate::symbolize::{KernelSymbols, UserSymbolizer};
 
@@ -36,7 +36,7 @@ fn slots_max(slots: &[u64]) -> u64 {
     slots
         .iter()
         .rposition(|&n| n > 0)
-        .map_or(0, |k| super::hist::slot_range(k).1)
+        .map_or(0, |k| fdprof_recording::hist::slot_range(k).1)
 }
 
 /// Drops the frames of fdprof's own program and the tracing plumbing that called it from the

@@ -3,10 +3,10 @@
 //! (`recording`, `series`, `counters`, …) depend on neither.
 
 use fdprof_figures::CounterName;
+use fdprof_recording::bounded;
+use fdprof_recording::counters::{CounterEvent, Counters, Reading, ThreadCounters, bound_rows};
+use fdprof_recording::recording::{Frame, StealTime};
 
-use super::bounded;
-use super::counters::{CounterEvent, Counters, Reading, ThreadCounters, bound_rows};
-use super::recording::{Frame, StealTime};
 use crate::collect::counters::{CounterReadings, Reading as CollectedReading};
 
 impl From<crate::symbolize::Frame> for Frame {

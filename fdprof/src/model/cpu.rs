@@ -4,8 +4,9 @@
 use std::cmp::Reverse;
 use std::collections::HashMap;
 
+use fdprof_recording::recording::{CpuProfile, CpuSite, Frame};
+
 use super::build::Symbolizers;
-use super::recording::{CpuProfile, CpuSite, Frame};
 use crate::collect::Snapshot;
 
 /// The profile of `snap`'s samples; `None` when the run did not sample.
@@ -118,8 +119,8 @@ fn add_sites(into: &mut Vec<CpuSite>, other: &[CpuSite]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::recording::CpuEvent;
     use crate::testdata::frame;
+    use fdprof_recording::recording::CpuEvent;
 
     fn site(function: &str, address: Option<u64>, count: u64) -> CpuSite {
         let mut f = frame(function, 0x10, None);

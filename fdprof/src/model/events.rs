@@ -4,8 +4,9 @@
 use std::collections::HashMap;
 
 use fdprof_figures::{Event, EventKind, Frame};
+use fdprof_recording::{lock, recording};
 
-use super::{build::Symbolizers, lock, lock_names, operation, recording};
+use super::{build::Symbolizers, lock_names, operation};
 use crate::collect::events::{RawEvent, RawKind};
 
 /// Symbolizes events, remembering each stack it has symbolized (a site's stack ids recur).

@@ -4,9 +4,10 @@
 
 use fdprof_common::contention::{KnownLock, LockIdentity, LockKind};
 use fdprof_figures::NamedBy;
+use fdprof_recording::lock::LockName;
+use fdprof_recording::recording::Frame;
 
-use super::lock::LockName;
-use super::{operation, recording::Frame};
+use super::operation;
 use crate::symbolize::kernel::KernelSymbols;
 
 /// The name of the lock of `identity`, waited for from `kernel_stack` (innermost first, probe

@@ -11,9 +11,8 @@ use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 
 use fdprof_common::syscalls::FD_SYSCALLS;
-
-use super::bounded;
-use super::recording::{
+use fdprof_recording::bounded;
+use fdprof_recording::recording::{
     ContentionSite, DropCount, Frame, FunctionStats, OwnCost, ProcessRecord, ProgramCost,
     Recording, ScanStats, StackWalks, StealTime, SyscallStats, TableStats,
 };
@@ -93,7 +92,7 @@ pub fn add(into: &mut Recording, other: &Recording) {
     add_own_cost(own_cost, &other.own_cost);
     add_notes(notes, &other.notes);
     match (counters.as_mut(), &other.counters) {
-        (Some(c), Some(o)) => super::counters::add(c, o),
+        (Some(c), Some(o)) => fdprof_recording::counters::add(c, o),
         (None, Some(o)) => *counters = Some(o.clone()),
         (_, None) => {}
     }

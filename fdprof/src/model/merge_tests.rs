@@ -12,12 +12,12 @@ use fdprof_common::{
     session::{EndReason, TargetKind},
     syscalls::FD_SYSCALLS,
 };
+use fdprof_recording::recording::Target;
 
 use super::*;
 use crate::collect::{Snapshot, snapshot::Contention, stats::ProgramStats};
 use crate::model::assemble::{self, Run};
 use crate::model::build::Symbolizers;
-use crate::model::recording::Target;
 use crate::symbolize::{KernelSymbols, UserSymbolizer};
 use crate::testdata::{self, frame, hist, site};
 
@@ -497,7 +497,7 @@ fn bound_sites_keeps_the_heaviest_and_counts_the_rest() {
     assert_eq!(bound_sites(&mut r, 1), 0);
     assert_eq!(bound_drops(&r), [601]);
     assert_eq!(total(&r), before);
-    assert!(r.contention.len() <= 1 + crate::model::bounded::SAMPLE_WAITS);
+    assert!(r.contention.len() <= 1 + fdprof_recording::bounded::SAMPLE_WAITS);
     // Folded waits join a stack-less site of their own kind on later adds.
     let mut more = testdata::recording();
     bound_sites(&mut more, 1);
@@ -525,8 +525,8 @@ fn a_sum_is_timed_only_if_both_parts_were() {
 #[test]
 fn recordings_add_their_counters() {
     use crate::collect::counters::{CounterReadings, Reading, ThreadReadings};
-    use crate::model::counters::Counters;
     use fdprof_figures::CounterName;
+    use fdprof_recording::counters::Counters;
     let counted = |tid: u32, faults: u64| {
         let mut r = testdata::recording();
         r.counters = Some(Counters::from(&CounterReadings {
@@ -571,7 +571,7 @@ fn recordings_add_their_counters() {
 
 #[test]
 fn steal_adds_in_time_and_keeps_the_most_stolen_cpu() {
-    use crate::model::recording::StealTime;
+    use fdprof_recording::recording::StealTime;
     let span = |steal_ns, max_cpu_steal_ns| StealTime {
         steal_ns,
         total_ns: 2_000,

@@ -1,7 +1,9 @@
 //! The processes of a system-wide recording (`-a`): a recording narrowed to some of them, for
 //! each process's own figures and for `report --pid/--comm`.
 
-use super::recording::{ContentionSite, ProcessRecord, Recording, ScanStats, TableStats};
+use fdprof_recording::recording::{
+    ContentionSite, ProcessRecord, Recording, ScanStats, TableStats,
+};
 
 /// Names the processes the kernel left unnamed (they waited but made no fd syscall) from
 /// `/proc`, those still alive: called as a recording or a live interval is assembled.

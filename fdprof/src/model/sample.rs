@@ -1,11 +1,14 @@
 //! A series' sample of one interval: from its delta snapshot (`record --interval`, `top`), or
 //! from its assembled recording (the daemon's captures, `top`'s `w`); and back, a sample as a
 //! recording of its own (`top --from`). The series' types are the format's
-//! ([`super::series`]); making them needs the collector's snapshot and the symbolizers.
+//! ([`fdprof_recording::series`]); making them needs the collector's snapshot and the symbolizers.
+
+use fdprof_recording::recording::{
+    ContentionSite, DropCount, Recording, ScanStats, SyscallStats, TableStats,
+};
+use fdprof_recording::series::{Sample, SampleSyscall, SampleWaits, grouped_waits};
 
 use super::build::{self, Symbolizers};
-use super::recording::{ContentionSite, DropCount, Recording, ScanStats, SyscallStats, TableStats};
-use super::series::{Sample, SampleSyscall, SampleWaits, grouped_waits};
 use crate::collect::Snapshot;
 
 /// The sample of one interval from its delta snapshot. Kernel stacks are symbolized (through
@@ -159,8 +162,8 @@ mod tests {
 
     use super::*;
     use crate::collect::snapshot::Contention;
-    use crate::model::series::merged;
     use crate::symbolize::{KernelSymbols, UserSymbolizer};
+    use fdprof_recording::series::merged;
 
     fn empty() -> Snapshot {
         Snapshot {

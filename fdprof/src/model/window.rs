@@ -3,10 +3,11 @@
 //! per interval, as `record --interval` writes it. `report` reads such a recording's totals and
 //! diagnosis, `flamegraph` draws it and `top --from` plays its intervals back.
 
+use fdprof_recording::recording::Recording;
+use fdprof_recording::series::Series;
+
 use super::merge;
-use super::recording::Recording;
 use super::sample;
-use super::series::Series;
 
 /// One interval: its start on the view's clock (ns) and its figures.
 #[derive(Debug, Clone)]

@@ -310,7 +310,7 @@ mod tests {
     }
 
     /// Waits of `ns` at two sites whose innermost frames are `a` and `b`.
-    fn two_sites(ns: u64, a: &str, b: &str) -> crate::model::Recording {
+    fn two_sites(ns: u64, a: &str, b: &str) -> fdprof_recording::Recording {
         let mut rec = testdata::recording();
         rec.contention.truncate(2);
         for (site, name) in rec.contention.iter_mut().zip([a, b]) {
@@ -320,7 +320,7 @@ mod tests {
         rec
     }
 
-    fn svg_of(rec: &crate::model::Recording) -> String {
+    fn svg_of(rec: &fdprof_recording::Recording) -> String {
         let graph = analysis::folded(rec, &FlamegraphOptions::default());
         String::from_utf8(svg(&graph).unwrap()).unwrap()
     }

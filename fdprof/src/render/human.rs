@@ -1,7 +1,8 @@
 //! Formatting for people: durations, shares, bcc-style log2 histograms, dates.
 
+use fdprof_recording::hist::slot_range;
+
 use crate::analysis::Histogram;
-use crate::model::hist::slot_range;
 
 /// Width of the histogram bar, in characters (as bcc's `print_log2_hist`).
 const BAR_WIDTH: u64 = 40;
@@ -180,7 +181,7 @@ pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
 mod tests {
     use super::*;
     use crate::analysis::{Unit, summary};
-    use crate::model::hist::Log2Hist;
+    use fdprof_recording::hist::Log2Hist;
 
     #[test]
     fn durations() {

@@ -340,8 +340,8 @@ mod tests {
 
     #[test]
     fn a_containers_waits_carry_its_labels() {
-        use crate::model::recording::ProcessRecord;
         use fdprof_figures::{Container, Identity, Runtime};
+        use fdprof_recording::recording::ProcessRecord;
         let mut rec = testdata::recording();
         let id = "3f1e9b2c4d5a6f708192a3b4c5d6e7f80112233445566778899aabbccddeeff0";
         for site in &mut rec.contention {

@@ -1,8 +1,9 @@
 //! Folded stacks and flamegraph SVGs on the hand-built recordings of [`crate::testdata`], and
 //! what every sink makes of hostile names.
 
+use fdprof_recording::Recording;
+
 use crate::analysis::{self, FlamegraphOptions, LockFilter, OpFilter, ReportOptions};
-use crate::model::Recording;
 use crate::testdata;
 
 fn folded(rec: &Recording, opts: &FlamegraphOptions) -> String {

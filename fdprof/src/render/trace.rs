@@ -7,9 +7,8 @@ use fdprof_common::{
 };
 use std::io::{self, Write};
 
+use fdprof_recording::trace::{Trace, codec::Row};
 use serde_json::{Value, json};
-
-use crate::model::trace::{Trace, codec::Row};
 
 fn op_name(op: u8) -> &'static str {
     match op {

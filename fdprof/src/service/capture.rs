@@ -12,9 +12,10 @@ use std::time::Duration;
 
 use fdprof_common::contention::LockKind;
 use fdprof_figures::EventKind;
+use fdprof_recording::Recording;
 
 use crate::analysis::{self, ReportOptions};
-use crate::model::{Recording, window};
+use crate::model::window;
 use crate::render::human;
 
 use super::capture_dir;

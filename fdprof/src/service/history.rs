@@ -11,7 +11,9 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use fdprof_figures::Event;
 
-use crate::model::{Recording, merge, recording::Frame, window};
+use fdprof_recording::{Recording, recording::Frame};
+
+use crate::model::{merge, window};
 
 use super::config::bounds;
 
@@ -203,7 +205,7 @@ impl History {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::recording::ContentionSite;
+    use fdprof_recording::recording::ContentionSite;
 
     fn frame(f: &str) -> Frame {
         Frame {

@@ -16,12 +16,13 @@ use axum::{
     },
     routing::get,
 };
+use fdprof_recording::Recording;
 use futures_util::stream::{self, Stream};
 use serde::Deserialize;
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::analysis::{self, FlamegraphOptions, LockFilter, OpFilter, ReportOptions};
-use crate::model::{Recording, process};
+use crate::model::process;
 use crate::render::{self, metrics};
 
 use super::access;

@@ -159,8 +159,8 @@ impl Collector {
             }
         };
         log::info(&format!("config reloaded: {}", watch.describe()));
-        let timer = (watch.interval != self.watcher.watch().interval)
-            .then(|| Clock::new(watch.interval));
+        let timer =
+            (watch.interval != self.watcher.watch().interval).then(|| Clock::new(watch.interval));
         block_in_place(|| {
             self.watcher.reload(watch);
             self.watcher.discover();

@@ -17,11 +17,12 @@ use axum::{
     http::{StatusCode, header},
     response::{Html, IntoResponse},
 };
+use fdprof_recording::Recording;
 use serde::Deserialize;
 
 use super::app::{App, Reply, bad, unknown_target};
 use crate::analysis::{self, LockFilter, OpFilter, ProfileKind, ProfileOptions};
-use crate::model::{Recording, process};
+use crate::model::process;
 use crate::render;
 
 /// The longest `seconds` a request may wait for (Go's own bound for a CPU profile is the

@@ -6,11 +6,11 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 use std::time::Duration;
 
+use fdprof_recording::Recording;
 use serde::Serialize;
 use tokio::sync::broadcast;
 
 use crate::analysis::{self, ReportOptions};
-use crate::model::Recording;
 
 use super::history::{History, Interval, IntervalFigures};
 

@@ -15,6 +15,10 @@ use fdprof_common::{
 };
 
 use fdprof_figures::Event;
+use fdprof_recording::{
+    Recording,
+    recording::{DropCount, Target},
+};
 
 use crate::collect::{
     Filter, Kernel, ProfilerOptions, Snapshot,
@@ -25,10 +29,8 @@ use crate::collect::{
 };
 use crate::live::{self, Maps, Stage, StageOptions, Symbols, SymbolsFrom, Tick};
 use crate::model::{
-    Recording,
     assemble::{self, Run},
     merge, process,
-    recording::{DropCount, Target},
 };
 use crate::symbolize::{KernelSymbols, UserSymbolizer};
 

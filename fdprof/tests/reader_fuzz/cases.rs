@@ -1,22 +1,22 @@
 //! The fixed hostile cases and the seeds the random ones grow from.
 
-use fdprof::model::Recording;
-use fdprof::model::bounded;
-use fdprof::model::read::MAX_BYTES;
-use fdprof::model::recording::{Frame, FunctionStats, StackWalks, Target};
-use fdprof::model::series::{Sample, SampleSyscall, SampleWaits, Series};
 use fdprof::testdata::{self, frame, hist, site};
 use fdprof_common::{
     contention::LockKind,
     probes::{Attachment, Mode, Role},
     session::TargetKind,
 };
+use fdprof_recording::Recording;
+use fdprof_recording::bounded;
+use fdprof_recording::read::MAX_BYTES;
+use fdprof_recording::recording::{Frame, FunctionStats, StackWalks, Target};
+use fdprof_recording::series::{Sample, SampleSyscall, SampleWaits, Series};
 use serde_json::{Value, json};
 
 use super::mutate::max_numbers;
 
 /// A site whose stacks have `depth` frames each, named after the site.
-pub fn deep_site(i: usize, depth: usize) -> fdprof::model::recording::ContentionSite {
+pub fn deep_site(i: usize, depth: usize) -> fdprof_recording::recording::ContentionSite {
     let kernel: Vec<Frame> = (0..depth)
         .map(|j| frame(&format!("kernel_function_{i}_{j}"), j as u64 * 8, None))
         .collect();

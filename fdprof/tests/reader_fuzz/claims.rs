@@ -9,9 +9,9 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use fdprof::model::trace::{ENCODING, TableSnapshot, Trace, TraceTable, codec};
 use fdprof::testdata::{self, TempDir};
 use fdprof_common::trace::op;
+use fdprof_recording::trace::{ENCODING, TableSnapshot, Trace, TraceTable, codec};
 
 use super::{Run, describe, run_limited};
 

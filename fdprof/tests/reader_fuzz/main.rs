@@ -25,10 +25,10 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use fdprof::analysis::{self, FlamegraphOptions, LockFilter, OpFilter, ReportOptions, SortKey};
-use fdprof::model::Recording;
-use fdprof::model::read::MAX_BYTES;
 use fdprof::render;
 use fdprof::testdata::{self, TempDir};
+use fdprof_recording::Recording;
+use fdprof_recording::read::MAX_BYTES;
 use serde_json::{Value, json};
 
 /// The address space the worker and the `fdprof` runs get.

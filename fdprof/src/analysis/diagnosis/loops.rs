@@ -7,10 +7,10 @@ use std::collections::HashMap;
 use fdprof_common::syscalls::FD_SYSCALLS;
 use fdprof_common::trace::op;
 use fdprof_figures::{Comparison, Finding, Remedy, Report, Rule};
+use fdprof_recording::Recording;
+use fdprof_recording::trace::codec::Row;
 
 use super::{CLOSE_LOOP_MIN_FDS, CLOSE_RUN_MIN, check, figure};
-use crate::model::Recording;
-use crate::model::trace::codec::Row;
 
 /// The runs of consecutive closes in the trace's rows.
 #[derive(Debug, Default, PartialEq, Eq)]

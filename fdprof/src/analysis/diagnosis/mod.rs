@@ -10,9 +10,9 @@ use fdprof_figures::{
     Comparison, DIAGNOSIS_STACKS, Diagnosis, Evidence, Figure, FindingStack, NotChecked, Operation,
     Report, ReportOptions, Rule, SortKey, StackSource,
 };
+use fdprof_recording::Recording;
 
 use super::{cpu, top_stacks};
-use crate::model::Recording;
 
 /// shared-table: at least this many waits on the target's `file_lock` …
 pub const SHARED_MIN_WAITS: u64 = 100;

@@ -1,13 +1,13 @@
 use fdprof_common::syscalls::FD_SYSCALLS;
 use fdprof_common::trace::op;
 use fdprof_figures::{Rule, StackSource};
+use fdprof_recording::hist::Log2Hist;
+use fdprof_recording::trace::codec::Row;
 
 use super::loops::{Runs, closes, runs};
 use crate::analysis::{ReportOptions, report};
-use crate::model::hist::Log2Hist;
-use crate::model::trace::codec::Row;
 
-fn rules(rec: &crate::model::Recording) -> Vec<Rule> {
+fn rules(rec: &fdprof_recording::Recording) -> Vec<Rule> {
     report(rec, &ReportOptions::default())
         .diagnosis
         .findings
@@ -238,7 +238,7 @@ fn interrupt_time_fires_on_waits_in_interrupt_handlers() {
 
 #[test]
 fn host_steal_fires_on_steal_beside_waits_and_not_without_them() {
-    use crate::model::recording::StealTime;
+    use fdprof_recording::recording::StealTime;
     let mut rec = crate::testdata::recording();
     let steal = |steal_ns| StealTime {
         steal_ns,

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 use fdprof_common::session::{EndReason, TargetKind};
+use fdprof_recording::{Recording, counters::Counters, series::Series};
 
 use super::args::ProbeArgs;
 use super::args::TargetArgs;
@@ -15,7 +16,6 @@ use super::session::{self, Live, Next, Request, Session, Streams};
 mod trace;
 use crate::collect::{TargetSpec, counters::ThreadCounters, stats::own_cpu_ns};
 use crate::live::stage::Finished;
-use crate::model::{Recording, counters::Counters, series::Series};
 use crate::output::Output;
 
 #[derive(clap::Args, Debug)]
@@ -50,7 +50,7 @@ pub struct RecordArgs {
     /// Keep at most this many trace operations (64 bytes each in memory while recording, 4 to
     /// 11 in the recording, which `replay` reads up to 64 MiB); the rest are counted as dropped
     #[arg(long, value_name = "N", requires = "trace", default_value_t = 2_000_000,
-          value_parser = clap::value_parser!(u64).range(1..=crate::model::bounded::TRACE_ROWS))]
+          value_parser = clap::value_parser!(u64).range(1..=fdprof_recording::bounded::TRACE_ROWS))]
     pub trace_limit: u64,
     /// Keep raw kernel and user addresses in the recording (they reveal the KASLR layout)
     #[arg(long)]
@@ -111,7 +111,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
         series,
     };
     let recording = whole(&args, finished, &mut session, kept, end, duration);
-    recording.write(&args.output)?;
+    args.output.write_with(|out| recording.write(out))?;
     let waits: u64 = recording.contention.iter().map(|c| c.count).sum();
     let calls: u64 = recording.syscalls.iter().map(|s| s.calls).sum();
     let command_status = recording

@@ -3,13 +3,14 @@
 
 use anyhow::{Context, Result, bail};
 use fdprof_common::counters::drop;
+use fdprof_recording::{Recording, trace::Trace};
 
 use super::session::Session;
 use crate::collect::{
     Profiler, Snapshot,
     trace::{ProcTable, TraceReader, proc_table},
 };
-use crate::model::{Recording, trace::Trace};
+use crate::model;
 
 /// A trace under way.
 pub struct Tracing {
@@ -45,7 +46,7 @@ impl Tracing {
         let at = |reason: u32| snap.drops[(drop::PROBE_TRACE * drop::COUNT + reason) as usize];
         let lost = at(drop::RINGBUF_FULL) + at(drop::READ_FAILED);
         // Records of another size are fdprof's own error, but still a gap.
-        Trace::build(
+        model::trace::build(
             &drained,
             std::slice::from_ref(&self.table),
             self.origin_ns,

@@ -375,7 +375,7 @@ impl View {
             crate::output::unused_path(Path::new(""), &format!("fdprof-top-{stamp}"), "data")?;
         let kept = self.kept.iter().cloned().collect();
         let rec = window::with_series(kept, self.interval_ns).context("nothing to write yet")?;
-        rec.write(&Output::File(path.clone()))?;
+        Output::File(path.clone()).write_with(|out| rec.write(out))?;
         Ok(path.display().to_string())
     }
 }

@@ -8,12 +8,12 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use fdprof_recording::Recording;
 
 use super::session;
 use super::{Sink, TopArgs};
 use crate::analysis;
 use crate::error::{EXIT_USAGE, fatal};
-use crate::model::Recording;
 use crate::tui;
 
 /// How often a paced playback checks for a quit or a signal.

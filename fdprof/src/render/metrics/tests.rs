@@ -8,12 +8,12 @@ use std::sync::{Arc, Mutex};
 
 use fdprof_common::probes::{Attachment, Role};
 use fdprof_figures::{Histogram, Report};
+use fdprof_recording::Recording;
 
 use super::{
     Exposition, HttpFigures, MetricsCollector, SCAN_SLOTS, WAIT_SLOTS, encode, encode_text, slot_le,
 };
 use crate::analysis::{self, ReportOptions};
-use crate::model::Recording;
 use crate::testdata;
 
 /// One sample line: `name{labels} value`.

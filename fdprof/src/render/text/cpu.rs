@@ -77,8 +77,8 @@ fn stacks(out: &mut Vec<String>, c: &Cpu) {
 #[cfg(test)]
 mod tests {
     use crate::analysis::{self, ReportOptions};
-    use crate::model::recording::{CpuEvent, CpuProfile, CpuSite};
     use crate::testdata::{self, frame, line_with};
+    use fdprof_recording::recording::{CpuEvent, CpuProfile, CpuSite};
 
     #[test]
     fn section_shows_the_split_and_the_stacks_only_when_sampled() {

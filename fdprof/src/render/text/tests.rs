@@ -1,7 +1,8 @@
 //! The text report on the hand-built recordings of [`crate::testdata`].
 
+use fdprof_recording::Recording;
+
 use crate::analysis::{self, ReportOptions, SortKey};
-use crate::model::Recording;
 use crate::testdata::{self, cells, line_with};
 
 fn text(rec: &Recording, opts: &ReportOptions) -> String {
@@ -195,7 +196,7 @@ fn lock_only_recordings_leave_fd_activity_out() {
 fn direct_probe_figures_by_source() {
     let mut rec = testdata::recording();
     rec.functions = vec![
-        crate::model::recording::FunctionStats {
+        fdprof_recording::recording::FunctionStats {
             operation: crate::testdata::operation("alloc"),
             calls: 600,
             duration: testdata::hist(&[(900, 600)]),
@@ -203,7 +204,7 @@ fn direct_probe_figures_by_source() {
             slowpath_wait: testdata::hist(&[(10_000, 300)]),
             ..Default::default()
         },
-        crate::model::recording::FunctionStats {
+        fdprof_recording::recording::FunctionStats {
             operation: crate::testdata::operation("expand"),
             calls: 4,
             expanded: 3,
@@ -331,14 +332,14 @@ fn report_shows_every_drop_with_a_total_and_says_none() {
 
 #[test]
 fn header_and_json_show_how_the_command_ended() {
-    use crate::model::recording::ExitStatus;
+    use fdprof_recording::recording::ExitStatus;
     let mut rec = testdata::recording();
     let t = text(&rec, &ReportOptions::default());
     assert!(
         !t.contains("exited with") && !t.contains("killed by"),
         "{t}"
     );
-    let json = |rec: &crate::model::Recording| {
+    let json = |rec: &fdprof_recording::Recording| {
         serde_json::to_value(crate::analysis::report(rec, &ReportOptions::default())).unwrap()
     };
     assert!(json(&rec)["target"].get("exit_status").is_none());

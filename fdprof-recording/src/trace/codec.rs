@@ -34,7 +34,7 @@ pub struct Row {
 /// eleventh): the inflated bytes of a trace stop at its declared rows times this.
 pub const MAX_ROW_BYTES: u64 = 110;
 /// The most rows a trace may have: `record --trace-limit` keeps at most this many.
-pub const MAX_ROWS: u64 = crate::model::bounded::TRACE_ROWS;
+pub const MAX_ROWS: u64 = crate::bounded::TRACE_ROWS;
 
 pub fn encode(rows: &[Row]) -> String {
     let mut raw = Vec::with_capacity(rows.len() * 12);
@@ -58,7 +58,7 @@ pub fn encode(rows: &[Row]) -> String {
 }
 
 /// Decodes exactly `count` rows whose tables are below `tables`, into a list of exactly that
-/// size (the caller has checked that `count` rows fit: [`crate::model::budget`]).
+/// size (the caller has checked that `count` rows fit: [`crate::budget`]).
 pub fn decode(data: &str, count: u64, tables: u32) -> Result<Vec<Row>, String> {
     let rows = Rows::new(data, count, tables)?;
     let mut out = Vec::with_capacity(count as usize);

@@ -11,7 +11,7 @@ use fdprof_replay::{TraceEvent, TraceOp, event::Snapshot};
 use super::{TableSnapshot, codec::Row};
 
 /// The largest table a snapshot may describe (bits); larger is a corrupt trace.
-pub const MAX_SNAPSHOT_FDS: u32 = crate::model::bounded::TRACE_MAX_FDS;
+pub const MAX_SNAPSHOT_FDS: u32 = crate::bounded::TRACE_MAX_FDS;
 
 /// The events, and what ordering them took. The events are not held as such: each table's
 /// rows are kept (sorted), with the order they replay in, and [`Ordered::events`] makes each
@@ -52,7 +52,7 @@ pub(super) const SNAPSHOT: u32 = 1 << 31;
 pub(super) const AMBIGUOUS: u32 = 1 << 30;
 
 /// What ordering keeps a row for, beyond the row: its step, a span of its thread's for the
-/// overlap search, and a flag (the memory budget counts these, `model::budget`).
+/// overlap search, and a flag (the memory budget counts these, [`crate::budget`]).
 pub const ORDER_BYTES_PER_ROW: u64 =
     (size_of::<Row>() + size_of::<Step>() + size_of::<(u64, u64)>() + size_of::<bool>()) as u64;
 

@@ -351,7 +351,7 @@ fn emit(ctx: &Context, i: usize, shadow: &mut Shadow, out: &mut Ordered, in_wind
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::trace::{ENCODING, TraceTable, codec};
+    use crate::trace::{ENCODING, TraceTable, codec};
     use fdprof_replay::TraceOp;
 
     fn alloc(tid: u32, enter_ns: u64, exit_ns: u64, fd: i32) -> Row {
@@ -384,7 +384,7 @@ mod tests {
                 table: 0,
                 from_ns: 0,
                 until_ns: 0,
-                open: crate::model::trace::runs(open),
+                open: crate::trace::runs(open),
                 cloexec: Vec::new(),
                 next_fd: 0,
                 max_fds: 64,

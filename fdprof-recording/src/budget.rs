@@ -315,7 +315,7 @@ impl fmt::Display for Bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::trace::{ENCODING, TableSnapshot, TraceTable, codec};
+    use crate::trace::{ENCODING, TableSnapshot, TraceTable, codec};
 
     fn snapshot(table: u32, open: u32, max_fds: u32) -> TableSnapshot {
         TableSnapshot {

@@ -3,7 +3,6 @@
 //! unless `--raw-addrs`, and each table's state at attach. [`order`] turns it into the
 //! `fdprof_replay` events a replay runs.
 
-mod build;
 pub mod codec;
 pub mod order;
 pub mod ordered;

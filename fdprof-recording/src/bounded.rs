@@ -39,7 +39,7 @@ pub const SAMPLES: usize = 1_000_000;
 /// folded into their kind's rows (`series::grouped_waits`).
 pub const SAMPLE_WAITS: usize = 512;
 /// Rows of per-thread counters: the threads of most task-clock, the rest folded into one
-/// (`model::counters::bound_rows`).
+/// ([`crate::counters::bound_rows`]).
 pub const COUNTER_ROWS: usize = 256;
 /// Counters of a recording, and readings of one thread: one per `CounterName`, room to grow.
 pub const COUNTERS: usize = 32;

@@ -1,4 +1,4 @@
-//! A lock's name as recordings keep it, and as the figures show it; [`super::lock_names`]
+//! A lock's name as recordings keep it, and as the figures show it; fdprof's `model::lock_names`
 //! tells it.
 
 use fdprof_common::contention::LockKind;

@@ -10,8 +10,8 @@ use fdprof_common::{
     session::{EndReason, TargetKind},
 };
 
-use crate::model::hist::Log2Hist;
-use crate::model::recording::{
+use crate::hist::Log2Hist;
+use crate::recording::{
     ContentionSite, CpuEvent, CpuProfile, CpuSite, DropCount, Frame, OwnCost, ProgramCost,
     Recording, ScanStats, SyscallStats, TableStats, Target,
 };
@@ -114,8 +114,8 @@ pub fn recording() -> Recording {
         (Role::FdSyscalls, Attachment::TpBtf),
     ]);
     Recording {
-        format: crate::model::recording::FORMAT.into(),
-        version: crate::model::recording::VERSION,
+        format: crate::recording::FORMAT.into(),
+        version: crate::recording::VERSION,
         fdprof_version: "0.1.0".into(),
         kernel_release: "6.18.0-test".into(),
         target: Target {
@@ -308,8 +308,8 @@ fn direct_probes() -> BTreeMap<Role, Attachment> {
 /// a mutex in `other` 5 ms without a user stack. 7 drops.
 pub fn command_recording() -> Recording {
     Recording {
-        format: crate::model::recording::FORMAT.into(),
-        version: crate::model::recording::VERSION,
+        format: crate::recording::FORMAT.into(),
+        version: crate::recording::VERSION,
         fdprof_version: "0.1.0".into(),
         kernel_release: "6.12.0-test".into(),
         target: Target {

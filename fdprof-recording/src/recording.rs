@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 
-use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
 use fdprof_common::{
@@ -451,10 +450,10 @@ impl Recording {
         }
     }
 
-    /// Writes to standard output or atomically to a file (see [`crate::output`]).
-    pub fn write(&self, out: &crate::output::Output) -> Result<()> {
-        let json = serde_json::to_vec_pretty(self)?;
-        out.write(&json)
+    /// Writes the recording file's bytes (pretty JSON) to `out`. The caller opens the file:
+    /// fdprof's `output` never writes through a path it did not create.
+    pub fn write(&self, out: impl std::io::Write) -> std::io::Result<()> {
+        serde_json::to_writer_pretty(out, self).map_err(std::io::Error::from)
     }
 
     /// The role attachments as text, for the `modes` field.
@@ -487,7 +486,7 @@ impl Recording {
 
 #[cfg(test)]
 mod tests {
-    use crate::model::read::parse;
+    use crate::read::parse;
 
     /// The error for `version` set to `json` (`None`: no version field) in a valid recording.
     fn version_error(json: Option<&str>) -> String {
