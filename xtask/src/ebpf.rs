@@ -101,11 +101,11 @@ struct Built {
 
 /// Builds both objects under `target/ebpf` and copies them to `target/ebpf/out/`.
 fn build() -> Result<Built> {
-    let hint = "cargo xtask bootstrap";
+    let hint = "run `cargo xtask bootstrap`";
     let rustc = toolchain::find_rustc()
-        .with_context(|| format!("no Rust compiler with rust-src for the eBPF programs; run `{hint}` (or `{FIX}`, which installs it)"))?;
-    let linker = toolchain::find_bpf_linker()
-        .with_context(|| format!("bpf-linker not found; run `{hint}`"))?;
+        .with_context(|| format!("no rustc with rust-src for the eBPF programs; {hint}"))?;
+    let linker =
+        toolchain::find_bpf_linker().with_context(|| format!("bpf-linker not found; {hint}"))?;
     let root = root();
     let target_dir = root.join("target/ebpf");
     let cargo = if rustc.cargo.is_file() {
