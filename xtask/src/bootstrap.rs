@@ -1,8 +1,10 @@
 //! `cargo xtask bootstrap`: installs what fdprof needs, only what is missing, saying what it
 //! does and how long each step took. A second run on a ready machine takes seconds.
 //!
-//! Kernel side: a rustc with `rust-src` of the same release (a rustup toolchain that has it, else
-//! Debian's `rustc-web` + `rust-web-src`) and `bpf-linker` built against LLVM 22. Tests: `bpftool`,
+//! The eBPF toolchain, for `cargo xtask ebpf` and the tests' object check only (fdprof builds
+//! from the committed objects): a rustc with `rust-src` of the same release (a rustup toolchain
+//! that has it, else Debian's `rustc-web` + `rust-web-src`) and `bpf-linker` built against
+//! LLVM 22. The Debian package: `dpkg-dev`. Tests: all of these, and `bpftool`,
 //! `tmux`, and `prometheus` (with `promtool`) for the daemon's and the dashboard's tests, which
 //! run their own Prometheus: the packaged service is never left running (`service_guard`);
 //! `golang-go`, `python3-jsonschema` and `npm` for the export tests (`go tool pprof`, speedscope's
@@ -15,15 +17,14 @@ use anyhow::{Context, Result, bail};
 
 mod service_guard;
 
-// Shared with fdprof/build.rs, which uses the parts this file does not.
-#[allow(dead_code)]
-#[path = "../../fdprof/build/ebpf_toolchain.rs"]
-mod ebpf_toolchain;
+use crate::ebpf::toolchain as ebpf_toolchain;
 
 const TOOLCHAIN_PACKAGES: &[&str] = &["rustc-web", "cargo-web", "rust-web-src"];
 const LLVM_PACKAGE: &str = "llvm-22-dev";
 const LLVM_PREFIX: &str = "/usr/lib/llvm-22";
 const BPF_LINKER_VERSION: &str = "0.13.0";
+/// `cargo xtask deb`'s tools: dpkg-shlibdeps (and strip, through binutils).
+const DEB_PACKAGES: &[&str] = &["dpkg-dev"];
 /// What the tests run: bpftool (an independent reader of the kernel's BTF), tmux (a real
 /// terminal for `fdprof top`'s screen) and prometheus + promtool (scrape `fdprof daemon`, check
 /// the dashboard's queries and the scrape config) and systemd (`systemd-analyze verify` checks
@@ -135,13 +136,23 @@ fn apt_install(packages: &[&str]) -> Result<()> {
     service_guard::disable_packaged_services(packages)
 }
 
-/// What a task needs installed.
+/// What a task needs installed. Building and running fdprof (`build`, `demo`, `install`) needs
+/// nothing: its eBPF objects are committed, so those tasks call no bootstrap at all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Needs {
-    /// Building fdprof and running it (`build`, `demo`): the eBPF toolchain only.
-    Build,
-    /// The tests' servers and tools too (`test`, `bench`, packaging, `bootstrap`).
+    /// Rebuilding the eBPF objects (`ebpf`): the eBPF toolchain.
+    Ebpf,
+    /// The Debian package (`deb`): dpkg-dev.
+    Deb,
+    /// The tests (which check the objects) and benchmarks: the eBPF toolchain, dpkg-dev and
+    /// the tests' servers and tools (`test`, `bench`, `vm-test`, `bootstrap`).
     Tests,
+}
+
+impl Needs {
+    fn ebpf(self) -> bool {
+        self != Needs::Deb
+    }
 }
 
 /// Everything (`cargo xtask bootstrap`).
@@ -152,18 +163,21 @@ pub fn run() -> Result<()> {
 pub fn install(needs: Needs) -> Result<()> {
     let start = Instant::now();
     let mut missing: Vec<&str> = Vec::new();
-    let rustc = ebpf_toolchain::find_rustc();
-    match &rustc {
-        Some(r) => eprintln!(
-            "[bootstrap] eBPF compiler: {} ({})",
-            r.rustc.display(),
-            r.origin
-        ),
-        None => missing.extend_from_slice(TOOLCHAIN_PACKAGES),
+    if needs.ebpf() {
+        match ebpf_toolchain::find_rustc() {
+            Some(r) => eprintln!(
+                "[bootstrap] eBPF compiler: {} ({})",
+                r.rustc.display(),
+                r.origin
+            ),
+            None => missing.extend_from_slice(TOOLCHAIN_PACKAGES),
+        }
+        if ebpf_toolchain::find_bpf_linker().is_none() && !installed(LLVM_PACKAGE) {
+            missing.push(LLVM_PACKAGE);
+        }
     }
-    let linker = ebpf_toolchain::find_bpf_linker();
-    if linker.is_none() && !installed(LLVM_PACKAGE) {
-        missing.push(LLVM_PACKAGE);
+    if needs != Needs::Ebpf {
+        missing.extend(DEB_PACKAGES.iter().filter(|p| !installed(p)));
     }
     if needs == Needs::Tests {
         missing.extend(TEST_PACKAGES.iter().filter(|p| !installed(p)));
@@ -179,12 +193,20 @@ pub fn install(needs: Needs) -> Result<()> {
         timed(&format!("apt-get install {}", missing.join(" ")), || {
             apt_install(&missing)
         })?;
-        if ebpf_toolchain::find_rustc().is_none() {
+        if needs.ebpf() && ebpf_toolchain::find_rustc().is_none() {
             bail!("still no rustc with rust-src after installing {TOOLCHAIN_PACKAGES:?}");
         }
     }
+    if needs.ebpf() {
+        bpf_linker()?;
+    }
+    eprintln!("[bootstrap] ready in {:.1}s", start.elapsed().as_secs_f64());
+    Ok(())
+}
 
-    match linker {
+/// Builds bpf-linker where none is found.
+fn bpf_linker() -> Result<()> {
+    match ebpf_toolchain::find_bpf_linker() {
         Some(path) => eprintln!("[bootstrap] bpf-linker: {}", path.display()),
         None => timed(
             &format!(
@@ -206,6 +228,5 @@ pub fn install(needs: Needs) -> Result<()> {
             },
         )?,
     }
-    eprintln!("[bootstrap] ready in {:.1}s", start.elapsed().as_secs_f64());
     Ok(())
 }

@@ -1,5 +1,5 @@
-//! Developer tasks: `cargo xtask bootstrap | build | demo | test | bench | vm-test | install |
-//! uninstall | deb`.
+//! Developer tasks: `cargo xtask bootstrap | ebpf | build | demo | test | bench | vm-test |
+//! install | uninstall | deb`.
 
 mod bench_daemon;
 mod bench_daemon_targets;
@@ -11,6 +11,7 @@ mod bench_syscost;
 mod bench_top;
 mod bench_workload;
 mod bootstrap;
+mod ebpf;
 mod lock_reference;
 mod package;
 mod run;
@@ -29,13 +30,21 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Task {
-    /// Install what building the eBPF programs and running the tests needs (idempotent)
+    /// Install what rebuilding the eBPF objects and running the tests needs (idempotent)
     Bootstrap,
-    /// Bootstrap, then build fdprof (release) with its eBPF programs embedded
+    /// Rebuild the committed eBPF objects (fdprof/ebpf/) from fdprof-ebpf, installing the eBPF
+    /// toolchain where missing
+    Ebpf {
+        /// Only check that the committed objects are what the sources build (CI)
+        #[arg(long)]
+        check: bool,
+    },
+    /// Build fdprof (release) with its committed eBPF objects embedded
     Build,
-    /// Bootstrap, build, then run the main job on the built-in default
+    /// Build, then run the main job on the built-in default
     Demo,
-    /// Bootstrap, then run formatting, lints and every test (needs root: tests attach for real)
+    /// Bootstrap, then check the eBPF objects and run formatting, lints and every test (needs
+    /// root: tests attach for real)
     Test,
     /// Benchmarks: `workload` (generator vs C), `overhead` (cost of profiling here),
     /// `top` (fdprof top's own CPU and memory), `daemon` (the daemon's overhead, scrape latency,
@@ -84,9 +93,13 @@ fn main() {
     let cli = Cli::parse();
     let result: Result<()> = match cli.command {
         Task::Bootstrap => bootstrap::run(),
-        // The demo runs no test: only the eBPF toolchain is installed for it.
-        Task::Build => bootstrap::install(Needs::Build).and_then(|()| run::build_release()),
-        Task::Demo => bootstrap::install(Needs::Build).and_then(|()| run::demo()),
+        Task::Ebpf { check } => bootstrap::install(Needs::Ebpf).and_then(|()| match check {
+            true => ebpf::check(),
+            false => ebpf::write(),
+        }),
+        // The eBPF objects are committed: building and running fdprof installs nothing.
+        Task::Build => run::build_release(),
+        Task::Demo => run::demo(),
         Task::Test => bootstrap::run().and_then(|()| run::test()),
         Task::Bench { what, args } => bootstrap::run().and_then(|()| match what.as_str() {
             "workload" => bench_workload::run(&args),
@@ -97,12 +110,11 @@ fn main() {
             "remedies" => bench_remedies::run(&args),
             _ => bench_overhead::run(&args),
         }),
-        Task::Install { prefix } => package::prefix_arg(prefix)
-            .and_then(|p| bootstrap::run().and_then(|()| package::install(&p))),
+        Task::Install { prefix } => package::prefix_arg(prefix).and_then(|p| package::install(&p)),
         Task::Uninstall { prefix } => {
             package::prefix_arg(prefix).and_then(|p| package::uninstall(&p))
         }
-        Task::Deb => bootstrap::run().and_then(|()| package::deb().map(drop)),
+        Task::Deb => bootstrap::install(Needs::Deb).and_then(|()| package::deb().map(drop)),
         Task::VmTest {
             kernel,
             mode,

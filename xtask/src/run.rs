@@ -178,6 +178,8 @@ fn summary(
 
 pub fn test() -> Result<()> {
     disk_preflight();
+    // Before the tests, which load the committed objects: they must be the sources'.
+    crate::ebpf::check()?;
     step(
         "format check",
         cargo().args(["fmt", "--all", "--", "--check"]),

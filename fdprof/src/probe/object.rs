@@ -1,12 +1,13 @@
-//! The eBPF objects built by `build.rs` from `fdprof-ebpf`, embedded in the binary.
+//! The eBPF objects built from `fdprof-ebpf` by `cargo xtask ebpf` and committed in
+//! `fdprof/ebpf/` (CI checks they are the sources'), embedded in the binary.
 
 use aya::include_bytes_aligned;
 
 /// The profiling programs.
-pub static PROFILER: &[u8] = include_bytes_aligned!(concat!(env!("OUT_DIR"), "/fdprof.bpf.o"));
+pub static PROFILER: &[u8] = include_bytes_aligned!("../../ebpf/fdprof.bpf.o");
 
 /// Empty programs that `doctor` attaches to find out what the kernel allows.
-pub static DOCTOR: &[u8] = include_bytes_aligned!(concat!(env!("OUT_DIR"), "/fdprof-doctor.bpf.o"));
+pub static DOCTOR: &[u8] = include_bytes_aligned!("../../ebpf/fdprof-doctor.bpf.o");
 
 #[cfg(test)]
 mod tests {

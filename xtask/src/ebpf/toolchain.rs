@@ -1,18 +1,19 @@
 //! Finds a compiler able to build fdprof's eBPF programs: a rustc together with the `core`
-//! sources of the *same* release (for `-Z build-std=core`) and `bpf-linker`.
+//! sources of the *same* release (for `-Z build-std=core`), the cargo of that release, and
+//! `bpf-linker`.
 //!
-//! Shared by `fdprof/build.rs` (which builds the object) and `cargo xtask bootstrap` (which
+//! Shared by `cargo xtask ebpf` (which builds the objects) and `cargo xtask bootstrap` (which
 //! installs what is missing), so that both agree on what "ready" means.
 
 use std::path::{Path, PathBuf};
-
-/// The one command that installs everything the kernel side needs.
-pub const INSTALL_HINT: &str = "cargo xtask bootstrap";
 
 /// A compiler whose sysroot holds `rust-src`.
 #[derive(Debug, Clone)]
 pub struct EbpfRustc {
     pub rustc: PathBuf,
+    /// The cargo beside it: the same release, so that a toolchain builds the same bytes
+    /// whichever cargo runs `xtask`.
+    pub cargo: PathBuf,
     /// Where it came from, for messages ("rustup toolchain nightly-…", "Debian rustc-web").
     pub origin: String,
 }
@@ -43,6 +44,7 @@ pub fn find_rustc() -> Option<EbpfRustc> {
                 let name = sysroot.file_name().unwrap_or_default().to_string_lossy();
                 return Some(EbpfRustc {
                     rustc,
+                    cargo: sysroot.join("bin/cargo"),
                     origin: format!("rustup toolchain {name} with rust-src"),
                 });
             }
@@ -52,25 +54,25 @@ pub fn find_rustc() -> Option<EbpfRustc> {
     if debian.join("bin/rustc").is_file() && has_core_sources(debian) {
         return Some(EbpfRustc {
             rustc: debian.join("bin/rustc"),
+            cargo: debian.join("bin/cargo"),
             origin: "Debian rustc-web with rust-web-src".into(),
         });
     }
     None
 }
 
-/// Directories searched for `bpf-linker`, besides `PATH`.
-pub fn cargo_bin_dir() -> Option<PathBuf> {
+/// `$CARGO_HOME`, else `~/.cargo`.
+pub fn cargo_home() -> Option<PathBuf> {
     std::env::var_os("CARGO_HOME")
         .map(PathBuf::from)
         .or_else(|| home().map(|h| h.join(".cargo")))
-        .map(|h| h.join("bin"))
 }
 
 /// Finds `bpf-linker` on `PATH` or in cargo's bin directory.
 pub fn find_bpf_linker() -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
-        .chain(cargo_bin_dir())
+        .chain(cargo_home().map(|h| h.join("bin")))
         .map(|dir| dir.join("bpf-linker"))
         .find(|p| p.is_file())
 }
