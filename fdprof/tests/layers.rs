@@ -12,7 +12,7 @@ const MAY_USE: &[(&str, &[&str])] = &[
     ("output", &["error"]),
     ("procfs", &[]),
     ("privileges", &["error", "escape"]),
-    ("probe", &["error", "escape"]),
+    ("probe", &["procfs", "error", "escape"]),
     ("collect", &["probe", "procfs", "error", "escape"]),
     ("symbolize", &["procfs", "error", "escape"]),
     (
@@ -54,6 +54,7 @@ const MAY_USE: &[(&str, &[&str])] = &[
             "symbolize",
             "collect",
             "probe",
+            "procfs",
             "error",
             "escape",
             "output",

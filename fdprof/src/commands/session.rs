@@ -7,7 +7,7 @@
 use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use fdprof_common::{
     probes::Mode,
     session::{EndReason, TargetKind},
@@ -120,8 +120,7 @@ pub fn start(
     };
 
     // Read once: it is several MB, and both the stack symbolizer and the probe roles need it.
-    let kallsyms =
-        std::fs::read_to_string("/proc/kallsyms").context("cannot read /proc/kallsyms")?;
+    let kallsyms = crate::procfs::kallsyms()?;
     let mut kernel_syms = KernelSymbols::from_kallsyms(&kallsyms)?;
     let kernel = Kernel::discover(&Kallsyms::parse(&kallsyms))?;
     drop(kallsyms);
@@ -160,7 +159,7 @@ pub fn start(
     };
     // fdprof's own programs exist from now on: name their frames (an interrupt can land while
     // one runs). Without them, such frames stay `[unknown]`.
-    if let Ok(now) = std::fs::read_to_string("/proc/kallsyms") {
+    if let Ok(now) = crate::procfs::kallsyms() {
         kernel_syms.add_bpf_programs(&now);
     }
     let target = Target {

@@ -269,7 +269,7 @@ impl Watcher {
             return;
         };
         // Name the programs' frames.
-        if let Ok(now) = std::fs::read_to_string("/proc/kallsyms") {
+        if let Ok(now) = crate::procfs::kallsyms() {
             symbols.kernel.add_bpf_programs(&now);
         }
         symbols.set_maps(match settings.all {
@@ -484,9 +484,7 @@ impl Watcher {
     /// Symbolizers started afresh, for when they were lost with the programs; without them
     /// (kallsyms unreadable) nothing loads again.
     fn fresh_symbols(&self) -> Option<Symbols> {
-        let kernel = std::fs::read_to_string("/proc/kallsyms")
-            .map_err(anyhow::Error::from)
-            .and_then(|text| KernelSymbols::from_kallsyms(&text));
+        let kernel = crate::procfs::kallsyms().and_then(|text| KernelSymbols::from_kallsyms(&text));
         match kernel {
             Ok(kernel) => Some(Symbols::new(
                 kernel,

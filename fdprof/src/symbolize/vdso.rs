@@ -25,7 +25,7 @@ impl Vdso {
         if base == 0 {
             return None;
         }
-        let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+        let maps = crate::procfs::maps("self")?;
         let len = super::user::parse_maps(&maps)
             .into_iter()
             .find(|m| m.path == "[vdso]" && m.start == base)
