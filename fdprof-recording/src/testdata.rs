@@ -92,10 +92,33 @@ fn user(call: &str) -> Vec<Frame> {
     ]
 }
 
-/// file_lock: alloc 6 ms over two sites differing only in the offset of `alloc_fd` (591 waits,
-/// max 100 µs), close 4 ms (400 waits of 10 µs); a spinlock in `other` 1 ms with no user stack.
-/// 3 drops.
-pub fn recording() -> Recording {
+/// A drop counter of `probe` for `reason`.
+fn drop_count(probe: &str, reason: &str, count: u64) -> DropCount {
+    DropCount {
+        probe: probe.into(),
+        reason: reason.into(),
+        count,
+    }
+}
+
+/// The cost of one program (`name`, its run time, runs and recursion misses) and the
+/// collector's CPU time.
+fn own_cost(name: &str, run_time_ns: u64, run_count: u64, misses: u64, cpu_ns: u64) -> OwnCost {
+    OwnCost {
+        programs: vec![ProgramCost {
+            name: name.into(),
+            run_time_ns,
+            run_count,
+            recursion_misses: misses,
+        }],
+        collector_cpu_ns: cpu_ns,
+        stats_window_ns: 0,
+        walk_ns_sampled: 0,
+    }
+}
+
+/// `recording`'s sites: file_lock on alloc and close, and a spinlock elsewhere.
+fn opensock_contention() -> Vec<ContentionSite> {
     let close_kernel = vec![
         frame("__pv_queued_spin_lock_slowpath", 0x1b4, None),
         frame("_raw_spin_lock", 0x2e, None),
@@ -108,6 +131,64 @@ pub fn recording() -> Recording {
         frame("_raw_spin_lock", 0x2e, None),
         frame("tcp_v4_rcv", 0x99, None),
     ];
+    vec![
+        site(
+            "file_lock",
+            "alloc",
+            alloc_kernel(0x3f),
+            user("__socket"),
+            &[(10_000, 300)],
+        ),
+        site(
+            "file_lock",
+            "close",
+            close_kernel,
+            user("__close"),
+            &[(10_000, 400)],
+        ),
+        site(
+            "file_lock",
+            "alloc",
+            alloc_kernel(0x52),
+            user("__socket"),
+            &[(10_000, 290), (100_000, 1)],
+        ),
+        site("spinlock", "other", spin_kernel, vec![], &[(100_000, 10)]),
+    ]
+}
+
+/// `recording`'s fd syscalls: sockets opened, closes, and a dup2 never called.
+fn opensock_syscalls() -> Vec<SyscallStats> {
+    vec![
+        SyscallStats {
+            name: "socket".into(),
+            calls: 591,
+            errors: 0,
+            fds_created: 591,
+            fds_closed: 0,
+            allocs: 591,
+            latency: hist(&[(3_000, 500), (40_000, 91)]),
+        },
+        SyscallStats {
+            name: "close".into(),
+            calls: 400,
+            errors: 2,
+            fds_created: 0,
+            fds_closed: 398,
+            allocs: 0,
+            latency: hist(&[(1_500, 400)]),
+        },
+        SyscallStats {
+            name: "dup2".into(),
+            ..Default::default()
+        },
+    ]
+}
+
+/// file_lock: alloc 6 ms over two sites differing only in the offset of `alloc_fd` (591 waits,
+/// max 100 µs), close 4 ms (400 waits of 10 µs); a spinlock in `other` 1 ms with no user stack.
+/// 3 drops.
+pub fn recording() -> Recording {
     let probes = BTreeMap::from([
         (Role::Allocate, Attachment::Tracepoint),
         (Role::LockTracepoints, Attachment::TpBtf),
@@ -140,54 +221,8 @@ pub fn recording() -> Recording {
         syscall_latency: true,
         functions: Vec::new(),
         stack_walks: Default::default(),
-        contention: vec![
-            site(
-                "file_lock",
-                "alloc",
-                alloc_kernel(0x3f),
-                user("__socket"),
-                &[(10_000, 300)],
-            ),
-            site(
-                "file_lock",
-                "close",
-                close_kernel,
-                user("__close"),
-                &[(10_000, 400)],
-            ),
-            site(
-                "file_lock",
-                "alloc",
-                alloc_kernel(0x52),
-                user("__socket"),
-                &[(10_000, 290), (100_000, 1)],
-            ),
-            site("spinlock", "other", spin_kernel, vec![], &[(100_000, 10)]),
-        ],
-        syscalls: vec![
-            SyscallStats {
-                name: "socket".into(),
-                calls: 591,
-                errors: 0,
-                fds_created: 591,
-                fds_closed: 0,
-                allocs: 591,
-                latency: hist(&[(3_000, 500), (40_000, 91)]),
-            },
-            SyscallStats {
-                name: "close".into(),
-                calls: 400,
-                errors: 2,
-                fds_created: 0,
-                fds_closed: 398,
-                allocs: 0,
-                latency: hist(&[(1_500, 400)]),
-            },
-            SyscallStats {
-                name: "dup2".into(),
-                ..Default::default()
-            },
-        ],
+        contention: opensock_contention(),
+        syscalls: opensock_syscalls(),
         scan: ScanStats {
             allocations: 591,
             next_fd_hits: 590,
@@ -203,33 +238,11 @@ pub fn recording() -> Recording {
             expansions: 4,
         },
         drops: vec![
-            DropCount {
-                probe: "contention".into(),
-                reason: "ringbuf_full".into(),
-                count: 3,
-            },
-            DropCount {
-                probe: "contention".into(),
-                reason: "stack_id".into(),
-                count: 0,
-            },
-            DropCount {
-                probe: "fdops".into(),
-                reason: "map_full".into(),
-                count: 0,
-            },
+            drop_count("contention", "ringbuf_full", 3),
+            drop_count("contention", "stack_id", 0),
+            drop_count("fdops", "map_full", 0),
         ],
-        own_cost: OwnCost {
-            programs: vec![ProgramCost {
-                name: "contention_begin".into(),
-                run_time_ns: 2_000_000,
-                run_count: 10_000,
-                recursion_misses: 0,
-            }],
-            collector_cpu_ns: 30_000_000,
-            stats_window_ns: 0,
-            walk_ns_sampled: 0,
-        },
+        own_cost: own_cost("contention_begin", 2_000_000, 10_000, 0, 30_000_000),
         notes: vec!["tracepoint mode: waits are seen from lock:contention_begin".into()],
         series: None,
         cpu: None,
@@ -303,6 +316,43 @@ fn direct_probes() -> BTreeMap<Role, Attachment> {
     ])
 }
 
+/// `command_recording`'s sites: file_lock on alloc and close, and a mutex elsewhere.
+fn server_contention() -> Vec<ContentionSite> {
+    vec![
+        site(
+            "file_lock",
+            "alloc",
+            native_alloc_kernel(0x1f),
+            server_user("socket"),
+            &[(20_000, 90)],
+        ),
+        site(
+            "file_lock",
+            "alloc",
+            native_alloc_kernel(0x2a),
+            server_user("socket"),
+            &[(10_000, 100), (200_000, 1)],
+        ),
+        site(
+            "file_lock",
+            "close",
+            native_close_kernel(),
+            server_user("close"),
+            &[(20_000, 100)],
+        ),
+        site(
+            "mutex",
+            "other",
+            vec![
+                frame("__mutex_lock", 0x11, None),
+                frame("do_epoll_ctl", 0x40, None),
+            ],
+            vec![],
+            &[(50_000, 100)],
+        ),
+    ]
+}
+
 /// A launched command (`./server -t 2`, pid 77) in fentry mode, 2.5 s. file_lock: alloc 3 ms
 /// (two sites, same functions, different `alloc_fd` offsets; one wait of 200 µs), close 2 ms;
 /// a mutex in `other` 5 ms without a user stack. 7 drops.
@@ -334,39 +384,7 @@ pub fn command_recording() -> Recording {
         syscall_latency: true,
         functions: Vec::new(),
         stack_walks: Default::default(),
-        contention: vec![
-            site(
-                "file_lock",
-                "alloc",
-                native_alloc_kernel(0x1f),
-                server_user("socket"),
-                &[(20_000, 90)],
-            ),
-            site(
-                "file_lock",
-                "alloc",
-                native_alloc_kernel(0x2a),
-                server_user("socket"),
-                &[(10_000, 100), (200_000, 1)],
-            ),
-            site(
-                "file_lock",
-                "close",
-                native_close_kernel(),
-                server_user("close"),
-                &[(20_000, 100)],
-            ),
-            site(
-                "mutex",
-                "other",
-                vec![
-                    frame("__mutex_lock", 0x11, None),
-                    frame("do_epoll_ctl", 0x40, None),
-                ],
-                vec![],
-                &[(50_000, 100)],
-            ),
-        ],
+        contention: server_contention(),
         syscalls: vec![
             SyscallStats {
                 name: "socket".into(),
@@ -396,28 +414,10 @@ pub fn command_recording() -> Recording {
             expansions: 0,
         },
         drops: vec![
-            DropCount {
-                probe: "contention".into(),
-                reason: "ringbuf_full".into(),
-                count: 5,
-            },
-            DropCount {
-                probe: "fdops".into(),
-                reason: "recursion_miss".into(),
-                count: 2,
-            },
+            drop_count("contention", "ringbuf_full", 5),
+            drop_count("fdops", "recursion_miss", 2),
         ],
-        own_cost: OwnCost {
-            programs: vec![ProgramCost {
-                name: "fexit_alloc_fd".into(),
-                run_time_ns: 300_000,
-                run_count: 1_000,
-                recursion_misses: 2,
-            }],
-            collector_cpu_ns: 5_000_000,
-            stats_window_ns: 0,
-            walk_ns_sampled: 0,
-        },
+        own_cost: own_cost("fexit_alloc_fd", 300_000, 1_000, 2, 5_000_000),
         notes: vec![],
         series: None,
         cpu: None,

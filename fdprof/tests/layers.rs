@@ -13,7 +13,7 @@ const MAY_USE: &[(&str, &[&str])] = &[
     ("output", &["error"]),
     ("procfs", &[]),
     ("privileges", &["error", "escape"]),
-    ("probe", &["error", "escape"]),
+    ("probe", &["procfs", "error", "escape"]),
     ("collect", &["probe", "procfs", "error", "escape"]),
     ("symbolize", &["procfs", "error", "escape"]),
     (
@@ -55,6 +55,7 @@ const MAY_USE: &[(&str, &[&str])] = &[
             "symbolize",
             "collect",
             "probe",
+            "procfs",
             "error",
             "escape",
             "output",

@@ -234,19 +234,15 @@ fn raise_fd_limit() {
 
 /// The threads of process `pid` now, with their comm (empty when unreadable).
 pub fn threads_of(pid: u32) -> Vec<(u32, String)> {
-    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+    let Some(tasks) = crate::procfs::tasks(pid) else {
         return Vec::new();
     };
-    let mut tids: Vec<u32> = dir
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-        .collect();
+    let mut tids: Vec<u32> = tasks.collect();
     tids.sort_unstable();
     tids.into_iter().map(|t| (t, comm(t))).collect()
 }
 
 /// A thread's comm now (empty when it has gone).
 pub fn comm(tid: u32) -> String {
-    std::fs::read_to_string(format!("/proc/{tid}/comm"))
-        .map(|c| c.trim_end_matches('\n').to_string())
-        .unwrap_or_default()
+    crate::procfs::comm(tid).unwrap_or_default()
 }

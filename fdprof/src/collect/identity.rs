@@ -2,7 +2,6 @@
 //! once per process, while it lives, and kept in a bounded cache ([`Identities`]).
 
 use std::collections::HashMap;
-use std::io::Read;
 
 use fdprof_figures::{Container, Identity, Runtime};
 
@@ -11,8 +10,6 @@ use super::target::process_alive;
 /// Processes whose identity is kept; past it the entries of processes gone are dropped, then
 /// all (they are read again while their processes live).
 pub const IDENTITIES: usize = 16_384;
-/// Bytes of `/proc/PID/cgroup` or `/proc/PID/status` read: a few hundred in practice.
-const FILE_BYTES: u64 = 64 << 10;
 
 /// Identities read, by pid. A pid reused by a new process is read anew when the kernel tells
 /// of the start ([`Identities::started`]).
@@ -69,21 +66,11 @@ impl Identities {
 
 /// `pid`'s identity, `None` when it is gone.
 pub fn read(pid: u32) -> Option<Identity> {
-    let cgroup = read_bounded(&format!("/proc/{pid}/cgroup"))?;
-    let status = read_bounded(&format!("/proc/{pid}/status")).unwrap_or_default();
+    let cgroup = crate::procfs::cgroup(pid)?;
+    let status = crate::procfs::status(pid).unwrap_or_default();
     let mut id = of_cgroup_file(&cgroup);
     id.ns_pid = ns_pid(&status);
     Some(id)
-}
-
-fn read_bounded(path: &str) -> Option<String> {
-    let mut text = String::new();
-    std::fs::File::open(path)
-        .ok()?
-        .take(FILE_BYTES)
-        .read_to_string(&mut text)
-        .ok()?;
-    Some(text)
 }
 
 /// The identity `/proc/PID/cgroup` gives: the path of the v2 line (`0::PATH`) where it names a

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow};
 use aya::{
-    Ebpf, EbpfLoader,
+    Ebpf, EbpfLoader, GlobalData,
     maps::{Array, RingBuf, StackTraceMap},
 };
 use fdprof_common::{
@@ -109,161 +109,20 @@ impl Profiler {
     /// Loads the programs and attaches them: the function roles one by one, then the tracepoint
     /// families.
     pub fn attach(kernel: &Kernel, opts: ProfilerOptions) -> Result<Self> {
-        let (kind, id) = match opts.filter {
-            // fdprof's own fd syscalls and waits are not the machine's load.
-            Filter::All => (target_kind::ALL, std::process::id()),
-            Filter::Tgid(p) => (target_kind::TGID, p),
-            Filter::Tid(t) => (target_kind::TID, t),
-            Filter::Set { .. } => (target_kind::SET, std::process::id()),
-        };
-        let (max_targets, member_pids) = match opts.filter {
-            Filter::Set { max } => (max.max(1), super::targets::member_pids()),
-            _ => (1, 1),
-        };
-        let o = kernel.offsets;
-        let l = kernel.lock_offsets;
-        let c = kernel.cgroup_offsets;
-        let image = kernel.image_data.unwrap_or((0, 0));
-        let slow_ns = u64::try_from(opts.slow.as_nanos()).unwrap_or(u64::MAX);
-        let latency = u32::from(opts.latency);
         let trace = u32::from(opts.trace && !opts.lock_only);
         let children = u32::from(opts.children && matches!(opts.filter, Filter::Tgid(_)));
-        let trace_bytes = if trace != 0 {
-            fdprof_common::trace::RING_BYTES
-        } else {
-            page_size()
-        };
-        // Only a system-wide profiler and a set send process starts.
-        let starts_bytes = match opts.filter {
-            Filter::All | Filter::Set { .. } => fdprof_common::process::STARTS_RING_BYTES,
-            _ => page_size(),
-        };
-        let mut ebpf = EbpfLoader::new()
-            .btf(Some(&kernel.btf))
-            .override_global(setting::TARGET_KIND, &kind, true)
-            .override_global(setting::TARGET_ID, &id, true)
-            .override_global(setting::OFF_TASK_FILES, &o.task_struct_files, true)
-            .override_global(setting::OFF_FILES_NEXT_FD, &o.files_struct_next_fd, true)
-            .override_global(setting::OFF_FILES_FDT, &o.files_struct_fdt, true)
-            .override_global(
-                setting::OFF_FILES_FILE_LOCK,
-                &o.files_struct_file_lock,
-                true,
-            )
-            .override_global(setting::OFF_FDT_MAX_FDS, &o.fdtable_max_fds, true)
-            .override_global(setting::OFF_FDT_OPEN_FDS, &o.fdtable_open_fds, true)
-            .override_global(setting::ALLOC_START_ARG, &kernel.alloc_start_arg(), true)
-            .override_global(setting::OFF_TASK_SIGNAL, &o.task_struct_signal, true)
-            .override_global(setting::OFF_SIGNAL_LIVE, &o.signal_struct_live, true)
-            .override_global(setting::OFF_TASK_TGID, &o.task_struct_tgid, true)
-            .override_global(setting::SLOW_NS, &slow_ns, true)
-            .override_global(setting::OFF_TASK_MM, &l.task_struct_mm, true)
-            .override_global(setting::OFF_MM_MMAP_LOCK, &l.mm_struct_mmap_lock, true)
-            .override_global(setting::OFF_TASK_SIGHAND, &l.task_struct_sighand, true)
-            .override_global(
-                setting::OFF_SIGHAND_SIGLOCK,
-                &l.sighand_struct_siglock,
-                true,
-            )
-            .override_global(setting::OFF_TASK_CFS_RQ, &l.task_struct_se_cfs_rq, true)
-            .override_global(setting::OFF_CFS_RQ_RQ, &l.cfs_rq_rq, true)
-            .override_global(setting::OFF_RQ_LOCK, &l.rq_lock, true)
-            .override_global(setting::OFF_CGROUP_KN, &c.cgroup_kn, true)
-            .override_global(setting::OFF_KERNFS_ID, &c.kernfs_node_id, true)
-            .override_global(setting::OFF_CGROUP_ROOT, &c.cgroup_root, true)
-            .override_global(
-                setting::OFF_ROOT_HIERARCHY,
-                &c.cgroup_root_hierarchy_id,
-                true,
-            )
-            .override_global(setting::IMAGE_START, &image.0, true)
-            .override_global(setting::IMAGE_END, &image.1, true)
-            .override_global(setting::LATENCY, &latency, true)
-            .map_max_entries(
-                fdprof_common::cpu::STACKS_MAP,
-                opts.cpu_hz.map_or(1, |_| fdprof_common::cpu::STACK_TRACES),
-            )
-            .override_global(setting::TRACE_ON, &trace, true)
-            .override_global(setting::CHILDREN, &children, true)
-            .map_max_entries(map::TRACE, trace_bytes)
-            .map_max_entries(map::PROCESS_STARTS, starts_bytes)
-            .map_max_entries(map::TARGETS, max_targets)
-            .map_max_entries(map::MEMBERS, member_pids)
-            .load(object::PROFILER)
-            .context("cannot load fdprof's eBPF object")?;
+        let mut ebpf = load(kernel, &opts, trace, children)?;
         let mut attachments = BTreeMap::new();
         let mut notes = Vec::new();
-        for (role, functions) in &kernel.functions {
-            if opts.lock_only && role.role != Role::LockSlowpath {
-                attachments.insert(role.role, Attachment::Off);
-                continue;
-            }
-            let how = direct::attach_role(
-                &mut ebpf,
-                &kernel.btf,
-                role,
-                functions,
-                opts.forced,
-                &mut notes,
-            )?;
-            let direct_config = match role.role {
-                Role::Allocate => Some(fnops::CONFIG_DIRECT_ALLOC),
-                Role::Expand => Some(fnops::CONFIG_DIRECT_EXPAND),
-                _ => None,
-            };
-            if let Some(index) = direct_config
-                && how.is_direct()
-            {
-                let mut config: Array<_, u32> =
-                    Array::try_from(ebpf.map_mut(map::CONFIG).context("no map CONFIG")?)?;
-                config.set(index, 1, 0)?;
-            }
-            attachments.insert(role.role, how);
-        }
-        for family in [Role::LockTracepoints, Role::FdSyscalls, Role::TaskExits] {
-            if opts.lock_only && family == Role::FdSyscalls {
-                attachments.insert(family, Attachment::Off);
-                continue;
-            }
-            // With the allocator probed directly, the fd syscalls are too, in its mode: the raw
-            // syscall tracepoints would put every syscall of every task on the slow path.
-            if family == Role::FdSyscalls
-                && let Some(Attachment::Direct { mode, .. }) = attachments.get(&Role::Allocate)
-                && let Some(how) = direct::attach_syscalls(
-                    &mut ebpf,
-                    &kernel.btf,
-                    &kernel.syscall_functions,
-                    *mode,
-                    opts.forced.is_some(),
-                    &mut notes,
-                )?
-            {
-                attachments.insert(family, how);
-                continue;
-            }
-            let how = match attach::tp_btf(&mut ebpf, family, &kernel.btf) {
-                Ok(()) => Attachment::TpBtf,
-                Err(btf_err) => {
-                    notes.extend(tracefs::ensure_mounted());
-                    attach::classic(&mut ebpf, family).map_err(|e| {
-                        anyhow!(
-                            "cannot attach the {} probes: tp_btf: {btf_err:#}; tracepoint: {e:#}",
-                            family.name()
-                        )
-                    })?;
-                    notes.push(format!("{}: tp_btf refused ({btf_err:#})", family.name()));
-                    Attachment::ClassicTracepoint
-                }
-            };
-            if family == Role::TaskExits && how == Attachment::ClassicTracepoint && children != 0 {
-                notes.push(
-                    "task_exits: forks are seen with tp_btf only: the processes the command \
-                     starts are not followed, only the command's own"
-                        .into(),
-                );
-            }
-            attachments.insert(family, how);
-        }
+        attach_roles(&mut ebpf, kernel, &opts, &mut attachments, &mut notes)?;
+        attach_families(
+            &mut ebpf,
+            kernel,
+            &opts,
+            children,
+            &mut attachments,
+            &mut notes,
+        )?;
         // The trace's order on shared tables: a moment inside file_lock for each operation.
         if trace != 0
             && let Some(Attachment::Direct { .. }) = attachments.get(&Role::FdSyscalls)
@@ -472,6 +331,192 @@ impl Profiler {
 }
 
 /// The ring buffers' smallest size: one page.
+/// Loads the programs with the settings (`trace`, `children`: [`Profiler::attach`]'s) and map
+/// sizes `opts` asks for, nothing attached.
+fn load(kernel: &Kernel, opts: &ProfilerOptions, trace: u32, children: u32) -> Result<Ebpf> {
+    let (kind, id) = match opts.filter {
+        // fdprof's own fd syscalls and waits are not the machine's load.
+        Filter::All => (target_kind::ALL, std::process::id()),
+        Filter::Tgid(p) => (target_kind::TGID, p),
+        Filter::Tid(t) => (target_kind::TID, t),
+        Filter::Set { .. } => (target_kind::SET, std::process::id()),
+    };
+    let image = kernel.image_data.unwrap_or((0, 0));
+    let slow_ns = u64::try_from(opts.slow.as_nanos()).unwrap_or(u64::MAX);
+    let latency = u32::from(opts.latency);
+    let alloc_start_arg = kernel.alloc_start_arg();
+    let mut loader = EbpfLoader::new();
+    loader.btf(Some(&kernel.btf));
+    let (o, l, c) = (
+        &kernel.offsets,
+        &kernel.lock_offsets,
+        &kernel.cgroup_offsets,
+    );
+    let settings: [(&str, GlobalData); 29] = [
+        (setting::TARGET_KIND, (&kind).into()),
+        (setting::TARGET_ID, (&id).into()),
+        (setting::OFF_TASK_FILES, (&o.task_struct_files).into()),
+        (setting::OFF_FILES_NEXT_FD, (&o.files_struct_next_fd).into()),
+        (setting::OFF_FILES_FDT, (&o.files_struct_fdt).into()),
+        (
+            setting::OFF_FILES_FILE_LOCK,
+            (&o.files_struct_file_lock).into(),
+        ),
+        (setting::OFF_FDT_MAX_FDS, (&o.fdtable_max_fds).into()),
+        (setting::OFF_FDT_OPEN_FDS, (&o.fdtable_open_fds).into()),
+        (setting::ALLOC_START_ARG, (&alloc_start_arg).into()),
+        (setting::OFF_TASK_SIGNAL, (&o.task_struct_signal).into()),
+        (setting::OFF_SIGNAL_LIVE, (&o.signal_struct_live).into()),
+        (setting::OFF_TASK_TGID, (&o.task_struct_tgid).into()),
+        (setting::SLOW_NS, (&slow_ns).into()),
+        (setting::OFF_TASK_MM, (&l.task_struct_mm).into()),
+        (setting::OFF_MM_MMAP_LOCK, (&l.mm_struct_mmap_lock).into()),
+        (setting::OFF_TASK_SIGHAND, (&l.task_struct_sighand).into()),
+        (
+            setting::OFF_SIGHAND_SIGLOCK,
+            (&l.sighand_struct_siglock).into(),
+        ),
+        (setting::OFF_TASK_CFS_RQ, (&l.task_struct_se_cfs_rq).into()),
+        (setting::OFF_CFS_RQ_RQ, (&l.cfs_rq_rq).into()),
+        (setting::OFF_RQ_LOCK, (&l.rq_lock).into()),
+        (setting::OFF_CGROUP_KN, (&c.cgroup_kn).into()),
+        (setting::OFF_KERNFS_ID, (&c.kernfs_node_id).into()),
+        (setting::OFF_CGROUP_ROOT, (&c.cgroup_root).into()),
+        (
+            setting::OFF_ROOT_HIERARCHY,
+            (&c.cgroup_root_hierarchy_id).into(),
+        ),
+        (setting::IMAGE_START, (&image.0).into()),
+        (setting::IMAGE_END, (&image.1).into()),
+        (setting::LATENCY, (&latency).into()),
+        (setting::TRACE_ON, (&trace).into()),
+        (setting::CHILDREN, (&children).into()),
+    ];
+    for (name, value) in settings {
+        loader.override_global(name, value, true);
+    }
+    for (map, entries) in map_sizes(opts, trace) {
+        loader.map_max_entries(map, entries);
+    }
+    loader
+        .load(object::PROFILER)
+        .context("cannot load fdprof's eBPF object")
+}
+
+/// The maps sized at load, and their sizes: the large ones get room only where used.
+fn map_sizes(opts: &ProfilerOptions, trace: u32) -> [(&'static str, u32); 5] {
+    let stacks = opts.cpu_hz.map_or(1, |_| fdprof_common::cpu::STACK_TRACES);
+    let trace_bytes = if trace != 0 {
+        fdprof_common::trace::RING_BYTES
+    } else {
+        page_size()
+    };
+    // Only a system-wide profiler and a set send process starts.
+    let starts_bytes = match opts.filter {
+        Filter::All | Filter::Set { .. } => fdprof_common::process::STARTS_RING_BYTES,
+        _ => page_size(),
+    };
+    let (max_targets, member_pids) = match opts.filter {
+        Filter::Set { max } => (max.max(1), super::targets::member_pids()),
+        _ => (1, 1),
+    };
+    [
+        (fdprof_common::cpu::STACKS_MAP, stacks),
+        (map::TRACE, trace_bytes),
+        (map::PROCESS_STARTS, starts_bytes),
+        (map::TARGETS, max_targets),
+        (map::MEMBERS, member_pids),
+    ]
+}
+
+/// Attaches each function role in the most direct mode that works (`opts.forced` forces one).
+fn attach_roles(
+    ebpf: &mut Ebpf,
+    kernel: &Kernel,
+    opts: &ProfilerOptions,
+    attachments: &mut BTreeMap<Role, Attachment>,
+    notes: &mut Vec<String>,
+) -> Result<()> {
+    for (role, functions) in &kernel.functions {
+        if opts.lock_only && role.role != Role::LockSlowpath {
+            attachments.insert(role.role, Attachment::Off);
+            continue;
+        }
+        let how = direct::attach_role(ebpf, &kernel.btf, role, functions, opts.forced, notes)?;
+        let direct_config = match role.role {
+            Role::Allocate => Some(fnops::CONFIG_DIRECT_ALLOC),
+            Role::Expand => Some(fnops::CONFIG_DIRECT_EXPAND),
+            _ => None,
+        };
+        if let Some(index) = direct_config
+            && how.is_direct()
+        {
+            let mut config: Array<_, u32> =
+                Array::try_from(ebpf.map_mut(map::CONFIG).context("no map CONFIG")?)?;
+            config.set(index, 1, 0)?;
+        }
+        attachments.insert(role.role, how);
+    }
+    Ok(())
+}
+
+/// Attaches the tracepoint families: tp_btf where it loads, else the classic tracepoints; the
+/// fd syscalls directly where the allocator is.
+fn attach_families(
+    ebpf: &mut Ebpf,
+    kernel: &Kernel,
+    opts: &ProfilerOptions,
+    children: u32,
+    attachments: &mut BTreeMap<Role, Attachment>,
+    notes: &mut Vec<String>,
+) -> Result<()> {
+    for family in [Role::LockTracepoints, Role::FdSyscalls, Role::TaskExits] {
+        if opts.lock_only && family == Role::FdSyscalls {
+            attachments.insert(family, Attachment::Off);
+            continue;
+        }
+        // With the allocator probed directly, the fd syscalls are too, in its mode: the raw
+        // syscall tracepoints would put every syscall of every task on the slow path.
+        if family == Role::FdSyscalls
+            && let Some(Attachment::Direct { mode, .. }) = attachments.get(&Role::Allocate)
+            && let Some(how) = direct::attach_syscalls(
+                ebpf,
+                &kernel.btf,
+                &kernel.syscall_functions,
+                *mode,
+                opts.forced.is_some(),
+                notes,
+            )?
+        {
+            attachments.insert(family, how);
+            continue;
+        }
+        let how = match attach::tp_btf(ebpf, family, &kernel.btf) {
+            Ok(()) => Attachment::TpBtf,
+            Err(btf_err) => {
+                notes.extend(tracefs::ensure_mounted());
+                attach::classic(ebpf, family).map_err(|e| {
+                    anyhow!(
+                        "cannot attach the {} probes: tp_btf: {btf_err:#}; tracepoint: {e:#}",
+                        family.name()
+                    )
+                })?;
+                notes.push(format!("{}: tp_btf refused ({btf_err:#})", family.name()));
+                Attachment::ClassicTracepoint
+            }
+        };
+        if family == Role::TaskExits && how == Attachment::ClassicTracepoint && children != 0 {
+            notes.push(
+                "task_exits: forks are seen with tp_btf only: the processes the command \
+                 starts are not followed, only the command's own"
+                    .into(),
+            );
+        }
+        attachments.insert(family, how);
+    }
+    Ok(())
+}
+
 fn page_size() -> u32 {
     // SAFETY: sysconf has no preconditions.
     let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };

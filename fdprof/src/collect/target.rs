@@ -13,7 +13,7 @@ use anyhow::{Context, Result};
 use fdprof_common::session::TargetKind;
 
 use super::profiler::Filter;
-use crate::procfs::stat_fields;
+use crate::procfs::{self, stat_fields};
 
 /// What the user asked to profile.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -258,40 +258,29 @@ pub fn thread_alive(tid: u32) -> bool {
 /// Whether any thread of process `pid` has not exited, the main thread or another (stops at
 /// the first: the record loop asks every 20 ms).
 pub fn process_alive(pid: u32) -> bool {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+    let Some(mut tasks) = procfs::tasks(pid) else {
         return false;
     };
-    tasks.flatten().any(|t| {
-        stat_fields(&format!("{pid}/task/{}", t.file_name().to_string_lossy()))
-            .is_some_and(|f| running(&f))
-    })
+    tasks.any(|t| stat_fields(&format!("{pid}/task/{t}")).is_some_and(|f| running(&f)))
 }
 
 /// The threads of process `pid` that have not exited; `None` once it is gone.
 pub fn live_threads(pid: u32) -> Option<u32> {
-    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
-    let live = tasks
-        .flatten()
-        .filter(|t| {
-            stat_fields(&format!("{pid}/task/{}", t.file_name().to_string_lossy()))
-                .is_some_and(|f| running(&f))
-        })
+    let live = procfs::tasks(pid)?
+        .filter(|t| stat_fields(&format!("{pid}/task/{t}")).is_some_and(|f| running(&f)))
         .count();
     (live > 0).then_some(live as u32)
 }
 
 fn tgid_of(tid: u32) -> Option<u32> {
-    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
-    status
+    procfs::status(tid)?
         .lines()
         .find_map(|l| l.strip_prefix("Tgid:"))
         .and_then(|v| v.trim().parse().ok())
 }
 
 pub fn comm_of(pid: u32) -> Option<String> {
-    std::fs::read_to_string(format!("/proc/{pid}/comm"))
-        .ok()
-        .map(|s| s.trim().to_string())
+    procfs::comm(pid).map(|s| s.trim().to_string())
 }
 
 /// Checks that `id` is a user task that has not exited; returns its thread-group id.

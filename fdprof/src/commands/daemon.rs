@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use fdprof_common::cpu::{DEFAULT_FREQUENCY_HZ, MAX_FREQUENCY_HZ};
 use serde::Deserialize;
 
@@ -231,8 +231,7 @@ pub fn run(args: DaemonArgs) -> Result<()> {
     }
     privileges::require("fdprof daemon", &needed)?;
     log::set_verbose(args.verbose);
-    let kallsyms =
-        std::fs::read_to_string("/proc/kallsyms").context("cannot read /proc/kallsyms")?;
+    let kallsyms = crate::procfs::kallsyms()?;
     let kernel_syms = KernelSymbols::from_kallsyms(&kallsyms)?;
     let kernel = Kernel::discover(&Kallsyms::parse(&kallsyms))?;
     drop(kallsyms);

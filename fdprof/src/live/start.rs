@@ -4,7 +4,7 @@
 
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 use super::{Facts, Maps, Stage, StageOptions, Symbols};
 use crate::collect::{Kernel, Profiler, ProfilerOptions, cgroups::CgroupSet, stats::own_cpu_ns};
@@ -15,8 +15,7 @@ use fdprof_recording::recording::Target;
 /// Reads `/proc/kallsyms` once (it is several MB): the kernel's symbols for its stacks, and the
 /// kernel the probes attach to.
 pub fn read_kernel() -> Result<(Kernel, KernelSymbols)> {
-    let kallsyms =
-        std::fs::read_to_string("/proc/kallsyms").context("cannot read /proc/kallsyms")?;
+    let kallsyms = crate::procfs::kallsyms()?;
     let symbols = KernelSymbols::from_kallsyms(&kallsyms)?;
     let kernel = Kernel::discover(&Kallsyms::parse(&kallsyms))?;
     Ok((kernel, symbols))
@@ -122,7 +121,7 @@ pub fn start(kernel: &Kernel, request: Request) -> Result<Started, Failed> {
     };
     // fdprof's own programs exist from now on: name their frames (an interrupt can land while
     // one runs). Without them, such frames stay `[unknown]`.
-    if let Ok(now) = std::fs::read_to_string("/proc/kallsyms") {
+    if let Ok(now) = crate::procfs::kallsyms() {
         symbols.kernel().add_bpf_programs(&now);
     }
     let (at, cpu_ns, unix_ms) = (Instant::now(), own_cpu_ns(), unix_ms());

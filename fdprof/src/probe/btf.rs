@@ -63,6 +63,25 @@ fn u32_at(data: &[u8], at: usize) -> Result<u32> {
     Ok(u32::from_le_bytes(bytes.try_into().unwrap()))
 }
 
+/// The `vlen` members of a struct or union, at the start of `data` (12 bytes each).
+fn struct_members(data: &[u8], vlen: usize, bitfield_offsets: bool) -> Result<Vec<Member>> {
+    (0..vlen)
+        .map(|i| {
+            let m = i * 12;
+            let raw_offset = u32_at(data, m + 8)?;
+            Ok(Member {
+                name_off: u32_at(data, m)?,
+                type_id: u32_at(data, m + 4)?,
+                bit_offset: if bitfield_offsets {
+                    raw_offset & 0xff_ffff
+                } else {
+                    raw_offset
+                },
+            })
+        })
+        .collect()
+}
+
 impl Btf {
     /// Reads the running kernel's BTF.
     pub fn from_sys_fs() -> Result<Self> {
@@ -118,19 +137,7 @@ impl Btf {
                 KIND_INT | KIND_VAR | KIND_DECL_TAG => at += 4,
                 KIND_ARRAY => at += 12,
                 KIND_STRUCT | KIND_UNION => {
-                    for i in 0..vlen {
-                        let m = at + i * 12;
-                        let raw_offset = u32_at(types_data, m + 8)?;
-                        members.push(Member {
-                            name_off: u32_at(types_data, m)?,
-                            type_id: u32_at(types_data, m + 4)?,
-                            bit_offset: if bitfield_offsets {
-                                raw_offset & 0xff_ffff
-                            } else {
-                                raw_offset
-                            },
-                        });
-                    }
+                    members = struct_members(&types_data[at..], vlen, bitfield_offsets)?;
                     at += vlen * 12;
                 }
                 KIND_ENUM | KIND_FUNC_PROTO => at += vlen * 8,
@@ -152,25 +159,30 @@ impl Btf {
             structs_by_name: HashMap::new(),
             funcs: HashMap::new(),
         };
-        for (id, t) in btf.types.iter().enumerate().skip(1) {
-            let name = btf.name(t.name_off);
+        btf.index();
+        Ok(btf)
+    }
+
+    /// Indexes the named structs, unions and functions.
+    fn index(&mut self) {
+        for (id, t) in self.types.iter().enumerate().skip(1) {
+            let name = self.name(t.name_off);
             if name.is_empty() {
                 continue;
             }
             match t.kind {
                 // Keep the first complete definition; forward declarations have their own kind.
                 KIND_STRUCT | KIND_UNION => {
-                    btf.structs_by_name
+                    self.structs_by_name
                         .entry(name.to_string())
                         .or_insert(id as u32);
                 }
                 KIND_FUNC => {
-                    btf.funcs.entry(name.to_string()).or_insert(id as u32);
+                    self.funcs.entry(name.to_string()).or_insert(id as u32);
                 }
                 _ => {}
             }
         }
-        Ok(btf)
     }
 
     fn name(&self, off: u32) -> &str {

@@ -170,6 +170,56 @@ fn mode_for(functions: &[FunctionTrials]) -> Mode {
     }
 }
 
+/// Each function role's candidates present in this kernel, every mode tried on each.
+fn function_roles(
+    trials: &Trials,
+    btf: Option<&Btf>,
+    kallsyms: &Kallsyms,
+) -> Vec<FunctionRoleReport> {
+    FUNCTION_ROLES
+        .iter()
+        .map(|role| {
+            let functions: Vec<FunctionTrials> = role
+                .resolve(btf, kallsyms)
+                .into_iter()
+                .map(|f| FunctionTrials {
+                    fentry: trials.fentry(&f.name),
+                    fexit: trials.fexit(&f.name),
+                    kprobe: trials.kprobe(&f.name, false),
+                    kretprobe: trials.kprobe(&f.name, true),
+                    function: f,
+                })
+                .collect();
+            FunctionRoleReport {
+                role: role.role,
+                candidates: role.candidates,
+                chosen: mode_for(&functions),
+                functions,
+            }
+        })
+        .collect()
+}
+
+/// How record attaches the fd syscalls: with the allocator probed directly (`mode`), their own
+/// functions in its mode (tried here on close's), else the tracepoints (`tracepoints`).
+fn fd_syscalls_mode(trials: &Trials, mode: Mode, tracepoints: &'static str) -> &'static str {
+    let close = SYSCALL_ROLE
+        .candidates
+        .iter()
+        .find(|f| f.ends_with("_sys_close"))
+        .copied()
+        .unwrap_or_default();
+    match mode {
+        Mode::Fentry if trials.fentry(close).works() && trials.fexit(close).works() => mode.name(),
+        Mode::Kprobe
+            if trials.kprobe(close, false).works() && trials.kprobe(close, true).works() =>
+        {
+            mode.name()
+        }
+        _ => tracepoints,
+    }
+}
+
 impl Capabilities {
     /// Tries every probe point for real, with the kernel BTF read from `btf_path`. Needs root.
     /// Without usable BTF it still tries what needs none and says what is missing.
@@ -191,28 +241,7 @@ impl Capabilities {
             }
         };
 
-        let functions: Vec<FunctionRoleReport> = FUNCTION_ROLES
-            .iter()
-            .map(|role| {
-                let functions: Vec<FunctionTrials> = role
-                    .resolve(btf.as_ref(), &kallsyms)
-                    .into_iter()
-                    .map(|f| FunctionTrials {
-                        fentry: trials.fentry(&f.name),
-                        fexit: trials.fexit(&f.name),
-                        kprobe: trials.kprobe(&f.name, false),
-                        kretprobe: trials.kprobe(&f.name, true),
-                        function: f,
-                    })
-                    .collect();
-                FunctionRoleReport {
-                    role: role.role,
-                    candidates: role.candidates,
-                    chosen: mode_for(&functions),
-                    functions,
-                }
-            })
-            .collect();
+        let functions = function_roles(&trials, btf.as_ref(), &kallsyms);
 
         // The very tracepoints record attaches, tp_btf first, then classic.
         let (lock_tracepoints, lock_tracepoints_chosen) = family(&trials, Role::LockTracepoints);
@@ -231,25 +260,7 @@ impl Capabilities {
             Role::LockTracepoints.name().into(),
             lock_tracepoints_chosen.name().into(),
         );
-        // With the allocator probed directly, record probes the fd syscalls' own functions in
-        // its mode (tried here on close's), not the syscall tracepoints.
-        let close = SYSCALL_ROLE
-            .candidates
-            .iter()
-            .find(|f| f.ends_with("_sys_close"))
-            .copied()
-            .unwrap_or_default();
-        let fd_syscalls_chosen = match mode {
-            Mode::Fentry if trials.fentry(close).works() && trials.fexit(close).works() => {
-                mode.name()
-            }
-            Mode::Kprobe
-                if trials.kprobe(close, false).works() && trials.kprobe(close, true).works() =>
-            {
-                mode.name()
-            }
-            _ => fd_syscalls_chosen.name(),
-        };
+        let fd_syscalls_chosen = fd_syscalls_mode(&trials, mode, fd_syscalls_chosen.name());
         chosen.insert(Role::FdSyscalls.name().into(), fd_syscalls_chosen.into());
         chosen.insert(
             "cpu_sampling".into(),

@@ -2,7 +2,7 @@
 
 use std::collections::HashSet;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 /// Function names in the running kernel's text (`t`/`T` symbols, modules included).
 pub struct Kallsyms {
@@ -13,9 +13,7 @@ pub struct Kallsyms {
 
 impl Kallsyms {
     pub fn load() -> Result<Self> {
-        let text =
-            std::fs::read_to_string("/proc/kallsyms").context("cannot read /proc/kallsyms")?;
-        Ok(Self::parse(&text))
+        Ok(Self::parse(&crate::procfs::kallsyms()?))
     }
 
     /// From `/proc/kallsyms` text already read.

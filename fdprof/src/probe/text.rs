@@ -131,8 +131,7 @@ impl Kcore {
 /// Each `function` (and its `.cold` part) with the offsets just past its calls to `callee`,
 /// read from the running kernel; functions without such a call are left out.
 pub fn calls_in(functions: &[&str], callee: &str) -> Result<Vec<(String, Vec<u64>)>> {
-    let kallsyms =
-        std::fs::read_to_string("/proc/kallsyms").context("cannot read /proc/kallsyms")?;
+    let kallsyms = crate::procfs::kallsyms()?;
     let text = text_symbols(&kallsyms);
     let target = text
         .iter()

@@ -47,36 +47,7 @@ pub fn text(caps: &Capabilities) -> String {
         out,
         "\nfunction probes (load + attach + detach tried for each):"
     );
-    for role in &caps.functions {
-        let _ = writeln!(out, "  {} -> {}", role.role.name(), role.chosen.name());
-        if role.functions.is_empty() {
-            let _ = writeln!(
-                out,
-                "    none of {} found in BTF or kallsyms",
-                role.candidates.join(", ")
-            );
-        }
-        for f in &role.functions {
-            let seen: Vec<&str> = [("BTF", f.function.btf), ("kallsyms", f.function.kallsyms)]
-                .iter()
-                .filter(|(_, yes)| *yes)
-                .map(|(name, _)| *name)
-                .collect();
-            let _ = writeln!(out, "    {} (in {})", f.function.name, seen.join(", "));
-            let _ = writeln!(
-                out,
-                "      fentry: {}; fexit: {}",
-                f.fentry.summary(),
-                f.fexit.summary()
-            );
-            let _ = writeln!(
-                out,
-                "      kprobe: {}; kretprobe: {}",
-                f.kprobe.summary(),
-                f.kretprobe.summary()
-            );
-        }
-    }
+    function_lines(&mut out, caps);
     let _ = writeln!(out, "\nlock contention tracepoints:");
     tracepoint_lines(&mut out, &caps.lock_tracepoints);
     let _ = writeln!(out, "fd syscall tracepoints:");
@@ -115,4 +86,38 @@ pub fn text(caps: &Capabilities) -> String {
         }
     }
     out
+}
+
+/// Each function role, its candidates found and each mode's trial.
+fn function_lines(out: &mut String, caps: &Capabilities) {
+    for role in &caps.functions {
+        let _ = writeln!(out, "  {} -> {}", role.role.name(), role.chosen.name());
+        if role.functions.is_empty() {
+            let _ = writeln!(
+                out,
+                "    none of {} found in BTF or kallsyms",
+                role.candidates.join(", ")
+            );
+        }
+        for f in &role.functions {
+            let seen: Vec<&str> = [("BTF", f.function.btf), ("kallsyms", f.function.kallsyms)]
+                .iter()
+                .filter(|(_, yes)| *yes)
+                .map(|(name, _)| *name)
+                .collect();
+            let _ = writeln!(out, "    {} (in {})", f.function.name, seen.join(", "));
+            let _ = writeln!(
+                out,
+                "      fentry: {}; fexit: {}",
+                f.fentry.summary(),
+                f.fexit.summary()
+            );
+            let _ = writeln!(
+                out,
+                "      kprobe: {}; kretprobe: {}",
+                f.kprobe.summary(),
+                f.kretprobe.summary()
+            );
+        }
+    }
 }

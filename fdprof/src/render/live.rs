@@ -2,7 +2,7 @@
 //! mode, interval, drops, steal), `file_lock` waits by operation per second, fd syscalls per
 //! second, system-wide the first processes by `file_lock` wait, and a line per diagnosis finding.
 
-use crate::analysis::{self, Interval};
+use crate::analysis::{self, Interval, IntervalRates};
 use crate::render::{human, layout};
 
 /// A rate as `0`, `1.23`, `45.6`, `789`, `12345`.
@@ -70,29 +70,7 @@ pub fn interval(iv: &Interval) -> String {
         }
         out.push(line);
     }
-    if !rates.processes.is_empty() {
-        let body: Vec<Vec<String>> = rates
-            .processes
-            .iter()
-            .take(BATCH_PROCESSES)
-            .map(|p| {
-                vec![
-                    p.pid.to_string(),
-                    crate::escape::name(&p.comm).into_owned(),
-                    rate(p.file_lock_contentions_per_s),
-                    p.file_lock_wait_ns_per_s
-                        .map_or("-".into(), |w| format!("{}/s", human::duration_f(w))),
-                    rate(p.fd_syscalls_per_s),
-                ]
-            })
-            .collect();
-        out.extend(layout::columns(
-            &["pid", "comm", "file_lock/s", "wait/s", "fd syscalls/s"],
-            2,
-            &body,
-            0,
-        ));
-    }
+    out.extend(processes(&rates));
     if let Some(cpu) = &iv.report.cpu {
         out.push(on_cpu(cpu));
     }
@@ -105,6 +83,34 @@ pub fn interval(iv: &Interval) -> String {
     }
     out.push(String::new());
     out.join("\n") + "\n"
+}
+
+/// The first processes by `file_lock` wait, as a table; none where the view has none.
+fn processes(rates: &IntervalRates) -> Vec<String> {
+    if rates.processes.is_empty() {
+        return Vec::new();
+    }
+    let body: Vec<Vec<String>> = rates
+        .processes
+        .iter()
+        .take(BATCH_PROCESSES)
+        .map(|p| {
+            vec![
+                p.pid.to_string(),
+                crate::escape::name(&p.comm).into_owned(),
+                rate(p.file_lock_contentions_per_s),
+                p.file_lock_wait_ns_per_s
+                    .map_or("-".into(), |w| format!("{}/s", human::duration_f(w))),
+                rate(p.fd_syscalls_per_s),
+            ]
+        })
+        .collect();
+    layout::columns(
+        &["pid", "comm", "file_lock/s", "wait/s", "fd syscalls/s"],
+        2,
+        &body,
+        0,
+    )
 }
 
 /// `on CPU  412 samples: 4.1% in the fd table (alloc 2.0%, close 2.1%, other 0%), 1.5%

@@ -202,6 +202,14 @@ fn seconds(ns: u64) -> f64 {
 /// Every family, each once, its series for every target.
 fn write(e: &Exposition, encoder: &mut DescriptorEncoder) -> fmt::Result {
     let mut out = Families { encoder };
+    fd_tables(e, &mut out)?;
+    processes::write(e, &mut out)?;
+    containers::write(e, &mut out)?;
+    daemon(e, &mut out)
+}
+
+/// Each target's fd syscalls, lock waits, scans and table.
+fn fd_tables(e: &Exposition, out: &mut Families) -> fmt::Result {
     // Syscalls, the scan and the table are not recorded with --lock-only: no series then,
     // rather than zeros.
     let fd_activity = || e.targets.iter().filter(|(_, r)| r.fd_activity_recorded);
@@ -226,6 +234,38 @@ fn write(e: &Exposition, encoder: &mut DescriptorEncoder) -> fmt::Result {
         None,
         by_syscall(|s| s.fds_closed),
     )?;
+    locks(e, out)?;
+    out.histograms(
+        "fdprof_alloc_scan",
+        "Distance alloc_fd searched past next_fd for the lowest free fd (buckets: log2 slots).",
+        &Unit::Other("bits".into()),
+        SCAN_SLOTS,
+        1.0,
+        fd_activity().map(|(target, r)| {
+            let bits = &r.scan.bits;
+            (
+                [("target", target.as_str())],
+                bits,
+                bits.sum as f64,
+                bits.count,
+            )
+        }),
+    )?;
+    out.gauges(
+        "fdprof_fd_table_size",
+        "The largest fdt->max_fds seen: the fd table's size in fds.",
+        fd_activity().map(|(target, r)| ([("target", target.as_str())], r.table.max_fds_max)),
+    )?;
+    out.counters(
+        "fdprof_fd_table_expansions",
+        "Syscalls during which the fd table grew.",
+        None,
+        fd_activity().map(|(target, r)| ([("target", target.as_str())], r.table.expansions)),
+    )
+}
+
+/// Each target's lock waits by lock and operation: their count and their time.
+fn locks(e: &Exposition, out: &mut Families) -> fmt::Result {
     out.counters(
         "fdprof_lock_contentions",
         "Lock waits, by lock (named as the report names it) and the fd-table operation that waited.",
@@ -257,36 +297,11 @@ fn write(e: &Exposition, encoder: &mut DescriptorEncoder) -> fmt::Result {
                 (labels, &row.wait, seconds(row.total_wait_ns), row.count)
             })
         }),
-    )?;
-    out.histograms(
-        "fdprof_alloc_scan",
-        "Distance alloc_fd searched past next_fd for the lowest free fd (buckets: log2 slots).",
-        &Unit::Other("bits".into()),
-        SCAN_SLOTS,
-        1.0,
-        fd_activity().map(|(target, r)| {
-            let bits = &r.scan.bits;
-            (
-                [("target", target.as_str())],
-                bits,
-                bits.sum as f64,
-                bits.count,
-            )
-        }),
-    )?;
-    out.gauges(
-        "fdprof_fd_table_size",
-        "The largest fdt->max_fds seen: the fd table's size in fds.",
-        fd_activity().map(|(target, r)| ([("target", target.as_str())], r.table.max_fds_max)),
-    )?;
-    out.counters(
-        "fdprof_fd_table_expansions",
-        "Syscalls during which the fd table grew.",
-        None,
-        fd_activity().map(|(target, r)| ([("target", target.as_str())], r.table.expansions)),
-    )?;
-    processes::write(e, &mut out)?;
-    containers::write(e, &mut out)?;
+    )
+}
+
+/// The daemon's own figures: steal, drops, its cost, its connections and captures.
+fn daemon(e: &Exposition, out: &mut Families) -> fmt::Result {
     out.counters(
         "fdprof_steal",
         "Time the hypervisor ran something else while this machine's vCPUs were runnable \

@@ -151,20 +151,12 @@ fn mapping_name(frame: &ProfileFrame) -> Option<String> {
     }
 }
 
-/// The profile message (before encoding), for tests to look into.
-pub fn message(profile: &Profile) -> PprofProfile {
-    let mut strings = Strings::new();
-    let value_type = |t: ValueType, s: &mut Strings| PprofValueType {
-        r#type: s.get(t.name()),
-        unit: s.get(t.unit().name()),
-    };
-    let sample_type: Vec<PprofValueType> = profile
-        .value_types
-        .iter()
-        .map(|&t| value_type(t, &mut strings))
-        .collect();
-    let period_type = Some(value_type(profile.period_type, &mut strings));
-
+/// The frames as pprof locations, with the mappings and functions they name, numbered from 1
+/// in the order first seen.
+fn locations(
+    profile: &Profile,
+    strings: &mut Strings,
+) -> (Vec<PprofMapping>, Vec<PprofFunction>, Vec<PprofLocation>) {
     let mut mappings: Vec<PprofMapping> = Vec::new();
     let mut mapping_ids: HashMap<String, u64> = HashMap::new();
     let mut functions: Vec<PprofFunction> = Vec::new();
@@ -201,6 +193,24 @@ pub fn message(profile: &Profile) -> PprofProfile {
             line: vec![PprofLine { function_id }],
         });
     }
+    (mappings, functions, locations)
+}
+
+/// The profile message (before encoding), for tests to look into.
+pub fn message(profile: &Profile) -> PprofProfile {
+    let mut strings = Strings::new();
+    let value_type = |t: ValueType, s: &mut Strings| PprofValueType {
+        r#type: s.get(t.name()),
+        unit: s.get(t.unit().name()),
+    };
+    let sample_type: Vec<PprofValueType> = profile
+        .value_types
+        .iter()
+        .map(|&t| value_type(t, &mut strings))
+        .collect();
+    let period_type = Some(value_type(profile.period_type, &mut strings));
+
+    let (mappings, functions, locations) = locations(profile, &mut strings);
 
     let (operation_key, lock_key) = (strings.get("operation"), strings.get("lock"));
     let (container_key, pod_key) = (strings.get("container"), strings.get("pod_uid"));

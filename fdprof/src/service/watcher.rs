@@ -468,9 +468,7 @@ impl Watcher {
     /// Symbolizers started afresh, for when they were lost with the programs; without them
     /// (kallsyms unreadable) nothing loads again.
     fn fresh_symbols(&self) -> Option<Symbols> {
-        let kernel = std::fs::read_to_string("/proc/kallsyms")
-            .map_err(anyhow::Error::from)
-            .and_then(|text| KernelSymbols::from_kallsyms(&text));
+        let kernel = crate::procfs::kallsyms().and_then(|text| KernelSymbols::from_kallsyms(&text));
         match kernel {
             Ok(kernel) => Some(Symbols::new(
                 kernel,

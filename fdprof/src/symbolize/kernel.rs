@@ -50,13 +50,35 @@ impl std::fmt::Debug for KernelSymbols {
     }
 }
 
+/// `name` added to `names`, as an entry of `module`.
+fn push_name(names: &mut String, name: &str, module: u32) -> Result<Entry> {
+    let name_start = u32::try_from(names.len()).context("kallsyms names exceed 4 GiB")?;
+    names.push_str(name);
+    Ok(Entry {
+        name_start,
+        name_len: name.len() as u32,
+        module,
+    })
+}
+
+/// The index of module `[m]` in `modules`, added if new.
+fn module_index(modules: &mut Vec<String>, m: &str) -> u32 {
+    let m = m.trim_start_matches('[').trim_end_matches(']');
+    // Lines of one module are contiguous: the last one is nearly always it.
+    match modules.iter().rposition(|x| x == m) {
+        Some(i) => i as u32,
+        None => {
+            modules.push(m.to_string());
+            (modules.len() - 1) as u32
+        }
+    }
+}
+
 impl KernelSymbols {
     /// Reads and indexes `/proc/kallsyms`. Fails with a clear message when the kernel hides the
     /// addresses (every address 0: not root, or `kernel.kptr_restrict` = 2).
     pub fn load() -> Result<Self> {
-        let text =
-            std::fs::read_to_string("/proc/kallsyms").context("cannot read /proc/kallsyms")?;
-        Self::from_kallsyms(&text)
+        Self::from_kallsyms(&crate::procfs::kallsyms()?)
     }
 
     /// [`KernelSymbols::load`] from `/proc/kallsyms` text already read (it is large: read once).
@@ -106,47 +128,18 @@ impl KernelSymbols {
                 "w" => 3,
                 "D" | "d" | "B" | "b" => {
                     if parts.next().is_none() {
-                        let name_start =
-                            u32::try_from(names.len()).context("kallsyms names exceed 4 GiB")?;
-                        names.push_str(name);
-                        let entry = Entry {
-                            name_start,
-                            name_len: name.len() as u32,
-                            module: NO_MODULE,
-                        };
-                        data.push((addr, entry));
+                        data.push((addr, push_name(&mut names, name, NO_MODULE)?));
                     }
                     continue;
                 }
                 _ => continue,
             };
-            let module = match parts.next() {
-                Some(m) => {
-                    let m = m.trim_start_matches('[').trim_end_matches(']');
-                    // Lines of one module are contiguous: the last one is nearly always it.
-                    match modules.iter().rposition(|x| x == m) {
-                        Some(i) => i as u32,
-                        None => {
-                            modules.push(m.to_string());
-                            (modules.len() - 1) as u32
-                        }
-                    }
-                }
-                None => NO_MODULE,
-            };
-            let name_start = u32::try_from(names.len()).context("kallsyms names exceed 4 GiB")?;
-            names.push_str(name);
-            rows.push((
-                addr,
-                alias_rank(name, binding),
-                Entry {
-                    name_start,
-                    name_len: name.len() as u32,
-                    module,
-                },
-            ));
+            let module = parts
+                .next()
+                .map_or(NO_MODULE, |m| module_index(&mut modules, m));
+            let entry = push_name(&mut names, name, module)?;
+            rows.push((addr, alias_rank(name, binding), entry));
         }
-
         if lines == 0 {
             bail!("no symbols found");
         }
@@ -161,12 +154,10 @@ impl KernelSymbols {
         rows.sort_by_key(|&(addr, rank, _)| (addr, rank));
         rows.dedup_by_key(|&mut (addr, _, _)| addr);
 
-        let mut addrs = Vec::with_capacity(rows.len());
-        let mut entries = Vec::with_capacity(rows.len());
-        for (addr, _, entry) in rows {
-            addrs.push(addr);
-            entries.push(entry);
-        }
+        let (addrs, entries) = rows
+            .into_iter()
+            .map(|(addr, _, entry)| (addr, entry))
+            .unzip();
         data.sort_by_key(|&(addr, entry)| (addr, alias_rank(&names[entry.range()], 0)));
         data.dedup_by_key(|&mut (addr, _)| addr);
         Ok(Self {

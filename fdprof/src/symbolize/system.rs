@@ -139,7 +139,7 @@ impl SystemMaps {
                 continue;
             }
             alive.push(pid);
-            let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
+            let exe = crate::procfs::exe(pid);
             if exe.is_none() {
                 // A kernel thread (or a process just gone): no user stacks.
                 continue;

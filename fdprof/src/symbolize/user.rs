@@ -213,7 +213,7 @@ impl UserSymbolizer {
     /// and `false` is returned. Mappings of the previous snapshot that no new mapping overlaps
     /// are kept too, so addresses in a library unloaded since still resolve.
     pub fn snapshot_maps(&mut self, pid: u32) -> bool {
-        let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
+        let Some(text) = crate::procfs::maps(&pid.to_string()) else {
             return false;
         };
         let start_time = process_start_time(pid);

@@ -25,7 +25,7 @@ impl Vdso {
         if base == 0 {
             return None;
         }
-        let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+        let maps = crate::procfs::maps("self")?;
         let len = mapping_len(&maps, base)?;
         // SAFETY: the mapping [base, base + len) is this process's vDSO, readable for its life.
         let image = unsafe { std::slice::from_raw_parts(base as *const u8, len as usize) };

@@ -316,20 +316,8 @@ impl State {
         if key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c') {
             return Action::Quit;
         }
-        if let Some(text) = &mut self.editing {
-            match key.code {
-                KeyCode::Enter => {
-                    self.filter = text.trim().to_string();
-                    self.editing = None;
-                    self.scroll[Pane::Stacks.index()] = 0;
-                }
-                KeyCode::Esc => self.editing = None,
-                KeyCode::Backspace => {
-                    text.pop();
-                }
-                KeyCode::Char(c) if !c.is_control() => text.push(c),
-                _ => {}
-            }
+        if self.editing.is_some() {
+            self.on_filter_key(key.code);
             return Action::Continue;
         }
         if self.help {
@@ -389,6 +377,26 @@ impl State {
             _ => {}
         }
         Action::Continue
+    }
+
+    /// A key while the stack filter is edited: Enter applies it, Esc drops the edit.
+    fn on_filter_key(&mut self, code: KeyCode) {
+        let Some(text) = &mut self.editing else {
+            return;
+        };
+        match code {
+            KeyCode::Enter => {
+                self.filter = text.trim().to_string();
+                self.editing = None;
+                self.scroll[Pane::Stacks.index()] = 0;
+            }
+            KeyCode::Esc => self.editing = None,
+            KeyCode::Backspace => {
+                text.pop();
+            }
+            KeyCode::Char(c) if !c.is_control() => text.push(c),
+            _ => {}
+        }
     }
 }
 

@@ -81,7 +81,6 @@ pub(super) fn shared_table(r: &Report, stacks: &Stacks) -> Option<Finding> {
     } else {
         "fd-table sharing, not the allocator"
     };
-    let per_s = c.file_lock_wait_ns as f64 / (duration as f64 / 1e9);
     Some(Finding {
         rule: Rule::SharedTable,
         summary: format!(
@@ -93,24 +92,32 @@ pub(super) fn shared_table(r: &Report, stacks: &Stacks) -> Option<Finding> {
         evidence,
         context,
         stacks: stacks.of(None, false),
-        remedy: Remedy {
-            change: "give each thread or core a table of its own: a process per worker (or \
-                     unshare(CLONE_FILES) in each worker thread), or create the sockets as \
-                     io_uring direct descriptors, which never enter the table"
-                .into(),
-            shown_by: Some("fdprof workload opensock --io-uring-direct (or --processes)".into()),
-            saving: format!(
-                "the file_lock wait itself: {} ({} per second of recording, {} waits)",
-                span(c.file_lock_wait_ns),
-                span(per_s as u64),
-                c.file_lock_count
-            ),
-            wait_ns: Some(c.file_lock_wait_ns),
-            syscalls: None,
-            scan_words: None,
-            table_copies: None,
-        },
+        remedy: shared_table_remedy(r),
     })
+}
+
+/// What to change for a shared table, and what it saves: the file_lock wait itself.
+fn shared_table_remedy(r: &Report) -> Remedy {
+    let c = &r.contention;
+    let duration = r.header.duration_ns.max(1);
+    let per_s = c.file_lock_wait_ns as f64 / (duration as f64 / 1e9);
+    Remedy {
+        change: "give each thread or core a table of its own: a process per worker (or \
+                 unshare(CLONE_FILES) in each worker thread), or create the sockets as \
+                 io_uring direct descriptors, which never enter the table"
+            .into(),
+        shown_by: Some("fdprof workload opensock --io-uring-direct (or --processes)".into()),
+        saving: format!(
+            "the file_lock wait itself: {} ({} per second of recording, {} waits)",
+            span(c.file_lock_wait_ns),
+            span(per_s as u64),
+            c.file_lock_count
+        ),
+        wait_ns: Some(c.file_lock_wait_ns),
+        syscalls: None,
+        scan_words: None,
+        table_copies: None,
+    }
 }
 
 /// Allocations far past `next_fd`, seldom at it: holes low in a large table, refilled by each
@@ -143,7 +150,6 @@ pub(super) fn long_scans(r: &Report, stacks: &Stacks) -> Option<Finding> {
     let p99 = s.bits.p99.unwrap_or(0);
     // Bits scanned past the origin, at least (the kernel keeps no exact sum of distances).
     let scanned = crate::analysis::scan::bits_at_least(&s.bits);
-    let words = scanned / 64;
     let closes = r.syscalls.iter().find(|c| c.name == "close");
     let mut allocating: Vec<_> = r.syscalls.iter().filter(|c| c.allocs > 0).collect();
     allocating.sort_by_key(|c| std::cmp::Reverse(c.allocs));
@@ -184,23 +190,29 @@ pub(super) fn long_scans(r: &Report, stacks: &Stacks) -> Option<Finding> {
         evidence,
         context,
         stacks: stacks.of(Some(Operation::Alloc), true),
-        remedy: Remedy {
-            change: "keep the low fds in place: replace a long-lived fd with dup2(new, reserved \
-                     slot) and close the new one, instead of close then open, so no hole opens \
-                     below next_fd"
-                .into(),
-            shown_by: Some("fdprof workload holes --reserve".into()),
-            saving: format!(
-                "at least {scanned} bits ({words} bitmap words) scanned past next_fd, {:.1} \
-                 bits an allocation: every allocation would take next_fd itself",
-                scanned as f64 / s.allocations.max(1) as f64
-            ),
-            wait_ns: None,
-            syscalls: None,
-            scan_words: Some(words),
-            table_copies: None,
-        },
+        remedy: long_scans_remedy(r, scanned),
     })
+}
+
+/// What to change for long scans (`scanned`: the bits scanned at least), and what it saves.
+fn long_scans_remedy(r: &Report, scanned: u64) -> Remedy {
+    let words = scanned / 64;
+    Remedy {
+        change: "keep the low fds in place: replace a long-lived fd with dup2(new, reserved \
+                 slot) and close the new one, instead of close then open, so no hole opens \
+                 below next_fd"
+            .into(),
+        shown_by: Some("fdprof workload holes --reserve".into()),
+        saving: format!(
+            "at least {scanned} bits ({words} bitmap words) scanned past next_fd, {:.1} \
+             bits an allocation: every allocation would take next_fd itself",
+            scanned as f64 / r.scan.allocations.max(1) as f64
+        ),
+        wait_ns: None,
+        syscalls: None,
+        scan_words: Some(words),
+        table_copies: None,
+    }
 }
 
 /// The table grew during the recording: each growth allocates a table twice as large (or

@@ -1,5 +1,12 @@
-//! `/proc/PATH/stat`, read once for everyone who needs a task's state or times, and the
-//! processes `/proc` lists.
+//! Every read of `/proc` in one place, each with its bound: the processes `/proc` lists,
+//! `/proc/PATH/stat` (a task's state and times), a process's tasks, comm, status, cgroup and
+//! maps (`task`), and `/proc/kallsyms` (`kallsyms`).
+
+mod kallsyms;
+mod task;
+
+pub use kallsyms::kallsyms;
+pub use task::{cgroup, comm, exe, maps, status, tasks};
 
 /// The pids of the processes alive now, at most `limit` of them.
 pub fn pids(limit: usize) -> Vec<u32> {
