@@ -23,7 +23,7 @@ use super::recording::{Frame, Recording};
 use super::trace::{Trace, codec::Row, order::ORDER_BYTES_PER_ROW};
 
 /// What a recording may take once expanded: 512 MiB. fdprof's commands run within 1 GiB of
-/// address space (`tests/reader_fuzz/`); besides the expansion that holds the program (~20 MB)
+/// address space (`fdprof/tests/it/reader_fuzz/`); besides the expansion that holds the program (~20 MB)
 /// and the recording as parsed, at most ~260 MB (a 64 MiB file of empty stack frames: the text
 /// and its parse, measured), which leaves a quarter of the space for the allocator's slack and
 /// what is not counted here (names of tables and sites, small lists).

@@ -24,7 +24,7 @@ use super::recording::{FORMAT, Recording, VERSION};
 /// per stack frame: 16384 sites with 20 frames (kernel and user stack together) come to 45 MB.
 /// Full 127 + 127-frame stacks at all of them would be 0.5 GB, more than `report` could hold in
 /// the 1 GiB it must run in; a file of 64 MiB is reported and drawn in well under that
-/// (`tests/reader_fuzz/`).
+/// (`fdprof/tests/it/reader_fuzz/`).
 pub const MAX_BYTES: u64 = 64 << 20;
 
 /// Reads the recording at `path` (`-`: standard input).

@@ -1,0 +1,49 @@
+//! fdprof's integration tests, one module per subject, in one binary: each test binary links
+//! the whole crate graph (70-80 MB in a debug build), and forty of them took most of CI's disk
+//! and much of its link time. The modules' tests share one process and run in its threads, so:
+//! - a test that loads BPF programs holds [`common::kernel_lock`] throughout: one at a time, so
+//!   leak checks and system-wide figures see only its own programs and processes;
+//! - a test that loads the machine for seconds (fd-syscall loops, fuzzers) holds
+//!   [`common::load_lock`], which keeps it from running beside one of those;
+//! - files go under [`common::tmp`] (a directory per module), and a test that runs this binary
+//!   again names the test by its path (`symbolize::helper_child_process`).
+
+mod common;
+
+mod bpf_frames;
+mod captures;
+mod cgroups;
+mod containers;
+mod counters;
+mod cpu;
+mod daemon;
+mod daemon_access;
+mod daemon_bounds;
+mod dashboards;
+mod diagnosis;
+mod doctor;
+mod events;
+mod export;
+mod function_length;
+mod input;
+mod layers;
+mod locks;
+mod output;
+mod page;
+mod pprof_endpoints;
+mod processes;
+mod reader_fuzz;
+mod readme;
+mod record;
+mod remedies;
+mod replay;
+mod series;
+mod server;
+mod symbolize;
+mod target_set;
+mod targets;
+mod top;
+mod top_screen;
+mod trace;
+mod trace_fuzz;
+mod workload;
