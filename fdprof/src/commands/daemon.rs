@@ -11,17 +11,15 @@ use serde::Deserialize;
 use fdprof_common::probes::Mode;
 
 use super::args::{ModeArg, ProbeArgs};
-use crate::collect::{Kernel, cgroups::Cgroup};
+use crate::collect::cgroups::Cgroup;
 use crate::error::{EXIT_USAGE, fatal};
 use crate::privileges::{self, Capability};
-use crate::probe::kallsyms::Kallsyms;
 use crate::service::{
     self,
     config::{self as cfg, Capture, Config, Reload, Targets, Trigger, Watch, bounds},
     files::{self, Access},
     log, server,
 };
-use crate::symbolize::KernelSymbols;
 
 /// A comm is at most this many bytes (TASK_COMM_LEN less its NUL): a longer name never matches.
 const COMM_MAX: usize = 15;
@@ -231,10 +229,7 @@ pub fn run(args: DaemonArgs) -> Result<()> {
     }
     privileges::require("fdprof daemon", &needed)?;
     log::set_verbose(args.verbose);
-    let kallsyms = crate::procfs::kallsyms()?;
-    let kernel_syms = KernelSymbols::from_kallsyms(&kallsyms)?;
-    let kernel = Kernel::discover(&Kallsyms::parse(&kallsyms))?;
-    drop(kallsyms);
+    let (kernel, kernel_syms) = crate::live::read_kernel()?;
     let reload: Option<Reload> = args
         .config
         .clone()

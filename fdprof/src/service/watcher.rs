@@ -468,7 +468,7 @@ impl Watcher {
     /// Symbolizers started afresh, for when they were lost with the programs; without them
     /// (kallsyms unreadable) nothing loads again.
     fn fresh_symbols(&self) -> Option<Symbols> {
-        let kernel = crate::procfs::kallsyms().and_then(|text| KernelSymbols::from_kallsyms(&text));
+        let kernel = KernelSymbols::load();
         match kernel {
             Ok(kernel) => Some(Symbols::new(
                 kernel,
