@@ -6,7 +6,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use crate::Syscall;
 
 /// Longest cgroup path, unit name or id read back from a file (`PATH_MAX`).
-pub const PATH_BYTES: usize = 4096;
+pub(crate) const PATH_BYTES: usize = 4096;
 
 /// Container runtimes recognised from a cgroup path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

@@ -6,6 +6,7 @@
 //! Units: durations and times in ns (`_ns`) or ms (`_ms`), shares as fractions 0..=1, counts
 //! as plain numbers. A figure that cannot be computed (a share of nothing, the quantile of an
 //! empty histogram) is `null`.
+#![warn(unreachable_pub)]
 
 mod activity;
 mod cgroups;

@@ -4,6 +4,7 @@
 //! ([`Recording::write`], to any `Write`: the caller opens the file). No collector, symbolizer,
 //! aya or tokio: what reads recordings (`report`, `flamegraph`, `export`, `replay`, `top
 //! --from`) needs nothing else, and fdprof's builders fill these types from the collector.
+#![warn(unreachable_pub)]
 
 pub mod bounded;
 pub mod budget;

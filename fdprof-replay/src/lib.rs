@@ -1,6 +1,7 @@
 //! Models of the kernel's fd allocator and of the variants proposed for it, with a cost model
 //! (bitmap words and cache lines touched per operation), replayed over a trace of fd-table
 //! operations. Pure computation: no kernel, no I/O. `docs/replay.md` describes the models.
+#![warn(unreachable_pub)]
 
 pub mod bitmap;
 pub mod cost;

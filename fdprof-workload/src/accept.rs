@@ -25,16 +25,16 @@ const BACKLOG: i32 = 4096;
 
 #[repr(align(128))]
 #[derive(Default)]
-pub struct Padded(pub AtomicU64);
+pub(crate) struct Padded(pub AtomicU64);
 
 /// Counters connectors read to hold back; each slot has one writer.
-pub struct AcceptShared {
+pub(crate) struct AcceptShared {
     pub accepted: Vec<Padded>,
     pub connected: Vec<Padded>,
 }
 
 impl AcceptShared {
-    pub fn new(acceptors: usize, connectors: usize) -> Self {
+    pub(crate) fn new(acceptors: usize, connectors: usize) -> Self {
         AcceptShared {
             accepted: (0..acceptors).map(|_| Padded::default()).collect(),
             connected: (0..connectors).map(|_| Padded::default()).collect(),
@@ -48,7 +48,7 @@ impl AcceptShared {
 }
 
 /// Creates the listener on 127.0.0.1, port chosen by the kernel; returns it and its address.
-pub fn listen_loopback() -> Result<(i32, libc::sockaddr_in)> {
+pub(crate) fn listen_loopback() -> Result<(i32, libc::sockaddr_in)> {
     let fd = sys::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0)?;
     let addr = sys::bind_loopback(fd).context("binding the listener to 127.0.0.1")?;
     let timeout = libc::timeval {
@@ -75,7 +75,7 @@ pub fn listen_loopback() -> Result<(i32, libc::sockaddr_in)> {
     Ok((fd, addr))
 }
 
-pub struct Acceptor {
+pub(crate) struct Acceptor {
     pub listener: i32,
     pub index: usize,
     pub shared: Arc<AcceptShared>,
@@ -83,7 +83,7 @@ pub struct Acceptor {
 
 impl Acceptor {
     /// Accepts and closes connections; an op is one accepted connection.
-    pub fn drive<T: Tracker>(
+    pub(crate) fn drive<T: Tracker>(
         &mut self,
         t: &mut T,
         plan: Plan,
@@ -121,7 +121,7 @@ impl Acceptor {
     }
 }
 
-pub struct Connector {
+pub(crate) struct Connector {
     pub addr: libc::sockaddr_in,
     pub index: usize,
     pub shared: Arc<AcceptShared>,
@@ -129,7 +129,7 @@ pub struct Connector {
 
 impl Connector {
     /// Connects and closes; returns the number of connections made.
-    pub fn drive<T: Tracker>(
+    pub(crate) fn drive<T: Tracker>(
         &mut self,
         t: &mut T,
         plan: Plan,

@@ -10,7 +10,7 @@ use crate::phase::Plan;
 
 /// How the measured phase is run, shared by every scenario.
 #[derive(Clone, Copy, Debug)]
-pub struct Control {
+pub(crate) struct Control {
     pub plan: Plan,
     pub wait_signal: bool,
     pub progress: bool,
@@ -28,7 +28,7 @@ fn sigusr1_set() -> libc::sigset_t {
 
 /// Blocks SIGUSR1 in the calling thread and every thread it creates afterwards, so the signal
 /// stays pending for [`wait_for_sigusr1`] instead of killing the process.
-pub fn block_sigusr1() -> Result<()> {
+pub(crate) fn block_sigusr1() -> Result<()> {
     let set = sigusr1_set();
     // SAFETY: `set` is an initialised sigset_t; the old mask is not wanted.
     let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
@@ -42,7 +42,7 @@ pub fn block_sigusr1() -> Result<()> {
 }
 
 /// Prints the ready line on stdout and waits for SIGUSR1.
-pub fn announce_and_wait(children: &[i32]) -> Result<()> {
+pub(crate) fn announce_and_wait(children: &[i32]) -> Result<()> {
     let pid = std::process::id();
     let line = if children.is_empty() {
         serde_json::json!({"event": "ready", "pid": pid})
@@ -68,7 +68,7 @@ pub fn announce_and_wait(children: &[i32]) -> Result<()> {
 }
 
 /// Whether progress lines go to stderr: asked for, or stderr is a terminal.
-pub fn progress_wanted(asked: bool) -> bool {
+pub(crate) fn progress_wanted(asked: bool) -> bool {
     // SAFETY: isatty only inspects the descriptor.
     asked || unsafe { libc::isatty(2) } == 1
 }
@@ -78,7 +78,7 @@ pub fn progress_wanted(asked: bool) -> bool {
 ///
 /// `wait_done(timeout)` waits up to `timeout` and says whether all tasks are done;
 /// `total_ops()` reads the tasks' counters; `stop()` raises the stop flag.
-pub fn supervise(
+pub(crate) fn supervise(
     ctl: &Control,
     label: &str,
     start: Instant,

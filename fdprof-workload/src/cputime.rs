@@ -17,17 +17,17 @@ const UNPUBLISHED: libc::clockid_t = 0;
 /// The kernel's id of the CPU-time clock of thread `tid`: `~tid << 3 | CPUCLOCK_PERTHREAD_MASK
 /// (4) | CPUCLOCK_SCHED (2)`, what glibc's `pthread_getcpuclockid` computes (the libc crate
 /// does not bind it on Linux).
-pub fn thread_cpu_clock(tid: libc::pid_t) -> libc::clockid_t {
+pub(crate) fn thread_cpu_clock(tid: libc::pid_t) -> libc::clockid_t {
     ((!tid) << 3) | 6
 }
 
 /// The CPU-time clock of every task's thread, published by the task before the start barrier.
-pub struct CpuClocks {
+pub(crate) struct CpuClocks {
     clocks: Vec<AtomicI32>,
 }
 
 impl CpuClocks {
-    pub fn new(tasks: usize) -> Self {
+    pub(crate) fn new(tasks: usize) -> Self {
         CpuClocks {
             clocks: (0..tasks).map(|_| AtomicI32::new(UNPUBLISHED)).collect(),
         }
@@ -35,21 +35,21 @@ impl CpuClocks {
 }
 
 /// One cputime task: its index and the clocks it and its peers publish.
-pub struct Cputime {
+pub(crate) struct Cputime {
     pub index: usize,
     pub clocks: std::sync::Arc<CpuClocks>,
 }
 
 impl Cputime {
     /// On the task's own thread, before the start barrier: publishes this thread's clock.
-    pub fn publish(&self) {
+    pub(crate) fn publish(&self) {
         // SAFETY: gettid has no preconditions.
         let tid = unsafe { libc::gettid() };
         self.clocks.clocks[self.index].store(thread_cpu_clock(tid), Ordering::Release);
     }
 
     /// After the start barrier: the op that reads task (index + 1) % N's clock.
-    pub fn peer_op(&self) -> Result<ReadClock, LoopError> {
+    pub(crate) fn peer_op(&self) -> Result<ReadClock, LoopError> {
         let peer = (self.index + 1) % self.clocks.clocks.len();
         match self.clocks.clocks[peer].load(Ordering::Acquire) {
             UNPUBLISHED => Err(LoopError::PeerClock { peer }),
@@ -59,7 +59,7 @@ impl Cputime {
 }
 
 /// The op: one `clock_gettime(clock)`.
-pub struct ReadClock {
+pub(crate) struct ReadClock {
     pub clock: libc::clockid_t,
 }
 

@@ -18,7 +18,7 @@ impl fmt::Display for UsageError {
 impl std::error::Error for UsageError {}
 
 /// Builds an [`anyhow::Error`] holding a [`UsageError`].
-pub fn usage(message: impl Into<String>) -> anyhow::Error {
+pub(crate) fn usage(message: impl Into<String>) -> anyhow::Error {
     UsageError {
         message: message.into(),
     }

@@ -12,7 +12,7 @@ use crate::sys::{Sys, SysError};
 
 /// The model and the kernel disagree: the ground truth would be wrong, so the run fails.
 #[derive(Clone, Copy, Debug)]
-pub struct Mismatch {
+pub(crate) struct Mismatch {
     pub sys: Sys,
     pub kernel_fd: i32,
     pub model_fd: i32,
@@ -34,7 +34,7 @@ impl fmt::Display for Mismatch {
 
 /// Why a measured loop stopped early.
 #[derive(Clone, Copy, Debug)]
-pub enum LoopError {
+pub(crate) enum LoopError {
     Sys(SysError),
     Model(Mismatch),
     /// accept: no connection arrived for this many seconds.
@@ -108,7 +108,7 @@ impl fmt::Display for LoopError {
 }
 
 /// Observes the fd-table effects of each successful system call of the measured phase.
-pub trait Tracker {
+pub(crate) trait Tracker {
     /// A successful call of `sys`.
     fn call(&mut self, sys: Sys);
     /// `sys` allocated `fd` through `alloc_fd(start, ...)`.
@@ -127,7 +127,7 @@ pub trait Tracker {
 
 /// Timed runs: remembers the highest fd only (for the table size), nothing else.
 #[derive(Clone, Copy, Debug)]
-pub struct Fast {
+pub(crate) struct Fast {
     max_fd: i32,
 }
 
@@ -170,7 +170,7 @@ impl Tracker for Fast {
 
 /// Deterministic runs: the model in lockstep with the kernel, and the counts for `expected`.
 #[derive(Debug)]
-pub struct Lockstep {
+pub(crate) struct Lockstep {
     model: FdModel,
     next_fd_start: u32,
     max_fds_start: u32,
@@ -183,7 +183,7 @@ pub struct Lockstep {
 }
 
 impl Lockstep {
-    pub fn new(model: FdModel) -> Self {
+    pub(crate) fn new(model: FdModel) -> Self {
         Lockstep {
             next_fd_start: model.next_fd(),
             max_fds_start: model.max_fds(),
@@ -198,7 +198,7 @@ impl Lockstep {
     }
 
     /// The `expected` object for the measured phase tracked so far.
-    pub fn expected(&self) -> Expected {
+    pub(crate) fn expected(&self) -> Expected {
         let counts = |a: &[u64; Sys::COUNT]| {
             a.iter()
                 .enumerate()
@@ -298,7 +298,7 @@ impl Tracker for Lockstep {
 /// Exactly what the measured phase of a deterministic run did (docs/figures.md defines each
 /// figure).
 #[derive(Clone, Debug, Serialize)]
-pub struct Expected {
+pub(crate) struct Expected {
     /// Successful calls per system call.
     pub syscalls: std::collections::BTreeMap<&'static str, u64>,
     /// Fds created per system call (pipe2/socketpair: 2 a call; dup2: 1).
@@ -323,13 +323,13 @@ pub struct Expected {
 
 /// Files created and closed as io_uring direct descriptors.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct DirectFiles {
+pub(crate) struct DirectFiles {
     pub created: u64,
     pub closed: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]
-pub struct AllocGroup {
+pub(crate) struct AllocGroup {
     pub syscall: &'static str,
     pub fd: u32,
     pub origin: u32,

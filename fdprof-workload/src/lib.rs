@@ -35,6 +35,7 @@
 //! - `threads`: control, fd_model, ground_truth, outcome, phase, setup, table, task
 //! - `processes`: control, fd_model, ground_truth, outcome, phase, setup, table, task
 //! - `sweep`: control, output, processes, setup, threads
+#![warn(unreachable_pub)]
 
 mod accept;
 mod control;

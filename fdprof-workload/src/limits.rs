@@ -13,13 +13,13 @@ use crate::setup::Config;
 use crate::table::nth_free;
 
 #[derive(Clone, Copy, Debug)]
-pub struct NoFile {
+pub(crate) struct NoFile {
     pub soft: u64,
     pub hard: u64,
 }
 
 /// Raises the soft RLIMIT_NOFILE to the hard limit; returns the limits now in force.
-pub fn raise_nofile() -> Result<NoFile> {
+pub(crate) fn raise_nofile() -> Result<NoFile> {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -79,7 +79,7 @@ fn new_fds_at_peak(cfg: &Config, fds: u32, tasks: u32, open: &[u32]) -> u64 {
 }
 
 /// The smallest sensible `-n`.
-pub fn min_fds(cfg: &Config, tasks: u32) -> u32 {
+pub(crate) fn min_fds(cfg: &Config, tasks: u32) -> u32 {
     match cfg.scenario {
         Scenario::Opensock => tasks,
         Scenario::Holes | Scenario::Dup2Worst => cfg.hole + 1,
@@ -91,7 +91,7 @@ pub fn min_fds(cfg: &Config, tasks: u32) -> u32 {
 /// Fails with a [`UsageError`](crate::error::UsageError) naming the limit and the largest `-n`
 /// that fits, unless the scenario fits under the soft limit with `tasks` tasks (the largest of a
 /// sweep).
-pub fn check_fit(cfg: &Config, tasks: u32, open: &[u32], nofile: NoFile) -> Result<()> {
+pub(crate) fn check_fit(cfg: &Config, tasks: u32, open: &[u32], nofile: NoFile) -> Result<()> {
     let limit = nofile.soft;
     let name = cfg.scenario.name();
     let limit_text = if nofile.soft == nofile.hard {

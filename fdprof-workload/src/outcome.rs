@@ -5,7 +5,7 @@ use crate::ground_truth::Expected;
 
 /// What one task did.
 #[derive(Clone, Debug)]
-pub struct TaskResult {
+pub(crate) struct TaskResult {
     pub ops: u64,
     pub secs: f64,
     pub cpu: Option<usize>,
@@ -13,7 +13,7 @@ pub struct TaskResult {
 
 /// What a measured phase did.
 #[derive(Clone, Debug)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     /// The tasks whose count is the scenario's ops.
     pub tasks: Vec<TaskResult>,
     /// From the first task's start to the last task's end.

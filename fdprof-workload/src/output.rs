@@ -10,7 +10,7 @@ use crate::setup::Config;
 
 /// The result of one run (`--json` prints it as one object).
 #[derive(Clone, Debug, Serialize)]
-pub struct Report {
+pub(crate) struct Report {
     pub scenario: &'static str,
     /// The remedy applied (`reserve`, `close-range`); absent for the plain load.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -40,7 +40,7 @@ pub struct Report {
 }
 
 #[derive(Clone, Debug, Serialize)]
-pub struct TaskReport {
+pub(crate) struct TaskReport {
     pub task: usize,
     pub ops: u64,
     pub ops_per_sec: f64,
@@ -53,7 +53,7 @@ fn rate(ops: u64, secs: f64) -> f64 {
 }
 
 impl Report {
-    pub fn new(cfg: &Config, outcome: Outcome) -> Self {
+    pub(crate) fn new(cfg: &Config, outcome: Outcome) -> Self {
         let ops: u64 = outcome.tasks.iter().map(|t| t.ops).sum();
         let tasks = outcome.tasks.len() as u32;
         let ops_per_sec = rate(ops, outcome.secs);
@@ -90,7 +90,7 @@ impl Report {
         }
     }
 
-    pub fn human(&self) -> String {
+    pub(crate) fn human(&self) -> String {
         let task_word = if self.mode == "processes" {
             "process"
         } else {
@@ -166,7 +166,7 @@ impl Report {
 
 /// One point of a sweep, shaped like will-it-scale's output.
 #[derive(Clone, Debug, Serialize)]
-pub struct SweepRow {
+pub(crate) struct SweepRow {
     pub tasks: u32,
     pub ops_per_sec: f64,
     pub ops_per_sec_per_task: f64,
@@ -175,7 +175,7 @@ pub struct SweepRow {
 }
 
 #[derive(Clone, Debug, Serialize)]
-pub struct SweepReport {
+pub(crate) struct SweepReport {
     pub scenario: &'static str,
     /// The remedy applied; absent for the plain load.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -189,7 +189,7 @@ pub struct SweepReport {
 
 impl SweepReport {
     /// `(tasks, ops/s)` points, in the order run.
-    pub fn new(cfg: &Config, points: &[(u32, f64)]) -> Self {
+    pub(crate) fn new(cfg: &Config, points: &[(u32, f64)]) -> Self {
         let (baseline_tasks, base_rate) = points
             .iter()
             .min_by_key(|(t, _)| *t)
@@ -222,7 +222,7 @@ impl SweepReport {
         }
     }
 
-    pub fn csv(&self) -> String {
+    pub(crate) fn csv(&self) -> String {
         let mut s = String::from("tasks,ops_per_sec,ops_per_sec_per_task,linear_pct\n");
         for r in &self.rows {
             let _ = writeln!(
@@ -236,7 +236,7 @@ impl SweepReport {
 }
 
 /// `1234567` → `1,234,567`.
-pub fn group(n: u64) -> String {
+pub(crate) fn group(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {

@@ -16,6 +16,6 @@ pub enum Plan {
 /// A task's progress counter, alone on its cache lines (128 bytes: adjacent-line prefetch).
 #[repr(align(128))]
 #[derive(Default)]
-pub struct TaskSlot {
+pub(crate) struct TaskSlot {
     pub ops: AtomicU64,
 }

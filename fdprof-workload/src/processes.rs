@@ -253,7 +253,7 @@ fn kill_children(pids: &[libc::pid_t]) {
 }
 
 /// Runs `cfg` in `tasks` forked processes.
-pub fn run(cfg: &Config, tasks: u32, ctl: &Control) -> Result<Outcome> {
+pub(crate) fn run(cfg: &Config, tasks: u32, ctl: &Control) -> Result<Outcome> {
     let shared = Shared::new(tasks as usize)?;
     let header = shared.header();
     let mut pids = Vec::with_capacity(tasks as usize);

@@ -230,12 +230,12 @@ impl Variant {
 }
 
 /// Slots (sockets held) of task `task` when `total` are split over `tasks`.
-pub fn opensock_share(total: u32, tasks: u32, task: u32) -> u32 {
+pub(crate) fn opensock_share(total: u32, tasks: u32, task: u32) -> u32 {
     total / tasks + u32::from(task < total % tasks)
 }
 
 /// One op of a scenario, performed by one task.
-pub trait Op: Send {
+pub(crate) trait Op: Send {
     fn once<T: Tracker>(&mut self, t: &mut T) -> Result<(), LoopError>;
 
     /// Completes every op [`Op::once`] queued and did not finish yet (the io_uring variant
@@ -260,7 +260,7 @@ fn created<T: Tracker>(t: &mut T, sys: Sys, fd: i32) -> Result<(), Mismatch> {
     t.allocated(sys, 0, fd)
 }
 
-pub struct SocketClose;
+pub(crate) struct SocketClose;
 
 impl Op for SocketClose {
     #[inline(always)]
@@ -271,7 +271,7 @@ impl Op for SocketClose {
     }
 }
 
-pub struct OpenClose {
+pub(crate) struct OpenClose {
     pub path: CString,
 }
 
@@ -284,7 +284,7 @@ impl Op for OpenClose {
     }
 }
 
-pub struct DupClose {
+pub(crate) struct DupClose {
     pub src: i32,
 }
 
@@ -297,7 +297,7 @@ impl Op for DupClose {
     }
 }
 
-pub struct Pipe;
+pub(crate) struct Pipe;
 
 impl Op for Pipe {
     #[inline(always)]
@@ -312,7 +312,7 @@ impl Op for Pipe {
     }
 }
 
-pub struct SocketPair;
+pub(crate) struct SocketPair;
 
 impl Op for SocketPair {
     #[inline(always)]
@@ -328,7 +328,7 @@ impl Op for SocketPair {
 
 /// The seed's opensock: each task owns slots pre-filled with sockets and replaces a random one
 /// per op.
-pub struct Opensock {
+pub(crate) struct Opensock {
     pub slots: Vec<i32>,
     pub rng: XorShift,
 }
@@ -346,7 +346,7 @@ impl Op for Opensock {
 }
 
 /// fds 0..N-1 open: punch hole K, refill it, and open once more, which scans from K+1 to N.
-pub struct Holes {
+pub(crate) struct Holes {
     pub hole: i32,
     pub path: CString,
 }
@@ -366,7 +366,7 @@ impl Op for Holes {
 /// holes --reserve: fds 0..N-1 open, K a reserved slot that stays open: the new file is opened
 /// at next_fd (N) and moved onto K with dup2, which replaces K's file without a hole, so every
 /// allocation takes next_fd itself.
-pub struct HolesReserve {
+pub(crate) struct HolesReserve {
     pub hole: i32,
     pub path: CString,
 }
@@ -385,7 +385,7 @@ impl Op for HolesReserve {
 
 /// close-loop: N dups of a held fd (N consecutive fds from next_fd: setup checks they are
 /// free), then the N closed, one close(2) each or, with `range`, one close_range(2).
-pub struct CloseLoop {
+pub(crate) struct CloseLoop {
     pub src: i32,
     /// The fds of the op in progress; its length is N.
     pub fds: Vec<i32>,
@@ -425,7 +425,7 @@ impl Op for CloseLoop {
 
 /// fds 0..N-1 open: `close(K); dup2(0, K); dup(0); close(that)`. dup2 does not move `next_fd`
 /// back up, so dup(0) scans from K to N.
-pub struct Dup2Worst {
+pub(crate) struct Dup2Worst {
     pub hole: i32,
 }
 
@@ -444,11 +444,11 @@ impl Op for Dup2Worst {
 
 /// Marsaglia's xorshift64: a few instructions, no allocation, same sequence as the C baseline.
 #[derive(Clone, Copy, Debug)]
-pub struct XorShift(u64);
+pub(crate) struct XorShift(u64);
 
 impl XorShift {
     /// The generator of task `task` (a fixed seed each, so `--ops` runs are reproducible).
-    pub fn for_task(task: u32) -> Self {
+    pub(crate) fn for_task(task: u32) -> Self {
         // splitmix64 of the task number: distinct, never zero in practice.
         let mut z = (u64::from(task) + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -457,7 +457,7 @@ impl XorShift {
     }
 
     #[inline(always)]
-    pub fn next_u64(&mut self) -> u64 {
+    pub(crate) fn next_u64(&mut self) -> u64 {
         let mut x = self.0;
         x ^= x << 13;
         x ^= x >> 7;
@@ -468,7 +468,7 @@ impl XorShift {
 
     /// A number in `0..n` (multiply-shift: no division).
     #[inline(always)]
-    pub fn below(&mut self, n: u32) -> u32 {
+    pub(crate) fn below(&mut self, n: u32) -> u32 {
         (((self.next_u64() >> 32) * u64::from(n)) >> 32) as u32
     }
 }

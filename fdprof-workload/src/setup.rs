@@ -20,7 +20,7 @@ use crate::uring::UringOpensock;
 
 /// A validated workload configuration (everything but the task count, which a sweep varies).
 #[derive(Clone, Debug)]
-pub struct Config {
+pub(crate) struct Config {
     pub scenario: Scenario,
     /// `-n`: fds held (opensock: in total over the tasks; others: per fd table).
     pub fds: u32,
@@ -38,13 +38,13 @@ pub struct Config {
 
 impl Config {
     /// What one op is, for people: the variant's op where it changes it.
-    pub fn op(&self) -> &'static str {
+    pub(crate) fn op(&self) -> &'static str {
         self.variant.op().unwrap_or(self.scenario.op())
     }
 }
 
 /// One fd table, ready for its measured phase.
-pub struct Prepared {
+pub(crate) struct Prepared {
     pub ops: Vec<TaskOp>,
     /// Fds setup opened that no task owns (closed between the runs of a sweep).
     pub held: Vec<i32>,
@@ -53,7 +53,7 @@ pub struct Prepared {
 }
 
 /// Sets up the table of this process for tasks `first .. first + count` of `total`.
-pub fn prepare(cfg: &Config, first: u32, count: u32, total: u32) -> Result<Prepared> {
+pub(crate) fn prepare(cfg: &Config, first: u32, count: u32, total: u32) -> Result<Prepared> {
     if let Some(size) = cfg.prealloc {
         prealloc(size).with_context(|| format!("--prealloc {size}"))?;
     }
@@ -199,7 +199,7 @@ pub fn prepare(cfg: &Config, first: u32, count: u32, total: u32) -> Result<Prepa
 }
 
 /// Closes what [`prepare`] opened (between the runs of a sweep).
-pub fn teardown(prepared: &Prepared) -> Result<()> {
+pub(crate) fn teardown(prepared: &Prepared) -> Result<()> {
     for op in &prepared.ops {
         for &fd in op.held_fds() {
             sys::close(fd)?;

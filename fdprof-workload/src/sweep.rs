@@ -8,7 +8,7 @@ use crate::setup::Config;
 use crate::{processes, threads};
 
 /// Runs every point (fds are closed between thread-mode points; processes start afresh).
-pub fn run(cfg: &Config, counts: &[u32], ctl: &Control) -> Result<SweepReport> {
+pub(crate) fn run(cfg: &Config, counts: &[u32], ctl: &Control) -> Result<SweepReport> {
     let mut points = Vec::with_capacity(counts.len());
     for &tasks in counts {
         let outcome = if cfg.processes {

@@ -8,7 +8,7 @@ use std::fmt;
 
 /// A system call that a scenario's measured phase makes, named as the kernel names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Sys {
+pub(crate) enum Sys {
     Openat,
     Socket,
     Socketpair,
@@ -24,10 +24,10 @@ pub enum Sys {
 }
 
 impl Sys {
-    pub const COUNT: usize = 11;
+    pub(crate) const COUNT: usize = 11;
 
     /// The kernel's name of the system call (the `syscalls:sys_enter_*` tracepoint suffix).
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Sys::Openat => "openat",
             Sys::Socket => "socket",
@@ -43,11 +43,11 @@ impl Sys {
         }
     }
 
-    pub fn index(self) -> usize {
+    pub(crate) fn index(self) -> usize {
         self as usize
     }
 
-    pub fn from_index(i: usize) -> Sys {
+    pub(crate) fn from_index(i: usize) -> Sys {
         const ALL: [Sys; Sys::COUNT] = [
             Sys::Openat,
             Sys::Socket,
@@ -72,7 +72,7 @@ const DUP2_NAME: &str = "dup3";
 
 /// A failed system call: which one and its errno.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SysError {
+pub(crate) struct SysError {
     pub sys: Sys,
     pub errno: i32,
 }
@@ -91,7 +91,7 @@ impl fmt::Display for SysError {
 impl std::error::Error for SysError {}
 
 /// `EMFILE (Too many open files)`.
-pub fn describe_errno(errno: i32) -> String {
+pub(crate) fn describe_errno(errno: i32) -> String {
     let text = std::io::Error::from_raw_os_error(errno).to_string();
     let text = text.split(" (os error").next().unwrap_or(&text).to_string();
     match errno_name(errno) {
@@ -123,7 +123,7 @@ fn errno_name(errno: i32) -> Option<&'static str> {
     })
 }
 
-pub fn errno() -> i32 {
+pub(crate) fn errno() -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
 }
 
@@ -140,7 +140,7 @@ fn ret(sys: Sys, r: libc::c_long) -> Result<i32, SysError> {
 }
 
 #[inline(always)]
-pub fn socket(domain: i32, ty: i32, protocol: i32) -> Result<i32, SysError> {
+pub(crate) fn socket(domain: i32, ty: i32, protocol: i32) -> Result<i32, SysError> {
     // SAFETY: socket(2) takes integers only.
     let r = unsafe {
         libc::syscall(
@@ -154,7 +154,7 @@ pub fn socket(domain: i32, ty: i32, protocol: i32) -> Result<i32, SysError> {
 }
 
 /// Binds the IPv4 socket `fd` to 127.0.0.1 on a port the kernel picks; returns the address.
-pub fn bind_loopback(fd: i32) -> std::io::Result<libc::sockaddr_in> {
+pub(crate) fn bind_loopback(fd: i32) -> std::io::Result<libc::sockaddr_in> {
     let mut addr = libc::sockaddr_in {
         sin_family: libc::AF_INET as libc::sa_family_t,
         sin_port: 0,
@@ -177,12 +177,12 @@ pub fn bind_loopback(fd: i32) -> std::io::Result<libc::sockaddr_in> {
 
 /// `socket(AF_INET, SOCK_STREAM, 0)`, the seed's socket.
 #[inline(always)]
-pub fn tcp_socket() -> Result<i32, SysError> {
+pub(crate) fn tcp_socket() -> Result<i32, SysError> {
     socket(libc::AF_INET, libc::SOCK_STREAM, 0)
 }
 
 #[inline(always)]
-pub fn close(fd: i32) -> Result<(), SysError> {
+pub(crate) fn close(fd: i32) -> Result<(), SysError> {
     // SAFETY: close(2) takes an integer only.
     let r = unsafe { libc::syscall(libc::SYS_close, fd as libc::c_long) };
     ret(Sys::Close, r).map(|_| ())
@@ -190,7 +190,7 @@ pub fn close(fd: i32) -> Result<(), SysError> {
 
 /// `close_range(first, last, 0)`: closes every open fd from `first` to `last`.
 #[inline(always)]
-pub fn close_range(first: i32, last: i32) -> Result<(), SysError> {
+pub(crate) fn close_range(first: i32, last: i32) -> Result<(), SysError> {
     // SAFETY: close_range(2) takes integers only.
     let r = unsafe {
         libc::syscall(
@@ -205,7 +205,7 @@ pub fn close_range(first: i32, last: i32) -> Result<(), SysError> {
 
 /// `openat(AT_FDCWD, path, flags)`.
 #[inline(always)]
-pub fn openat(path: &std::ffi::CStr, flags: i32) -> Result<i32, SysError> {
+pub(crate) fn openat(path: &std::ffi::CStr, flags: i32) -> Result<i32, SysError> {
     // SAFETY: `path` is a valid NUL-terminated string for the duration of the call.
     let r = unsafe {
         libc::syscall(
@@ -220,14 +220,14 @@ pub fn openat(path: &std::ffi::CStr, flags: i32) -> Result<i32, SysError> {
 }
 
 #[inline(always)]
-pub fn dup(fd: i32) -> Result<i32, SysError> {
+pub(crate) fn dup(fd: i32) -> Result<i32, SysError> {
     // SAFETY: dup(2) takes an integer only.
     let r = unsafe { libc::syscall(libc::SYS_dup, fd as libc::c_long) };
     ret(Sys::Dup, r)
 }
 
 #[inline(always)]
-pub fn dup2(old: i32, new: i32) -> Result<i32, SysError> {
+pub(crate) fn dup2(old: i32, new: i32) -> Result<i32, SysError> {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: dup2(2) takes integers only.
     let r = unsafe { libc::syscall(libc::SYS_dup2, old as libc::c_long, new as libc::c_long) };
@@ -245,7 +245,7 @@ pub fn dup2(old: i32, new: i32) -> Result<i32, SysError> {
 }
 
 #[inline(always)]
-pub fn pipe2(flags: i32) -> Result<[i32; 2], SysError> {
+pub(crate) fn pipe2(flags: i32) -> Result<[i32; 2], SysError> {
     let mut fds = [-1i32; 2];
     // SAFETY: `fds` has room for the two ints the kernel writes.
     let r = unsafe { libc::syscall(libc::SYS_pipe2, fds.as_mut_ptr(), flags as libc::c_long) };
@@ -254,7 +254,7 @@ pub fn pipe2(flags: i32) -> Result<[i32; 2], SysError> {
 
 /// `socketpair(AF_UNIX, SOCK_STREAM, 0, fds)`.
 #[inline(always)]
-pub fn unix_socketpair() -> Result<[i32; 2], SysError> {
+pub(crate) fn unix_socketpair() -> Result<[i32; 2], SysError> {
     let mut fds = [-1i32; 2];
     // SAFETY: `fds` has room for the two ints the kernel writes.
     let r = unsafe {
@@ -271,7 +271,7 @@ pub fn unix_socketpair() -> Result<[i32; 2], SysError> {
 
 /// `accept4(fd, NULL, NULL, 0)`.
 #[inline(always)]
-pub fn accept4(fd: i32) -> Result<i32, SysError> {
+pub(crate) fn accept4(fd: i32) -> Result<i32, SysError> {
     // SAFETY: NULL address and length pointers are allowed.
     let r = unsafe {
         libc::syscall(
@@ -286,7 +286,7 @@ pub fn accept4(fd: i32) -> Result<i32, SysError> {
 }
 
 #[inline(always)]
-pub fn connect_in(fd: i32, addr: &libc::sockaddr_in) -> Result<(), SysError> {
+pub(crate) fn connect_in(fd: i32, addr: &libc::sockaddr_in) -> Result<(), SysError> {
     // SAFETY: `addr` points to a complete sockaddr_in for the duration of the call.
     let r = unsafe {
         libc::syscall(
@@ -302,7 +302,7 @@ pub fn connect_in(fd: i32, addr: &libc::sockaddr_in) -> Result<(), SysError> {
 /// `setsockopt(fd, SOL_SOCKET, SO_LINGER, {on, 0})`: close sends a reset and leaves no
 /// TIME_WAIT behind, so a long accept run does not run out of ephemeral ports.
 #[inline(always)]
-pub fn linger_zero(fd: i32) -> Result<(), SysError> {
+pub(crate) fn linger_zero(fd: i32) -> Result<(), SysError> {
     let linger = libc::linger {
         l_onoff: 1,
         l_linger: 0,
@@ -322,7 +322,7 @@ pub fn linger_zero(fd: i32) -> Result<(), SysError> {
 }
 
 /// Whether `fd` is open in this process (`fcntl(F_GETFD)`, which allocates nothing).
-pub fn is_open(fd: i32) -> bool {
+pub(crate) fn is_open(fd: i32) -> bool {
     // SAFETY: F_GETFD takes no further argument.
     unsafe { libc::fcntl(fd, libc::F_GETFD) != -1 }
 }

@@ -11,7 +11,7 @@ use crate::sys;
 
 /// The table as the measured phase finds it.
 #[derive(Clone, Debug)]
-pub struct Baseline {
+pub(crate) struct Baseline {
     /// Open fds, ascending.
     pub open: Vec<u32>,
     /// `files->next_fd`: the lowest free fd, set by the scratch open/close.
@@ -23,13 +23,13 @@ pub struct Baseline {
 }
 
 impl Baseline {
-    pub fn model(&self) -> FdModel {
+    pub(crate) fn model(&self) -> FdModel {
         FdModel::new(&self.open, self.next_fd, self.max_fds, self.nr_open)
     }
 }
 
 /// The fds open in this process, ascending (without the directory fd used to list them).
-pub fn list_open_fds() -> Result<Vec<u32>> {
+pub(crate) fn list_open_fds() -> Result<Vec<u32>> {
     // SAFETY: the path is a NUL-terminated literal.
     let dir = unsafe { libc::opendir(c"/proc/self/fd".as_ptr()) };
     if dir.is_null() {
@@ -62,7 +62,7 @@ pub fn list_open_fds() -> Result<Vec<u32>> {
 }
 
 /// `fdt->max_fds` of this process, from the `FDSize:` line of /proc/self/status.
-pub fn read_fd_size() -> Result<u32> {
+pub(crate) fn read_fd_size() -> Result<u32> {
     let status =
         std::fs::read_to_string("/proc/self/status").context("reading /proc/self/status")?;
     status
@@ -73,7 +73,7 @@ pub fn read_fd_size() -> Result<u32> {
 }
 
 /// `fs.nr_open` (the kernel default when it cannot be read).
-pub fn read_nr_open() -> u32 {
+pub(crate) fn read_nr_open() -> u32 {
     std::fs::read_to_string("/proc/sys/fs/nr_open")
         .ok()
         .and_then(|s| s.trim().parse().ok())
@@ -82,7 +82,7 @@ pub fn read_nr_open() -> u32 {
 }
 
 /// The lowest fd not in `open` (ascending).
-pub fn lowest_free(open: &[u32]) -> u32 {
+pub(crate) fn lowest_free(open: &[u32]) -> u32 {
     let mut want = 0;
     for &fd in open {
         if fd == want {
@@ -95,7 +95,7 @@ pub fn lowest_free(open: &[u32]) -> u32 {
 }
 
 /// The `index`-th (0-based) fd number not in `open` (ascending).
-pub fn nth_free(open: &[u32], index: u64) -> u64 {
+pub(crate) fn nth_free(open: &[u32], index: u64) -> u64 {
     let mut candidate = index;
     for &fd in open {
         if u64::from(fd) <= candidate {
@@ -111,7 +111,7 @@ pub fn nth_free(open: &[u32], index: u64) -> u64 {
 /// gets the lowest free fd L and sets next_fd = L + 1; closing it sets next_fd = L.
 ///
 /// Must be the last fd operation before the measured phase.
-pub fn snapshot_and_reset() -> Result<Baseline> {
+pub(crate) fn snapshot_and_reset() -> Result<Baseline> {
     let open = list_open_fds()?;
     let max_fds = read_fd_size()?;
     let nr_open = read_nr_open();

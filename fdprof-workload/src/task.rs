@@ -15,11 +15,11 @@ use crate::udp::UdpLoopback;
 use crate::uring::UringOpensock;
 
 /// Ops between two looks at the stop flag and two counter updates.
-pub const BATCH: u64 = 256;
+pub(crate) const BATCH: u64 = 256;
 
 /// Repeats `op` per `plan`; returns the ops done.
 #[inline(never)]
-pub fn drive<O: Op, T: Tracker>(
+pub(crate) fn drive<O: Op, T: Tracker>(
     op: &mut O,
     t: &mut T,
     plan: Plan,
@@ -55,7 +55,7 @@ pub fn drive<O: Op, T: Tracker>(
 }
 
 /// The state of one task of any scenario.
-pub enum TaskOp {
+pub(crate) enum TaskOp {
     SocketClose(SocketClose),
     OpenClose(OpenClose),
     DupClose(DupClose),
@@ -75,7 +75,7 @@ pub enum TaskOp {
 
 impl TaskOp {
     /// Runs the measured loop of this task.
-    pub fn drive<T: Tracker>(
+    pub(crate) fn drive<T: Tracker>(
         &mut self,
         t: &mut T,
         plan: Plan,
@@ -102,19 +102,19 @@ impl TaskOp {
     }
 
     /// On the task's own thread, before the start barrier: what its peers must learn of it.
-    pub fn publish(&self) {
+    pub(crate) fn publish(&self) {
         if let TaskOp::Cputime(c) = self {
             c.publish();
         }
     }
 
     /// Whether this task's count is the scenario's ops (connectors only feed the acceptors).
-    pub fn counts_ops(&self) -> bool {
+    pub(crate) fn counts_ops(&self) -> bool {
         !matches!(self, TaskOp::Connector(_))
     }
 
     /// Fds this task still holds (closed between the runs of a sweep).
-    pub fn held_fds(&self) -> &[i32] {
+    pub(crate) fn held_fds(&self) -> &[i32] {
         match self {
             TaskOp::Opensock(op) => &op.slots,
             TaskOp::UringOpensock(op) => op.held_fds(),
@@ -125,7 +125,7 @@ impl TaskOp {
 }
 
 /// The CPUs this process may run on, for `--pin`.
-pub fn allowed_cpus() -> Vec<usize> {
+pub(crate) fn allowed_cpus() -> Vec<usize> {
     // SAFETY: a zeroed cpu_set_t is a valid empty set; the kernel fills it.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     // SAFETY: `set` is a live cpu_set_t of the size passed.
@@ -138,7 +138,7 @@ pub fn allowed_cpus() -> Vec<usize> {
 }
 
 /// Pins the calling thread to `cpu`.
-pub fn pin_to(cpu: usize) -> std::io::Result<()> {
+pub(crate) fn pin_to(cpu: usize) -> std::io::Result<()> {
     // SAFETY: a zeroed cpu_set_t is a valid empty set.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     // SAFETY: `cpu` is one of the CPUs sched_getaffinity reported, below CPU_SETSIZE.

@@ -62,7 +62,7 @@ impl DoneCount {
 /// A `single` run (not a sweep point) leaves its fds open, since the process exits with them
 /// open and exit-time teardown makes no system calls, and tracks the ground truth when it is
 /// deterministic; a sweep point closes its fds afterwards.
-pub fn run(cfg: &Config, tasks: u32, ctl: &Control, single: bool) -> Result<Outcome> {
+pub(crate) fn run(cfg: &Config, tasks: u32, ctl: &Control, single: bool) -> Result<Outcome> {
     let prepared = prepare(cfg, 0, tasks, tasks)?;
     let Prepared {
         ops,

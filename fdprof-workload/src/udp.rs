@@ -15,21 +15,21 @@ use crate::sys;
 const DATAGRAM: usize = 64;
 
 /// A UDP socket bound to 127.0.0.1 on a port the kernel picks, and its address.
-pub fn bind_loopback() -> Result<(i32, libc::sockaddr_in)> {
+pub(crate) fn bind_loopback() -> Result<(i32, libc::sockaddr_in)> {
     let fd = sys::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0)?;
     let addr = sys::bind_loopback(fd).context("binding a UDP socket to 127.0.0.1")?;
     Ok((fd, addr))
 }
 
 /// One task: its own sending socket, the shared receiving one and its address.
-pub struct UdpLoopback {
+pub(crate) struct UdpLoopback {
     pub sender: i32,
     pub receiver: i32,
     pub to: libc::sockaddr_in,
 }
 
 impl UdpLoopback {
-    pub fn new(receiver: i32, to: libc::sockaddr_in) -> Result<Self> {
+    pub(crate) fn new(receiver: i32, to: libc::sockaddr_in) -> Result<Self> {
         let sender = sys::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0)?;
         Ok(UdpLoopback {
             sender,
@@ -39,7 +39,7 @@ impl UdpLoopback {
     }
 
     /// The fd this task owns (the receiver is the run's).
-    pub fn held_fds(&self) -> &[i32] {
+    pub(crate) fn held_fds(&self) -> &[i32] {
         std::slice::from_ref(&self.sender)
     }
 }

@@ -16,7 +16,7 @@ use crate::scenarios::{Op, XorShift};
 /// One task's ring and its slots. The ring is never dropped: like the other scenarios' fds,
 /// its fd stays open until the process exits (or a sweep's teardown closes it), so that no
 /// close outside the measured phase's ops is seen while a profiler records.
-pub struct UringOpensock {
+pub(crate) struct UringOpensock {
     ring: ManuallyDrop<IoUring>,
     /// The ring's fd, for the teardown between the runs of a sweep.
     ring_fd: [i32; 1],
@@ -28,7 +28,7 @@ pub struct UringOpensock {
 
 /// Ops submitted with one `io_uring_enter` (a divisor of the loop's batch of 256, so that every
 /// counted op has completed).
-pub const RING_BATCH: usize = 16;
+pub(crate) const RING_BATCH: usize = 16;
 /// Entries the ring's queues hold: one op takes two.
 const RING_ENTRIES: u32 = 2 * RING_BATCH as u32;
 
@@ -44,7 +44,7 @@ fn socket_into(slot: u32) -> Result<squeue::Entry, LoopError> {
 
 impl UringOpensock {
     /// A ring with `slots` fixed slots, each holding a socket made by `IORING_OP_SOCKET`.
-    pub fn new(slots: u32, rng: XorShift) -> Result<Self, LoopError> {
+    pub(crate) fn new(slots: u32, rng: XorShift) -> Result<Self, LoopError> {
         let ring = IoUring::new(RING_ENTRIES).map_err(|e| ring_error("io_uring_setup", &e))?;
         ring.submitter()
             .register_files_sparse(slots)
@@ -106,7 +106,7 @@ impl UringOpensock {
 
 impl UringOpensock {
     /// The fd the process holds for this task: its ring's.
-    pub fn held_fds(&self) -> &[i32] {
+    pub(crate) fn held_fds(&self) -> &[i32] {
         &self.ring_fd
     }
 }

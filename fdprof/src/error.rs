@@ -3,17 +3,17 @@
 use std::fmt;
 
 /// Exit code for bad usage or missing privileges (like `perf`'s "permission" failures).
-pub const EXIT_USAGE: u8 = 2;
+pub(crate) const EXIT_USAGE: u8 = 2;
 
 /// Exit code for a command that was found but cannot be run, as shells use it.
-pub const EXIT_CANNOT_EXECUTE: u8 = 126;
+pub(crate) const EXIT_CANNOT_EXECUTE: u8 = 126;
 
 /// Exit code for a command that does not exist, as shells use it.
-pub const EXIT_NOT_FOUND: u8 = 127;
+pub(crate) const EXIT_NOT_FOUND: u8 = 127;
 
 /// An error that carries the exit code the process should end with.
 #[derive(Debug)]
-pub struct Fatal {
+pub(crate) struct Fatal {
     pub code: u8,
     pub message: String,
 }
@@ -27,7 +27,7 @@ impl fmt::Display for Fatal {
 impl std::error::Error for Fatal {}
 
 /// Builds an [`anyhow::Error`] that makes `main` exit with `code`.
-pub fn fatal(code: u8, message: impl Into<String>) -> anyhow::Error {
+pub(crate) fn fatal(code: u8, message: impl Into<String>) -> anyhow::Error {
     Fatal {
         code,
         message: message.into(),

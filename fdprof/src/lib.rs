@@ -13,6 +13,8 @@
 //! [`symbolize`]); their helpers, the live stage, the support modules and the binary's own
 //! modules are `pub(crate)`.
 
+#![warn(unreachable_pub)]
+
 /// `0.1.0 (git 1a2b3c4d5e6f)`: the version and the commit it was built from.
 pub const VERSION: &str = concat!(
     env!("CARGO_PKG_VERSION"),

@@ -5,7 +5,7 @@ use anyhow::{Context, Result};
 
 /// A capability fdprof may need, with its bit number in the kernel's capability sets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Capability {
+pub(crate) enum Capability {
     SysAdmin = 21,
     Syslog = 34,
     Perfmon = 38,
@@ -13,7 +13,7 @@ pub enum Capability {
 }
 
 impl Capability {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Capability::SysAdmin => "CAP_SYS_ADMIN",
             Capability::Syslog => "CAP_SYSLOG",
@@ -28,11 +28,11 @@ impl Capability {
 }
 
 /// What loading and attaching BPF tracing programs takes.
-pub const LOAD_BPF: [Capability; 2] = [Capability::Bpf, Capability::Perfmon];
+pub(crate) const LOAD_BPF: [Capability; 2] = [Capability::Bpf, Capability::Perfmon];
 
 /// The capabilities of `needed` that the effective set `effective` (a `CapEff` bit mask) lacks.
 /// CAP_SYS_ADMIN stands in for CAP_BPF and CAP_PERFMON (kernels since 5.8 accept it for both).
-pub fn missing(effective: u64, needed: &[Capability]) -> Vec<Capability> {
+pub(crate) fn missing(effective: u64, needed: &[Capability]) -> Vec<Capability> {
     let admin = Capability::SysAdmin.held(effective);
     needed
         .iter()
@@ -43,7 +43,7 @@ pub fn missing(effective: u64, needed: &[Capability]) -> Vec<Capability> {
 }
 
 /// The effective capability set of the calling thread (`CapEff` of `/proc/thread-self/status`).
-pub fn effective() -> Result<u64> {
+pub(crate) fn effective() -> Result<u64> {
     let status = std::fs::read_to_string("/proc/thread-self/status")
         .context("cannot read /proc/thread-self/status")?;
     status
@@ -64,7 +64,7 @@ fn sysctl(name: &str) -> Option<i64> {
 /// Whether `/proc/kallsyms` shows symbol addresses only to CAP_SYSLOG, as the kernel decides
 /// (`kallsyms_show_value`): with `kptr_restrict` 1, or 0 with `perf_event_paranoid` above 1.
 /// With `kptr_restrict` 2 it shows them to no one, which the kallsyms reader reports.
-pub fn kallsyms_needs_syslog() -> bool {
+pub(crate) fn kallsyms_needs_syslog() -> bool {
     match sysctl("kptr_restrict") {
         Some(0) => sysctl("perf_event_paranoid").is_none_or(|p| p > 1),
         Some(1) => true,
@@ -82,7 +82,7 @@ fn and_list(names: &[&str]) -> String {
 
 /// What a command needs and this process lacks. Exit code 2, like a usage error.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MissingPrivileges {
+pub(crate) struct MissingPrivileges {
     pub command: String,
     pub needed: Vec<Capability>,
     pub lacking: Vec<Capability>,
@@ -105,7 +105,7 @@ impl std::fmt::Display for MissingPrivileges {
 impl std::error::Error for MissingPrivileges {}
 
 /// Fails with [`MissingPrivileges`] unless the effective set holds `needed`.
-pub fn require(what: &str, needed: &[Capability]) -> Result<()> {
+pub(crate) fn require(what: &str, needed: &[Capability]) -> Result<()> {
     let lacking = missing(effective()?, needed);
     if lacking.is_empty() {
         return Ok(());

@@ -35,7 +35,7 @@ const PHASES: [&str; 4] = ["overhead", "scrapes", "memory", "targets"];
 const SCRAPE_TARGETS: usize = 20;
 const SCRAPES: usize = 200;
 
-pub fn run(args: &[String]) -> Result<()> {
+pub(crate) fn run(args: &[String]) -> Result<()> {
     let rounds = crate::run::rounds_arg(args, 5)?;
     let minutes = minutes_arg(args)?;
     let counts = targets::counts_arg(args)?;

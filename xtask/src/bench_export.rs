@@ -54,7 +54,7 @@ fn record(fdprof: &Path, out: &Path) -> Result<()> {
     Ok(())
 }
 
-pub fn run(args: &[String]) -> Result<()> {
+pub(crate) fn run(args: &[String]) -> Result<()> {
     let rounds = crate::run::rounds_arg(args, 5)?.max(1);
     build_release()?;
     let fdprof = fdprof_release();

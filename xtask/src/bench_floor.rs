@@ -12,21 +12,21 @@ const BPF_PROG_TYPE_RAW_TRACEPOINT: u32 = 17;
 const RETURN_ZERO: [u8; 16] = [0xb7, 0, 0, 0, 0, 0, 0, 0, 0x95, 0, 0, 0, 0, 0, 0, 0];
 
 /// The tracepoints `fdprof record` attaches to in tracepoint mode, and with `--lock-only`.
-pub const RECORD_HOOKS: &[&str] = &[
+pub(crate) const RECORD_HOOKS: &[&str] = &[
     "sys_enter",
     "sys_exit",
     "contention_begin",
     "contention_end",
 ];
-pub const LOCK_HOOKS: &[&str] = &["contention_begin", "contention_end"];
+pub(crate) const LOCK_HOOKS: &[&str] = &["contention_begin", "contention_end"];
 
 /// Empty programs attached while this lives; dropping it closes every fd, which detaches them.
-pub struct EmptyPrograms {
+pub(crate) struct EmptyPrograms {
     fds: Vec<i32>,
 }
 
 /// One `bpf(2)` call with a 128-byte attribute block.
-pub fn bpf(cmd: i64, attr: &mut [u8; 128]) -> std::io::Result<i32> {
+pub(crate) fn bpf(cmd: i64, attr: &mut [u8; 128]) -> std::io::Result<i32> {
     // SAFETY: attr is a zero-padded bpf_attr of the size passed.
     let rc = unsafe { libc::syscall(libc::SYS_bpf, cmd, attr.as_mut_ptr(), attr.len()) };
     if rc < 0 {
@@ -37,7 +37,7 @@ pub fn bpf(cmd: i64, attr: &mut [u8; 128]) -> std::io::Result<i32> {
 }
 
 impl EmptyPrograms {
-    pub fn attach(hooks: &[&str]) -> Result<Self> {
+    pub(crate) fn attach(hooks: &[&str]) -> Result<Self> {
         let mut this = Self { fds: Vec::new() };
         let license = c"GPL";
         for hook in hooks {

@@ -395,7 +395,7 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
-pub fn run(args: &[String]) -> Result<()> {
+pub(crate) fn run(args: &[String]) -> Result<()> {
     let rounds = crate::run::rounds_arg(args, 5)?;
     ensure_tools()?;
     build_release()?;

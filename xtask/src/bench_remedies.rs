@@ -62,7 +62,7 @@ struct Run {
     syscalls_per_op: f64,
 }
 
-pub fn run(args: &[String]) -> Result<()> {
+pub(crate) fn run(args: &[String]) -> Result<()> {
     let rounds = rounds_arg(args, 3)?;
     let secs: u64 = match args.iter().position(|a| a == "--secs") {
         None => 3,

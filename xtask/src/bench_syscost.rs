@@ -42,7 +42,7 @@ pub(crate) fn compile(out: &Path) -> Result<PathBuf> {
     Ok(bin)
 }
 
-pub fn run(fdprof: &Path, out: &Path, rounds: usize) -> Result<()> {
+pub(crate) fn run(fdprof: &Path, out: &Path, rounds: usize) -> Result<()> {
     let bin = compile(out)?;
     let bare = vec![bin.display().to_string()];
     let record = vec![

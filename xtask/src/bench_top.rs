@@ -17,7 +17,7 @@ use crate::run::{build_release, cpu_secs, fdprof_release, median, minutes_arg, r
 const WORKLOAD_SECS: u64 = 30;
 const RSS_EVERY: Duration = Duration::from_secs(10);
 
-pub fn run(args: &[String]) -> Result<()> {
+pub(crate) fn run(args: &[String]) -> Result<()> {
     let minutes = minutes_arg(args)?;
     build_release()?;
     let fdprof = fdprof_release();

@@ -225,7 +225,7 @@ impl Rates {
     }
 }
 
-pub fn run(args: &[String]) -> Result<()> {
+pub(crate) fn run(args: &[String]) -> Result<()> {
     let opts = parse(args)?;
     let root = workspace_root();
     let target = target_dir(&root);

@@ -98,7 +98,7 @@ fn timed(what: &str, f: impl FnOnce() -> Result<()>) -> Result<()> {
 }
 
 /// Runs apt-get non-interactively, showing its progress.
-pub fn apt_get(args: &[&str]) -> Result<()> {
+pub(crate) fn apt_get(args: &[&str]) -> Result<()> {
     let status = Command::new("apt-get")
         .args(args)
         .env("DEBIAN_FRONTEND", "noninteractive")
@@ -139,7 +139,7 @@ fn apt_install(packages: &[&str]) -> Result<()> {
 /// What a task needs installed. Building and running fdprof (`build`, `demo`, `install`) needs
 /// nothing: its eBPF objects are committed, so those tasks call no bootstrap at all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Needs {
+pub(crate) enum Needs {
     /// Rebuilding the eBPF objects (`ebpf`): the eBPF toolchain.
     Ebpf,
     /// The Debian package (`deb`): dpkg-dev.
@@ -156,11 +156,11 @@ impl Needs {
 }
 
 /// Everything (`cargo xtask bootstrap`).
-pub fn run() -> Result<()> {
+pub(crate) fn run() -> Result<()> {
     install(Needs::Tests)
 }
 
-pub fn install(needs: Needs) -> Result<()> {
+pub(crate) fn install(needs: Needs) -> Result<()> {
     let start = Instant::now();
     let mut missing: Vec<&str> = Vec::new();
     if needs.ebpf() {

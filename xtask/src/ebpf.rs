@@ -7,7 +7,7 @@
 //! builds the same bytes. `toolchain.txt` beside the objects names the rustc and bpf-linker that
 //! built them; another release builds other bytes.
 
-pub mod toolchain;
+pub(crate) mod toolchain;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -31,12 +31,12 @@ const FIX: &str = "cargo xtask ebpf";
 
 /// Where the objects are committed (inside the fdprof package, so `cargo install --path
 /// fdprof` and `cargo package` find them).
-pub fn committed_dir() -> PathBuf {
+pub(crate) fn committed_dir() -> PathBuf {
     root().join("fdprof/ebpf")
 }
 
 /// `cargo xtask ebpf`: rebuilds the objects and writes them over the committed ones.
-pub fn write() -> Result<()> {
+pub(crate) fn write() -> Result<()> {
     let built = build()?;
     let dir = committed_dir();
     std::fs::create_dir_all(&dir)?;
@@ -55,7 +55,7 @@ pub fn write() -> Result<()> {
 
 /// `cargo xtask ebpf --check`: rebuilds the objects apart and fails, naming each object that
 /// differs and the sections where, if the committed ones are not what the sources build.
-pub fn check() -> Result<()> {
+pub(crate) fn check() -> Result<()> {
     let built = build()?;
     let dir = committed_dir();
     let mut wrong = Vec::new();

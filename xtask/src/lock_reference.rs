@@ -142,7 +142,7 @@ fn load(code: &[u8], name: &[u8]) -> Result<i32> {
 
 /// What the reference's `contention_begin` does after its clock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Reference {
+pub(crate) enum Reference {
     /// One per-CPU array store: the least a wait measurement can do.
     Timestamps,
     /// Also the helper calls that find who waits and where, as fdprof's begin must to key a
@@ -152,7 +152,7 @@ pub enum Reference {
 }
 
 /// The reference programs, attached while this lives (dropping it closes every fd).
-pub struct LockReference {
+pub(crate) struct LockReference {
     fds: Vec<i32>,
     waits: i32,
     /// The begin and end programs.
@@ -161,13 +161,13 @@ pub struct LockReference {
 
 /// The waits on one lock the reference measured.
 #[derive(Debug, Clone, Copy)]
-pub struct LockWaits {
+pub(crate) struct LockWaits {
     pub count: u64,
     pub total_ns: u64,
 }
 
 impl LockReference {
-    pub fn attach(kind: Reference) -> Result<Self> {
+    pub(crate) fn attach(kind: Reference) -> Result<Self> {
         let start = create_map(BPF_MAP_TYPE_PERCPU_ARRAY, 4, 16, 1)?;
         let mut this = Self {
             fds: vec![start],
@@ -271,7 +271,7 @@ impl LockReference {
     }
 
     /// The lock with the most waits and its waits, summed over CPUs.
-    pub fn busiest(&self) -> Result<Option<LockWaits>> {
+    pub(crate) fn busiest(&self) -> Result<Option<LockWaits>> {
         let cpus = possible_cpus()?;
         let mut best: Option<LockWaits> = None;
         let mut key = 0u64;
@@ -311,7 +311,7 @@ impl LockReference {
 impl LockReference {
     /// The begin and end programs' mean run time, ns a run, over the time run-time statistics
     /// were on ([`StatsWindow`]); `None` for a program that did not run then.
-    pub fn run_times(&self) -> Result<[Option<f64>; 2]> {
+    pub(crate) fn run_times(&self) -> Result<[Option<f64>; 2]> {
         let mut out = [None; 2];
         for (slot, &prog) in self.programs.iter().enumerate() {
             // `struct bpf_prog_info`: run_time_ns at 192, run_cnt at 200.
@@ -333,10 +333,10 @@ impl LockReference {
 /// Kernel BPF run-time statistics held on while this lives, or for its first `window` only.
 /// The kernel counts the holders: fdprof's own sampler switching its statistics off does not
 /// switch these off.
-pub struct StatsWindow(Option<std::thread::JoinHandle<()>>, Option<i32>);
+pub(crate) struct StatsWindow(Option<std::thread::JoinHandle<()>>, Option<i32>);
 
 impl StatsWindow {
-    pub fn start(window: Option<std::time::Duration>) -> Result<Self> {
+    pub(crate) fn start(window: Option<std::time::Duration>) -> Result<Self> {
         let mut attr = [0u8; 128]; // enable_stats.type = BPF_STATS_RUN_TIME (0)
         let fd = bpf(BPF_ENABLE_STATS, &mut attr).context("cannot enable BPF statistics")?;
         Ok(match window {

@@ -1,5 +1,6 @@
 //! Developer tasks: `cargo xtask bootstrap | ebpf | build | demo | test | bench | vm-test |
 //! install | uninstall | deb`.
+#![warn(unreachable_pub)]
 
 mod bench_daemon;
 mod bench_daemon_targets;

@@ -318,7 +318,7 @@ impl Drop for Scratch {
 }
 
 /// `--prefix P` from the arguments (default `/usr/local`).
-pub fn prefix_arg(prefix: Option<PathBuf>) -> Result<PathBuf> {
+pub(crate) fn prefix_arg(prefix: Option<PathBuf>) -> Result<PathBuf> {
     let p = prefix.unwrap_or_else(|| "/usr/local".into());
     if !p.is_absolute() {
         bail!("--prefix must be an absolute path, not {}", p.display());
@@ -328,7 +328,7 @@ pub fn prefix_arg(prefix: Option<PathBuf>) -> Result<PathBuf> {
 
 /// `cargo xtask install`: build, then put the binary, man pages and completions under `prefix`,
 /// replacing an earlier install there.
-pub fn install(prefix: &Path) -> Result<()> {
+pub(crate) fn install(prefix: &Path) -> Result<()> {
     build_release()?;
     if prefix.join(MANIFEST).exists() {
         uninstall(prefix)?;
@@ -368,7 +368,7 @@ pub fn install(prefix: &Path) -> Result<()> {
 
 /// `cargo xtask uninstall`: remove what the manifest under `prefix` lists, then the directories
 /// the install created, once empty.
-pub fn uninstall(prefix: &Path) -> Result<()> {
+pub(crate) fn uninstall(prefix: &Path) -> Result<()> {
     let manifest = prefix.join(MANIFEST);
     let text = fs::read_to_string(&manifest).with_context(|| {
         format!(
@@ -414,7 +414,7 @@ pub fn uninstall(prefix: &Path) -> Result<()> {
 }
 
 /// `cargo xtask deb`: build `target/deb/fdprof_VERSION_ARCH.deb`, returning its path.
-pub fn deb() -> Result<PathBuf> {
+pub(crate) fn deb() -> Result<PathBuf> {
     build_release()?;
     let scratch = Scratch::new("deb-stage")?;
     let stage = scratch.0.join("root");

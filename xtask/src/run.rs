@@ -7,7 +7,7 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 
 /// The workspace root (xtask lives one level below it).
-pub fn root() -> PathBuf {
+pub(crate) fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .unwrap()
@@ -15,7 +15,7 @@ pub fn root() -> PathBuf {
 }
 
 /// Runs a command in the workspace root, showing it and how long it took.
-pub fn step(what: &str, cmd: &mut Command) -> Result<()> {
+pub(crate) fn step(what: &str, cmd: &mut Command) -> Result<()> {
     eprintln!("==> {what}: {cmd:?}");
     let start = Instant::now();
     let status = cmd
@@ -37,11 +37,11 @@ fn cargo() -> Command {
     Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
 }
 
-pub fn fdprof_release() -> PathBuf {
+pub(crate) fn fdprof_release() -> PathBuf {
     root().join("target/release/fdprof")
 }
 
-pub fn build_release() -> Result<()> {
+pub(crate) fn build_release() -> Result<()> {
     step(
         "build fdprof (release, eBPF embedded)",
         cargo().args(["build", "--release", "-p", "fdprof"]),
@@ -52,7 +52,7 @@ pub fn build_release() -> Result<()> {
 /// table of 4000 sockets), print the report and write the flamegraph.
 /// The demo: fdprof records opensock, then a short summary (what ran, the headline figures,
 /// the diagnosis, where the files are); the doctor's table and the full report go to files.
-pub fn demo() -> Result<()> {
+pub(crate) fn demo() -> Result<()> {
     // The dev profile: it builds in under half the release build's time from nothing (107 s
     // against 252 s here), and `cargo xtask test` reuses it. The workload's loops are
     // optimized in it all the same (Cargo.toml), so the figures are a real load's.
@@ -176,7 +176,7 @@ fn summary(
     println!("  flamegraph  {}  (open it in a browser)", svg.display());
 }
 
-pub fn test() -> Result<()> {
+pub(crate) fn test() -> Result<()> {
     disk_preflight();
     // Before the tests, which load the committed objects: they must be the sources'.
     crate::ebpf::check()?;
@@ -263,7 +263,7 @@ fn cargo_test() -> Result<(u64, u64)> {
 /// `--rounds N` among a benchmark's arguments, else `default`.
 /// Runs `argv` with stderr dropped and returns the first line of its stdout that contains
 /// `marker`: a bench program's one-line JSON result, whatever a profiler around it prints.
-pub fn result_line(argv: &[String], marker: &str) -> Result<String> {
+pub(crate) fn result_line(argv: &[String], marker: &str) -> Result<String> {
     let output = Command::new(&argv[0])
         .args(&argv[1..])
         .stderr(Stdio::null())
@@ -279,7 +279,7 @@ pub fn result_line(argv: &[String], marker: &str) -> Result<String> {
         .with_context(|| format!("{} printed no {marker}", argv.join(" ")))
 }
 
-pub fn rounds_arg(args: &[String], default: usize) -> Result<usize> {
+pub(crate) fn rounds_arg(args: &[String], default: usize) -> Result<usize> {
     args.iter()
         .position(|a| a == "--rounds")
         .and_then(|i| args.get(i + 1))
@@ -288,7 +288,7 @@ pub fn rounds_arg(args: &[String], default: usize) -> Result<usize> {
 }
 
 /// `--minutes N` among a benchmark's arguments (a whole number > 0), else 1.
-pub fn minutes_arg(args: &[String]) -> Result<u64> {
+pub(crate) fn minutes_arg(args: &[String]) -> Result<u64> {
     match args.iter().position(|a| a == "--minutes") {
         None => Ok(1),
         Some(i) => match args.get(i + 1).map(|s| s.parse()) {
@@ -299,13 +299,13 @@ pub fn minutes_arg(args: &[String]) -> Result<u64> {
 }
 
 /// The middle value (the upper one of an even count); sorts `v`.
-pub fn median(v: &mut [f64]) -> f64 {
+pub(crate) fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
 }
 
 /// Seconds of CPU (user + system) `pid` has used, all its threads, not its children.
-pub fn cpu_secs(pid: u32) -> Result<f64> {
+pub(crate) fn cpu_secs(pid: u32) -> Result<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
     // Fields after the command name, which is in parentheses and may hold spaces.
     let rest = stat.rsplit_once(')').context("unreadable stat")?.1;
@@ -317,7 +317,7 @@ pub fn cpu_secs(pid: u32) -> Result<f64> {
 }
 
 /// `pid`'s resident memory, kB.
-pub fn rss_kb(pid: u32) -> Result<u64> {
+pub(crate) fn rss_kb(pid: u32) -> Result<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
     status
         .lines()

@@ -8,7 +8,7 @@
 //! `vm-test.json` (the table and each guest's doctor findings). One boot per kernel runs every
 //! requested mode. Exits non-zero when any check fails.
 
-pub mod bench;
+pub(crate) mod bench;
 mod check;
 mod guest;
 mod initramfs;
@@ -26,12 +26,12 @@ use check::Row;
 use setup::{Kernel, timed, vm_dir};
 
 /// Values of `--kernel`: the series, or all of them.
-pub fn kernel_choices() -> PossibleValuesParser {
+pub(crate) fn kernel_choices() -> PossibleValuesParser {
     PossibleValuesParser::new(setup::SERIES.iter().copied().chain(["all"]))
 }
 
 /// Values of `--mode`: the probe modes, or all of them.
-pub fn mode_choices() -> PossibleValuesParser {
+pub(crate) fn mode_choices() -> PossibleValuesParser {
     PossibleValuesParser::new(guest::MODES.iter().copied().chain(["all"]))
 }
 
@@ -154,7 +154,7 @@ fn boot_and_check(
 }
 
 /// `cargo xtask vm-test` options.
-pub struct Options {
+pub(crate) struct Options {
     /// Kill a guest still running after this long.
     pub timeout: Duration,
     /// Multi-threaded TCG (see [`qemu::boot`]).
@@ -172,7 +172,7 @@ impl Default for Options {
 
 /// Boots the kernels, runs the scenarios, prints the table. Returns (passed, failed) checks;
 /// an error only when the run itself could not happen.
-pub fn run(kernel: &str, mode: &str, opts: &Options) -> Result<(usize, usize)> {
+pub(crate) fn run(kernel: &str, mode: &str, opts: &Options) -> Result<(usize, usize)> {
     let start = Instant::now();
     let series = pick("kernel", kernel, setup::SERIES)?;
     let modes = pick("mode", mode, guest::MODES)?;

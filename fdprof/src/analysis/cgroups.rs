@@ -13,13 +13,13 @@ use crate::model::process;
 /// What puts processes in one group: their container, else their cgroup path (`None`: not
 /// known).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub enum GroupKey {
+pub(crate) enum GroupKey {
     Container(Container),
     Cgroup(Option<String>),
 }
 
 impl GroupKey {
-    pub fn of(p: &ProcessRecord) -> GroupKey {
+    pub(crate) fn of(p: &ProcessRecord) -> GroupKey {
         match &p.identity.container {
             Some(c) => GroupKey::Container(c.clone()),
             None => GroupKey::Cgroup(p.identity.cgroup.clone()),
@@ -29,7 +29,7 @@ impl GroupKey {
 
 /// Every group of the recording's processes (none unless it has some: `-a`, a target set),
 /// most `file_lock` wait first, then most fd syscalls.
-pub fn cgroups(rec: &Recording) -> Vec<CgroupGroup> {
+pub(crate) fn cgroups(rec: &Recording) -> Vec<CgroupGroup> {
     let mut by_key: BTreeMap<GroupKey, Vec<&ProcessRecord>> = BTreeMap::new();
     for p in &rec.processes {
         by_key.entry(GroupKey::of(p)).or_default().push(p);

@@ -23,10 +23,10 @@ pub fn scan(rec: &Recording) -> Scan {
 }
 
 /// A scan this many bits past the origin or more is far: past one bitmap word.
-pub const FAR_SCAN_BITS: u64 = 64;
+pub(super) const FAR_SCAN_BITS: u64 = 64;
 
 /// The allocations of a scan-distance histogram that scanned [`FAR_SCAN_BITS`] or more.
-pub fn far_scans(bits: &Histogram) -> u64 {
+pub(super) fn far_scans(bits: &Histogram) -> u64 {
     bits.buckets
         .iter()
         .filter(|b| b.low >= FAR_SCAN_BITS)
@@ -36,7 +36,7 @@ pub fn far_scans(bits: &Histogram) -> u64 {
 
 /// The bits a scan-distance histogram's allocations scanned past the origin, at least: each
 /// counted at its bucket's low end (the kernel keeps no exact sum of distances).
-pub fn bits_at_least(bits: &Histogram) -> u64 {
+pub(super) fn bits_at_least(bits: &Histogram) -> u64 {
     bits.buckets
         .iter()
         .map(|b| b.low.saturating_mul(b.count))

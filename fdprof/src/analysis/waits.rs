@@ -16,7 +16,7 @@ pub(super) struct Waits {
 }
 
 impl Waits {
-    pub fn add(&mut self, site: &ContentionSite) {
+    pub(super) fn add(&mut self, site: &ContentionSite) {
         self.sites += 1;
         self.count = self.count.saturating_add(site.count);
         self.total_wait_ns = self.total_wait_ns.saturating_add(site.total_wait_ns);
@@ -24,7 +24,7 @@ impl Waits {
         self.wait.merge(&site.wait);
     }
 
-    pub fn avg_wait_ns(&self) -> Option<f64> {
+    pub(super) fn avg_wait_ns(&self) -> Option<f64> {
         super::mean(self.total_wait_ns, self.count)
     }
 }

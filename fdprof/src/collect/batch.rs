@@ -10,7 +10,7 @@ const BPF_MAP_LOOKUP_BATCH: libc::c_long = 24;
 /// Every element of the per-CPU array of `u64` behind `fd`, `len` elements long, on `cpus`
 /// possible CPUs: element `i`'s value on CPU `c` at `i * cpus + c`. `None` when the kernel
 /// refuses the call (the caller then reads element by element).
-pub fn per_cpu_u64s(fd: RawFd, len: u32, cpus: usize) -> Option<Vec<u64>> {
+pub(crate) fn per_cpu_u64s(fd: RawFd, len: u32, cpus: usize) -> Option<Vec<u64>> {
     let mut keys = vec![0u32; len as usize];
     let mut values = vec![0u64; len as usize * cpus];
     let mut out_batch = 0u32;

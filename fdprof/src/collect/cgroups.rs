@@ -148,7 +148,7 @@ fn unescape(s: &str) -> String {
 
 /// The cgroups followed, each a slot of the target set, and what was read of them.
 #[derive(Debug, Clone, Default)]
-pub struct CgroupSet {
+pub(crate) struct CgroupSet {
     /// Each cgroup and its slot in the target set.
     pub cgroups: Vec<(Cgroup, u32)>,
     /// The processes the last pass added (their maps to read).
@@ -159,7 +159,7 @@ pub struct CgroupSet {
 
 /// What one read of the cgroups found.
 #[derive(Debug, Default)]
-pub struct Read {
+pub(crate) struct Read {
     /// The keys of every followed cgroup and descendant, with their slot, and each hierarchy's
     /// mark (id 0).
     pub keys: BTreeMap<CgroupKey, u32>,
@@ -169,12 +169,12 @@ pub struct Read {
 
 impl CgroupSet {
     /// `cgroups`, each its own slot: its index.
-    pub fn new(cgroups: Vec<Cgroup>) -> Self {
+    pub(crate) fn new(cgroups: Vec<Cgroup>) -> Self {
         Self::with_slots(cgroups.into_iter().zip(0..).collect())
     }
 
     /// `cgroups`, each with the slot given.
-    pub fn with_slots(cgroups: Vec<(Cgroup, u32)>) -> Self {
+    pub(crate) fn with_slots(cgroups: Vec<(Cgroup, u32)>) -> Self {
         Self {
             cgroups,
             joined: Vec::new(),
@@ -183,7 +183,7 @@ impl CgroupSet {
     }
 
     /// Every followed cgroup and descendant, and the processes in them (bounded).
-    pub fn read(&mut self) -> Read {
+    pub(crate) fn read(&mut self) -> Read {
         let mut read = Read::default();
         for &(ref cgroup, slot) in &self.cgroups {
             read.keys.insert(
@@ -228,7 +228,7 @@ impl CgroupSet {
     /// moves, their processes not yet in the set added, and those that joined by their cgroup
     /// but are no longer in one removed (moves out where tp_btf is refused). Returns the
     /// processes added now ([`CgroupSet::joined`]).
-    pub fn pass(&mut self, profiler: &mut Profiler) -> Result<&[u32]> {
+    pub(crate) fn pass(&mut self, profiler: &mut Profiler) -> Result<&[u32]> {
         // Members first: one the programs add after this read is kept whatever follows.
         let members = profiler.targets()?;
         let read = self.read();

@@ -13,7 +13,7 @@ use perf_event::{
 };
 
 /// At most this many threads are counted (a counter is a file descriptor: 7 per thread).
-pub const MAX_THREADS: usize = 1024;
+pub(crate) const MAX_THREADS: usize = 1024;
 
 /// One counter's reading: the count and the times the counter was enabled and on the PMU
 /// (summed with its inherited children's), ns.
@@ -50,7 +50,7 @@ struct Thread {
 }
 
 /// Counters open on the target's threads.
-pub struct ThreadCounters {
+pub(crate) struct ThreadCounters {
     threads: Vec<Thread>,
     unavailable: Vec<(CounterName, String)>,
     notes: Vec<String>,
@@ -60,7 +60,7 @@ impl ThreadCounters {
     /// Opens every counter on each of `threads` (tid, comm), enabled at once. A counter the
     /// first thread cannot have (no PMU, …) is unavailable for all; a thread that exits before
     /// its counters are open is left out and noted.
-    pub fn open(threads: &[(u32, String)]) -> Self {
+    pub(crate) fn open(threads: &[(u32, String)]) -> Self {
         raise_fd_limit();
         let mut out = ThreadCounters {
             threads: Vec::new(),
@@ -133,7 +133,7 @@ impl ThreadCounters {
 
     /// Reads every counter (the last reading: call at the end). A thread still alive is named
     /// by its comm now (a launched command's after its exec).
-    pub fn read(mut self) -> CounterReadings {
+    pub(crate) fn read(mut self) -> CounterReadings {
         let mut threads = Vec::new();
         let mut notes = self.notes;
         for t in &mut self.threads {
@@ -233,7 +233,7 @@ fn raise_fd_limit() {
 }
 
 /// The threads of process `pid` now, with their comm (empty when unreadable).
-pub fn threads_of(pid: u32) -> Vec<(u32, String)> {
+pub(crate) fn threads_of(pid: u32) -> Vec<(u32, String)> {
     let Some(tasks) = crate::procfs::tasks(pid) else {
         return Vec::new();
     };
@@ -243,6 +243,6 @@ pub fn threads_of(pid: u32) -> Vec<(u32, String)> {
 }
 
 /// A thread's comm now (empty when it has gone).
-pub fn comm(tid: u32) -> String {
+pub(crate) fn comm(tid: u32) -> String {
     crate::procfs::comm(tid).unwrap_or_default()
 }

@@ -30,7 +30,7 @@ pub struct CpuSamples {
 
 /// Loads the sampling program and attaches it on every online CPU, trying cycles first. On
 /// failure nothing of it stays attached.
-pub fn attach(ebpf: &mut Ebpf, frequency_hz: u64) -> Result<CpuEvent> {
+pub(crate) fn attach(ebpf: &mut Ebpf, frequency_hz: u64) -> Result<CpuEvent> {
     let cpus = online_cpus().map_err(|(path, e)| anyhow!("cannot read {path}: {e}"))?;
     let mut event = CpuEvent::Cycles;
     super::attach::with_rollback(ebpf, &[cpu::PROGRAM], |ebpf| {
@@ -75,7 +75,7 @@ fn attach_each(
 }
 
 /// The samples counted so far, summed over CPUs, with their stacks.
-pub fn read(ebpf: &Ebpf, event: CpuEvent, frequency_hz: u64) -> Result<CpuSamples> {
+pub(crate) fn read(ebpf: &Ebpf, event: CpuEvent, frequency_hz: u64) -> Result<CpuSamples> {
     let map: PerCpuHashMap<_, CpuKey, u64> = PerCpuHashMap::try_from(
         ebpf.map(cpu::SAMPLES_MAP)
             .with_context(|| format!("no map {}", cpu::SAMPLES_MAP))?,

@@ -92,7 +92,7 @@ fn attach_kprobe(
 
 /// Attaches one role in the requested mode (`None` = most direct that works), and says how:
 /// [`Attachment::Tracepoint`] leaves the role to the tracepoint programs.
-pub fn attach_role(
+pub(crate) fn attach_role(
     ebpf: &mut Ebpf,
     btf: &Btf,
     role: &FunctionRole,
@@ -155,7 +155,7 @@ pub fn attach_role(
 /// Attaches the fd syscalls' own functions (`functions`, those of [`SYSCALL_ROLE`] present) in
 /// `mode`, the allocator's, so that no raw syscall tracepoint is needed. `None`: refused, the
 /// syscall tracepoints are to be attached instead (an error where the mode is `forced`).
-pub fn attach_syscalls(
+pub(crate) fn attach_syscalls(
     ebpf: &mut Ebpf,
     btf: &Btf,
     functions: &[FoundFunction],
@@ -223,7 +223,7 @@ fn locking_functions(functions: &[(FunctionRole, Vec<FoundFunction>)]) -> Vec<St
 /// functions that take `file_lock` to allocate and close, so that each traced operation has a
 /// moment inside the lock. `Off` (with a note) where the kernel's text cannot be read or the
 /// kprobes are refused: the replay then orders by entry and exit, as in tracepoint mode.
-pub fn attach_locked_sections(
+pub(crate) fn attach_locked_sections(
     ebpf: &mut Ebpf,
     functions: &[(FunctionRole, Vec<FoundFunction>)],
     notes: &mut Vec<String>,

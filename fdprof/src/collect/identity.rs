@@ -9,18 +9,18 @@ use super::target::process_alive;
 
 /// Processes whose identity is kept; past it the entries of processes gone are dropped, then
 /// all (they are read again while their processes live).
-pub const IDENTITIES: usize = 16_384;
+pub(crate) const IDENTITIES: usize = 16_384;
 
 /// Identities read, by pid. A pid reused by a new process is read anew when the kernel tells
 /// of the start ([`Identities::started`]).
 #[derive(Debug, Default)]
-pub struct Identities {
+pub(crate) struct Identities {
     known: HashMap<u32, Identity>,
 }
 
 impl Identities {
     /// `pid`'s identity: cached, or read now if it lives; empty when it is gone.
-    pub fn of(&mut self, pid: u32) -> Identity {
+    pub(crate) fn of(&mut self, pid: u32) -> Identity {
         if let Some(id) = self.known.get(&pid) {
             return id.clone();
         }
@@ -29,21 +29,21 @@ impl Identities {
 
     /// Reads the identities of every process running now (within the bound): those that ran
     /// before a system-wide profile started.
-    pub fn running(&mut self) {
+    pub(crate) fn running(&mut self) {
         let pids = crate::procfs::pids(IDENTITIES);
         self.started(&pids);
     }
 
     /// Reads the identities of processes that just started (forked or exec'd), while they
     /// live.
-    pub fn started(&mut self, pids: &[u32]) {
+    pub(crate) fn started(&mut self, pids: &[u32]) {
         for &pid in pids {
             self.read(pid);
         }
     }
 
     /// Drops the entries of processes gone, once past half the bound.
-    pub fn trim(&mut self) {
+    pub(crate) fn trim(&mut self) {
         if self.known.len() > IDENTITIES / 2 {
             self.known.retain(|&pid, _| process_alive(pid));
         }
@@ -65,7 +65,7 @@ impl Identities {
 }
 
 /// `pid`'s identity, `None` when it is gone.
-pub fn read(pid: u32) -> Option<Identity> {
+pub(crate) fn read(pid: u32) -> Option<Identity> {
     let cgroup = crate::procfs::cgroup(pid)?;
     let status = crate::procfs::status(pid).unwrap_or_default();
     let mut id = of_cgroup_file(&cgroup);
@@ -77,7 +77,7 @@ pub fn read(pid: u32) -> Option<Identity> {
 /// container, else of the first v1 line that does; with no container, the v2 path, or on a
 /// hybrid host whose v2 line is the root, the `name=systemd` line's (where the unit shows) or
 /// else the first v1 line's that is not the root.
-pub fn of_cgroup_file(text: &str) -> Identity {
+pub(crate) fn of_cgroup_file(text: &str) -> Identity {
     let mut v2 = None;
     let mut v1 = Vec::new();
     for line in text.lines() {
@@ -118,14 +118,14 @@ pub fn of_cgroup_file(text: &str) -> Identity {
 }
 
 /// The innermost `*.service` or `*.scope` of a path.
-pub fn unit(path: &str) -> Option<String> {
+pub(crate) fn unit(path: &str) -> Option<String> {
     path.rsplit('/')
         .find(|c| c.ends_with(".service") || c.ends_with(".scope"))
         .map(str::to_string)
 }
 
 /// The innermost container a path names.
-pub fn container(path: &str) -> Option<Container> {
+pub(crate) fn container(path: &str) -> Option<Container> {
     let parts: Vec<&str> = path.split('/').collect();
     parts.iter().enumerate().rev().find_map(|(i, part)| {
         let part = part.strip_suffix(".scope").unwrap_or(part);
@@ -157,7 +157,7 @@ fn is_container_id(id: &str) -> bool {
 
 /// The Kubernetes pod UID a path names: `kubepods-…-pod<uid>.slice` (systemd driver, `_` for
 /// `-`) or `/kubepods/…/pod<uid>` (cgroupfs driver).
-pub fn pod_uid(path: &str) -> Option<String> {
+pub(crate) fn pod_uid(path: &str) -> Option<String> {
     if !path.contains("kubepods") {
         return None;
     }
@@ -170,7 +170,7 @@ pub fn pod_uid(path: &str) -> Option<String> {
 }
 
 /// The innermost pid of `NSpid:` in `/proc/PID/status`, where it differs from the host's.
-pub fn ns_pid(status: &str) -> Option<u32> {
+pub(crate) fn ns_pid(status: &str) -> Option<u32> {
     let line = status.lines().find_map(|l| l.strip_prefix("NSpid:"))?;
     let pids: Vec<u32> = line
         .split_ascii_whitespace()

@@ -524,7 +524,7 @@ fn page_size() -> u32 {
 }
 
 /// `CLOCK_MONOTONIC` now, the clock of `bpf_ktime_get_ns`.
-pub fn monotonic_ns() -> u64 {
+pub(crate) fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,

@@ -115,7 +115,7 @@ impl std::error::Error for ProbeError {}
 
 /// The program `name` of the object as a `T` (`FEntry`, `KProbe`, …); unavailable if the
 /// object lacks it.
-pub fn program<'a, T>(ebpf: &'a mut aya::Ebpf, name: &str) -> Result<&'a mut T, ProbeError>
+pub(crate) fn program<'a, T>(ebpf: &'a mut aya::Ebpf, name: &str) -> Result<&'a mut T, ProbeError>
 where
     &'a mut T: TryFrom<&'a mut Program, Error = ProgramError>,
 {

@@ -6,7 +6,7 @@ use anyhow::{Context, Result};
 use aya::maps::{MapData, RingBuf};
 use tokio::io::unix::AsyncFd;
 
-pub struct AsyncRing {
+pub(crate) struct AsyncRing {
     ring: AsyncFd<RingBuf<MapData>>,
     /// Records that did not decode (none, unless the object and fdprof disagree).
     pub undecoded: u64,
@@ -14,7 +14,7 @@ pub struct AsyncRing {
 
 impl AsyncRing {
     /// Registers `ring` with the tokio reactor: call it inside a runtime with IO enabled.
-    pub fn new(ring: RingBuf<MapData>, what: &str) -> Result<Self> {
+    pub(crate) fn new(ring: RingBuf<MapData>, what: &str) -> Result<Self> {
         // SAFETY: the RingBuf owns its map's fd, open and the same until it is dropped with
         // the AsyncFd.
         let ring = unsafe { AsyncFd::register_with_interest(ring, tokio::io::Interest::READABLE) }
@@ -23,7 +23,7 @@ impl AsyncRing {
     }
 
     /// Waits until there are records, then returns up to `max` of them, oldest first.
-    pub async fn next_batch<T>(
+    pub(crate) async fn next_batch<T>(
         &mut self,
         max: usize,
         decode: impl Fn(&[u8]) -> Option<T>,
@@ -48,7 +48,11 @@ impl AsyncRing {
     }
 
     /// Up to `max` records there are now, without waiting.
-    pub fn try_batch<T>(&mut self, max: usize, decode: impl Fn(&[u8]) -> Option<T>) -> Vec<T> {
+    pub(crate) fn try_batch<T>(
+        &mut self,
+        max: usize,
+        decode: impl Fn(&[u8]) -> Option<T>,
+    ) -> Vec<T> {
         drain(self.ring.get_mut(), max, &decode, &mut self.undecoded)
     }
 }
@@ -72,7 +76,7 @@ fn drain<T>(
 
 /// A `#[repr(C)]` record of plain data from the bytes the kernel wrote; `None` for another
 /// size.
-pub fn decode_plain<T: aya::Pod>(bytes: &[u8]) -> Option<T> {
+pub(crate) fn decode_plain<T: aya::Pod>(bytes: &[u8]) -> Option<T> {
     if bytes.len() != size_of::<T>() {
         return None;
     }

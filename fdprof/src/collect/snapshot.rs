@@ -183,14 +183,14 @@ fn per_cpu_array(
 
 /// The lock probes' stack-walk time so far (`global::WALK_NS`, summed over CPUs), ns: read
 /// alone at each switch of the run-time statistics.
-pub fn walk_ns(ebpf: &Ebpf) -> Result<u64> {
+pub(crate) fn walk_ns(ebpf: &Ebpf) -> Result<u64> {
     let map: PerCpuArray<_, u64> =
         PerCpuArray::try_from(ebpf.map(map::GLOBALS).context("no map GLOBALS")?)?;
     Ok(map.get(&global::WALK_NS, 0)?.iter().sum())
 }
 
 /// The maps' contents now (costs, times and window are the profiler's to fill in).
-pub fn read(ebpf: &Ebpf) -> Result<Snapshot> {
+pub(crate) fn read(ebpf: &Ebpf) -> Result<Snapshot> {
     let sum = |_: u32, v: &[u64]| v.iter().sum();
     let mut snap = Snapshot {
         syscall_counters: per_cpu_array(ebpf, map::SYSCALL_COUNTERS, SYSCALL_COUNTER_ENTRIES, sum)?,

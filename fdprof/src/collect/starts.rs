@@ -23,10 +23,10 @@ use fdprof_common::process::{ProcessStart, STARTS_RING_BYTES, start};
 use super::ring::{AsyncRing, decode_plain};
 
 /// Starts the ring holds: 16 bytes each with its header.
-pub const RING_STARTS: usize = STARTS_RING_BYTES as usize / 16;
+pub(crate) const RING_STARTS: usize = STARTS_RING_BYTES as usize / 16;
 
 /// Starts handed out and not yet handled at most.
-pub const MAX_PENDING: usize = RING_STARTS;
+pub(crate) const MAX_PENDING: usize = RING_STARTS;
 
 /// How long reading waits before looking again whether the recorder has caught up.
 const BACKOFF: Duration = Duration::from_millis(5);

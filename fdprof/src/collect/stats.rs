@@ -20,7 +20,7 @@ pub struct ProgramStats {
 /// for 250 ms of every 10 s only: ns/run comes out exact, totals are those of the sampled
 /// windows. Each switch patches kernel text (a static key), so switches stay rare: under qemu
 /// TCG, a switch every 100 ms crashed a 6.12 guest.
-pub struct StatsSampler {
+pub(crate) struct StatsSampler {
     /// The statistics fd while they are on, since when, and the stack-walk time then.
     on: Option<(OwnedFd, Instant, u64)>,
     window: Duration,
@@ -33,7 +33,7 @@ pub struct StatsSampler {
 }
 
 impl StatsSampler {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             on: None,
             window: Duration::from_millis(250),
@@ -47,7 +47,7 @@ impl StatsSampler {
     /// long until the next switch is due (a little after it, so the next call is past it).
     /// `walk_ns` reads the programs' stack-walk time, at switches only: after switching on and
     /// before switching off, so no walk outside a window is counted in one.
-    pub fn tick(&mut self, elapsed: Duration, walk_ns: impl Fn() -> u64) -> Duration {
+    pub(crate) fn tick(&mut self, elapsed: Duration, walk_ns: impl Fn() -> u64) -> Duration {
         let phase = Duration::from_nanos((elapsed.as_nanos() % self.period.as_nanos()) as u64);
         let want = phase < self.window;
         match (&self.on, want) {
@@ -67,7 +67,7 @@ impl StatsSampler {
     }
 
     /// Time the statistics have been on, the current window included.
-    pub fn sampled_so_far(&self) -> Duration {
+    pub(crate) fn sampled_so_far(&self) -> Duration {
         self.sampled
             + self
                 .on
@@ -77,7 +77,7 @@ impl StatsSampler {
 
     /// Stack-walk time within the windows so far, the current one included (`walk_ns_now` is
     /// the programs' total now).
-    pub fn walk_ns_so_far(&self, walk_ns_now: u64) -> u64 {
+    pub(crate) fn walk_ns_so_far(&self, walk_ns_now: u64) -> u64 {
         self.walk_ns
             + self
                 .on
@@ -86,7 +86,7 @@ impl StatsSampler {
     }
 
     /// Switches statistics off (closing the fd is what disables them).
-    pub fn stop(&mut self, walk_ns: impl Fn() -> u64) {
+    pub(crate) fn stop(&mut self, walk_ns: impl Fn() -> u64) {
         if let Some((fd, since, at)) = self.on.take() {
             self.walk_ns += walk_ns().saturating_sub(at);
             drop(fd);
@@ -102,7 +102,7 @@ impl Default for StatsSampler {
 }
 
 /// Run time, run count and recursion misses of every loaded program.
-pub fn program_costs(ebpf: &Ebpf) -> Vec<ProgramStats> {
+pub(crate) fn program_costs(ebpf: &Ebpf) -> Vec<ProgramStats> {
     ebpf.programs()
         .filter_map(|(name, p)| {
             let fd = p.fd().ok()?;
@@ -143,7 +143,7 @@ fn raw_prog_info(fd: i32) -> Option<(u64, u64, u64)> {
 }
 
 /// fdprof's own CPU time so far (user + system, all threads), ns.
-pub fn own_cpu_ns() -> u64 {
+pub(crate) fn own_cpu_ns() -> u64 {
     // SAFETY: valid out-pointer.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };

@@ -106,7 +106,7 @@ impl Span {
 }
 
 /// The length of a `/proc/stat` tick in ns (`USER_HZ`, nearly always 100 a second).
-pub fn tick_ns() -> u64 {
+pub(crate) fn tick_ns() -> u64 {
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     if hz > 0 {

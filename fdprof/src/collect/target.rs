@@ -53,7 +53,7 @@ pub struct Resolved {
 
 /// Checks `spec` (a live user process or thread, not a thread given as a process) and gives
 /// what to filter on. A command's filter is set once it is forked ([`Resolved::launched`]).
-pub fn resolve(spec: &TargetSpec) -> Result<Resolved> {
+pub(crate) fn resolve(spec: &TargetSpec) -> Result<Resolved> {
     let none = Resolved {
         kind: TargetKind::All,
         filter: Filter::All,
@@ -186,7 +186,7 @@ impl Resolved {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TaskKind {
+pub(crate) enum TaskKind {
     Process,
     Thread,
 }
@@ -203,7 +203,7 @@ impl fmt::Display for TaskKind {
 /// Why a task cannot be profiled: the user named one that is not (or no longer) a user task.
 /// Exit code 2, like every usage error.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TargetError {
+pub(crate) enum TargetError {
     /// No task has that id.
     Gone { kind: TaskKind, id: u32 },
     /// It has exited and awaits its parent (a zombie).
@@ -251,13 +251,13 @@ fn running(fields: &[String]) -> bool {
 }
 
 /// Whether thread `tid` has not exited.
-pub fn thread_alive(tid: u32) -> bool {
+pub(crate) fn thread_alive(tid: u32) -> bool {
     stat_fields(&tid.to_string()).is_some_and(|f| running(&f))
 }
 
 /// Whether any thread of process `pid` has not exited, the main thread or another (stops at
 /// the first: the record loop asks every 20 ms).
-pub fn process_alive(pid: u32) -> bool {
+pub(crate) fn process_alive(pid: u32) -> bool {
     let Some(mut tasks) = procfs::tasks(pid) else {
         return false;
     };
@@ -265,7 +265,7 @@ pub fn process_alive(pid: u32) -> bool {
 }
 
 /// The threads of process `pid` that have not exited; `None` once it is gone.
-pub fn live_threads(pid: u32) -> Option<u32> {
+pub(crate) fn live_threads(pid: u32) -> Option<u32> {
     let live = procfs::tasks(pid)?
         .filter(|t| stat_fields(&format!("{pid}/task/{t}")).is_some_and(|f| running(&f)))
         .count();
@@ -279,12 +279,12 @@ fn tgid_of(tid: u32) -> Option<u32> {
         .and_then(|v| v.trim().parse().ok())
 }
 
-pub fn comm_of(pid: u32) -> Option<String> {
+pub(crate) fn comm_of(pid: u32) -> Option<String> {
     procfs::comm(pid).map(|s| s.trim().to_string())
 }
 
 /// Checks that `id` is a user task that has not exited; returns its thread-group id.
-pub fn check_task(id: u32, kind: TaskKind) -> Result<u32> {
+pub(crate) fn check_task(id: u32, kind: TaskKind) -> Result<u32> {
     let Some(fields) = stat_fields(&id.to_string()) else {
         return Err(TargetError::Gone { kind, id }.into());
     };

@@ -26,7 +26,7 @@ pub enum Refused {
 }
 
 /// Adds `tgid` with `entry`; one already in the set keeps how it joined.
-pub fn add(ebpf: &mut Ebpf, tgid: u32, entry: TargetEntry) -> Result<Result<(), Refused>> {
+pub(crate) fn add(ebpf: &mut Ebpf, tgid: u32, entry: TargetEntry) -> Result<Result<(), Refused>> {
     let mut set: BpfHashMap<_, u32, TargetEntry> = targets_mut(ebpf)?;
     if set.get(&tgid, 0).is_ok() {
         return Ok(Ok(()));
@@ -58,7 +58,7 @@ fn mark(ebpf: &mut Ebpf, tgid: u32, member: bool) -> Result<()> {
 }
 
 /// Removes `tgid` (no longer wanted); absent is fine.
-pub fn remove(ebpf: &mut Ebpf, tgid: u32) -> Result<()> {
+pub(crate) fn remove(ebpf: &mut Ebpf, tgid: u32) -> Result<()> {
     let mut set: BpfHashMap<_, u32, TargetEntry> = targets_mut(ebpf)?;
     match set.remove(&tgid) {
         Ok(()) | Err(MapError::KeyNotFound) => {}
@@ -71,7 +71,7 @@ pub fn remove(ebpf: &mut Ebpf, tgid: u32) -> Result<()> {
 }
 
 /// The processes in the set now.
-pub fn members(ebpf: &Ebpf) -> Result<BTreeMap<u32, TargetEntry>> {
+pub(crate) fn members(ebpf: &Ebpf) -> Result<BTreeMap<u32, TargetEntry>> {
     let set: BpfHashMap<_, u32, TargetEntry> =
         BpfHashMap::try_from(ebpf.map(map::TARGETS).context("no map TARGETS")?)?;
     let mut out = BTreeMap::new();
@@ -86,7 +86,7 @@ pub fn members(ebpf: &Ebpf) -> Result<BTreeMap<u32, TargetEntry>> {
 /// Names whose processes join at exec and rename: `(comm, slot)`, replacing those set before.
 /// Names longer than the kernel keeps (15 bytes) are matched on their first 15, as the kernel
 /// names the process.
-pub fn set_comms(ebpf: &mut Ebpf, comms: &[(String, u32)]) -> Result<()> {
+pub(crate) fn set_comms(ebpf: &mut Ebpf, comms: &[(String, u32)]) -> Result<()> {
     anyhow::ensure!(
         comms.len() <= MAX_COMMS as usize,
         "at most {MAX_COMMS} names can be matched in the kernel, not {}",
@@ -111,7 +111,7 @@ pub fn set_comms(ebpf: &mut Ebpf, comms: &[(String, u32)]) -> Result<()> {
 
 /// Cgroups whose processes join when moved in: `keys` (cgroup → slot) replace those set
 /// before, new ones added before stale ones go, so no move in between is missed.
-pub fn set_cgroups(ebpf: &mut Ebpf, keys: &BTreeMap<CgroupKey, u32>) -> Result<()> {
+pub(crate) fn set_cgroups(ebpf: &mut Ebpf, keys: &BTreeMap<CgroupKey, u32>) -> Result<()> {
     anyhow::ensure!(
         keys.len() <= MAX_CGROUPS as usize,
         "at most {MAX_CGROUPS} cgroups can be followed in the kernel, not {}",
@@ -135,7 +135,7 @@ pub fn set_cgroups(ebpf: &mut Ebpf, keys: &BTreeMap<CgroupKey, u32>) -> Result<(
 }
 
 /// `comm` as the kernel keeps it: at most 15 bytes, NUL-padded.
-pub fn comm_key(comm: &str) -> [u8; COMM_LEN] {
+pub(crate) fn comm_key(comm: &str) -> [u8; COMM_LEN] {
     let mut key = [0u8; COMM_LEN];
     let bytes = comm.as_bytes();
     let n = bytes.len().min(COMM_LEN - 1);
@@ -145,7 +145,7 @@ pub fn comm_key(comm: &str) -> [u8; COMM_LEN] {
 
 /// Deletes the per-process rows and contention sites of `tgids` (processes that left, their
 /// figures read), so their room serves processes to come.
-pub fn forget(ebpf: &mut Ebpf, tgids: &[u32]) -> Result<()> {
+pub(crate) fn forget(ebpf: &mut Ebpf, tgids: &[u32]) -> Result<()> {
     if tgids.is_empty() {
         return Ok(());
     }
@@ -217,7 +217,7 @@ fn forget_sites(ebpf: &mut Ebpf, tgids: &[u32]) -> Result<()> {
 
 /// `MEMBERS`' size: the host's `pid_max` (pids are below it), at most `MAX_MEMBER_PIDS`; where
 /// it cannot be read, the largest.
-pub fn member_pids() -> u32 {
+pub(crate) fn member_pids() -> u32 {
     std::fs::read_to_string("/proc/sys/kernel/pid_max")
         .ok()
         .and_then(|s| s.trim().parse::<u32>().ok())

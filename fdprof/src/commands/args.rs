@@ -9,7 +9,7 @@ use crate::collect::TargetSpec;
 /// What to profile (record, top): the launched command, positional and last, is each
 /// subcommand's own.
 #[derive(clap::Args, Debug)]
-pub struct TargetArgs {
+pub(crate) struct TargetArgs {
     /// This process (all its threads, including ones created later); give -p several times
     /// for several processes, each with its own figures as under -a
     #[arg(short, long, value_name = "PID")]
@@ -33,7 +33,7 @@ pub struct TargetArgs {
 
 impl TargetArgs {
     /// The target these flags name, `command` when none does.
-    pub fn spec(&self, command: &[String]) -> TargetSpec {
+    pub(crate) fn spec(&self, command: &[String]) -> TargetSpec {
         TargetSpec::of(
             &self.pid,
             self.children,
@@ -47,7 +47,7 @@ impl TargetArgs {
 
 /// How to probe (record, top, daemon): the mode, what to leave out, what to add.
 #[derive(clap::Args, Debug, Clone)]
-pub struct ProbeArgs {
+pub(crate) struct ProbeArgs {
     /// Probe mode: auto picks the most direct one this kernel allows
     #[arg(long, value_enum, default_value = "auto")]
     pub mode: ModeArg,
@@ -72,7 +72,7 @@ pub struct ProbeArgs {
 
 impl ProbeArgs {
     /// The sampling frequency, with `--cpu`.
-    pub fn cpu_hz(&self) -> Option<u64> {
+    pub(crate) fn cpu_hz(&self) -> Option<u64> {
         self.cpu.then_some(self.freq)
     }
 }
@@ -80,7 +80,7 @@ impl ProbeArgs {
 /// How to attach (`--mode`): record, top, daemon (and its config file's `mode`).
 #[derive(clap::ValueEnum, serde::Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
-pub enum ModeArg {
+pub(crate) enum ModeArg {
     Auto,
     Fentry,
     Kprobe,
@@ -89,7 +89,7 @@ pub enum ModeArg {
 
 impl ModeArg {
     /// The mode forced on every function role; `None` lets each take the most direct one.
-    pub fn forced(self) -> Option<Mode> {
+    pub(crate) fn forced(self) -> Option<Mode> {
         match self {
             ModeArg::Auto => None,
             ModeArg::Fentry => Some(Mode::Fentry),

@@ -21,14 +21,14 @@ struct Tail {
     ended: bool,
 }
 
-pub struct CommandOutput {
+pub(crate) struct CommandOutput {
     tail: Arc<Mutex<Tail>>,
 }
 
 impl CommandOutput {
     /// Reads `pipe` on a thread of its own. The thread is never joined: a process the command
     /// left behind may keep the pipe open past fdprof's end.
-    pub fn start(pipe: OwnedFd) -> Self {
+    pub(crate) fn start(pipe: OwnedFd) -> Self {
         let tail = Arc::new(Mutex::new(Tail::default()));
         let shared = tail.clone();
         std::thread::spawn(move || {
@@ -51,7 +51,7 @@ impl CommandOutput {
     }
 
     /// The text to print once the screen is gone: nothing when the command printed nothing.
-    pub fn finish(self) -> Option<String> {
+    pub(crate) fn finish(self) -> Option<String> {
         let started = Instant::now();
         while !self.lock().ended && started.elapsed() < DRAIN {
             std::thread::sleep(Duration::from_millis(10));

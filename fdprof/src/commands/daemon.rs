@@ -53,7 +53,7 @@ const CONFIG_MAX: u64 = 64 * 1024;
                   `capture_dir = \"/var/lib/fdprof/captures\"`, `capture_window = \"30s\"`, \
                   `capture_after = \"10s\"`, `capture_every = \"10m\"`, `capture_max = 50`."
 )]
-pub struct DaemonArgs {
+pub(crate) struct DaemonArgs {
     /// Where to serve HTTP; a non-loopback address needs --allow-remote
     #[arg(long, default_value = "127.0.0.1:9464")]
     pub listen: SocketAddr,
@@ -176,7 +176,7 @@ struct File {
     capture_max: Option<usize>,
 }
 
-pub fn run(args: DaemonArgs) -> Result<()> {
+pub(crate) fn run(args: DaemonArgs) -> Result<()> {
     service::hold_signals();
     if !args.listen.ip().is_loopback() && !args.allow_remote {
         return Err(fatal(

@@ -8,7 +8,7 @@ use crate::privileges;
 use crate::probe::{btf, capabilities::Capabilities};
 
 #[derive(clap::Args, Debug)]
-pub struct DoctorArgs {
+pub(crate) struct DoctorArgs {
     /// Print the findings as JSON
     #[arg(long)]
     pub json: bool,
@@ -17,7 +17,7 @@ pub struct DoctorArgs {
     pub btf: PathBuf,
 }
 
-pub fn run(args: &DoctorArgs) -> Result<()> {
+pub(crate) fn run(args: &DoctorArgs) -> Result<()> {
     privileges::require("fdprof doctor", &privileges::LOAD_BPF)?;
     let caps = Capabilities::detect(&args.btf)?;
     if args.json {

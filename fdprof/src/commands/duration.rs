@@ -7,34 +7,34 @@ use std::time::Duration;
 
 /// The range a duration option accepts.
 #[derive(Debug, Clone, Copy)]
-pub struct Range {
+pub(crate) struct Range {
     pub min: Duration,
     pub max: Duration,
 }
 
 /// `-d` of `record` and `workload`: below 1 ms nothing can be measured; past a year is a typo,
 /// and far past it would overflow the clock arithmetic.
-pub const RUN_LENGTH: Range = Range {
+pub(crate) const RUN_LENGTH: Range = Range {
     min: Duration::from_millis(1),
     max: Duration::from_secs(365 * 24 * 3600),
 };
 
 /// `top --interval`: shorter than 10 ms the snapshots themselves would be the load; longer than
 /// an hour is not live.
-pub const INTERVAL: Range = Range {
+pub(crate) const INTERVAL: Range = Range {
     min: Duration::from_millis(10),
     max: Duration::from_secs(3600),
 };
 
 /// `top --slow`: a wait threshold, from the shortest wait worth a record of its own to far past
 /// any sane one.
-pub const SLOW: Range = Range {
+pub(crate) const SLOW: Range = Range {
     min: Duration::from_micros(1),
     max: Duration::from_secs(10),
 };
 
 /// Parses a duration such as `5s`, `500ms`, `1m` and checks it against `range`.
-pub fn parse_in(text: &str, range: Range) -> Result<Duration, String> {
+pub(crate) fn parse_in(text: &str, range: Range) -> Result<Duration, String> {
     let text = text.trim();
     let split = text
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
@@ -86,28 +86,28 @@ fn shown(d: Duration) -> String {
 }
 
 /// The parser for `-d` (clap `value_parser`).
-pub fn parse_run_length(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_run_length(text: &str) -> Result<Duration, String> {
     parse_in(text, RUN_LENGTH)
 }
 
 /// The parser for `top --interval`.
-pub fn parse_interval(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_interval(text: &str) -> Result<Duration, String> {
     parse_in(text, INTERVAL)
 }
 
 /// The parser for `top --slow`.
-pub fn parse_slow(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_slow(text: &str) -> Result<Duration, String> {
     parse_in(text, SLOW)
 }
 
 /// `daemon --capture-window`, `--capture-after`, `--capture-every`: `0` (none) to a day.
-pub const CAPTURE: Range = Range {
+pub(crate) const CAPTURE: Range = Range {
     min: Duration::from_millis(1),
     max: Duration::from_secs(24 * 3600),
 };
 
 /// The parser for the daemon's capture durations; `0` is none.
-pub fn parse_capture(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_capture(text: &str) -> Result<Duration, String> {
     match text.trim() {
         "0" => Ok(Duration::ZERO),
         _ => parse_in(text, CAPTURE),

@@ -13,7 +13,7 @@ use crate::output::Output;
 use crate::render;
 
 #[derive(clap::Args, Debug)]
-pub struct ExportArgs {
+pub(crate) struct ExportArgs {
     /// The recording to read
     #[arg(default_value = "fdprof.data")]
     pub input: PathBuf,
@@ -43,7 +43,7 @@ pub struct ExportArgs {
 }
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
+pub(crate) enum Format {
     /// gzipped perftools.profiles.Profile protobuf (go tool pprof, Pyroscope, Parca)
     Pprof,
     /// speedscope's JSON file format
@@ -66,7 +66,7 @@ impl Format {
     }
 }
 
-pub fn run(args: &ExportArgs) -> Result<()> {
+pub(crate) fn run(args: &ExportArgs) -> Result<()> {
     let output = args
         .output
         .clone()

@@ -12,7 +12,7 @@ use crate::output::Output;
 use crate::render;
 
 #[derive(clap::Args, Debug)]
-pub struct FlamegraphArgs {
+pub(crate) struct FlamegraphArgs {
     /// The recording to read
     #[arg(default_value = "fdprof.data")]
     pub input: PathBuf,
@@ -43,7 +43,7 @@ pub struct FlamegraphArgs {
     pub cpu: bool,
 }
 
-pub fn run(args: &FlamegraphArgs) -> Result<()> {
+pub(crate) fn run(args: &FlamegraphArgs) -> Result<()> {
     args.output.check()?;
     let rec = Recording::read(&args.input)?;
     let opts = FlamegraphOptions {

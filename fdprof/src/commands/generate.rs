@@ -11,7 +11,7 @@ use clap_complete::Shell;
 use crate::output::Output;
 
 #[derive(Args)]
-pub struct GenerateArgs {
+pub(crate) struct GenerateArgs {
     #[command(subcommand)]
     what: What,
 }
@@ -45,7 +45,7 @@ impl CompletionShell {
     }
 }
 
-pub fn run(args: &GenerateArgs) -> Result<()> {
+pub(crate) fn run(args: &GenerateArgs) -> Result<()> {
     match &args.what {
         What::Man { dir } => {
             for (name, page) in man_pages()? {

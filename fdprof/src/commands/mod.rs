@@ -1,20 +1,20 @@
 //! The command line: one file per subcommand, each with its arguments (clap lives only here)
 //! and the sequence of library calls it makes; [`main`] parses and dispatches.
 
-pub mod args;
-pub mod command_output;
-pub mod daemon;
-pub mod doctor;
-pub mod duration;
-pub mod export;
-pub mod flamegraph;
-pub mod generate;
-pub mod record;
-pub mod replay;
-pub mod report;
-pub mod session;
-pub mod top;
-pub mod workload;
+pub(crate) mod args;
+pub(crate) mod command_output;
+pub(crate) mod daemon;
+pub(crate) mod doctor;
+pub(crate) mod duration;
+pub(crate) mod export;
+pub(crate) mod flamegraph;
+pub(crate) mod generate;
+pub(crate) mod record;
+pub(crate) mod replay;
+pub(crate) mod report;
+pub(crate) mod session;
+pub(crate) mod top;
+pub(crate) mod workload;
 
 use std::process::ExitCode;
 
@@ -61,7 +61,7 @@ enum Command {
 }
 
 /// The whole command line, for the man pages and completions generated from it.
-pub fn cli() -> clap::Command {
+pub(crate) fn cli() -> clap::Command {
     Cli::command()
 }
 

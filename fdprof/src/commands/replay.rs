@@ -16,7 +16,7 @@ use fdprof_replay::synthetic::{Params, Pattern};
 
 #[derive(Args)]
 #[command(group(clap::ArgGroup::new("trace").required(true).args(["recording", "synthetic"])))]
-pub struct ReplayArgs {
+pub(crate) struct ReplayArgs {
     /// A recording made with `record --trace` (- for standard input)
     recording: Option<PathBuf>,
     /// Generate this pattern of the 2015 threads instead of reading a trace
@@ -70,7 +70,7 @@ enum ModelArg {
 const MAX_FDS: u32 = 1 << 27;
 const MAX_OPS: u64 = 100_000_000;
 
-pub fn run(args: &ReplayArgs) -> Result<()> {
+pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
     let choice = match args.model {
         ModelArg::Mainline => ModelChoice::Mainline,
         ModelArg::Linear => ModelChoice::Linear,

@@ -12,7 +12,7 @@ use crate::model;
 use crate::render;
 
 #[derive(clap::Args, Debug)]
-pub struct ReportArgs {
+pub(crate) struct ReportArgs {
     /// The recording to read
     #[arg(default_value = "fdprof.data")]
     pub input: PathBuf,
@@ -48,7 +48,7 @@ pub struct ReportArgs {
     pub container: Vec<String>,
 }
 
-pub fn run(args: &ReportArgs) -> Result<()> {
+pub(crate) fn run(args: &ReportArgs) -> Result<()> {
     let mut rec = Recording::read(&args.input)?;
     if !args.pid.is_empty()
         || !args.comm.is_empty()

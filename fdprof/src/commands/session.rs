@@ -41,7 +41,7 @@ extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut li
 }
 
 /// How many stop signals fdprof has received.
-pub fn stop_signals() -> u32 {
+pub(crate) fn stop_signals() -> u32 {
     STOP_SIGNALS.load(Ordering::Relaxed)
 }
 
@@ -58,10 +58,10 @@ pub(super) fn install_signal_handlers() {
     }
 }
 
-pub use crate::collect::launch::Streams;
+pub(crate) use crate::collect::launch::Streams;
 
 /// What to profile and how to attach.
-pub struct Request<'a> {
+pub(crate) struct Request<'a> {
     /// The subcommand, as privilege errors name it (`fdprof record`).
     pub command_name: &'a str,
     pub spec: TargetSpec,
@@ -90,7 +90,7 @@ pub struct Request<'a> {
 }
 
 /// A profile under way: the target, a launched command and the start.
-pub struct Session {
+pub(crate) struct Session {
     pub resolved: Resolved,
     pub launched: Option<Launched>,
     pub target: Target,
@@ -100,14 +100,14 @@ pub struct Session {
 }
 
 /// The live stage on a current-thread runtime of its own, driven from the main thread.
-pub struct Live {
+pub(crate) struct Live {
     /// Before the runtime: its rings go before the reactor they are registered with.
     pub stage: Stage,
     pub runtime: tokio::runtime::Runtime,
 }
 
 /// What [`Live::next`] found.
-pub enum Next {
+pub(crate) enum Next {
     Interval(Box<LiveInterval>),
     /// The profile ends, for this reason.
     End(EndReason),
@@ -117,7 +117,10 @@ pub enum Next {
 /// discovers the kernel, launches the command (held before `exec` until [`Session::go`]) and
 /// starts the live stage (`live::start`). A command that cannot run is refused and reaped;
 /// nothing stays attached.
-pub fn start(request: Request, checks: impl FnOnce() -> Result<()>) -> Result<(Session, Live)> {
+pub(crate) fn start(
+    request: Request,
+    checks: impl FnOnce() -> Result<()>,
+) -> Result<(Session, Live)> {
     install_signal_handlers();
     // Kernel stacks are symbolized from /proc/kallsyms, whose addresses may need CAP_SYSLOG.
     let mut needed = privileges::LOAD_BPF.to_vec();
@@ -249,7 +252,7 @@ impl Live {
     /// Drives the stage until its next interval or the end of the profile: `ended` says why the
     /// profile ends now, if it does, before each wait of at most `poll`. The stage's count run
     /// out ends it as interrupted.
-    pub fn next(
+    pub(crate) fn next(
         &mut self,
         poll: Duration,
         mut ended: impl FnMut() -> Option<EndReason>,
@@ -270,14 +273,14 @@ impl Live {
 
 impl Session {
     /// The launched command's output pipe, once (see [`Streams::Captured`]).
-    pub fn take_output(&mut self) -> Option<std::os::fd::OwnedFd> {
+    pub(crate) fn take_output(&mut self) -> Option<std::os::fd::OwnedFd> {
         self.launched.as_mut().and_then(Launched::take_output)
     }
 
     /// Lets a launched command exec, once everything that must see it from its first
     /// instruction is attached and reading. An exec that fails (detaching as the profiler
     /// drops) leaves nothing to profile.
-    pub fn go(&mut self) -> Result<()> {
+    pub(crate) fn go(&mut self) -> Result<()> {
         match &mut self.launched {
             Some(l) => l.go(),
             None => Ok(()),
@@ -287,7 +290,7 @@ impl Session {
     /// Why the profile ends now, if it does: a stop signal (once a launched command has exited:
     /// a stopped command is profiled until then), the command's or the target's exit, or
     /// `duration` run out. A launched command's exit status goes into `target`.
-    pub fn end_reason(&mut self, duration: Option<Duration>) -> Option<EndReason> {
+    pub(crate) fn end_reason(&mut self, duration: Option<Duration>) -> Option<EndReason> {
         let signals = stop_signals();
         if let Some(l) = &mut self.launched {
             let status = if signals > 0 {
@@ -317,7 +320,7 @@ impl Session {
 
     /// Ends a launched command that outlived the profile (SIGTERM, SIGKILL after a grace
     /// period): it never outlives fdprof. Its exit status goes into `target`.
-    pub fn end_command(&mut self) {
+    pub(crate) fn end_command(&mut self) {
         if let Some(l) = &mut self.launched
             && self.target.exit_status.is_none()
         {
@@ -328,7 +331,7 @@ impl Session {
     /// The threads whose counters `record` opens (tid, comm): a process's threads now, the
     /// thread, or a launched command's one (held) thread, named after its program; none
     /// system-wide.
-    pub fn counted_threads(&self) -> Option<Vec<(u32, String)>> {
+    pub(crate) fn counted_threads(&self) -> Option<Vec<(u32, String)>> {
         use crate::collect::counters::{comm, threads_of};
         use fdprof_common::session::TargetKind;
         let pid = self.resolved.pid?;

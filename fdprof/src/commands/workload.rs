@@ -26,7 +26,7 @@ refused before it starts.";
 
 #[derive(clap::Args, Debug)]
 #[command(after_long_help = AFTER_HELP)]
-pub struct WorkloadArgs {
+pub(crate) struct WorkloadArgs {
     /// The load to generate
     #[arg(value_enum)]
     pub scenario: ScenarioArg,
@@ -111,7 +111,7 @@ pub struct WorkloadArgs {
 
 /// A [`Scenario`] on the command line: its name, with its help from the generator.
 #[derive(Clone, Copy, Debug)]
-pub struct ScenarioArg(pub Scenario);
+pub(crate) struct ScenarioArg(pub Scenario);
 
 const SCENARIO_ARGS: [ScenarioArg; Scenario::ALL.len()] = {
     let mut out = [ScenarioArg(Scenario::Opensock); Scenario::ALL.len()];
@@ -135,7 +135,7 @@ impl ValueEnum for ScenarioArg {
 
 impl WorkloadArgs {
     /// The generator's options; `--ops` wins over the default duration (clap refuses both).
-    pub fn options(&self) -> Options {
+    pub(crate) fn options(&self) -> Options {
         let plan = match (self.ops, self.duration) {
             (Some(k), _) => Plan::Ops(k),
             (None, d) => Plan::Timed(d.unwrap_or(DEFAULT_DURATION)),
@@ -169,7 +169,7 @@ impl WorkloadArgs {
 }
 
 /// Runs `fdprof workload`: a usage error exits 2 with its message, as before the split.
-pub fn run(args: WorkloadArgs) -> Result<()> {
+pub(crate) fn run(args: WorkloadArgs) -> Result<()> {
     fdprof_workload::run(&args.options()).map_err(|err| {
         if err.downcast_ref::<UsageError>().is_some() {
             // `{:#}` keeps any context the error gathered on its way up.

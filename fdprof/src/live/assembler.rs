@@ -14,14 +14,14 @@ use crate::model::{
 };
 
 /// The facts of a profile and its symbolizers.
-pub struct Assembler {
+pub(crate) struct Assembler {
     pub facts: Facts,
     pub symbols: Symbols,
 }
 
 impl Assembler {
     /// `interval` assembled; `end` is why it ended.
-    pub fn recording(&mut self, interval: &LiveInterval, end: EndReason) -> Recording {
+    pub(crate) fn recording(&mut self, interval: &LiveInterval, end: EndReason) -> Recording {
         let run = self.facts.run(
             interval.start,
             interval.duration,
@@ -32,7 +32,7 @@ impl Assembler {
     }
 
     /// Everything from `since` (a total: the start, or a reset) to the end of `interval`.
-    pub fn cumulative(&mut self, interval: &LiveInterval, since: &Snapshot) -> Recording {
+    pub(crate) fn cumulative(&mut self, interval: &LiveInterval, since: &Snapshot) -> Recording {
         let run = self.facts.run(
             since.elapsed,
             interval.total.elapsed.saturating_sub(since.elapsed),
@@ -44,7 +44,7 @@ impl Assembler {
 
     /// The whole profile (`total`, since attach), `duration` long, ended by `end`, having
     /// cost fdprof `cpu_ns`.
-    pub fn whole(
+    pub(crate) fn whole(
         &mut self,
         total: &Snapshot,
         duration: Duration,
@@ -56,7 +56,7 @@ impl Assembler {
     }
 
     /// `interval`'s sample of a recording's series.
-    pub fn sample(&mut self, interval: &LiveInterval) -> Sample {
+    pub(crate) fn sample(&mut self, interval: &LiveInterval) -> Sample {
         sample::of_snapshot(
             interval.start.as_nanos() as u64,
             interval.duration.as_nanos() as u64,

@@ -10,14 +10,14 @@ use tokio::time::{Instant, Sleep};
 /// own interval longer and moves the clock on. A clock on fixed deadlines would end the next
 /// interval at once, a few ms after the late cut, and its rates (and `/proc/stat` steal, counted
 /// in 10 ms ticks) would be noise.
-pub struct Clock {
+pub(crate) struct Clock {
     every: Duration,
     next: Pin<Box<Sleep>>,
 }
 
 impl Clock {
     /// The first interval ends `every` from now.
-    pub fn new(every: Duration) -> Self {
+    pub(crate) fn new(every: Duration) -> Self {
         Self {
             every,
             next: Box::pin(tokio::time::sleep_until(Instant::now() + every)),
@@ -25,12 +25,12 @@ impl Clock {
     }
 
     /// Waits until the interval is due; cancel-safe. Due until [`Clock::cut`].
-    pub async fn tick(&mut self) {
+    pub(crate) async fn tick(&mut self) {
         self.next.as_mut().await;
     }
 
     /// The interval was cut now: the next one ends a period from now.
-    pub fn cut(&mut self) {
+    pub(crate) fn cut(&mut self) {
         let next = Instant::now() + self.every;
         self.next.as_mut().reset(next);
     }

@@ -14,7 +14,7 @@ use crate::collect::Profiler;
 use crate::model::assemble::Run;
 
 #[derive(Debug, Clone)]
-pub struct Facts {
+pub(crate) struct Facts {
     pub target: Target,
     /// When the probes were attached, Unix time in ms.
     pub started_unix_ms: u64,
@@ -29,7 +29,7 @@ pub struct Facts {
 
 impl Facts {
     /// The facts of `profiler`, profiling `target` since `started_unix_ms`.
-    pub fn of(profiler: &Profiler, target: Target, started_unix_ms: u64) -> Self {
+    pub(crate) fn of(profiler: &Profiler, target: Target, started_unix_ms: u64) -> Self {
         Self {
             target,
             started_unix_ms,
@@ -43,7 +43,7 @@ impl Facts {
 
     /// The run of an interval `start` after attach, `duration` long, ended by `end`, that cost
     /// fdprof `collector_cpu_ns`.
-    pub fn run(
+    pub(crate) fn run(
         &self,
         start: Duration,
         duration: Duration,

@@ -4,17 +4,17 @@
 //! interval and of the whole. Each front end keeps only what is its own: record the file, top
 //! the screen, the daemon its history and HTTP.
 
-pub mod assembler;
-pub mod clock;
-pub mod facts;
-pub mod stage;
-pub mod start;
-pub mod symbols;
-pub mod whole;
+pub(crate) mod assembler;
+pub(crate) mod clock;
+pub(crate) mod facts;
+pub(crate) mod stage;
+pub(crate) mod start;
+pub(crate) mod symbols;
+pub(crate) mod whole;
 
-pub use assembler::Assembler;
-pub use clock::Clock;
-pub use facts::Facts;
-pub use stage::{LiveInterval, Stage, StageOptions, Tick};
-pub use start::{Request, SymbolsFrom, read_kernel, start};
-pub use symbols::{Maps, Symbols};
+pub(crate) use assembler::Assembler;
+pub(crate) use clock::Clock;
+pub(crate) use facts::Facts;
+pub(crate) use stage::{LiveInterval, Stage, StageOptions, Tick};
+pub(crate) use start::{Request, SymbolsFrom, read_kernel, start};
+pub(crate) use symbols::{Maps, Symbols};

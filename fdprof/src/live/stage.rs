@@ -22,7 +22,7 @@ use crate::collect::{
 
 /// How the stage runs.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct StageOptions {
+pub(crate) struct StageOptions {
     /// The stage's own clock: [`Stage::next`] hands back an interval each time it passes.
     /// `None`: the caller ends intervals with [`Stage::interval`] (the daemon's clock).
     pub interval: Option<Duration>,
@@ -42,7 +42,7 @@ pub struct StageOptions {
 
 /// What happened between two snapshots.
 #[derive(Debug, Clone)]
-pub struct LiveInterval {
+pub(crate) struct LiveInterval {
     /// 0 for the first interval.
     pub index: u64,
     /// Start, since the probes were attached.
@@ -64,7 +64,7 @@ pub struct LiveInterval {
 
 /// What [`Stage::next`] found.
 #[derive(Debug)]
-pub enum Tick {
+pub(crate) enum Tick {
     /// An interval ended on the stage's clock.
     Interval(Box<LiveInterval>),
     /// Processes that forked or exec'd (their maps read already), for the caller's membership.
@@ -76,7 +76,7 @@ pub enum Tick {
 }
 
 /// The end of a profile: the programs detached.
-pub struct Finished {
+pub(crate) struct Finished {
     /// The last, partial interval (`None` when the clock's count had ended the profile).
     pub last: Option<LiveInterval>,
     /// Everything since attach.
@@ -84,7 +84,7 @@ pub struct Finished {
     pub assembler: Assembler,
 }
 
-pub struct Stage {
+pub(crate) struct Stage {
     profiler: Profiler,
     assembler: Assembler,
     opts: StageOptions,
@@ -139,7 +139,7 @@ impl Cuts {
 impl Stage {
     /// Takes over `profiler`; call it inside the runtime that will drive it (its rings register
     /// with that reactor). The programs send events and starts from here on.
-    pub fn start(
+    pub(crate) fn start(
         mut profiler: Profiler,
         symbols: Symbols,
         facts: Facts,
@@ -179,28 +179,28 @@ impl Stage {
     }
 
     /// Reads `cgroups` again every second from now on, their new processes followed.
-    pub fn follow_cgroups(&mut self, cgroups: Option<CgroupSet>) {
+    pub(crate) fn follow_cgroups(&mut self, cgroups: Option<CgroupSet>) {
         self.cgroups = cgroups.map(|set| (set, Instant::now() + CGROUP_PASS));
     }
 
-    pub fn profiler(&self) -> &Profiler {
+    pub(crate) fn profiler(&self) -> &Profiler {
         &self.profiler
     }
 
     /// For a target set's membership.
-    pub fn profiler_mut(&mut self) -> &mut Profiler {
+    pub(crate) fn profiler_mut(&mut self) -> &mut Profiler {
         &mut self.profiler
     }
 
     /// What assembles the intervals: the facts (a live view updates the target's) and the
     /// symbolizers.
-    pub fn assembler(&mut self) -> &mut Assembler {
+    pub(crate) fn assembler(&mut self) -> &mut Assembler {
         &mut self.assembler
     }
 
     /// Works until the next interval on the stage's clock, a batch of starts, or `wait`.
     /// Cancel-safe.
-    pub async fn next(&mut self, wait: Option<Duration>) -> Result<Tick> {
+    pub(crate) async fn next(&mut self, wait: Option<Duration>) -> Result<Tick> {
         if self.ended {
             return Ok(Tick::Ended);
         }
@@ -246,7 +246,7 @@ impl Stage {
     }
 
     /// Ends an interval now: the snapshot's delta, with the events read up to now.
-    pub fn interval(&mut self) -> Result<LiveInterval> {
+    pub(crate) fn interval(&mut self) -> Result<LiveInterval> {
         if let Some(stream) = self.events.as_mut() {
             let raw = stream.try_batch();
             self.take_events(raw);
@@ -261,7 +261,7 @@ impl Stage {
 
     /// Forgets processes whose figures were read: in the kernel, in the last snapshot, and in
     /// the maps read again.
-    pub fn forget(&mut self, tgids: &[u32]) -> Result<()> {
+    pub(crate) fn forget(&mut self, tgids: &[u32]) -> Result<()> {
         self.cuts.earlier.forget(tgids);
         self.assembler.symbols.unfollow(tgids);
         self.profiler.forget(tgids)
@@ -269,7 +269,7 @@ impl Stage {
 
     /// Detaches: the last snapshot, its interval (unless the clock's count ended the profile),
     /// and the starts sent up to the detach (their maps read too: none is lost uncounted).
-    pub fn finish(mut self) -> Result<Finished> {
+    pub(crate) fn finish(mut self) -> Result<Finished> {
         if let Some(stream) = self.events.as_mut() {
             let raw = stream.try_batch();
             self.take_events(raw);

@@ -14,7 +14,7 @@ use fdprof_recording::recording::Target;
 
 /// Reads `/proc/kallsyms` once (it is several MB): the kernel's symbols for its stacks, and the
 /// kernel the probes attach to.
-pub fn read_kernel() -> Result<(Kernel, KernelSymbols)> {
+pub(crate) fn read_kernel() -> Result<(Kernel, KernelSymbols)> {
     let kallsyms = crate::procfs::kallsyms()?;
     let symbols = KernelSymbols::from_kallsyms(&kallsyms)?;
     let kernel = Kernel::discover(&Kallsyms::parse(&kallsyms))?;
@@ -22,7 +22,7 @@ pub fn read_kernel() -> Result<(Kernel, KernelSymbols)> {
 }
 
 /// Where the stage's symbolizers come from.
-pub enum SymbolsFrom {
+pub(crate) enum SymbolsFrom {
     /// New ones over the kernel's symbols (record, top): events timed from the attach.
     Kernel(KernelSymbols),
     /// The daemon's, kept across loads: events timed from its start, mapped files kept.
@@ -62,7 +62,7 @@ impl SymbolsFrom {
 
 /// What a live profile attaches, follows and keeps: the request record, top and the daemon
 /// make of their arguments.
-pub struct Request {
+pub(crate) struct Request {
     pub options: ProfilerOptions,
     pub symbols: SymbolsFrom,
     /// Whose maps are read when.
@@ -83,7 +83,7 @@ pub struct Request {
 }
 
 /// A stage running, and when it started.
-pub struct Started {
+pub(crate) struct Started {
     pub stage: Stage,
     /// When the programs were attached and the set filled.
     pub at: Instant,
@@ -92,7 +92,7 @@ pub struct Started {
 }
 
 /// A start that failed: nothing stays attached.
-pub struct Failed {
+pub(crate) struct Failed {
     pub error: anyhow::Error,
     /// [`SymbolsFrom::Kept`] back, when they were not yet handed to the stage.
     pub symbols: Option<Box<Symbols>>,
@@ -100,7 +100,7 @@ pub struct Failed {
 
 /// Attaches by `request` and starts the stage. Call it inside the runtime that will drive the
 /// stage (its rings register with that reactor).
-pub fn start(kernel: &Kernel, request: Request) -> Result<Started, Failed> {
+pub(crate) fn start(kernel: &Kernel, request: Request) -> Result<Started, Failed> {
     let Request {
         options,
         mut symbols,

@@ -12,9 +12,9 @@ use crate::model::{build::Symbolizers, events::EventSymbolizer};
 use crate::symbolize::{KernelSymbols, SystemMaps, UserSymbolizer};
 
 /// Mapped files the user symbolizer may hold before a live view starts it afresh.
-pub const USER_FILES: usize = 256;
+pub(crate) const USER_FILES: usize = 256;
 /// Symbolized event stacks kept for reuse.
-pub const EVENT_STACKS: usize = 16_384;
+pub(crate) const EVENT_STACKS: usize = 16_384;
 /// Processes whose maps are read at once per batch of starts under [`Maps::Starts`]; the
 /// rest are read when their stacks are first symbolized.
 const SNAPSHOTS_PER_BATCH: usize = 64;
@@ -26,7 +26,7 @@ const REFRESH: Duration = Duration::from_secs(1);
 
 /// Whose memory maps are read, and when.
 #[derive(Debug)]
-pub enum Maps {
+pub(crate) enum Maps {
     /// One process (`-p`, `-t`, a command): read every second while it lives, so its stacks
     /// symbolize after it exits.
     One(u32),
@@ -42,7 +42,7 @@ pub enum Maps {
 
 impl Maps {
     /// An empty target set's.
-    pub fn set() -> Self {
+    pub(crate) fn set() -> Self {
         Maps::Set {
             members: BTreeSet::new(),
             cursor: 0,
@@ -51,7 +51,7 @@ impl Maps {
 }
 
 /// The symbolizers of a live profile.
-pub struct Symbols {
+pub(crate) struct Symbols {
     pub kernel: KernelSymbols,
     pub user: UserSymbolizer,
     events: EventSymbolizer,
@@ -64,7 +64,7 @@ pub struct Symbols {
 
 impl Symbols {
     /// `events_origin_ns`: the `CLOCK_MONOTONIC` time events are timed from.
-    pub fn new(
+    pub(crate) fn new(
         kernel: KernelSymbols,
         user: UserSymbolizer,
         maps: Maps,
@@ -90,7 +90,7 @@ impl Symbols {
 
     /// The symbolizers to assemble with: user stacks through the one process's maps, or each
     /// stack's own process's.
-    pub fn symbolizers(&mut self) -> Symbolizers<'_> {
+    pub(crate) fn symbolizers(&mut self) -> Symbolizers<'_> {
         let user_pid = self.user_pid();
         Symbolizers {
             kernel: &self.kernel,
@@ -101,13 +101,13 @@ impl Symbols {
     }
 
     /// Reads maps by `maps` from now on (the daemon's programs loaded anew for other targets).
-    pub fn set_maps(&mut self, maps: Maps) {
+    pub(crate) fn set_maps(&mut self, maps: Maps) {
         self.maps = maps;
         self.read_all();
     }
 
     /// The one process whose stacks are symbolized, if there is one.
-    pub fn user_pid(&self) -> Option<u32> {
+    pub(crate) fn user_pid(&self) -> Option<u32> {
         match self.maps {
             Maps::One(pid) => Some(pid),
             _ => None,
@@ -115,7 +115,7 @@ impl Symbols {
     }
 
     /// The system-wide maps' bookkeeping (`record -a`), for its note and drops.
-    pub fn system(&self) -> Option<&SystemMaps> {
+    pub(crate) fn system(&self) -> Option<&SystemMaps> {
         match &self.maps {
             Maps::System(system) => Some(system),
             _ => None,
@@ -123,7 +123,7 @@ impl Symbols {
     }
 
     /// Processes that joined a set: members from now on, their maps read at once.
-    pub fn follow(&mut self, pids: &[u32]) {
+    pub(crate) fn follow(&mut self, pids: &[u32]) {
         if let Maps::Set { members, .. } = &mut self.maps {
             for &pid in pids {
                 if members.insert(pid) {
@@ -135,7 +135,7 @@ impl Symbols {
     }
 
     /// Processes that left a set: no longer read (their snapshots stay until trimmed).
-    pub fn unfollow(&mut self, pids: &[u32]) {
+    pub(crate) fn unfollow(&mut self, pids: &[u32]) {
         if let Maps::Set { members, .. } = &mut self.maps {
             for pid in pids {
                 members.remove(pid);
@@ -145,7 +145,7 @@ impl Symbols {
 
     /// Processes the kernel said forked or exec'd: their maps read now, within the bounds, so
     /// their stacks symbolize even if they end before the next interval.
-    pub fn started(&mut self, pids: &[u32]) {
+    pub(crate) fn started(&mut self, pids: &[u32]) {
         if !matches!(self.maps, Maps::One(_)) {
             self.identities.started(pids);
         }
@@ -169,14 +169,14 @@ impl Symbols {
     }
 
     /// Reads maps again where they are due (at most once a second).
-    pub fn refresh(&mut self) {
+    pub(crate) fn refresh(&mut self) {
         if self.refreshed.elapsed() >= REFRESH {
             self.read_all();
         }
     }
 
     /// Reads maps again now (a profile's end: the last libraries a target loaded).
-    pub fn read_all(&mut self) {
+    pub(crate) fn read_all(&mut self) {
         self.refreshed = Instant::now();
         match &mut self.maps {
             Maps::One(pid) => {
@@ -206,7 +206,7 @@ impl Symbols {
     /// Bounds a live view's caches: the snapshots of processes gone (but the one target's and
     /// a set's members'), everything once past [`USER_FILES`] files, the event stacks past
     /// [`EVENT_STACKS`]. A recording does not trim: it symbolizes the gone at its end.
-    pub fn trim(&mut self) {
+    pub(crate) fn trim(&mut self) {
         let maps = &self.maps;
         self.user.trim(
             |pid| match maps {
@@ -221,14 +221,18 @@ impl Symbols {
     }
 
     /// Fills in where each process of `rec` runs: as read before, or now if it lives.
-    pub fn identify(&mut self, rec: &mut fdprof_recording::Recording) {
+    pub(crate) fn identify(&mut self, rec: &mut fdprof_recording::Recording) {
         for p in &mut rec.processes {
             p.identity = self.identities.of(p.pid);
         }
     }
 
     /// Events symbolized now, while their processes live.
-    pub fn events(&mut self, raw: &[RawEvent], stacks: &HashMap<i32, Vec<u64>>) -> Vec<Event> {
+    pub(crate) fn events(
+        &mut self,
+        raw: &[RawEvent],
+        stacks: &HashMap<i32, Vec<u64>>,
+    ) -> Vec<Event> {
         let user_pid = self.user_pid();
         let mut sym = Symbolizers {
             kernel: &self.kernel,

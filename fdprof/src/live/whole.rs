@@ -14,7 +14,7 @@ use fdprof_recording::Recording;
 impl Finished {
     /// The whole profile, `duration` long, ended by `end`, having cost fdprof `cpu_ns`;
     /// `traced`: a trace ring buffer was read (`record --trace`).
-    pub fn whole(
+    pub(crate) fn whole(
         &mut self,
         duration: Duration,
         end: EndReason,

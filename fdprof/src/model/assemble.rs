@@ -13,7 +13,7 @@ use super::build::{self, Symbolizers};
 use crate::collect::Snapshot;
 
 /// What the recorder knows of the run besides the snapshot.
-pub struct Run {
+pub(crate) struct Run {
     pub target: Target,
     pub started_unix_ms: u64,
     pub duration_ns: u64,
@@ -29,7 +29,7 @@ pub struct Run {
 }
 
 /// The recording of `run`, its stacks symbolized through `sym`.
-pub fn recording(snap: &Snapshot, run: Run, sym: &mut Symbolizers) -> Recording {
+pub(crate) fn recording(snap: &Snapshot, run: Run, sym: &mut Symbolizers) -> Recording {
     let direct = run.probes.values().any(Attachment::is_direct);
     Recording {
         format: recording::FORMAT.into(),

@@ -61,7 +61,7 @@ pub(super) fn trim_probe_frames(mut frames: Vec<Frame>) -> Vec<Frame> {
 
 /// Where user stacks are symbolized: the target process, when there is a single one; else
 /// (`-a`) the process each contention site names.
-pub struct Symbolizers<'a> {
+pub(crate) struct Symbolizers<'a> {
     pub kernel: &'a KernelSymbols,
     pub user: &'a mut UserSymbolizer,
     pub user_pid: Option<u32>,
@@ -70,7 +70,7 @@ pub struct Symbolizers<'a> {
 
 impl Symbolizers<'_> {
     /// A kernel stack's frames, innermost first.
-    pub fn kernel_frames(&self, ips: &[u64]) -> Vec<Frame> {
+    pub(crate) fn kernel_frames(&self, ips: &[u64]) -> Vec<Frame> {
         ips.iter()
             .map(|&ip| self.kernel.resolve(ip, self.raw_addrs).into())
             .collect()
@@ -78,7 +78,11 @@ impl Symbolizers<'_> {
 
     /// A user stack's frames, innermost first, of the target process or (where the recording
     /// has no single target process, `-a`) of `pid`; none without the stack or the process.
-    pub fn user_frames_of(&mut self, ips: Option<&Vec<u64>>, pid: Option<u32>) -> Vec<Frame> {
+    pub(crate) fn user_frames_of(
+        &mut self,
+        ips: Option<&Vec<u64>>,
+        pid: Option<u32>,
+    ) -> Vec<Frame> {
         match (ips, self.user_pid.or(pid)) {
             (Some(ips), Some(pid)) => self
                 .user
@@ -91,7 +95,7 @@ impl Symbolizers<'_> {
     }
 }
 
-pub fn contention_sites(snap: &Snapshot, sym: &mut Symbolizers) -> Vec<ContentionSite> {
+pub(crate) fn contention_sites(snap: &Snapshot, sym: &mut Symbolizers) -> Vec<ContentionSite> {
     let mut kernel_frames: HashMap<i32, Vec<Frame>> = HashMap::new();
     // User stacks by (stack id, process): one id can be the same addresses in two processes.
     let mut user_frames: HashMap<(i32, u32), Vec<Frame>> = HashMap::new();
@@ -138,7 +142,7 @@ pub fn contention_sites(snap: &Snapshot, sym: &mut Symbolizers) -> Vec<Contentio
 /// its fd syscalls (rows as [`syscalls`]'s, without latencies: they are timed per syscall, not
 /// per process); most calls first, ties by pid. A process that only waited has no name unless
 /// it also made an fd syscall (the kernel names a process at its first fd syscall).
-pub fn processes(snap: &Snapshot) -> Vec<ProcessRecord> {
+pub(crate) fn processes(snap: &Snapshot) -> Vec<ProcessRecord> {
     let mut by_pid: BTreeMap<u32, ProcessRecord> = BTreeMap::new();
     let mut entry = |tgid: u32| {
         by_pid.entry(tgid).or_insert_with(|| ProcessRecord {
@@ -213,7 +217,7 @@ fn process_scan_bits(s: &fdprof_common::process::ProcessScan) -> Log2Hist {
     hist_from_slots(&slots, slots_max(&slots), 0)
 }
 
-pub fn syscalls(snap: &Snapshot) -> Vec<SyscallStats> {
+pub(crate) fn syscalls(snap: &Snapshot) -> Vec<SyscallStats> {
     (0..N_SYSCALLS)
         .map(|i| {
             let c =
@@ -234,7 +238,7 @@ pub fn syscalls(snap: &Snapshot) -> Vec<SyscallStats> {
         .collect()
 }
 
-pub fn scan(snap: &Snapshot) -> ScanStats {
+pub(crate) fn scan(snap: &Snapshot) -> ScanStats {
     let g = |i: u32| snap.globals[i as usize];
     let words = |id: u32| {
         let slots = snap.hist_slots(id);
@@ -254,7 +258,7 @@ pub fn scan(snap: &Snapshot) -> ScanStats {
     }
 }
 
-pub fn stack_walks(snap: &Snapshot) -> StackWalks {
+pub(crate) fn stack_walks(snap: &Snapshot) -> StackWalks {
     StackWalks {
         walked: snap.globals[global::STACK_WALKS as usize],
         reused: snap.globals[global::STACK_REUSES as usize],
@@ -262,7 +266,7 @@ pub fn stack_walks(snap: &Snapshot) -> StackWalks {
     }
 }
 
-pub fn table(snap: &Snapshot) -> TableStats {
+pub(crate) fn table(snap: &Snapshot) -> TableStats {
     let g = |i: u32| snap.globals[i as usize];
     TableStats {
         max_fds_first: g(global::MAX_FDS_FIRST),
@@ -272,7 +276,7 @@ pub fn table(snap: &Snapshot) -> TableStats {
 }
 
 /// The programs' run time, run count and recursion misses.
-pub fn program_costs(snap: &Snapshot) -> Vec<ProgramCost> {
+pub(crate) fn program_costs(snap: &Snapshot) -> Vec<ProgramCost> {
     snap.programs
         .iter()
         .map(|p| ProgramCost {
@@ -285,7 +289,7 @@ pub fn program_costs(snap: &Snapshot) -> Vec<ProgramCost> {
 }
 
 /// Every drop counter, zero or not, plus the programs' recursion misses.
-pub fn drops(snap: &Snapshot) -> Vec<DropCount> {
+pub(crate) fn drops(snap: &Snapshot) -> Vec<DropCount> {
     let mut out = Vec::new();
     for (p, probe) in drop::PROBE_NAMES.iter().enumerate() {
         for (r, reason) in drop::REASON_NAMES.iter().enumerate() {
@@ -307,7 +311,7 @@ pub fn drops(snap: &Snapshot) -> Vec<DropCount> {
 }
 
 /// Direct-probe figures per operation, for the roles attached in fentry or kprobe mode.
-pub fn functions(snap: &Snapshot, direct: bool) -> Vec<FunctionStats> {
+pub(crate) fn functions(snap: &Snapshot, direct: bool) -> Vec<FunctionStats> {
     if !direct {
         return Vec::new();
     }

@@ -10,7 +10,7 @@ use super::build::Symbolizers;
 use crate::collect::Snapshot;
 
 /// The profile of `snap`'s samples; `None` when the run did not sample.
-pub fn profile(snap: &Snapshot, sym: &mut Symbolizers) -> Option<CpuProfile> {
+pub(crate) fn profile(snap: &Snapshot, sym: &mut Symbolizers) -> Option<CpuProfile> {
     let samples = snap.cpu.as_ref()?;
     let mut kernel: HashMap<i32, Vec<Frame>> = HashMap::new();
     // By (stack id, process): one id can be the same addresses in two processes.
@@ -49,7 +49,7 @@ pub fn profile(snap: &Snapshot, sym: &mut Symbolizers) -> Option<CpuProfile> {
 
 /// Adds `other`'s samples into `into`: sites with the same frames (function, offset and
 /// module; not raw addresses, which differ between processes) add their counts.
-pub fn add(into: &mut Option<CpuProfile>, other: Option<&CpuProfile>) {
+pub(crate) fn add(into: &mut Option<CpuProfile>, other: Option<&CpuProfile>) {
     let Some(other) = other else { return };
     match into {
         None => *into = Some(other.clone()),
@@ -67,7 +67,7 @@ pub fn add(into: &mut Option<CpuProfile>, other: Option<&CpuProfile>) {
 /// Keeps the `max` stack pairs with the most samples; the others lose their stacks and are
 /// folded into one stack-less site, so every sample stays counted (a daemon's running total
 /// stays bounded). Returns how many sites were folded.
-pub fn bound(profile: &mut Option<CpuProfile>, max: usize) -> usize {
+pub(crate) fn bound(profile: &mut Option<CpuProfile>, max: usize) -> usize {
     let Some(p) = profile else { return 0 };
     if p.samples.len() <= max {
         return 0;

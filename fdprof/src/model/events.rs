@@ -10,7 +10,7 @@ use super::{build::Symbolizers, lock_names, operation};
 use crate::collect::events::{RawEvent, RawKind};
 
 /// Symbolizes events, remembering each stack it has symbolized (a site's stack ids recur).
-pub struct EventSymbolizer {
+pub(crate) struct EventSymbolizer {
     /// `CLOCK_MONOTONIC` ns at attach ([`crate::collect::Profiler::attached_ns`]).
     pub attached_ns: u64,
     kernel: HashMap<i32, Vec<recording::Frame>>,
@@ -18,7 +18,7 @@ pub struct EventSymbolizer {
 }
 
 impl EventSymbolizer {
-    pub fn new(attached_ns: u64) -> Self {
+    pub(crate) fn new(attached_ns: u64) -> Self {
         Self {
             attached_ns,
             kernel: HashMap::new(),
@@ -29,7 +29,7 @@ impl EventSymbolizer {
     /// Forgets the symbolized stacks once there are more than `max` (a stack id is reused by
     /// the kernel for another stack only when the map is full, and pids come and go): a live
     /// view's memory stays bounded.
-    pub fn trim(&mut self, max: usize) {
+    pub(crate) fn trim(&mut self, max: usize) {
         if self.kernel.len() + self.user.len() > max {
             self.kernel.clear();
             self.user.clear();
@@ -38,7 +38,7 @@ impl EventSymbolizer {
 
     /// `stacks` holds the addresses of the events' stack ids
     /// ([`crate::collect::Profiler::stacks`]); an id missing there gives an empty stack.
-    pub fn event(
+    pub(crate) fn event(
         &mut self,
         raw: &RawEvent,
         stacks: &HashMap<i32, Vec<u64>>,
@@ -93,7 +93,7 @@ impl EventSymbolizer {
     }
 
     /// [`EventSymbolizer::event`] of each.
-    pub fn events(
+    pub(crate) fn events(
         &mut self,
         raws: &[RawEvent],
         stacks: &HashMap<i32, Vec<u64>>,

@@ -13,7 +13,7 @@ use crate::symbolize::kernel::KernelSymbols;
 /// The name of the lock of `identity`, waited for from `kernel_stack` (innermost first, probe
 /// frames trimmed). `None` for the target's `file_lock` and where nothing tells more than the
 /// kind.
-pub fn name(
+pub(crate) fn name(
     identity: &LockIdentity,
     kernel_stack: &[Frame],
     symbols: &KernelSymbols,

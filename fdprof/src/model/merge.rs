@@ -18,8 +18,8 @@ use fdprof_recording::recording::{
 };
 
 /// The drop counter [`bound_sites`] adds to: waits whose stacks were folded away.
-pub const STACK_BOUND_PROBE: &str = "daemon";
-pub const STACK_BOUND_REASON: &str = "stack_bound";
+pub(crate) const STACK_BOUND_PROBE: &str = "daemon";
+pub(crate) const STACK_BOUND_REASON: &str = "stack_bound";
 
 /// Adds `other`'s measurements to `into`: counts, sums and histograms add, maxima take the
 /// larger, `table.max_fds_first` the smaller non-zero; sites, syscalls, functions, drops and
@@ -31,7 +31,7 @@ pub const STACK_BOUND_REASON: &str = "stack_bound";
 /// `series` and `steal` (unchanged: the machine's, over the caller's span).
 /// `own_cost.stats_window_ns` adds, which is right in time; across
 /// processes (whose windows overlap) the caller sets it, as it sets `duration_ns`.
-pub fn add(into: &mut Recording, other: &Recording) {
+pub(crate) fn add(into: &mut Recording, other: &Recording) {
     let Recording {
         format: _,
         version: _,
@@ -118,7 +118,7 @@ pub fn add(into: &mut Recording, other: &Recording) {
 /// only stacks are lost. Leaves at most `max` + [`FOLDED_SITES`] sites. The waits whose stacks
 /// were folded away are added to the drop counter ([`STACK_BOUND_PROBE`],
 /// [`STACK_BOUND_REASON`]), which every report lists. Returns how many sites lost their stacks.
-pub fn bound_sites(r: &mut Recording, max: usize) -> u64 {
+pub(crate) fn bound_sites(r: &mut Recording, max: usize) -> u64 {
     // On-CPU samples keep their `max` most sampled stacks the same way (no drop: a sample's
     // count stays, only its stacks go).
     super::cpu::bound(&mut r.cpu, max);
@@ -300,7 +300,7 @@ pub(super) fn add_syscalls(into: &mut Vec<SyscallStats>, other: &[SyscallStats])
 }
 
 /// A process's scan and table, added as the recording's are.
-pub fn add_process_figures(into: &mut ProcessRecord, other: &ProcessRecord) {
+pub(crate) fn add_process_figures(into: &mut ProcessRecord, other: &ProcessRecord) {
     if let Some(s) = &other.scan {
         add_scan(into.scan.get_or_insert_with(Default::default), s);
     }
@@ -345,7 +345,7 @@ fn add_table(into: &mut TableStats, other: &TableStats) {
 }
 
 /// Adds `count` to the drop counter `probe`/`reason`, a new one if there is none yet.
-pub fn add_drop(into: &mut Vec<DropCount>, probe: &str, reason: &str, count: u64) {
+pub(crate) fn add_drop(into: &mut Vec<DropCount>, probe: &str, reason: &str, count: u64) {
     match into
         .iter_mut()
         .find(|d| d.probe == probe && d.reason == reason)
@@ -362,7 +362,7 @@ pub fn add_drop(into: &mut Vec<DropCount>, probe: &str, reason: &str, count: u64
 /// Adds the steal of a span that follows `into`'s in time: times add; the most-stolen CPU is
 /// that of whichever span lost more on one CPU (a lower bound of the joined span's, which
 /// would need each CPU's times at its ends). Unknown in either span: unknown.
-pub fn add_steal_in_time(into: &mut Option<StealTime>, later: Option<&StealTime>) {
+pub(crate) fn add_steal_in_time(into: &mut Option<StealTime>, later: Option<&StealTime>) {
     *into = match (*into, later.copied()) {
         (Some(a), Some(b)) => {
             let most = if b.max_cpu_steal_ns > a.max_cpu_steal_ns {

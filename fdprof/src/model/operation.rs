@@ -86,7 +86,7 @@ fn of_frame(function: &str) -> Option<Operation> {
 
 /// The operation of a kernel stack given innermost frame first: the innermost frame that is an
 /// fd-table function or an interrupt entry decides.
-pub fn of_stack<'a>(functions: impl IntoIterator<Item = &'a str>) -> Operation {
+pub(crate) fn of_stack<'a>(functions: impl IntoIterator<Item = &'a str>) -> Operation {
     functions
         .into_iter()
         .find_map(of_frame)

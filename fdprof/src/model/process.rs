@@ -7,17 +7,17 @@ use fdprof_recording::recording::{
 
 /// Names the processes the kernel left unnamed (they waited but made no fd syscall) from
 /// `/proc`, those still alive: called as a recording or a live interval is assembled.
-pub fn name_unnamed(rec: &mut Recording) {
+pub(crate) fn name_unnamed(rec: &mut Recording) {
     for p in rec.processes.iter_mut().filter(|p| p.comm.is_empty()) {
         p.comm = crate::collect::counters::comm(p.pid);
     }
 }
 
 /// The shortest container id prefix taken (as `podman ps` and `docker ps` show ids).
-pub const CONTAINER_PREFIX: usize = 12;
+pub(crate) const CONTAINER_PREFIX: usize = 12;
 
 /// `arg` as a container id prefix: 12 to 64 hex digits, lowercased as runtimes print them.
-pub fn container_prefix(arg: &str) -> Result<String, String> {
+pub(crate) fn container_prefix(arg: &str) -> Result<String, String> {
     let id = arg.to_ascii_lowercase();
     if (CONTAINER_PREFIX..=64).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_hexdigit()) {
         Ok(id)
@@ -30,7 +30,7 @@ pub fn container_prefix(arg: &str) -> Result<String, String> {
 }
 
 /// Whether `p` runs in a container whose id starts with `prefix` (see [`container_prefix`]).
-pub fn in_container(p: &ProcessRecord, prefix: &str) -> bool {
+pub(crate) fn in_container(p: &ProcessRecord, prefix: &str) -> bool {
     p.identity
         .container
         .as_ref()
@@ -38,7 +38,7 @@ pub fn in_container(p: &ProcessRecord, prefix: &str) -> bool {
 }
 
 /// Whether `p` runs in cgroup `path` or below it (`path` as `/proc/PID/cgroup` shows it).
-pub fn in_cgroup(p: &ProcessRecord, path: &str) -> bool {
+pub(crate) fn in_cgroup(p: &ProcessRecord, path: &str) -> bool {
     let path = path.trim_end_matches('/');
     p.identity.cgroup.as_deref().is_some_and(|own| {
         path.is_empty() || own == path || own.strip_prefix(path).is_some_and(|r| r.starts_with('/'))
@@ -50,7 +50,7 @@ pub fn in_cgroup(p: &ProcessRecord, path: &str) -> bool {
 /// process). The rest of the figures (functions, drops, costs) are the machine's, kept as they
 /// are; the series, on-CPU samples, trace and counters, which are not per process, are left
 /// out.
-pub fn only(rec: &Recording, keep: impl Fn(&ProcessRecord) -> bool) -> Recording {
+pub(crate) fn only(rec: &Recording, keep: impl Fn(&ProcessRecord) -> bool) -> Recording {
     let processes: Vec<ProcessRecord> = rec.processes.iter().filter(|p| keep(p)).cloned().collect();
     let kept = |pid: u32| processes.iter().any(|p| p.pid == pid);
     let contention: Vec<ContentionSite> = rec

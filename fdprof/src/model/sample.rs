@@ -13,7 +13,7 @@ use crate::collect::Snapshot;
 
 /// The sample of one interval from its delta snapshot. Kernel stacks are symbolized (through
 /// `sym`) only to tell the operation; user stacks are not looked at.
-pub fn of_snapshot(
+pub(crate) fn of_snapshot(
     start_ns: u64,
     duration_ns: u64,
     delta: &Snapshot,
@@ -46,7 +46,7 @@ pub fn of_snapshot(
 
 /// The sample of one interval's recording: what [`of_snapshot`] takes from a snapshot,
 /// taken from the assembled figures.
-pub fn of_recording(rec: &Recording, start_ns: u64) -> Sample {
+pub(crate) fn of_recording(rec: &Recording, start_ns: u64) -> Sample {
     Sample {
         start_ns,
         duration_ns: rec.duration_ns,
@@ -93,7 +93,7 @@ fn syscalls(stats: &[SyscallStats]) -> Vec<SampleSyscall> {
 /// A recording of one sample of `rec`'s series: `rec`'s facts, the sample's figures. Its
 /// contention sites have no stacks and empty histograms, its syscalls no latencies, its drops
 /// one counter (`all`, `total`): what a sample does not keep.
-pub fn as_recording(rec: &Recording, sample: &Sample, last: bool) -> Recording {
+pub(crate) fn as_recording(rec: &Recording, sample: &Sample, last: bool) -> Recording {
     let contention = sample
         .waits
         .iter()

@@ -11,14 +11,14 @@ use super::sample;
 
 /// One interval: its start on the view's clock (ns) and its figures.
 #[derive(Debug, Clone)]
-pub struct Timed {
+pub(crate) struct Timed {
     pub start_ns: u64,
     pub rec: Recording,
 }
 
 /// The intervals added up, in time order: the first one's facts and start, every count and
 /// duration summed, the last one's end reason. `None` when there is none.
-pub fn total(intervals: impl IntoIterator<Item = Recording>) -> Option<Recording> {
+pub(crate) fn total(intervals: impl IntoIterator<Item = Recording>) -> Option<Recording> {
     let mut intervals = intervals.into_iter();
     let mut rec = intervals.next()?;
     for later in intervals {
@@ -34,7 +34,7 @@ pub fn total(intervals: impl IntoIterator<Item = Recording>) -> Option<Recording
 /// per interval. The samples start from the first interval's whole millisecond, which is
 /// what its `started_unix_ms` counts, so that a played-back interval's start is the live
 /// one's to the millisecond.
-pub fn with_series(intervals: Vec<Timed>, interval_ns: u64) -> Option<Recording> {
+pub(crate) fn with_series(intervals: Vec<Timed>, interval_ns: u64) -> Option<Recording> {
     let origin = intervals.first()?.start_ns / 1_000_000 * 1_000_000;
     let samples = intervals
         .iter()

@@ -11,7 +11,7 @@ use anyhow::{Context, Result, bail};
 const MAGIC: u16 = 0xeb9f;
 
 /// Where the running kernel exposes its BTF.
-pub const SYS_FS: &str = "/sys/kernel/btf/vmlinux";
+pub(crate) const SYS_FS: &str = "/sys/kernel/btf/vmlinux";
 
 const KIND_INT: u32 = 1;
 const KIND_ARRAY: u32 = 3;

@@ -17,7 +17,7 @@ use super::{
 
 /// Direct-probe trials for one kernel function.
 #[derive(Debug, Clone, Serialize)]
-pub struct FunctionTrials {
+pub(crate) struct FunctionTrials {
     #[serde(flatten)]
     pub function: FoundFunction,
     pub fentry: Outcome,
@@ -28,7 +28,7 @@ pub struct FunctionTrials {
 
 /// One function role: the functions found and how each can be attached.
 #[derive(Debug, Clone, Serialize)]
-pub struct FunctionRoleReport {
+pub(crate) struct FunctionRoleReport {
     pub role: Role,
     pub candidates: &'static [&'static str],
     pub functions: Vec<FunctionTrials>,
@@ -38,7 +38,7 @@ pub struct FunctionRoleReport {
 
 /// A tracepoint role: each tracepoint tried as classic tracepoint and, where it applies, tp_btf.
 #[derive(Debug, Clone, Serialize)]
-pub struct TracepointTrial {
+pub(crate) struct TracepointTrial {
     pub name: String,
     pub tracepoint: Outcome,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -48,14 +48,14 @@ pub struct TracepointTrial {
 /// How a tracepoint family (the lock-contention or the fd-syscall tracepoints) is attached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum TracepointKind {
+pub(crate) enum TracepointKind {
     TpBtf,
     Tracepoint,
     Unavailable,
 }
 
 impl TracepointKind {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             TracepointKind::TpBtf => "tp_btf",
             TracepointKind::Tracepoint => "tracepoint",
@@ -90,14 +90,14 @@ fn family(trials: &Trials, family: Role) -> (Vec<TracepointTrial>, TracepointKin
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
-pub struct Rlimit {
+pub(crate) struct Rlimit {
     pub soft: u64,
     pub hard: u64,
 }
 
 /// Everything `doctor` reports.
 #[derive(Debug, Clone, Serialize)]
-pub struct Capabilities {
+pub(crate) struct Capabilities {
     /// fdprof's version and the commit it was built from.
     pub fdprof_version: String,
     pub kernel_release: String,
@@ -126,7 +126,7 @@ pub struct Capabilities {
 /// How `record` can name the locks waited for, beyond the target's `file_lock` (by address)
 /// and the first caller below the lock functions (always).
 #[derive(Debug, Clone, Serialize)]
-pub struct LockNaming {
+pub(crate) struct LockNaming {
     /// `mmap_lock` and `siglock` told from the waiting task: their offsets are in BTF.
     pub by_kind: bool,
     /// Static locks by their symbol: kallsyms lists the kernel image's data
@@ -135,7 +135,7 @@ pub struct LockNaming {
 }
 
 /// The running kernel's release, read once: every interval's recording names it.
-pub fn kernel_release() -> String {
+pub(crate) fn kernel_release() -> String {
     static RELEASE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     RELEASE
         .get_or_init(|| {
@@ -146,7 +146,7 @@ pub fn kernel_release() -> String {
         .clone()
 }
 
-pub fn rlimit_nofile() -> Rlimit {
+pub(crate) fn rlimit_nofile() -> Rlimit {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -223,7 +223,7 @@ fn fd_syscalls_mode(trials: &Trials, mode: Mode, tracepoints: &'static str) -> &
 impl Capabilities {
     /// Tries every probe point for real, with the kernel BTF read from `btf_path`. Needs root.
     /// Without usable BTF it still tries what needs none and says what is missing.
-    pub fn detect(btf_path: &Path) -> Result<Self> {
+    pub(crate) fn detect(btf_path: &Path) -> Result<Self> {
         let kallsyms = Kallsyms::load()?;
         let trials = Trials::new(btf_path);
         let mut notes: Vec<String> = super::tracefs::ensure_mounted().into_iter().collect();

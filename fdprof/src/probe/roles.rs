@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{btf::Btf, kallsyms::Kallsyms};
 
-pub use fdprof_common::probes::{Mode, Role};
+pub(crate) use fdprof_common::probes::{Mode, Role};
 
 /// A kernel function role and the names it has had, in order of preference.
 #[derive(Debug, Clone, Copy)]
@@ -18,7 +18,7 @@ pub struct FunctionRole {
 }
 
 /// Function roles, probed directly in the fentry and kprobe modes.
-pub const FUNCTION_ROLES: &[FunctionRole] = &[
+pub(crate) const FUNCTION_ROLES: &[FunctionRole] = &[
     FunctionRole {
         role: Role::Allocate,
         candidates: &["alloc_fd", "__alloc_fd"],
@@ -59,7 +59,7 @@ pub const FUNCTION_ROLES: &[FunctionRole] = &[
 
 /// The fd syscalls' own functions, probed in the fentry and kprobe modes instead of the raw
 /// syscall tracepoints (in the allocator's mode); those missing from a kernel are skipped.
-pub const SYSCALL_ROLE: FunctionRole = FunctionRole {
+pub(crate) const SYSCALL_ROLE: FunctionRole = FunctionRole {
     role: Role::FdSyscalls,
     candidates: &fdprof_common::probes::SYSCALL_FUNCTIONS,
     all_found: true,

@@ -12,7 +12,7 @@ use anyhow::{Context, Result, bail};
 
 /// A function's text: its address and length (up to the next text symbol).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Span {
+pub(crate) struct Span {
     pub addr: u64,
     pub len: u64,
 }
@@ -62,7 +62,7 @@ fn spans(text: &[(u64, &str)], names: &[&str]) -> HashMap<String, Span> {
 
 /// Offsets in `code` (a function's text at address `base`) just past each direct `call` to
 /// `target` (`e8` and a 32-bit displacement).
-pub fn after_calls(code: &[u8], base: u64, target: u64) -> Vec<u64> {
+pub(crate) fn after_calls(code: &[u8], base: u64, target: u64) -> Vec<u64> {
     let mut out = Vec::new();
     for i in 0..code.len().saturating_sub(4) {
         if code[i] != 0xe8 {
@@ -78,14 +78,14 @@ pub fn after_calls(code: &[u8], base: u64, target: u64) -> Vec<u64> {
 }
 
 /// The kernel's memory as `/proc/kcore`'s ELF program headers map it.
-pub struct Kcore {
+pub(crate) struct Kcore {
     file: File,
     /// (virtual address, length, file offset) of each loadable segment.
     segments: Vec<(u64, u64, u64)>,
 }
 
 impl Kcore {
-    pub fn open() -> Result<Self> {
+    pub(crate) fn open() -> Result<Self> {
         let file = File::open("/proc/kcore").context("cannot open /proc/kcore")?;
         let mut header = [0u8; 64];
         file.read_exact_at(&mut header, 0)
@@ -114,7 +114,7 @@ impl Kcore {
     }
 
     /// `len` bytes of kernel memory at `addr`.
-    pub fn read(&self, addr: u64, len: u64) -> Result<Vec<u8>> {
+    pub(crate) fn read(&self, addr: u64, len: u64) -> Result<Vec<u8>> {
         let &(vaddr, _, offset) = self
             .segments
             .iter()
@@ -130,7 +130,7 @@ impl Kcore {
 
 /// Each `function` (and its `.cold` part) with the offsets just past its calls to `callee`,
 /// read from the running kernel; functions without such a call are left out.
-pub fn calls_in(functions: &[&str], callee: &str) -> Result<Vec<(String, Vec<u64>)>> {
+pub(crate) fn calls_in(functions: &[&str], callee: &str) -> Result<Vec<(String, Vec<u64>)>> {
     let kallsyms = crate::procfs::kallsyms()?;
     let text = text_symbols(&kallsyms);
     let target = text

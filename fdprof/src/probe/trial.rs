@@ -17,7 +17,7 @@ use super::object;
 /// The result of one load + attach attempt.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "result", rename_all = "snake_case")]
-pub enum Outcome {
+pub(crate) enum Outcome {
     Works,
     /// The kernel answered with an error at `stage` ("load" or "attach").
     Refused {
@@ -32,12 +32,12 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    pub fn works(&self) -> bool {
+    pub(crate) fn works(&self) -> bool {
         matches!(self, Outcome::Works)
     }
 
     /// A short human form: `works`, `refused at load: EPERM`, `unavailable: …`.
-    pub fn summary(&self) -> String {
+    pub(crate) fn summary(&self) -> String {
         match self {
             Outcome::Works => "works".into(),
             Outcome::Refused {
@@ -52,7 +52,7 @@ impl Outcome {
 }
 
 /// Symbolic name of an errno the BPF syscalls return.
-pub fn errno_name(errno: i32) -> String {
+pub(crate) fn errno_name(errno: i32) -> String {
     let name = match errno {
         libc::EPERM => "EPERM",
         libc::ENOENT => "ENOENT",
@@ -112,12 +112,12 @@ fn failed(stage: &'static str, err: ProgramError) -> Outcome {
 /// Runs trials against one kernel BTF, loading the doctor object afresh for each. Without
 /// usable BTF, the BTF-typed mechanisms (fentry, fexit, tp_btf) are unavailable and the others
 /// are still tried.
-pub struct Trials {
+pub(crate) struct Trials {
     btf: Result<Btf, String>,
 }
 
 impl Trials {
-    pub fn new(btf_path: &std::path::Path) -> Self {
+    pub(crate) fn new(btf_path: &std::path::Path) -> Self {
         let btf = Btf::parse_file(btf_path, aya::Endianness::default())
             .map_err(|_| "needs the kernel's BTF, which is unusable (see BTF above)".to_string());
         Self { btf }
@@ -156,7 +156,7 @@ impl Trials {
         f(program)
     }
 
-    pub fn fentry(&self, function: &str) -> Outcome {
+    pub(crate) fn fentry(&self, function: &str) -> Outcome {
         self.with_typed("fdprof_try_fentry", |p, btf| {
             let p: &mut FEntry = p.try_into().expect("fentry program");
             if let Err(e) = p.load(function, btf) {
@@ -167,7 +167,7 @@ impl Trials {
         })
     }
 
-    pub fn fexit(&self, function: &str) -> Outcome {
+    pub(crate) fn fexit(&self, function: &str) -> Outcome {
         self.with_typed("fdprof_try_fexit", |p, btf| {
             let p: &mut FExit = p.try_into().expect("fexit program");
             if let Err(e) = p.load(function, btf) {
@@ -178,7 +178,7 @@ impl Trials {
         })
     }
 
-    pub fn kprobe(&self, function: &str, ret: bool) -> Outcome {
+    pub(crate) fn kprobe(&self, function: &str, ret: bool) -> Outcome {
         let name = if ret {
             "fdprof_try_kretprobe"
         } else {
@@ -194,7 +194,7 @@ impl Trials {
         })
     }
 
-    pub fn tracepoint(&self, category: &str, name: &str) -> Outcome {
+    pub(crate) fn tracepoint(&self, category: &str, name: &str) -> Outcome {
         self.with_program("fdprof_try_tracepoint", self.btf.as_ref().ok(), |p| {
             let p: &mut TracePoint = p.try_into().expect("tracepoint program");
             if let Err(e) = p.load() {
@@ -205,7 +205,7 @@ impl Trials {
         })
     }
 
-    pub fn tp_btf(&self, name: &str) -> Outcome {
+    pub(crate) fn tp_btf(&self, name: &str) -> Outcome {
         self.with_typed("fdprof_try_tp_btf", |p, btf| {
             let p: &mut BtfTracePoint = p.try_into().expect("tp_btf program");
             if let Err(e) = p.load(name, btf) {
@@ -216,7 +216,7 @@ impl Trials {
         })
     }
 
-    pub fn cpu_clock(&self) -> Outcome {
+    pub(crate) fn cpu_clock(&self) -> Outcome {
         self.with_program("fdprof_try_perf_event", self.btf.as_ref().ok(), |p| {
             let p: &mut PerfEvent = p.try_into().expect("perf_event program");
             if let Err(e) = p.load() {

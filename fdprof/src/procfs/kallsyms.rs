@@ -4,6 +4,6 @@
 use anyhow::{Context, Result};
 
 /// The text of `/proc/kallsyms` now.
-pub fn kallsyms() -> Result<String> {
+pub(crate) fn kallsyms() -> Result<String> {
     std::fs::read_to_string("/proc/kallsyms").context("cannot read /proc/kallsyms")
 }

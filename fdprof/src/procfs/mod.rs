@@ -5,11 +5,11 @@
 mod kallsyms;
 mod task;
 
-pub use kallsyms::kallsyms;
-pub use task::{cgroup, comm, exe, maps, status, tasks};
+pub(crate) use kallsyms::kallsyms;
+pub(crate) use task::{cgroup, comm, exe, maps, status, tasks};
 
 /// The pids of the processes alive now, at most `limit` of them.
-pub fn pids(limit: usize) -> Vec<u32> {
+pub(crate) fn pids(limit: usize) -> Vec<u32> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -22,7 +22,7 @@ pub fn pids(limit: usize) -> Vec<u32> {
 /// The fields of `/proc/PATH/stat` after the command name, the state first (field 3 of
 /// proc(5) is index 0 here). The name may hold spaces and parentheses, so the fields are
 /// counted from its closing parenthesis. `None` when the task is gone.
-pub fn stat_fields(path: &str) -> Option<Vec<String>> {
+pub(crate) fn stat_fields(path: &str) -> Option<Vec<String>> {
     let stat = std::fs::read_to_string(format!("/proc/{path}/stat")).ok()?;
     let rest = &stat[stat.rfind(')')? + 1..];
     Some(rest.split_ascii_whitespace().map(str::to_string).collect())

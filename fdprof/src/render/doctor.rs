@@ -23,7 +23,7 @@ fn tracepoint_lines(out: &mut String, trials: &[TracepointTrial]) {
 }
 
 /// The human-readable report.
-pub fn text(caps: &Capabilities) -> String {
+pub(crate) fn text(caps: &Capabilities) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "fdprof          {}", caps.fdprof_version);
     let _ = writeln!(out, "kernel          {}", caps.kernel_release);

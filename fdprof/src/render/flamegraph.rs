@@ -16,7 +16,7 @@ const MAX_DRAWN: usize = 50_000;
 const LABEL_CHARS: usize = 256;
 
 /// The title drawn at the top of the graph.
-pub fn title(graph: &Folded) -> String {
+pub(crate) fn title(graph: &Folded) -> String {
     let (opts, header) = (&graph.options, &graph.header);
     let what = match (graph.weight, opts.lock) {
         (Weight::Samples, _) => "on-CPU samples",
@@ -180,7 +180,7 @@ fn fitting_shift(total: u128) -> u32 {
 
 /// Two-column folded stacks (`stack old_ns new_ns`, sorted): inferno's differential form of
 /// `new` against `old`.
-pub fn diff_folded(new: &Folded, old: &Folded) -> Result<String> {
+pub(crate) fn diff_folded(new: &Folded, old: &Folded) -> Result<String> {
     if new.stacks.is_empty() {
         return Err(nothing_to_draw(new));
     }
@@ -209,7 +209,7 @@ pub fn diff_folded(new: &Folded, old: &Folded) -> Result<String> {
 
 /// A differential flamegraph: `new`'s waits, each frame coloured by how its wait changed since
 /// `old` (red: more, blue: less, by the same filter).
-pub fn diff_svg(new: &Folded, old: &Folded) -> Result<Vec<u8>> {
+pub(crate) fn diff_svg(new: &Folded, old: &Folded) -> Result<Vec<u8>> {
     let lines = diff_folded(new, old)?;
     let mut options = Options::default();
     options.title = format!("{} — differential", title(new));

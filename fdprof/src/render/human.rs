@@ -8,7 +8,7 @@ use crate::analysis::Histogram;
 const BAR_WIDTH: u64 = 40;
 
 /// A duration in ns as `850 ns`, `12.3 µs`, `4.56 ms`, `1.23 s`.
-pub fn duration(ns: u64) -> String {
+pub(crate) fn duration(ns: u64) -> String {
     if ns < 1_000 {
         return format!("{ns} ns");
     }
@@ -16,7 +16,7 @@ pub fn duration(ns: u64) -> String {
 }
 
 /// Like [`duration`] for a fractional value (an average).
-pub fn duration_f(ns: f64) -> String {
+pub(crate) fn duration_f(ns: f64) -> String {
     if !ns.is_finite() || ns < 0.0 {
         return "-".into();
     }
@@ -52,7 +52,7 @@ fn three_significant(v: f64) -> String {
 }
 
 /// A share (0..=1) as `60.0%`, or `-` when there is none (a share of nothing).
-pub fn percent(share: Option<f64>) -> String {
+pub(crate) fn percent(share: Option<f64>) -> String {
     match share {
         None => "-".into(),
         Some(0.0) => "0%".into(),
@@ -65,7 +65,7 @@ pub fn percent(share: Option<f64>) -> String {
 
 /// The machine's steal over a view, short: `steal 20.0 ms (0.5%)`, or `steal unknown` where
 /// `/proc/stat` was not read.
-pub fn steal(steal: Option<&crate::analysis::Steal>) -> String {
+pub(crate) fn steal(steal: Option<&crate::analysis::Steal>) -> String {
     match steal {
         Some(s) => format!("steal {} ({})", duration(s.steal_ns), percent(s.share)),
         None => "steal unknown".into(),
@@ -73,12 +73,12 @@ pub fn steal(steal: Option<&crate::analysis::Steal>) -> String {
 }
 
 /// An optional quantile, formatted with `fmt`, or `-`.
-pub fn opt(v: Option<u64>, fmt: impl Fn(u64) -> String) -> String {
+pub(crate) fn opt(v: Option<u64>, fmt: impl Fn(u64) -> String) -> String {
     v.map_or_else(|| "-".into(), fmt)
 }
 
 /// `n … p50 … p99 … p999 … max …` for a histogram, values formatted by `fmt`.
-pub fn quantiles_line(h: &Histogram, fmt: impl Fn(u64) -> String) -> String {
+pub(crate) fn quantiles_line(h: &Histogram, fmt: impl Fn(u64) -> String) -> String {
     let Some(max) = h.max else {
         return "no samples".into();
     };
@@ -102,7 +102,7 @@ pub fn quantiles_line(h: &Histogram, fmt: impl Fn(u64) -> String) -> String {
 /// ```
 ///
 /// Each line is indented by `indent` spaces. An empty histogram gives one `(no samples)` line.
-pub fn log2_hist_lines(h: &Histogram, unit: &str, indent: usize) -> Vec<String> {
+pub(crate) fn log2_hist_lines(h: &Histogram, unit: &str, indent: usize) -> Vec<String> {
     let pad = " ".repeat(indent);
     let (Some(first), Some(last)) = (h.buckets.first(), h.buckets.last()) else {
         return vec![format!("{pad}(no samples)")];
@@ -136,7 +136,7 @@ fn slot(low: u64) -> usize {
 }
 
 /// A Unix time in ms as `2026-11-29 19:37:41 UTC`.
-pub fn utc(unix_ms: u64) -> String {
+pub(crate) fn utc(unix_ms: u64) -> String {
     let secs = unix_ms / 1000;
     let days = (secs / 86_400) as i64;
     let rem = secs % 86_400;
@@ -151,7 +151,7 @@ pub fn utc(unix_ms: u64) -> String {
 
 /// A Unix time in ms as `20261129T193741Z` (ISO 8601, basic format): a file name's stamp,
 /// which sorts as the times do.
-pub fn utc_stamp(unix_ms: u64) -> String {
+pub(crate) fn utc_stamp(unix_ms: u64) -> String {
     let secs = unix_ms / 1000;
     let rem = secs % 86_400;
     let (y, m, d) = civil_from_days((secs / 86_400) as i64);
@@ -164,7 +164,7 @@ pub fn utc_stamp(unix_ms: u64) -> String {
 }
 
 /// Days since 1970-01-01 to a proleptic Gregorian (year, month, day).
-pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
+pub(crate) fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);

@@ -1,13 +1,13 @@
 //! Text layout: section titles, aligned `key  value` lines and tables.
 
 /// A blank line and `== title ==`.
-pub fn section(out: &mut Vec<String>, title: &str) {
+pub(crate) fn section(out: &mut Vec<String>, title: &str) {
     out.push(String::new());
     out.push(format!("== {title} =="));
 }
 
 /// `key  value` lines with the values aligned.
-pub fn key_values(kv: &[(String, String)], indent: usize) -> Vec<String> {
+pub(crate) fn key_values(kv: &[(String, String)], indent: usize) -> Vec<String> {
     let width = kv.iter().map(|(k, _)| k.chars().count()).max().unwrap_or(0);
     let pad = " ".repeat(indent);
     kv.iter()
@@ -19,7 +19,7 @@ pub fn key_values(kv: &[(String, String)], indent: usize) -> Vec<String> {
 }
 
 /// A table: the first `text_columns` columns left-aligned, the rest right-aligned.
-pub fn columns(
+pub(crate) fn columns(
     head: &[&str],
     text_columns: usize,
     body: &[Vec<String>],

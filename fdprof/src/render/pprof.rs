@@ -19,7 +19,7 @@ use crate::analysis::{Profile, ProfileFrame, Space, ValueType};
 // The messages of profile.proto that fdprof writes, with their public field numbers.
 
 #[derive(Clone, PartialEq, Message)]
-pub struct PprofProfile {
+pub(crate) struct PprofProfile {
     #[prost(message, repeated, tag = "1")]
     pub sample_type: Vec<PprofValueType>,
     #[prost(message, repeated, tag = "2")]
@@ -47,7 +47,7 @@ pub struct PprofProfile {
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct PprofValueType {
+pub(crate) struct PprofValueType {
     #[prost(int64, tag = "1")]
     pub r#type: i64,
     #[prost(int64, tag = "2")]
@@ -55,7 +55,7 @@ pub struct PprofValueType {
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct PprofSample {
+pub(crate) struct PprofSample {
     #[prost(uint64, repeated, tag = "1")]
     pub location_id: Vec<u64>,
     #[prost(int64, repeated, tag = "2")]
@@ -65,7 +65,7 @@ pub struct PprofSample {
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct PprofLabel {
+pub(crate) struct PprofLabel {
     #[prost(int64, tag = "1")]
     pub key: i64,
     #[prost(int64, tag = "2")]
@@ -73,7 +73,7 @@ pub struct PprofLabel {
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct PprofMapping {
+pub(crate) struct PprofMapping {
     #[prost(uint64, tag = "1")]
     pub id: u64,
     #[prost(int64, tag = "5")]
@@ -83,7 +83,7 @@ pub struct PprofMapping {
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct PprofLocation {
+pub(crate) struct PprofLocation {
     #[prost(uint64, tag = "1")]
     pub id: u64,
     #[prost(uint64, tag = "2")]
@@ -95,13 +95,13 @@ pub struct PprofLocation {
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct PprofLine {
+pub(crate) struct PprofLine {
     #[prost(uint64, tag = "1")]
     pub function_id: u64,
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct PprofFunction {
+pub(crate) struct PprofFunction {
     #[prost(uint64, tag = "1")]
     pub id: u64,
     #[prost(int64, tag = "2")]
@@ -197,7 +197,7 @@ fn locations(
 }
 
 /// The profile message (before encoding), for tests to look into.
-pub fn message(profile: &Profile) -> PprofProfile {
+pub(crate) fn message(profile: &Profile) -> PprofProfile {
     let mut strings = Strings::new();
     let value_type = |t: ValueType, s: &mut Strings| PprofValueType {
         r#type: s.get(t.name()),

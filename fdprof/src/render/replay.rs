@@ -28,7 +28,7 @@ fn check(r: &ModelResult) -> String {
     }
 }
 
-pub fn text(r: &ReplayReport) -> String {
+pub(crate) fn text(r: &ReplayReport) -> String {
     let s = &r.source;
     let mut out = String::new();
     let _ = writeln!(

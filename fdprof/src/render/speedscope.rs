@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::analysis::{Profile, ValueUnit};
 
-pub const SCHEMA: &str = "https://www.speedscope.app/file-format-schema.json";
+pub(crate) const SCHEMA: &str = "https://www.speedscope.app/file-format-schema.json";
 
 #[derive(Serialize)]
 struct File<'a> {

@@ -26,18 +26,18 @@ const TOKEN_MAX: usize = 4096;
 /// Bytes of randomness in a generated token (hex-encoded: 64 characters).
 const TOKEN_RANDOM: usize = 32;
 /// Where a generated token goes when systemd gives no `RUNTIME_DIRECTORY`.
-pub const TOKEN_DIR: &str = "/run/fdprof";
+pub(crate) const TOKEN_DIR: &str = "/run/fdprof";
 
 /// The endpoint anyone may ask: it says only that the daemon runs.
 const OPEN_PATHS: [&str; 1] = ["/healthz"];
 
 /// The daemon's credential.
 #[derive(Clone)]
-pub struct Token(String);
+pub(crate) struct Token(String);
 
 impl Token {
     /// Reads `--token-file`: a regular file owned by root that only root can read.
-    pub fn read(path: &Path) -> Result<Token, String> {
+    pub(crate) fn read(path: &Path) -> Result<Token, String> {
         let text = files::read_text(path, Access::OwnerOnly, TOKEN_MAX as u64)?;
         let token = text.trim();
         if token.len() < TOKEN_MIN {
@@ -53,7 +53,7 @@ impl Token {
     }
 
     /// A new random token (the kernel's `getrandom`).
-    pub fn generate() -> Result<Token, String> {
+    pub(crate) fn generate() -> Result<Token, String> {
         let mut bytes = [0u8; TOKEN_RANDOM];
         // SAFETY: getrandom writes at most `bytes.len()` bytes into the buffer it is given.
         let got = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
@@ -68,7 +68,7 @@ impl Token {
 
     /// Writes it to a file of its own, mode 0600, in a directory only root can change: `dir`
     /// (created 0700 when missing). Returns the file's path.
-    pub fn save(&self, dir: &Path, port: u16) -> Result<PathBuf, String> {
+    pub(crate) fn save(&self, dir: &Path, port: u16) -> Result<PathBuf, String> {
         use std::os::unix::fs::{DirBuilderExt, MetadataExt};
         match std::fs::DirBuilder::new().mode(0o700).create(dir) {
             Ok(()) => {}
@@ -97,7 +97,7 @@ impl Token {
 }
 
 /// What the access check knows: the token, and the host names a request may name.
-pub struct Policy {
+pub(crate) struct Policy {
     token: Token,
     hosts: BTreeSet<String>,
     /// The cookie's name: one per port, as browsers share cookies between a host's ports.
@@ -107,7 +107,7 @@ pub struct Policy {
 
 impl Policy {
     /// `listen` is the address bound (its real port); `extra` the `--allow-host` names.
-    pub fn new(token: Token, listen: SocketAddr, extra: &[String], tls: bool) -> Policy {
+    pub(crate) fn new(token: Token, listen: SocketAddr, extra: &[String], tls: bool) -> Policy {
         let mut hosts: BTreeSet<String> = ["localhost", "127.0.0.1", "[::1]"]
             .into_iter()
             .map(String::from)
@@ -192,7 +192,11 @@ impl Policy {
 }
 
 /// Refuses a request for another host (421) or without the token (401), before any handler.
-pub async fn check(State(policy): State<Arc<Policy>>, request: Request, next: Next) -> Response {
+pub(crate) async fn check(
+    State(policy): State<Arc<Policy>>,
+    request: Request,
+    next: Next,
+) -> Response {
     if !policy.host_allowed(request.headers()) {
         return (
             StatusCode::MISDIRECTED_REQUEST,

@@ -9,20 +9,20 @@ use prometheus_client::registry::Registry;
 use super::state::{Histories, State};
 
 /// What every handler reads.
-pub struct App {
+pub(crate) struct App {
     pub state: Arc<State>,
     pub registry: Registry,
 }
 
 /// A handler's answer: the response, or a status and its one-line reason.
-pub type Reply = Result<Response, (StatusCode, String)>;
+pub(super) type Reply = Result<Response, (StatusCode, String)>;
 
-pub fn bad(message: impl Into<String>) -> (StatusCode, String) {
+pub(super) fn bad(message: impl Into<String>) -> (StatusCode, String) {
     (StatusCode::BAD_REQUEST, message.into() + "\n")
 }
 
 /// 404 for a target name the daemon has no figures of, naming those it has (escaped).
-pub fn unknown_target(h: &Histories, name: &str) -> (StatusCode, String) {
+pub(super) fn unknown_target(h: &Histories, name: &str) -> (StatusCode, String) {
     let names: Vec<String> = h
         .names
         .keys()

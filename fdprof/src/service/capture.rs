@@ -39,7 +39,7 @@ struct Pending {
 }
 
 #[derive(Default)]
-pub struct Recorder {
+pub(crate) struct Recorder {
     /// When each target and trigger last fired a capture (the fired interval's start).
     last: HashMap<(String, Trigger), u64>,
     pending: Vec<Pending>,
@@ -49,7 +49,7 @@ pub struct Recorder {
 impl Recorder {
     /// Checks each target's interval against `settings`' triggers; one that fires (and is past
     /// its rate limit) becomes a pending capture.
-    pub fn check(&mut self, settings: &Capture, figures: &IntervalFigures) {
+    pub(crate) fn check(&mut self, settings: &Capture, figures: &IntervalFigures) {
         let one = figures.names.len() == 1;
         for (name, rec) in &figures.names {
             let fired = fired(settings, rec, figures, one);
@@ -81,7 +81,12 @@ impl Recorder {
 
     /// Starts writing the captures whose last interval has ended by `end_ns` (all of them when
     /// `end_ns` is `None`: the daemon stops), from the intervals `state` keeps.
-    pub fn write_due(&mut self, state: &Arc<State>, end_ns: Option<u64>, interval: Duration) {
+    pub(crate) fn write_due(
+        &mut self,
+        state: &Arc<State>,
+        end_ns: Option<u64>,
+        interval: Duration,
+    ) {
         self.writing.retain(|w| !w.is_finished());
         let (due, waiting) = std::mem::take(&mut self.pending)
             .into_iter()
@@ -112,7 +117,7 @@ impl Recorder {
     }
 
     /// Writes what is pending with the intervals there are, and waits for every write.
-    pub async fn finish(&mut self, state: &Arc<State>, interval: Duration) {
+    pub(crate) async fn finish(&mut self, state: &Arc<State>, interval: Duration) {
         self.write_due(state, None, interval);
         for w in self.writing.drain(..) {
             let _ = w.await;

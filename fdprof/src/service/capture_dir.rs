@@ -21,11 +21,11 @@ const SUFFIX: &str = ".data";
 const TARGET_BYTES: usize = 64;
 /// The largest capture `/captures/NAME` serves (a capture is its window's totals, at most
 /// [`super::config::bounds::SITES`] stacks, plus a small sample per interval: far less).
-pub const SERVE_MAX: u64 = 64 << 20;
+pub(super) const SERVE_MAX: u64 = 64 << 20;
 
 /// Refuses a directory the daemon must not write into as root: missing, not a directory, a
 /// symbolic link, not root's, or writable by group or others. One line, without the path.
-pub fn check(path: &Path) -> Result<(), String> {
+pub(super) fn check(path: &Path) -> Result<(), String> {
     let meta = std::fs::symlink_metadata(path).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => {
             "it does not exist (create it: install -d -m 0700 DIR)".to_string()
@@ -54,7 +54,7 @@ pub fn check(path: &Path) -> Result<(), String> {
 /// A capture's file name: `<UTC time>-<target>-<rule>.data`, the target's bytes outside
 /// `[A-Za-z0-9._-]` (a cgroup path's `/`, control characters, spaces) made `_`, and at most
 /// [`TARGET_BYTES`] of them, so that no name has a path part or a byte a terminal acts on.
-pub fn file_name(stamp: &str, target: &str, rule: &str) -> String {
+pub(super) fn file_name(stamp: &str, target: &str, rule: &str) -> String {
     let mut safe: String = target
         .chars()
         .map(|c| match c {
@@ -72,7 +72,7 @@ pub fn file_name(stamp: &str, target: &str, rule: &str) -> String {
 
 /// Whether `name` is one of [`file_name`]'s: a stamp (`20261203T031200Z`), a dash, then only
 /// safe bytes, ending in `.data`. Anything else in the directory is not the daemon's.
-pub fn is_capture(name: &str) -> bool {
+pub(super) fn is_capture(name: &str) -> bool {
     let b = name.as_bytes();
     b.len() > 17 + SUFFIX.len()
         && b.len() <= 255
@@ -89,14 +89,14 @@ pub fn is_capture(name: &str) -> bool {
 
 /// One capture in the directory, as `/captures` lists it.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct Listed {
+pub(super) struct Listed {
     pub name: String,
     pub bytes: u64,
     pub modified_unix_ms: u64,
 }
 
 /// The captures in `dir` (regular files with a capture's name), oldest first.
-pub fn list(dir: &Path) -> std::io::Result<Vec<Listed>> {
+pub(super) fn list(dir: &Path) -> std::io::Result<Vec<Listed>> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
@@ -131,7 +131,7 @@ pub fn list(dir: &Path) -> std::io::Result<Vec<Listed>> {
 
 /// Writes `data` as `name` in `dir` (mode 0600, whole or not at all), never over a file
 /// that is there: a name taken gets `-2`, `-3`… before its suffix. The path written.
-pub fn write(dir: &Path, name: &str, data: &[u8]) -> anyhow::Result<PathBuf> {
+pub(super) fn write(dir: &Path, name: &str, data: &[u8]) -> anyhow::Result<PathBuf> {
     check(dir).map_err(|why| anyhow::anyhow!("{}: {why}", dir.display()))?;
     let stem = name.strip_suffix(SUFFIX).unwrap_or(name);
     let path = crate::output::unused_path(dir, stem, &SUFFIX[1..])?;
@@ -140,7 +140,7 @@ pub fn write(dir: &Path, name: &str, data: &[u8]) -> anyhow::Result<PathBuf> {
 }
 
 /// Removes the oldest captures until at most `max` are left; the names removed.
-pub fn prune(dir: &Path, max: usize) -> std::io::Result<Vec<String>> {
+pub(super) fn prune(dir: &Path, max: usize) -> std::io::Result<Vec<String>> {
     let listed = list(dir)?;
     let excess = listed.len().saturating_sub(max);
     let mut removed = Vec::new();
@@ -158,7 +158,7 @@ pub fn prune(dir: &Path, max: usize) -> std::io::Result<Vec<String>> {
 
 /// Reads the capture `name` from `dir` for `/captures/NAME`: a capture's name, a regular file
 /// (a link is not followed), at most [`SERVE_MAX`] bytes. `Ok(None)`: no such capture.
-pub fn read(dir: &Path, name: &str) -> Result<Option<Vec<u8>>, String> {
+pub(super) fn read(dir: &Path, name: &str) -> Result<Option<Vec<u8>>, String> {
     if !is_capture(name) {
         return Ok(None);
     }

@@ -13,11 +13,11 @@ use super::capture_dir;
 
 /// Reads the config again (SIGHUP), on a thread of its own; `None` when the daemon has no
 /// config file.
-pub type Reload = Arc<dyn Fn() -> Result<Watch> + Send + Sync>;
+pub(crate) type Reload = Arc<dyn Fn() -> Result<Watch> + Send + Sync>;
 
 /// The processes the daemon profiles.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Targets {
+pub(crate) enum Targets {
     /// These processes, labelled by their comm; one that exits is dropped.
     Pids(Vec<u32>),
     /// Every process with one of these comms, as they start and exit.
@@ -31,7 +31,7 @@ pub enum Targets {
 
 /// What a config file (or the command line) sets; SIGHUP swaps in a new one.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Watch {
+pub(crate) struct Watch {
     pub targets: Targets,
     /// Time between the figures' intervals (and target discovery).
     pub interval: Duration,
@@ -54,7 +54,7 @@ pub struct Watch {
 
 impl Watch {
     /// What it watches, for the log.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let targets = match &self.targets {
             Targets::All => "every process".to_string(),
             Targets::Pids(p) => format!(
@@ -79,7 +79,7 @@ impl Watch {
 
 /// What sets a capture off.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Trigger {
+pub(crate) enum Trigger {
     /// A diagnosis rule fired on the target's interval.
     Rule(Rule),
     /// A `file_lock` wait of the target longer than `--slow`.
@@ -88,14 +88,14 @@ pub enum Trigger {
 
 impl Trigger {
     /// The name `--capture-on`, file names and metrics use.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Trigger::Rule(rule) => rule.name(),
             Trigger::SlowWait => "slow-wait",
         }
     }
 
-    pub fn parse(text: &str) -> Result<Trigger, String> {
+    pub(crate) fn parse(text: &str) -> Result<Trigger, String> {
         if text == Trigger::SlowWait.name() {
             return Ok(Trigger::SlowWait);
         }
@@ -121,7 +121,7 @@ impl Trigger {
 /// `--capture-*`: what fires a capture of the flight recorder (`service::capture`), where it
 /// goes and how many.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Capture {
+pub(crate) struct Capture {
     pub on: Vec<Trigger>,
     pub dir: PathBuf,
     /// Kept before the interval that fired.
@@ -135,14 +135,14 @@ pub struct Capture {
 }
 
 impl Capture {
-    pub const WINDOW: &str = "30s";
-    pub const AFTER: &str = "10s";
-    pub const EVERY: &str = "10m";
-    pub const MAX: usize = 50;
+    pub(crate) const WINDOW: &str = "30s";
+    pub(crate) const AFTER: &str = "10s";
+    pub(crate) const EVERY: &str = "10m";
+    pub(crate) const MAX: usize = 50;
 
     /// Refuses settings the daemon cannot honour at `interval`: a window longer than the
     /// intervals it keeps, or a directory it must not write into. One line.
-    pub fn check(&self, interval: Duration) -> Result<(), String> {
+    pub(crate) fn check(&self, interval: Duration) -> Result<(), String> {
         let kept = interval.saturating_mul(bounds::INTERVALS as u32);
         if self.window + self.after + interval > kept {
             return Err(format!(
@@ -164,7 +164,7 @@ impl Capture {
 
 /// How the daemon runs. `listen` is fixed for its life; `watch` may be reloaded.
 #[derive(Debug, Clone)]
-pub struct Config {
+pub(crate) struct Config {
     pub listen: SocketAddr,
     pub watch: Watch,
     /// `-v`: log every attach, detach and scrape.
@@ -176,7 +176,7 @@ pub struct Config {
 
 /// Who may reach the endpoints, and how many at once. Fixed for the daemon's life.
 #[derive(Debug, Clone)]
-pub struct Http {
+pub(crate) struct Http {
     /// `--token-file`; without it a token is made at start and saved (see `service::access`).
     pub token_file: Option<PathBuf>,
     /// `--allow-host`: more names a request's Host may give.
@@ -189,16 +189,16 @@ pub struct Http {
 
 /// The bounds that keep the daemon's memory flat however long it runs (stated in `--help` and
 /// in the docs); what they turn away is counted as a drop.
-pub mod bounds {
+pub(crate) mod bounds {
     /// Processes followed at once (entries of the programs' target set): `--max-processes`'s
     /// default.
-    pub const PROCESSES: usize = 4096;
+    pub(crate) const PROCESSES: usize = 4096;
     /// The most `--max-processes` may ask for.
-    pub const PROCESSES_MAX: usize = 65536;
+    pub(crate) const PROCESSES_MAX: usize = 65536;
     /// Target names kept (and exported as `target` label values).
-    pub const NAMES: usize = 32;
+    pub(crate) const NAMES: usize = 32;
     /// Intervals kept per name for `?seconds=N` (5 minutes at the default 1 s).
-    pub const INTERVALS: usize = 300;
+    pub(crate) const INTERVALS: usize = 300;
     /// Contention sites kept per name per interval, and in each name's running total.
-    pub const SITES: usize = 128;
+    pub(crate) const SITES: usize = 128;
 }

@@ -18,11 +18,11 @@ use crate::collect::{
 use super::config::{Targets, Watch, bounds};
 use super::log;
 
-pub const PROCESS_BOUND: &str = "process_bound";
-pub const NAME_BOUND: &str = "name_bound";
+pub(super) const PROCESS_BOUND: &str = "process_bound";
+pub(super) const NAME_BOUND: &str = "name_bound";
 
 #[derive(Default)]
-pub struct Followed {
+pub(super) struct Followed {
     /// Target names (label values), in the order first seen: a name's slot is its index.
     pub names: Vec<String>,
     /// pid → slot. Those that left stay until their last figures are read.
@@ -41,7 +41,7 @@ pub struct Followed {
 }
 
 impl Followed {
-    pub fn new(max_processes: usize) -> Self {
+    pub(super) fn new(max_processes: usize) -> Self {
         Self {
             max_processes,
             ..Self::default()
@@ -49,19 +49,19 @@ impl Followed {
     }
 
     /// Processes followed now.
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.members.len() - self.left.len()
     }
 
     /// A new config: pids that exited or were refused may be asked for again.
-    pub fn reloaded(&mut self) {
+    pub(super) fn reloaded(&mut self) {
         self.gone.clear();
         self.refused.clear();
         self.awaited.clear();
     }
 
     /// Members `watch` no longer wants.
-    pub fn unwanted(&self, watch: &Watch) -> Vec<u32> {
+    pub(super) fn unwanted(&self, watch: &Watch) -> Vec<u32> {
         self.members
             .iter()
             .filter(|(pid, _)| !self.left.contains(pid))
@@ -81,7 +81,7 @@ impl Followed {
     }
 
     /// `pid` joined (as `slot`'s); whether it is new.
-    pub fn join(&mut self, pid: u32, slot: u32) -> bool {
+    pub(super) fn join(&mut self, pid: u32, slot: u32) -> bool {
         let left = self.left.remove(&pid);
         if self.members.insert(pid, slot).is_some() && !left {
             return false;
@@ -93,7 +93,7 @@ impl Followed {
         true
     }
 
-    pub fn contains(&self, pid: u32) -> bool {
+    pub(super) fn contains(&self, pid: u32) -> bool {
         self.members.contains_key(&pid) && !self.left.contains(&pid)
     }
 
@@ -102,7 +102,7 @@ impl Followed {
     }
 
     /// The slot of `name`, a new one if there is room.
-    pub fn slot_of(&mut self, name: &str) -> Option<u32> {
+    pub(super) fn slot_of(&mut self, name: &str) -> Option<u32> {
         if let Some(i) = self.names.iter().position(|n| n == name) {
             return Some(i as u32);
         }
@@ -114,7 +114,7 @@ impl Followed {
     }
 
     /// `comms` with their slots, for the kernel to match (names past the bound are counted).
-    pub fn comm_slots(&mut self, comms: &[String]) -> Vec<(String, u32)> {
+    pub(super) fn comm_slots(&mut self, comms: &[String]) -> Vec<(String, u32)> {
         let mut slots = Vec::new();
         for comm in comms {
             match self.slot_of(comm) {
@@ -127,7 +127,7 @@ impl Followed {
 
     /// Adds to `profiler`'s set the processes `watch` names that are not in it: those that
     /// ran before the daemon (with tp_btf, the kernel adds the rest).
-    pub fn discover(&mut self, profiler: &mut Profiler, watch: &Watch) {
+    pub(super) fn discover(&mut self, profiler: &mut Profiler, watch: &Watch) {
         self.refused.retain(|pid, _| target::process_alive(*pid));
         let wanted: Vec<(u32, String, u32)> = match &watch.targets {
             Targets::All => Vec::new(),
@@ -224,7 +224,7 @@ impl Followed {
     /// Brings the members in line with `profiler`'s set: processes the kernel added are taken
     /// on (returned, for their maps to be read), those it removed (they ended, or were renamed
     /// away) leave.
-    pub fn sync(&mut self, profiler: &Profiler, watch: &Watch) -> Vec<u32> {
+    pub(super) fn sync(&mut self, profiler: &Profiler, watch: &Watch) -> Vec<u32> {
         let set = match profiler.targets() {
             Ok(set) => set,
             Err(e) => {
@@ -256,7 +256,7 @@ impl Followed {
     }
 
     /// Every member leaves (the programs are unloaded).
-    pub fn leave_all(&mut self, why: &str, watch: &Watch) {
+    pub(super) fn leave_all(&mut self, why: &str, watch: &Watch) {
         for pid in self.members.keys().copied().collect::<Vec<_>>() {
             self.leave(pid, why, watch);
         }
@@ -279,12 +279,12 @@ impl Followed {
     }
 
     /// The members that left, whose rows go once read.
-    pub fn left(&self) -> Vec<u32> {
+    pub(super) fn left(&self) -> Vec<u32> {
         self.left.iter().copied().collect()
     }
 
     /// Ends an interval: the members that left are forgotten; the pids that remain.
-    pub fn end_interval(&mut self) -> BTreeSet<u32> {
+    pub(super) fn end_interval(&mut self) -> BTreeSet<u32> {
         for pid in std::mem::take(&mut self.left) {
             self.members.remove(&pid);
         }
@@ -293,7 +293,7 @@ impl Followed {
 
     /// Which name's a process is: its slot as it joined, else (it joined and left unseen) the
     /// name it has.
-    pub fn slot_of_pid(&self, pid: u32, comm: &str) -> Option<u32> {
+    pub(super) fn slot_of_pid(&self, pid: u32, comm: &str) -> Option<u32> {
         self.members
             .get(&pid)
             .copied()

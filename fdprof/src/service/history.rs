@@ -18,7 +18,7 @@ use crate::model::{merge, window};
 use super::config::bounds;
 
 /// One interval's figures: each name's and the whole daemon's.
-pub struct IntervalFigures {
+pub(crate) struct IntervalFigures {
     pub index: u64,
     /// Start, since the daemon started.
     pub start_ns: u64,
@@ -30,7 +30,7 @@ pub struct IntervalFigures {
 
 /// One interval of one name (or of the daemon).
 #[derive(Debug, Clone)]
-pub struct Interval {
+pub(crate) struct Interval {
     /// Start, since the daemon started.
     pub start_ns: u64,
     pub rec: Recording,
@@ -96,7 +96,7 @@ impl Stacks {
 
 /// A name's figures so far.
 #[derive(Debug, Clone)]
-pub struct History {
+pub(crate) struct History {
     /// Everything since the daemon started (or since the name first appeared), its sites
     /// bounded to [`bounds::SITES`] (folded, so no count is lost).
     pub total: Recording,
@@ -107,7 +107,7 @@ pub struct History {
 
 impl History {
     /// A history starting from `empty` (no counts, the run's facts).
-    pub fn new(mut empty: Recording) -> Self {
+    pub(crate) fn new(mut empty: Recording) -> Self {
         // No time yet, so no steal: each interval's adds to it.
         empty.steal = Some(Default::default());
         Self {
@@ -118,7 +118,7 @@ impl History {
     }
 
     /// Adds an interval, whose sites are bounded first.
-    pub fn push(&mut self, interval: Interval) {
+    pub(crate) fn push(&mut self, interval: Interval) {
         let Interval { start_ns, mut rec } = interval;
         merge::bound_sites(&mut rec, bounds::SITES);
         merge::add(&mut self.total, &rec);
@@ -169,7 +169,7 @@ impl History {
 
     /// The intervals that end within the last `seconds`, added up: their recording, starting
     /// with the first of them. `None` when no interval is kept yet.
-    pub fn window(&self, seconds: u64) -> Option<Recording> {
+    pub(crate) fn window(&self, seconds: u64) -> Option<Recording> {
         let last = self.recent.back()?;
         let end = last.start_ns + last.rec.duration_ns;
         let since = end.saturating_sub(seconds.saturating_mul(1_000_000_000));
@@ -184,7 +184,7 @@ impl History {
     }
 
     /// The kept intervals that overlap `[from_ns, until_ns)`, whole, oldest first: a capture's.
-    pub fn between(&self, from_ns: u64, until_ns: u64) -> Vec<window::Timed> {
+    pub(crate) fn between(&self, from_ns: u64, until_ns: u64) -> Vec<window::Timed> {
         self.recent
             .iter()
             .filter(|k| k.start_ns + k.rec.duration_ns > from_ns && k.start_ns < until_ns)
@@ -196,7 +196,7 @@ impl History {
     }
 
     /// The seconds of figures [`History::window`] can give at most.
-    pub fn kept_seconds(&self) -> u64 {
+    pub(crate) fn kept_seconds(&self) -> u64 {
         let ns: u64 = self.recent.iter().map(|kept| kept.rec.duration_ns).sum();
         ns.div_ceil(1_000_000_000)
     }

@@ -31,7 +31,7 @@ use super::state::{State, Streamed};
 use super::{log, page, profiles};
 
 /// The endpoints behind the access check ([`super::access`]), every request logged with `-v`.
-pub fn router(app: Arc<App>, policy: Arc<access::Policy>) -> Router {
+pub(crate) fn router(app: Arc<App>, policy: Arc<access::Policy>) -> Router {
     Router::new()
         .route("/", get(page::index))
         .route("/static/page.css", get(page::css))

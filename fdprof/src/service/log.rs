@@ -7,7 +7,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 static VERBOSE: AtomicBool = AtomicBool::new(false);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Level {
+pub(crate) enum Level {
     Debug,
     Info,
     Warn,
@@ -26,11 +26,11 @@ impl Level {
 }
 
 /// `-v`: debug lines too.
-pub fn set_verbose(on: bool) {
+pub(crate) fn set_verbose(on: bool) {
     VERBOSE.store(on, Ordering::Relaxed);
 }
 
-pub fn log(level: Level, message: &str) {
+pub(crate) fn log(level: Level, message: &str) {
     if level == Level::Debug && !VERBOSE.load(Ordering::Relaxed) {
         return;
     }
@@ -42,16 +42,16 @@ pub fn log(level: Level, message: &str) {
     eprintln!("{}", crate::escape::name(&line));
 }
 
-pub fn debug(message: &str) {
+pub(crate) fn debug(message: &str) {
     log(Level::Debug, message);
 }
-pub fn info(message: &str) {
+pub(crate) fn info(message: &str) {
     log(Level::Info, message);
 }
-pub fn warn(message: &str) {
+pub(crate) fn warn(message: &str) {
     log(Level::Warn, message);
 }
-pub fn error(message: &str) {
+pub(crate) fn error(message: &str) {
     log(Level::Error, message);
 }
 

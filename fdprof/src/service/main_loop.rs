@@ -24,7 +24,7 @@ use super::watcher::{self, Watcher};
 const RELOAD_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The signals the loop answers.
-pub struct Signals {
+pub(super) struct Signals {
     hup: Signal,
     term: Signal,
     int: Signal,
@@ -32,7 +32,7 @@ pub struct Signals {
 
 impl Signals {
     /// Handlers for SIGHUP, SIGTERM and SIGINT: from now on they no longer end the process.
-    pub fn new() -> Result<Self> {
+    pub(super) fn new() -> Result<Self> {
         Ok(Self {
             hup: signal(SignalKind::hangup())?,
             term: signal(SignalKind::terminate())?,
@@ -56,7 +56,7 @@ struct Reading {
 
 /// Runs until SIGTERM or SIGINT; everything is detached and the pending captures are written
 /// when it returns.
-pub async fn run(
+pub(super) async fn run(
     watcher: Watcher,
     state: Arc<State>,
     mut signals: Signals,

@@ -12,7 +12,7 @@ use super::server::Counters;
 use super::state::State;
 
 /// The registry `/metrics` encodes, read from `state` and `counters` at each scrape.
-pub fn registry(state: Arc<State>, counters: Arc<Counters>) -> Registry {
+pub(super) fn registry(state: Arc<State>, counters: Arc<Counters>) -> Registry {
     // The totals change once an interval: scrapes in between (several Prometheus servers,
     // a person with curl) reuse the figures.
     let cache: Mutex<Option<(u64, Exposition)>> = Default::default();

@@ -4,24 +4,24 @@
 //! ([`http`]) that serve those figures: Prometheus metrics, reports, flamegraphs and a stream.
 //! SIGHUP reloads the config; SIGTERM and SIGINT detach everything and end it.
 
-pub mod access;
+pub(crate) mod access;
 mod app;
-pub mod capture;
+pub(crate) mod capture;
 mod capture_dir;
-pub mod config;
-pub mod files;
+pub(crate) mod config;
+pub(crate) mod files;
 mod followed;
-pub mod history;
-pub mod http;
-pub mod log;
+pub(crate) mod history;
+pub(crate) mod http;
+pub(crate) mod log;
 mod main_loop;
 mod metrics;
 mod page;
 mod profiles;
-pub mod server;
-pub mod state;
-pub mod tls;
-pub mod watcher;
+pub(crate) mod server;
+pub(crate) mod state;
+pub(crate) mod tls;
+pub(crate) mod watcher;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -49,7 +49,7 @@ const HANDLED: [libc::c_int; 3] = [libc::SIGHUP, libc::SIGTERM, libc::SIGINT];
 /// would kill the daemon during its start (reading kallsyms takes a while), so a SIGHUP sent
 /// right after start would end it and a SIGTERM would not exit 0. Call it before any thread is
 /// started: threads inherit the mask, and [`run`] unblocks only the thread that serves.
-pub fn hold_signals() {
+pub(crate) fn hold_signals() {
     set_signal_mask(libc::SIG_BLOCK);
 }
 
@@ -67,7 +67,7 @@ fn set_signal_mask(how: libc::c_int) {
 }
 
 /// Serves until SIGTERM or SIGINT; everything is detached when it returns.
-pub fn run(
+pub(crate) fn run(
     config: Config,
     kernel: Kernel,
     kernel_syms: KernelSymbols,

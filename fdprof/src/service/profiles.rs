@@ -27,7 +27,7 @@ use crate::render;
 
 /// The longest `seconds` a request may wait for (Go's own bound for a CPU profile is the
 /// server's write timeout; this one is an hour).
-pub const MAX_SECONDS: u64 = 3600;
+pub(super) const MAX_SECONDS: u64 = 3600;
 
 /// What a profile request asks for.
 #[derive(Debug, Deserialize)]

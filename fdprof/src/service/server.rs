@@ -29,25 +29,25 @@ use tower::ServiceExt;
 use super::log;
 
 /// Time from a connection's start to its first whole request header (TLS handshake included).
-pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// Time a kept-alive connection may wait for its next request: longer than Prometheus' default
 /// 15 s scrape interval, so a scraper keeps its connection.
-pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 /// The largest request head read (hyper's smallest allowed buffer is 8 KiB).
 const HEAD_MAX: usize = 16 * 1024;
 /// Open-descriptor room kept for the profiler (its /proc reads, programs, maps) beyond the
 /// connections.
-pub const FD_RESERVE: u64 = 1024;
+pub(crate) const FD_RESERVE: u64 = 1024;
 /// The default and largest `--max-connections`.
-pub const MAX_CONNECTIONS: usize = 256;
-pub const MAX_CONNECTIONS_LIMIT: usize = 4096;
+pub(crate) const MAX_CONNECTIONS: usize = 256;
+pub(crate) const MAX_CONNECTIONS_LIMIT: usize = 4096;
 const WARN_EVERY: Duration = Duration::from_secs(60);
 /// Time a stopping daemon gives its connections to finish the answers they are sending.
 const DRAIN: Duration = Duration::from_secs(2);
 
 /// Why a connection was refused or closed by the server, not by its client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
+pub(crate) enum Refusal {
     /// At `--max-connections`: the new one, or an idle one to make room for it.
     Limit,
     /// No whole request within [`HEADER_TIMEOUT`].
@@ -56,7 +56,7 @@ pub enum Refusal {
 
 /// What `/metrics` shows of the server.
 #[derive(Debug, Default)]
-pub struct Counters {
+pub(crate) struct Counters {
     pub open: AtomicUsize,
     pub refused_limit: AtomicU64,
     pub refused_timeout: AtomicU64,
@@ -73,7 +73,7 @@ impl Counters {
         .fetch_add(1, Ordering::Relaxed);
     }
 
-    pub fn figures(&self) -> crate::render::metrics::HttpFigures {
+    pub(crate) fn figures(&self) -> crate::render::metrics::HttpFigures {
         crate::render::metrics::HttpFigures {
             open: self.open.load(Ordering::Relaxed) as u64,
             refused_limit: self.refused_limit.load(Ordering::Relaxed),
@@ -193,7 +193,7 @@ impl Slots {
     }
 }
 
-pub struct Server {
+pub(crate) struct Server {
     pub listener: TcpListener,
     pub router: Router,
     pub tls: Option<TlsAcceptor>,
@@ -203,7 +203,7 @@ pub struct Server {
 
 impl Server {
     /// Serves until `stop` turns true, then gives the answers being sent [`DRAIN`] to finish.
-    pub async fn run(self, mut stop: watch::Receiver<bool>) {
+    pub(crate) async fn run(self, mut stop: watch::Receiver<bool>) {
         let slots: Arc<Mutex<Slots>> = Default::default();
         let mut tasks = tokio::task::JoinSet::new();
         let mut report = tokio::time::interval(WARN_EVERY);
@@ -363,7 +363,7 @@ where
 
 /// Raises the soft `RLIMIT_NOFILE` to the hard one and checks that `max` connections leave the
 /// profiler [`FD_RESERVE`] descriptors; the error says what to lower.
-pub fn reserve_descriptors(max: usize) -> Result<(), String> {
+pub(crate) fn reserve_descriptors(max: usize) -> Result<(), String> {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,

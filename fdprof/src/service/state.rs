@@ -17,7 +17,7 @@ use super::history::{History, Interval, IntervalFigures};
 /// Intervals the SSE stream buffers for a slow reader before it skips ahead.
 const STREAM_BUFFER: usize = 16;
 
-pub struct Histories {
+pub(crate) struct Histories {
     /// By target name.
     pub names: BTreeMap<String, History>,
     /// Every name together, plus what only the daemon has (its drops, its CPU).
@@ -29,7 +29,7 @@ pub struct Histories {
     pub intervals: u64,
 }
 
-pub struct State {
+pub(crate) struct State {
     histories: RwLock<Histories>,
     /// Each interval's figures and each capture as JSON, one SSE event each.
     stream: broadcast::Sender<Streamed>,
@@ -38,14 +38,14 @@ pub struct State {
 
 /// One SSE event's JSON.
 #[derive(Debug, Clone)]
-pub enum Streamed {
+pub(crate) enum Streamed {
     Interval(Arc<str>),
     Capture(Arc<str>),
 }
 
 /// What the `capture` SSE event and the log say of a capture written.
 #[derive(Debug, Clone, Serialize)]
-pub struct Written {
+pub(crate) struct Written {
     pub name: String,
     pub path: String,
     pub target: String,
@@ -67,7 +67,7 @@ struct Captures {
 }
 
 impl State {
-    pub fn new(daemon: Recording, interval: Duration) -> Arc<Self> {
+    pub(crate) fn new(daemon: Recording, interval: Duration) -> Arc<Self> {
         Arc::new(Self {
             histories: RwLock::new(Histories {
                 names: BTreeMap::new(),
@@ -81,11 +81,11 @@ impl State {
         })
     }
 
-    pub fn read(&self) -> RwLockReadGuard<'_, Histories> {
+    pub(crate) fn read(&self) -> RwLockReadGuard<'_, Histories> {
         self.histories.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub fn subscribe(&self) -> broadcast::Receiver<Streamed> {
+    pub(crate) fn subscribe(&self) -> broadcast::Receiver<Streamed> {
         self.stream.subscribe()
     }
 
@@ -94,16 +94,16 @@ impl State {
     }
 
     /// Where captures go now (`None`: no `--capture-dir`).
-    pub fn set_capture_dir(&self, dir: Option<PathBuf>) {
+    pub(crate) fn set_capture_dir(&self, dir: Option<PathBuf>) {
         self.captures().dir = dir;
     }
 
-    pub fn capture_dir(&self) -> Option<PathBuf> {
+    pub(crate) fn capture_dir(&self) -> Option<PathBuf> {
         self.captures().dir.clone()
     }
 
     /// Counts a capture written and tells the stream.
-    pub fn capture_written(&self, written: Written) {
+    pub(crate) fn capture_written(&self, written: Written) {
         *self
             .captures()
             .written
@@ -114,17 +114,17 @@ impl State {
         }
     }
 
-    pub fn capture_failed(&self) {
+    pub(crate) fn capture_failed(&self) {
         self.captures().failed += 1;
     }
 
     /// The captures that failed since the last call: a drop of the next interval.
-    pub fn take_capture_failures(&self) -> u64 {
+    pub(crate) fn take_capture_failures(&self) -> u64 {
         std::mem::take(&mut self.captures().failed)
     }
 
     /// Captures written so far, by target and rule.
-    pub fn capture_counts(&self) -> Vec<(String, &'static str, u64)> {
+    pub(crate) fn capture_counts(&self) -> Vec<(String, &'static str, u64)> {
         self.captures()
             .written
             .iter()
@@ -134,7 +134,7 @@ impl State {
 
     /// Adds an interval's figures; `empty` gives the recording a new name's history starts
     /// from. Sends the daemon's interval to the stream.
-    pub fn push(
+    pub(crate) fn push(
         &self,
         figures: IntervalFigures,
         attached: usize,

@@ -14,7 +14,7 @@ const PEM_MAX: u64 = 1 << 20;
 
 /// A TLS acceptor for the PEM certificate chain at `cert` and the key at `key`; a key must be
 /// root's alone. The error is one line naming the file.
-pub fn acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, String> {
+pub(crate) fn acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, String> {
     let read = |path: &Path, access| {
         files::read_text(path, access, PEM_MAX)
             .map_err(|e| format!("bad TLS file {}: {e}", path.display()))

@@ -40,15 +40,15 @@ use super::history::IntervalFigures;
 use super::log;
 
 /// The name of the one target of `-a`.
-pub const ALL: &str = "all";
+pub(crate) const ALL: &str = "all";
 /// The drop counters of what the daemon's bounds turn away (probe `daemon`).
-pub const DAEMON_PROBE: &str = "daemon";
-pub const ATTACH_FAILED: &str = "attach_failed";
+pub(crate) const DAEMON_PROBE: &str = "daemon";
+pub(crate) const ATTACH_FAILED: &str = "attach_failed";
 /// A capture (`--capture-on`) that could not be written.
-pub const CAPTURE_FAILED: &str = "capture_failed";
+pub(crate) const CAPTURE_FAILED: &str = "capture_failed";
 /// Events an interval carries at most (the rest are counted as dropped).
-pub const EVENTS: usize = 1000;
-pub const EVENT_BOUND: &str = "event_bound";
+pub(crate) const EVENTS: usize = 1000;
+pub(crate) const EVENT_BOUND: &str = "event_bound";
 
 /// The loaded programs on the live stage, and what was fixed when they loaded.
 struct Loaded {
@@ -81,7 +81,7 @@ impl Settings {
     }
 }
 
-pub struct Watcher {
+pub(crate) struct Watcher {
     kernel: Kernel,
     /// The symbolizers while no programs are loaded: they move onto the stage at load, and
     /// back at unload.
@@ -110,7 +110,7 @@ pub struct Watcher {
 }
 
 impl Watcher {
-    pub fn new(
+    pub(crate) fn new(
         kernel: Kernel,
         kernel_syms: KernelSymbols,
         watch: Watch,
@@ -151,12 +151,12 @@ impl Watcher {
         }
     }
 
-    pub fn watch(&self) -> &Watch {
+    pub(crate) fn watch(&self) -> &Watch {
         &self.watch
     }
 
     /// Processes followed now (under `-a`, 1 while the programs are loaded).
-    pub fn attached(&self) -> usize {
+    pub(crate) fn attached(&self) -> usize {
         match &self.stage {
             None => 0,
             Some(s) if s.settings.all => 1,
@@ -168,7 +168,7 @@ impl Watcher {
     /// into the next interval); new ones join at the next [`Watcher::discover`]. Settings fixed
     /// at load (`-a`, `--mode`, `--lock-only`, the slow-wait threshold, `--latency`, `--cpu`) load
     /// the programs anew.
-    pub fn reload(&mut self, watch: Watch) {
+    pub(crate) fn reload(&mut self, watch: Watch) {
         let reload = self
             .stage
             .as_ref()
@@ -195,7 +195,7 @@ impl Watcher {
     /// come, the maps of processes that start) until a batch of processes joined (in the
     /// kernel) or started, which [`Watcher::started`] takes on; never ready while nothing is
     /// loaded. Cancel-safe.
-    pub async fn next(&mut self) -> StartBatch {
+    pub(crate) async fn next(&mut self) -> StartBatch {
         loop {
             let Some(loaded) = self.stage.as_mut() else {
                 return std::future::pending().await;
@@ -213,7 +213,7 @@ impl Watcher {
 
     /// Takes on the processes of `batch` (their maps already read): members from now on, named
     /// in the log.
-    pub fn started(&mut self, batch: StartBatch) {
+    pub(crate) fn started(&mut self, batch: StartBatch) {
         let all = self.stage.as_ref().is_some_and(|s| s.settings.all);
         for start in &batch.starts {
             if !all && !self.followed.contains(start.pid) {
@@ -342,7 +342,7 @@ impl Watcher {
 
     /// Loads the programs if needed and adds the processes the targets name that are not
     /// followed yet.
-    pub fn discover(&mut self) {
+    pub(crate) fn discover(&mut self) {
         self.load();
         if let Some(stage) = self.stage.as_mut()
             && !stage.settings.all
@@ -365,7 +365,7 @@ impl Watcher {
 
     /// Ends an interval: the figures of every process followed, narrowed to each name, and
     /// the daemon's. The rows of processes that left are deleted once read.
-    pub fn interval(&mut self) -> IntervalFigures {
+    pub(crate) fn interval(&mut self) -> IntervalFigures {
         self.sync();
         let mut whole = self.finished.take();
         let target = self.target();
@@ -525,13 +525,13 @@ impl Watcher {
     }
 
     /// The empty recording a name's history starts from; `None`: the daemon's own.
-    pub fn empty_history(&self, name: Option<&str>) -> Recording {
+    pub(crate) fn empty_history(&self, name: Option<&str>) -> Recording {
         let name = name.map_or_else(|| self.daemon_name(), str::to_string);
         self.empty(&name, Duration::ZERO, Duration::ZERO)
     }
 
     /// Unloads everything (SIGTERM, SIGINT): nothing stays loaded.
-    pub fn shutdown(&mut self) {
+    pub(crate) fn shutdown(&mut self) {
         self.unload("the daemon stops");
         self.finished = None;
     }

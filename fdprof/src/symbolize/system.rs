@@ -24,13 +24,13 @@ use std::time::{Duration, Instant};
 use super::UserSymbolizer;
 
 /// Live processes followed at most.
-pub const MAX_PROCESSES: usize = 4096;
+pub(crate) const MAX_PROCESSES: usize = 4096;
 
 /// Snapshots taken at most over a recording (processes come and go, exec).
-pub const MAX_SNAPSHOTS: usize = 16384;
+pub(crate) const MAX_SNAPSHOTS: usize = 16384;
 
 /// Starts snapshotted at most per second.
-pub const MAX_STARTS_PER_SECOND: usize = 500;
+pub(crate) const MAX_STARTS_PER_SECOND: usize = 500;
 
 /// What the starts came to over a recording.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]

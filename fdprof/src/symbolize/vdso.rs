@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 /// fdprof's own vDSO image.
 #[derive(Debug)]
-pub struct Vdso {
+pub(super) struct Vdso {
     file: File,
     /// The image's length: a process whose `[vdso]` mapping has another length (another ABI)
     /// maps another image.
@@ -19,7 +19,7 @@ pub struct Vdso {
 
 impl Vdso {
     /// A copy of the image this process maps; `None` when there is none or it cannot be read.
-    pub fn own() -> Option<Self> {
+    pub(super) fn own() -> Option<Self> {
         // SAFETY: no preconditions; 0 when the kernel passed no vDSO.
         let base = unsafe { libc::getauxval(libc::AT_SYSINFO_EHDR) };
         if base == 0 {
@@ -41,12 +41,12 @@ impl Vdso {
     }
 
     /// Where blazesym reads the image.
-    pub fn path(&self) -> PathBuf {
+    pub(super) fn path(&self) -> PathBuf {
         PathBuf::from(format!("/proc/self/fd/{}", self.file.as_raw_fd()))
     }
 
     /// The open image, to keep readable through [`Vdso::path`].
-    pub fn into_file(self) -> File {
+    pub(super) fn into_file(self) -> File {
         self.file
     }
 }

@@ -27,7 +27,7 @@ use crate::error::{EXIT_USAGE, fatal};
 
 /// Why the screen closed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exit {
+pub(crate) enum Exit {
     /// `q` or Ctrl-C.
     Quit,
     /// The sender of updates was dropped: the feed ended.
@@ -40,7 +40,7 @@ pub enum Exit {
 /// `on_action` hears what the collector must do: start its cumulative report anew (`r`),
 /// write the intervals it keeps (`w`). `playing` is the recording played back, if it is one.
 /// Must run inside a tokio runtime (crossterm's event stream).
-pub async fn run(
+pub(crate) async fn run(
     updates: Receiver<Update>,
     playing: Option<String>,
     on_action: impl FnMut(Action),
@@ -68,7 +68,7 @@ pub async fn run(
 /// The loop itself over any backend and any source of terminal events, so tests drive it on
 /// ratatui's `TestBackend`. Draws first, then after every key, resize and update, and when a
 /// notice goes.
-pub async fn drive<B, I>(
+pub(crate) async fn drive<B, I>(
     terminal: &mut Terminal<B>,
     mut input: I,
     mut updates: Receiver<Update>,

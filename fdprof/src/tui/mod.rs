@@ -6,9 +6,9 @@
 //! `analysis` (one [`Report`] per interval and one cumulative); the screen only chooses,
 //! orders and formats them.
 
-pub mod app;
-pub mod draw;
-pub mod state;
+pub(crate) mod app;
+pub(crate) mod draw;
+pub(crate) mod state;
 
 #[cfg(test)]
 mod tests;
@@ -17,8 +17,8 @@ mod tests;
 use crate::analysis::Event;
 use crate::analysis::{Interval, Report};
 
-pub use app::{Exit, run};
-pub use state::Action;
+pub(crate) use app::{Exit, run};
+pub(crate) use state::Action;
 
 /// What the collector sends the screen.
 #[derive(Debug, Clone)]
@@ -26,7 +26,7 @@ pub use state::Action;
     clippy::large_enum_variant,
     reason = "one interval a second: moving a few kilobytes is nothing, boxing is noise"
 )]
-pub enum Update {
+pub(crate) enum Update {
     /// One interval, with the report over every interval since the start (or the last reset
     /// the collector heard of). Events in `interval.events` go to the events pane too: send
     /// each event once, here or (the tests) as `Update::Event`.

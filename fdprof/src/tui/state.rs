@@ -12,15 +12,15 @@ use crate::analysis::{Event, Interval, Report};
 use super::Update;
 
 /// Intervals of `file_lock` wait kept for the sparkline.
-pub const HISTORY: usize = 60;
+pub(crate) const HISTORY: usize = 60;
 /// Events kept for the events pane, newest last.
-pub const EVENTS: usize = 200;
+pub(crate) const EVENTS: usize = 200;
 /// How long a notice stays up when no key comes.
-pub const NOTICE: Duration = Duration::from_secs(5);
+pub(crate) const NOTICE: Duration = Duration::from_secs(5);
 
 /// What the key asks of the loop beyond changing the state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
+pub(crate) enum Action {
     /// Nothing beyond the state: redraw.
     Continue,
     /// Leave the screen now.
@@ -34,7 +34,7 @@ pub enum Action {
 
 /// The pane that scrolls with Up/Down.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Pane {
+pub(crate) enum Pane {
     Contention,
     Stacks,
     Fd,
@@ -44,7 +44,7 @@ pub enum Pane {
 }
 
 impl Pane {
-    pub const ALL: [Pane; 5] = [
+    pub(crate) const ALL: [Pane; 5] = [
         Pane::Contention,
         Pane::Stacks,
         Pane::Fd,
@@ -69,7 +69,7 @@ impl Pane {
 
 /// How the stacks pane is ordered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SortColumn {
+pub(crate) enum SortColumn {
     TotalWait,
     Count,
     Max,
@@ -84,7 +84,7 @@ impl SortColumn {
         }
     }
 
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             SortColumn::TotalWait => "total wait",
             SortColumn::Count => "count",
@@ -96,7 +96,7 @@ impl SortColumn {
 /// How the processes pane is ordered: the two rankings the report's per-process figures
 /// answer (whose fd table is contended, whose allocator scans far).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProcessOrder {
+pub(crate) enum ProcessOrder {
     FileLockWait,
     ScanWork,
 }
@@ -109,7 +109,7 @@ impl ProcessOrder {
         }
     }
 
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             ProcessOrder::FileLockWait => "file_lock wait",
             ProcessOrder::ScanWork => "scan work",
@@ -119,7 +119,7 @@ impl ProcessOrder {
 
 /// Which report the panes show.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum View {
+pub(crate) enum View {
     /// The last interval.
     Interval,
     /// Every interval since the start or the last reset.
@@ -128,14 +128,14 @@ pub enum View {
 
 /// `file_lock` wait in one interval, for the sparkline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct WaitSample {
+pub(crate) struct WaitSample {
     pub file_lock_wait_ns: u64,
     pub duration_ns: u64,
 }
 
 /// What `w` came to, shown in the header until the next key or for [`NOTICE`].
 #[derive(Debug, Clone)]
-pub struct Notice {
+pub(crate) struct Notice {
     /// The path written, or why nothing was.
     pub saved: Result<String, String>,
     pub at: Instant,
@@ -143,7 +143,7 @@ pub struct Notice {
 
 /// What arrived from the collector. Paused, the screen shows a copy frozen at the pause.
 #[derive(Debug, Clone, Default)]
-pub struct Feed {
+pub(crate) struct Feed {
     pub interval: Option<Interval>,
     /// `None` before the first interval and after a reset until the collector's next one.
     pub cumulative: Option<Report>,
@@ -154,7 +154,7 @@ pub struct Feed {
 
 /// The whole screen's state.
 #[derive(Debug, Clone)]
-pub struct State {
+pub(crate) struct State {
     live: Feed,
     frozen: Option<Feed>,
     pub help: bool,
@@ -203,30 +203,30 @@ impl Default for State {
 
 impl State {
     /// A screen of a live view, or of the recording `playing` played back.
-    pub fn new(playing: Option<String>) -> Self {
+    pub(crate) fn new(playing: Option<String>) -> Self {
         State {
             playing,
             ..State::default()
         }
     }
 
-    pub fn paused(&self) -> bool {
+    pub(crate) fn paused(&self) -> bool {
         self.frozen.is_some()
     }
 
     /// What the panes draw: the live feed, or its copy from the moment of the pause.
-    pub fn shown(&self) -> &Feed {
+    pub(crate) fn shown(&self) -> &Feed {
         self.frozen.as_ref().unwrap_or(&self.live)
     }
 
     /// What arrived, paused or not.
     #[cfg(test)]
-    pub fn live(&self) -> &Feed {
+    pub(crate) fn live(&self) -> &Feed {
         &self.live
     }
 
     /// The report of the current view, with the duration it covers (ns).
-    pub fn report(&self) -> Option<(&Report, u64)> {
+    pub(crate) fn report(&self) -> Option<(&Report, u64)> {
         let feed = self.shown();
         match self.view {
             View::Interval => feed.interval.as_ref().map(|i| (&i.report, i.duration_ns)),
@@ -236,7 +236,7 @@ impl State {
 
     /// Whether the session's figures are per process (`top -a`, `top -p A -p B`): then the
     /// processes pane shows.
-    pub fn system_wide(&self) -> bool {
+    pub(crate) fn system_wide(&self) -> bool {
         self.live
             .interval
             .as_ref()
@@ -244,7 +244,7 @@ impl State {
     }
 
     /// The panes on screen, in [`Pane::ALL`] order.
-    pub fn panes(&self) -> Vec<Pane> {
+    pub(crate) fn panes(&self) -> Vec<Pane> {
         let all = self.system_wide();
         Pane::ALL
             .into_iter()
@@ -262,11 +262,11 @@ impl State {
         next
     }
 
-    pub fn scroll(&self, pane: Pane) -> u16 {
+    pub(crate) fn scroll(&self, pane: Pane) -> u16 {
         self.scroll[pane.index()]
     }
 
-    pub fn on_update(&mut self, update: Update) {
+    pub(crate) fn on_update(&mut self, update: Update) {
         let feed = &mut self.live;
         match update {
             Update::Interval {
@@ -300,7 +300,7 @@ impl State {
     }
 
     /// When the notice goes, if one is up.
-    pub fn notice_until(&self) -> Option<Instant> {
+    pub(crate) fn notice_until(&self) -> Option<Instant> {
         self.notice.as_ref().map(|n| n.at + NOTICE)
     }
 
@@ -308,7 +308,7 @@ impl State {
     /// `p`/space pause, `?` help, `s` sort, `o` order processes, `g` group them by container,
     /// Tab/arrows panes and scrolling, `r` reset, `z` interval/cumulative, `/` stack filter,
     /// `w` write the intervals kept. Any key takes the notice down.
-    pub fn on_key(&mut self, key: KeyEvent) -> Action {
+    pub(crate) fn on_key(&mut self, key: KeyEvent) -> Action {
         if key.kind == KeyEventKind::Release {
             return Action::Continue;
         }

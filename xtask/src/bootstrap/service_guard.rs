@@ -27,12 +27,12 @@ const PACKAGED_SERVICES: &[(&str, &str)] = &[
 
 /// While alive, `/usr/sbin/policy-rc.d` forbids every service start. Dropping it (also on a
 /// panic) restores what was there before.
-pub struct NoServiceStarts {
+pub(super) struct NoServiceStarts {
     restored: bool,
 }
 
 impl NoServiceStarts {
-    pub fn install() -> Result<Self> {
+    pub(super) fn install() -> Result<Self> {
         if Path::new(SAVED_POLICY).exists() {
             bail!(
                 "{SAVED_POLICY} exists (left by an interrupted bootstrap): move it back to {POLICY} \
@@ -51,7 +51,7 @@ impl NoServiceStarts {
     }
 
     /// Removes the forbidding policy and puts back the machine's own, if it had one.
-    pub fn restore(mut self) -> Result<()> {
+    pub(super) fn restore(mut self) -> Result<()> {
         self.restored = true;
         restore_policy()
     }
@@ -86,7 +86,7 @@ fn systemd_is_init() -> bool {
 
 /// On a systemd host, the packages' postinst enabled their units (started at next boot): stop
 /// and disable those of `just_installed`. Without systemd as PID 1 nothing starts them.
-pub fn disable_packaged_services(just_installed: &[&str]) -> Result<()> {
+pub(super) fn disable_packaged_services(just_installed: &[&str]) -> Result<()> {
     let units = PACKAGED_SERVICES
         .iter()
         .filter(|(package, _)| just_installed.contains(package))

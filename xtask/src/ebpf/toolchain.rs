@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 /// A compiler whose sysroot holds `rust-src`.
 #[derive(Debug, Clone)]
-pub struct EbpfRustc {
+pub(crate) struct EbpfRustc {
     pub rustc: PathBuf,
     /// The cargo beside it: the same release, so that a toolchain builds the same bytes
     /// whichever cargo runs `xtask`.
@@ -29,7 +29,7 @@ fn home() -> Option<PathBuf> {
 }
 
 /// Prefers a rustup toolchain that already has `rust-src`, else Debian's `rustc-web`.
-pub fn find_rustc() -> Option<EbpfRustc> {
+pub(crate) fn find_rustc() -> Option<EbpfRustc> {
     let rustup_home = std::env::var_os("RUSTUP_HOME")
         .map(PathBuf::from)
         .or_else(|| home().map(|h| h.join(".rustup")));
@@ -62,14 +62,14 @@ pub fn find_rustc() -> Option<EbpfRustc> {
 }
 
 /// `$CARGO_HOME`, else `~/.cargo`.
-pub fn cargo_home() -> Option<PathBuf> {
+pub(crate) fn cargo_home() -> Option<PathBuf> {
     std::env::var_os("CARGO_HOME")
         .map(PathBuf::from)
         .or_else(|| home().map(|h| h.join(".cargo")))
 }
 
 /// Finds `bpf-linker` on `PATH` or in cargo's bin directory.
-pub fn find_bpf_linker() -> Option<PathBuf> {
+pub(crate) fn find_bpf_linker() -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
         .chain(cargo_home().map(|h| h.join("bin")))

@@ -62,7 +62,7 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
     v.get(v.len() / 2).copied()
 }
 
-pub fn run(args: &[String]) -> Result<()> {
+pub(crate) fn run(args: &[String]) -> Result<()> {
     let rounds = crate::run::rounds_arg(args, 5)?;
     let json = args.iter().any(|a| a == "--json");
     setup::host_packages()?;

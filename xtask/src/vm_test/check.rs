@@ -11,7 +11,7 @@ use super::guest::{self, GuestOutput, Scenario, Start, StepResult, Traced};
 
 /// One line of the result table.
 #[derive(Debug, Clone)]
-pub struct Row {
+pub(super) struct Row {
     pub kernel: String,
     pub mode: String,
     pub scenario: String,
@@ -414,7 +414,7 @@ fn doctor_figures(doc: &Value) -> String {
 }
 
 /// The doctor's findings in full: per role, the functions found and each trial's outcome.
-pub fn doctor_details(doc: &Value) -> String {
+pub(super) fn doctor_details(doc: &Value) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -485,7 +485,7 @@ pub fn doctor_details(doc: &Value) -> String {
 }
 
 /// The doctor row and one row per mode × scenario.
-pub fn rows(out: &GuestOutput, kernel: &str, modes: &[&str]) -> (Vec<Row>, Option<Value>) {
+pub(super) fn rows(out: &GuestOutput, kernel: &str, modes: &[&str]) -> (Vec<Row>, Option<Value>) {
     let mut rows = Vec::new();
     let doctor = out.steps.get(guest::DOCTOR_STEP);
     let doc = doctor.and_then(json_of);
@@ -513,7 +513,7 @@ pub fn rows(out: &GuestOutput, kernel: &str, modes: &[&str]) -> (Vec<Row>, Optio
     (rows, doc)
 }
 
-pub fn table(rows: &[Row]) -> String {
+pub(super) fn table(rows: &[Row]) -> String {
     let w = |f: fn(&Row) -> &str, title: &str| {
         rows.iter()
             .map(|r| f(r).len())

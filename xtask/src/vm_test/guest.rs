@@ -5,10 +5,10 @@
 use std::collections::BTreeMap;
 
 /// Probe modes `fdprof record --mode` takes, in the order they are tried.
-pub const MODES: &[&str] = &["fentry", "kprobe", "tracepoint"];
+pub(super) const MODES: &[&str] = &["fentry", "kprobe", "tracepoint"];
 
 /// A ground-truth scenario: `fdprof workload ARGS` run under `fdprof record`.
-pub struct Scenario {
+pub(super) struct Scenario {
     pub name: &'static str,
     /// Arguments after `fdprof workload` (`--json` is added).
     pub workload: &'static [&'static str],
@@ -27,7 +27,7 @@ pub struct Scenario {
 const HOLES_N: u64 = 300;
 const HOLES_K: u64 = 3;
 
-pub const SCENARIOS: &[Scenario] = &[
+pub(super) const SCENARIOS: &[Scenario] = &[
     Scenario {
         name: "socket-close",
         workload: &["socket-close", "--ops", "2000"],
@@ -54,7 +54,7 @@ pub const SCENARIOS: &[Scenario] = &[
 /// How a traced scenario starts: attached with `-p` before its measured phase, or launched
 /// (its exec in the trace).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Start {
+pub(super) enum Start {
     Attached,
     Launched,
 }
@@ -62,7 +62,7 @@ pub enum Start {
 /// A scenario recorded with `--trace` and replayed under the guest kernel's allocator: every
 /// allocation replayed, none mismatched or ambiguous (one thread, or a shared table in a direct
 /// mode, whose in-lock probes order it).
-pub struct Traced {
+pub(super) struct Traced {
     pub name: &'static str,
     pub workload: &'static [&'static str],
     pub start: Start,
@@ -73,7 +73,7 @@ pub struct Traced {
     pub shared: bool,
 }
 
-pub const TRACED: &[Traced] = &[
+pub(super) const TRACED: &[Traced] = &[
     Traced {
         name: "trace-holes",
         workload: &["holes", "--ops", "200", "-n", "300"],
@@ -111,17 +111,17 @@ pub const TRACED: &[Traced] = &[
     },
 ];
 
-pub const DOCTOR_STEP: &str = "doctor";
+pub(super) const DOCTOR_STEP: &str = "doctor";
 
-pub fn record_step(mode: &str, scenario: &str) -> String {
+pub(super) fn record_step(mode: &str, scenario: &str) -> String {
     format!("record:{mode}:{scenario}")
 }
 
-pub fn report_step(mode: &str, scenario: &str) -> String {
+pub(super) fn report_step(mode: &str, scenario: &str) -> String {
     format!("report:{mode}:{scenario}")
 }
 
-pub fn replay_step(mode: &str, scenario: &str) -> String {
+pub(super) fn replay_step(mode: &str, scenario: &str) -> String {
     format!("replay:{mode}:{scenario}")
 }
 
@@ -143,7 +143,7 @@ fn quote(word: &str) -> String {
 /// The overhead benchmark's `/init`: each workload (name, arguments) bare and under
 /// `fdprof record` in each mode, interleaved round by round (steps `bench:WORKLOAD:MODE:ROUND`,
 /// `MODE` = `bare` for none).
-pub fn bench_script(modes: &[&str], rounds: usize, workloads: &[(&str, &[&str])]) -> String {
+pub(super) fn bench_script(modes: &[&str], rounds: usize, workloads: &[(&str, &[&str])]) -> String {
     let mut steps = Vec::new();
     for round in 1..=rounds {
         for (name, args) in workloads {
@@ -170,17 +170,17 @@ pub fn bench_script(modes: &[&str], rounds: usize, workloads: &[(&str, &[&str])]
     TEMPLATE.replace("@STEPS@", &steps.join("\n"))
 }
 
-pub fn bench_step(workload: &str, mode: &str, round: usize) -> String {
+pub(super) fn bench_step(workload: &str, mode: &str, round: usize) -> String {
     format!("bench:{workload}:{mode}:{round}")
 }
 
 /// The report step after the bench step `step`.
-pub fn cost_step(step: &str) -> String {
+pub(super) fn cost_step(step: &str) -> String {
     format!("{step}:cost")
 }
 
 /// The guest's `/init`: doctor once, then every scenario in every requested mode.
-pub fn init_script(modes: &[&str]) -> String {
+pub(super) fn init_script(modes: &[&str]) -> String {
     let mut steps = vec![format!("step {DOCTOR_STEP} fdprof doctor --json")];
     for mode in modes {
         for s in SCENARIOS {
@@ -207,7 +207,7 @@ pub fn init_script(modes: &[&str]) -> String {
 
 /// One step's results as the guest printed them.
 #[derive(Debug, Default, Clone)]
-pub struct StepResult {
+pub(super) struct StepResult {
     pub stdout: String,
     pub stderr: String,
     pub rc: i32,
@@ -217,7 +217,7 @@ pub struct StepResult {
 
 /// Everything read back from one boot.
 #[derive(Debug, Default)]
-pub struct GuestOutput {
+pub(super) struct GuestOutput {
     pub steps: BTreeMap<String, StepResult>,
     /// Guest uptime when `/init` started, and its kernel release.
     pub init_uptime: Option<f64>,
@@ -226,7 +226,7 @@ pub struct GuestOutput {
     pub done_uptime: Option<f64>,
 }
 
-pub const MARK: &str = "@@fdprof-vm ";
+pub(super) const MARK: &str = "@@fdprof-vm ";
 
 fn field<'a>(words: &[&'a str], key: &str) -> Option<&'a str> {
     words
@@ -235,13 +235,13 @@ fn field<'a>(words: &[&'a str], key: &str) -> Option<&'a str> {
 }
 
 /// A marker line, split into words after the mark.
-pub fn marker(line: &str) -> Option<Vec<&str>> {
+pub(super) fn marker(line: &str) -> Option<Vec<&str>> {
     let at = line.find(MARK)?;
     Some(line[at + MARK.len()..].split_whitespace().collect())
 }
 
 /// Parses the serial console's lines (kernel lines outside blocks are skipped).
-pub fn parse(lines: &[String]) -> GuestOutput {
+pub(super) fn parse(lines: &[String]) -> GuestOutput {
     let mut out = GuestOutput::default();
     // The step being read and which stream: (id, is_stderr, stdout, stderr).
     let mut current: Option<(String, bool, String, String)> = None;

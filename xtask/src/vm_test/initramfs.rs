@@ -14,7 +14,7 @@ const S_IFCHR: u32 = 0o020_000;
 
 /// A cpio archive in the kernel's `newc` format, built in memory.
 #[derive(Default)]
-pub struct Cpio {
+pub(super) struct Cpio {
     data: Vec<u8>,
     next_ino: u32,
 }
@@ -56,31 +56,31 @@ impl Cpio {
         }
     }
 
-    pub fn dir(&mut self, name: &str) {
+    pub(super) fn dir(&mut self, name: &str) {
         self.entry(name, S_IFDIR | 0o755, &[], (0, 0));
     }
 
-    pub fn file(&mut self, name: &str, perm: u32, body: &[u8]) {
+    pub(super) fn file(&mut self, name: &str, perm: u32, body: &[u8]) {
         self.entry(name, S_IFREG | perm, body, (0, 0));
     }
 
-    pub fn symlink(&mut self, name: &str, target: &str) {
+    pub(super) fn symlink(&mut self, name: &str, target: &str) {
         self.entry(name, S_IFLNK | 0o777, target.as_bytes(), (0, 0));
     }
 
-    pub fn char_dev(&mut self, name: &str, perm: u32, major: u32, minor: u32) {
+    pub(super) fn char_dev(&mut self, name: &str, perm: u32, major: u32, minor: u32) {
         self.entry(name, S_IFCHR | perm, &[], (major, minor));
     }
 
     /// Ends the archive and returns its bytes.
-    pub fn finish(mut self) -> Vec<u8> {
+    pub(super) fn finish(mut self) -> Vec<u8> {
         self.entry("TRAILER!!!", 0, &[], (0, 0));
         self.data
     }
 }
 
 /// The guest's root: busybox, fdprof, the generated `/init`, and the mount points.
-pub fn build(busybox: &Path, fdprof: &Path, init: &str, out: &Path) -> Result<()> {
+pub(super) fn build(busybox: &Path, fdprof: &Path, init: &str, out: &Path) -> Result<()> {
     let read = |p: &Path| std::fs::read(p).with_context(|| format!("reading {}", p.display()));
     let mut cpio = Cpio::default();
     for dir in [
@@ -116,7 +116,7 @@ pub fn build(busybox: &Path, fdprof: &Path, init: &str, out: &Path) -> Result<()
 }
 
 /// Whether an ELF executable runs without a dynamic loader (no `PT_INTERP` program header).
-pub fn elf_is_static(path: &Path) -> Result<bool> {
+pub(super) fn elf_is_static(path: &Path) -> Result<bool> {
     let data = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
     if data.len() < 64 || &data[..4] != b"\x7fELF" || data[4] != 2 || data[5] != 1 {
         bail!("{} is not a 64-bit little-endian ELF file", path.display());

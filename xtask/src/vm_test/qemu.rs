@@ -11,7 +11,7 @@ use anyhow::{Context, Result};
 
 use super::setup::QEMU;
 
-pub struct Boot {
+pub(super) struct Boot {
     /// Serial console lines, `\r` removed.
     pub lines: Vec<String>,
     pub wall: Duration,
@@ -29,7 +29,7 @@ pub struct Boot {
 /// running a stale translation of kernel text that the other vCPU has just patched. Single-threaded TCG switches
 /// vCPUs at coarse intervals, so contention between them is rarer still (an `opensock -t 2`
 /// recording saw no `file_lock` contention either way).
-pub fn boot(
+pub(super) fn boot(
     vmlinuz: &Path,
     initrd: &Path,
     log: &Path,

@@ -10,8 +10,8 @@ use anyhow::{Context, Result, bail};
 
 use crate::run::root;
 
-pub const QEMU: &str = "qemu-system-x86_64";
-pub const BUSYBOX: &str = "/bin/busybox";
+pub(super) const QEMU: &str = "qemu-system-x86_64";
+pub(super) const BUSYBOX: &str = "/bin/busybox";
 
 /// Host packages and a file each provides.
 const HOST_PACKAGES: &[(&str, &str)] = &[
@@ -19,7 +19,7 @@ const HOST_PACKAGES: &[(&str, &str)] = &[
     ("busybox-static", BUSYBOX),
 ];
 
-pub fn timed<T>(what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+pub(super) fn timed<T>(what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
     eprintln!("[vm-test] {what} ...");
     let start = Instant::now();
     let value = f()?;
@@ -30,7 +30,7 @@ pub fn timed<T>(what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
     Ok(value)
 }
 
-pub fn vm_dir() -> PathBuf {
+pub(super) fn vm_dir() -> PathBuf {
     root().join("target/vm")
 }
 
@@ -73,7 +73,7 @@ fn output(cmd: &mut Command) -> Result<String> {
 }
 
 /// Installs qemu and busybox-static when missing (`apt-get update` first only then).
-pub fn host_packages() -> Result<()> {
+pub(super) fn host_packages() -> Result<()> {
     let missing: Vec<&str> = HOST_PACKAGES
         .iter()
         .filter(|(pkg, file)| !installed(pkg) || !Path::new(file).exists())
@@ -132,7 +132,7 @@ pub fn host_packages() -> Result<()> {
 
 /// A kernel series the matrix covers, e.g. "6.1" (Debian's `linux-image-6.1.0-N-amd64`) or
 /// "6.12" (`linux-image-6.12.N+debM-amd64`).
-pub const SERIES: &[&str] = &["6.1", "6.12"];
+pub(super) const SERIES: &[&str] = &["6.1", "6.12"];
 
 /// A kernel image package of `series`, generic amd64 flavour (not cloud, rt or dbg), signed or
 /// unsigned. Returns its sort key (the numbers of its version) and whether it is unsigned.
@@ -214,7 +214,7 @@ fn cached_deb(cache: &Path, package: &str) -> Option<PathBuf> {
 }
 
 /// A kernel ready to boot.
-pub struct Kernel {
+pub(super) struct Kernel {
     pub series: &'static str,
     pub package: String,
     pub vmlinuz: PathBuf,
@@ -223,7 +223,7 @@ pub struct Kernel {
 }
 
 /// Finds, downloads (once) and unpacks the image of `series`.
-pub fn kernel(series: &'static str) -> Result<Kernel> {
+pub(super) fn kernel(series: &'static str) -> Result<Kernel> {
     let cache = vm_dir().join("cache");
     std::fs::create_dir_all(&cache)?;
     let package = match discover(series) {
@@ -315,7 +315,7 @@ pub fn kernel(series: &'static str) -> Result<Kernel> {
 
 /// Builds fdprof statically linked (its eBPF objects embedded) into its own target directory,
 /// so the normal build is not invalidated, and checks that it needs no loader.
-pub fn static_fdprof() -> Result<PathBuf> {
+pub(super) fn static_fdprof() -> Result<PathBuf> {
     let target_dir = vm_dir().join("build");
     let target = "x86_64-unknown-linux-gnu";
     timed("build static fdprof (release)", || {

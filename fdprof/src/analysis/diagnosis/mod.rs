@@ -15,37 +15,37 @@ use fdprof_recording::Recording;
 use super::{cpu, top_stacks};
 
 /// shared-table: at least this many waits on the target's `file_lock` …
-pub const SHARED_MIN_WAITS: u64 = 100;
+pub(super) const SHARED_MIN_WAITS: u64 = 100;
 /// … adding up to at least this share of the recording's duration (100 µs a second).
-pub const SHARED_MIN_WAIT_SHARE: f64 = 0.0001;
+pub(super) const SHARED_MIN_WAIT_SHARE: f64 = 0.0001;
 /// long-scans: a scan this many bits past the origin or more is far (past one bitmap word).
-pub use super::scan::FAR_SCAN_BITS;
+pub(super) use super::scan::FAR_SCAN_BITS;
 /// long-scans: at least this many far scans …
-pub const LONG_SCAN_MIN: u64 = 100;
+pub(super) const LONG_SCAN_MIN: u64 = 100;
 /// … making at least this share of the allocations …
-pub const LONG_SCAN_SHARE: f64 = 0.1;
+pub(super) const LONG_SCAN_SHARE: f64 = 0.1;
 /// … while `next_fd` hits at most this share of them.
-pub const NEXT_FD_HIT_MAX: f64 = 0.9;
+pub(super) const NEXT_FD_HIT_MAX: f64 = 0.9;
 /// table-growth: at least this many syscalls grew the table during the recording.
-pub const GROWTH_MIN: u64 = 1;
+pub(super) const GROWTH_MIN: u64 = 1;
 /// close-loops: a run is this many closes or more, one after another by one thread, of fds
 /// each one above or below the last …
-pub const CLOSE_RUN_MIN: u64 = 8;
+pub(super) const CLOSE_RUN_MIN: u64 = 8;
 /// … and the rule fires when the runs close at least this many fds in all.
-pub const CLOSE_LOOP_MIN_FDS: u64 = 64;
+pub(super) const CLOSE_LOOP_MIN_FDS: u64 = 64;
 /// interrupt-time: at least this many waits in interrupt handlers (`irq` and `softirq`) …
-pub const INTERRUPT_MIN_WAITS: u64 = 10;
+pub(super) const INTERRUPT_MIN_WAITS: u64 = 10;
 /// … making at least this share of all the wait …
-pub const INTERRUPT_MIN_SHARE: f64 = 0.1;
+pub(super) const INTERRUPT_MIN_SHARE: f64 = 0.1;
 /// … and at least this share of the recording's duration (100 µs a second) …
-pub const INTERRUPT_MIN_WAIT_SHARE: f64 = 0.0001;
+pub(super) const INTERRUPT_MIN_WAIT_SHARE: f64 = 0.0001;
 /// … and at least this much wait in all (1 ms): a few stray handler waits in a short, quiet
 /// recording are no pattern.
-pub const INTERRUPT_MIN_WAIT_NS: u64 = 1_000_000;
+pub(super) const INTERRUPT_MIN_WAIT_NS: u64 = 1_000_000;
 /// host-steal: the host took at least this share of the CPUs' time over the recording …
-pub const STEAL_MIN_SHARE: f64 = 0.05;
+pub(super) const STEAL_MIN_SHARE: f64 = 0.05;
 /// … while the recording holds at least this many lock waits (else no wait was the host's).
-pub const STEAL_MIN_WAITS: u64 = 100;
+pub(super) const STEAL_MIN_WAITS: u64 = 100;
 
 /// The diagnosis of `report`, the report of `rec` (every figure but this one filled in).
 pub fn diagnosis(rec: &Recording, report: &Report) -> Diagnosis {

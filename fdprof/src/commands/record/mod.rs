@@ -20,7 +20,7 @@ use crate::output::Output;
 
 #[derive(clap::Args, Debug)]
 #[command(group(clap::ArgGroup::new("target").required(true).args(["pid", "cgroup", "tid", "all", "command"])))]
-pub struct RecordArgs {
+pub(crate) struct RecordArgs {
     #[command(flatten)]
     pub target: TargetArgs,
     /// Stop after this long (e.g. 10s, 500ms, 2m; 1 ms to 365 days); otherwise at Ctrl-C or when
@@ -72,7 +72,7 @@ impl RecordArgs {
     }
 }
 
-pub fn run(args: RecordArgs) -> Result<()> {
+pub(crate) fn run(args: RecordArgs) -> Result<()> {
     if args.trace && matches!(args.target(), TargetSpec::Pids { .. }) {
         return Err(crate::error::fatal(
             crate::error::EXIT_USAGE,

@@ -13,7 +13,7 @@ use crate::collect::{
 use crate::model;
 
 /// A trace under way.
-pub struct Tracing {
+pub(super) struct Tracing {
     reader: TraceReader,
     table: ProcTable,
     origin_ns: u64,
@@ -21,7 +21,7 @@ pub struct Tracing {
 }
 
 /// Starts draining the profiler's trace and reads the target's table.
-pub fn start(profiler: &mut Profiler, session: &Session, limit: u64) -> Result<Tracing> {
+pub(super) fn start(profiler: &mut Profiler, session: &Session, limit: u64) -> Result<Tracing> {
     let Some(pid) = session.resolved.pid else {
         bail!("--trace needs a process or a command to trace");
     };
@@ -41,7 +41,7 @@ pub fn start(profiler: &mut Profiler, session: &Session, limit: u64) -> Result<T
 
 impl Tracing {
     /// The trace, once the programs are detached (`snap` is their last snapshot).
-    pub fn finish(self, snap: &Snapshot, raw_addrs: bool) -> Trace {
+    pub(super) fn finish(self, snap: &Snapshot, raw_addrs: bool) -> Trace {
         let drained = self.reader.finish();
         let at = |reason: u32| snap.drops[(drop::PROBE_TRACE * drop::COUNT + reason) as usize];
         let lost = at(drop::RINGBUF_FULL) + at(drop::READ_FAILED);
@@ -58,7 +58,7 @@ impl Tracing {
 }
 
 /// Puts `trace` into `rec`, its limit drops counted with the others.
-pub fn add_to(rec: &mut Recording, trace: Trace) {
+pub(super) fn add_to(rec: &mut Recording, trace: Trace) {
     let limit = drop::REASON_NAMES[drop::LIMIT as usize];
     let probe = drop::PROBE_NAMES[drop::PROBE_TRACE as usize];
     if let Some(d) = rec

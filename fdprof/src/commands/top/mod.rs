@@ -39,7 +39,7 @@ use crate::tui::{self, Action};
                   a recording (fdprof-top-STAMP.data in the current directory: report, \
                   flamegraph and top --from read it)."
 )]
-pub struct TopArgs {
+pub(crate) struct TopArgs {
     #[command(flatten)]
     pub target: TargetArgs,
     /// Time between updates (10 ms to 1 h)
@@ -194,7 +194,7 @@ impl Sink {
     }
 }
 
-pub fn run(args: TopArgs) -> Result<()> {
+pub(crate) fn run(args: TopArgs) -> Result<()> {
     if let Some(path) = &args.from {
         return playback::run(&args, path);
     }

@@ -19,7 +19,7 @@ use crate::tui;
 /// How often a paced playback checks for a quit or a signal.
 const POLL: Duration = Duration::from_millis(20);
 
-pub fn run(args: &TopArgs, path: &Path) -> Result<()> {
+pub(super) fn run(args: &TopArgs, path: &Path) -> Result<()> {
     let rec = Recording::read(path)?;
     let Some(len) = analysis::series_len(&rec) else {
         return Err(fatal(

@@ -15,7 +15,7 @@ use super::{Exposition, Families, seconds};
 pub const CONTAINER_SERIES: usize = 50;
 
 /// The container groups of `r` that get series.
-pub fn exposed(r: &Report) -> impl Iterator<Item = &CgroupGroup> {
+pub(super) fn exposed(r: &Report) -> impl Iterator<Item = &CgroupGroup> {
     r.cgroups
         .iter()
         .filter(|g| g.container.is_some())

@@ -17,7 +17,7 @@ use crate::tui::state::{Pane, State};
 const LOCK_WIDTH: usize = 24;
 const HEAD: &str = "operation   cont/s wait/CPU     avg     p50     p99     max of lock";
 
-pub fn draw(frame: &mut Frame, area: Rect, state: &State) {
+pub(super) fn draw(frame: &mut Frame, area: Rect, state: &State) {
     let block = pane_block("contention".into(), Pane::Contention, state);
     let inner = block.inner(area);
     frame.render_widget(block, area);

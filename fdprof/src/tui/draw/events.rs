@@ -10,7 +10,7 @@ use crate::escape;
 use crate::render::human;
 use crate::tui::state::{Pane, State};
 
-pub fn draw(frame: &mut Frame, area: Rect, state: &State) {
+pub(super) fn draw(frame: &mut Frame, area: Rect, state: &State) {
     let events = &state.shown().events;
     let block = pane_block(format!("events ({})", events.len()), Pane::Events, state);
     let inner = block.inner(area);

@@ -16,7 +16,7 @@ use crate::tui::state::{Pane, State};
 /// Widest histogram bar, in characters.
 const BAR: u64 = 12;
 
-pub fn draw(frame: &mut Frame, area: Rect, state: &State) {
+pub(super) fn draw(frame: &mut Frame, area: Rect, state: &State) {
     let sampled = state.report().is_some_and(|(r, _)| r.cpu.is_some());
     let title = if sampled {
         "fd table · on CPU ↓"

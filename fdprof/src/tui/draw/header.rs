@@ -13,9 +13,9 @@ use crate::escape;
 use crate::render::human;
 use crate::tui::state::{State, View};
 
-pub const HEIGHT: u16 = 4;
+pub(super) const HEIGHT: u16 = 4;
 
-pub fn draw(frame: &mut Frame, area: Rect, state: &State) {
+pub(super) fn draw(frame: &mut Frame, area: Rect, state: &State) {
     let mut first = vec![Span::styled("fdprof top", head_style())];
     let Some((report, duration_ns)) = state.report() else {
         first.extend(notice(state));

@@ -8,7 +8,7 @@ use ratatui::widgets::{Block, Clear, Paragraph};
 use super::head_style;
 
 /// Every key and what it does, as `State::on_key` handles it.
-pub const KEYS: &[(&str, &str)] = &[
+pub(crate) const KEYS: &[(&str, &str)] = &[
     ("q, Ctrl-C", "quit (in the filter prompt q is text)"),
     ("p, space", "pause the display; intervals are still kept"),
     ("?, Esc", "open / close this help"),
@@ -25,7 +25,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("Esc", "clear the applied filter"),
 ];
 
-pub fn draw(frame: &mut Frame, area: Rect) {
+pub(crate) fn draw(frame: &mut Frame, area: Rect) {
     let height = KEYS.len() as u16 + 2;
     let [row] = Layout::vertical([Constraint::Length(height)])
         .flex(Flex::Center)

@@ -10,8 +10,8 @@ mod contention;
 mod events;
 mod fd;
 mod header;
-pub mod help;
-pub mod processes;
+pub(crate) mod help;
+pub(crate) mod processes;
 mod stacks;
 
 use ratatui::Frame;
@@ -24,11 +24,11 @@ use super::state::{Pane, State};
 use crate::render::human;
 
 /// Below this the panes do not fit; the screen says so instead.
-pub const MIN_WIDTH: u16 = 60;
-pub const MIN_HEIGHT: u16 = 16;
+pub(crate) const MIN_WIDTH: u16 = 60;
+pub(crate) const MIN_HEIGHT: u16 = 16;
 
 /// Draws the whole screen.
-pub fn screen(frame: &mut Frame, state: &State) {
+pub(crate) fn screen(frame: &mut Frame, state: &State) {
     let area = frame.area();
     if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
         let text = format!(

@@ -17,9 +17,9 @@ const HEAD: &str =
     "    pid comm             fl wait/s fl wait/CPU  alloc/s far scans  scan bits≥  max_fds";
 
 /// Lines the pane takes besides its rows: the borders and the column heads.
-pub const CHROME: u16 = 3;
+pub(crate) const CHROME: u16 = 3;
 
-pub fn draw(frame: &mut Frame, area: Rect, state: &State) {
+pub(crate) fn draw(frame: &mut Frame, area: Rect, state: &State) {
     let shown = state.report().map_or(0, |(r, _)| r.processes.len());
     let title = format!(
         "processes by {}{} ({shown}) · o orders · g groups",
@@ -62,7 +62,7 @@ pub fn draw(frame: &mut Frame, area: Rect, state: &State) {
 }
 
 /// Lines the pane's body wants: a row per process, and grouped, a line per group.
-pub fn rows(report: &crate::analysis::Report, state: &State) -> usize {
+pub(crate) fn rows(report: &crate::analysis::Report, state: &State) -> usize {
     let groups = if state.by_container {
         report.cgroups.len()
     } else {
@@ -73,7 +73,7 @@ pub fn rows(report: &crate::analysis::Report, state: &State) -> usize {
 
 /// The processes in `order`: the report's own order (most `file_lock` wait first), or most scan
 /// work first; ties by pid.
-pub fn ordered(processes: &[Process], order: ProcessOrder) -> Vec<&Process> {
+pub(crate) fn ordered(processes: &[Process], order: ProcessOrder) -> Vec<&Process> {
     let mut rows: Vec<&Process> = processes.iter().collect();
     if order == ProcessOrder::ScanWork {
         rows.sort_by(|a, b| {

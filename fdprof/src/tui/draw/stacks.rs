@@ -12,7 +12,7 @@ use crate::escape;
 use crate::render::human;
 use crate::tui::state::{Pane, SortColumn, State};
 
-pub fn draw(frame: &mut Frame, area: Rect, state: &State) {
+pub(super) fn draw(frame: &mut Frame, area: Rect, state: &State) {
     let mut title = format!("stacks by {}", state.sort.label());
     if let Some(text) = &state.editing {
         title.push_str(&format!(" filter: /{}_", escape::name(text)));
