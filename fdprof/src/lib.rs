@@ -4,14 +4,13 @@
 //! Data flows one way: **probe → collect → model → analysis → render**: [`analysis`] computes
 //! every figure once, into typed structs; [`render`] and the JSON output only present them.
 //! `commands` holds one file per subcommand, `tui` the live screen and `service` the daemon:
-//! the binary's own, not API; the binary is a thin `main` over [`main`]. `docs/architecture.md` draws the whole path.
+//! the binary's own, not API; the binary is a thin `main` over [`main`].
+//! `docs/architecture.md` draws the whole path.
 //!
-//! The API is what a program that records, reads or renders fd-table profiles needs: the
-//! recording's builders ([`model`]; the format and its reader are the `fdprof_recording`
-//! crate), the figures ([`analysis`]), their renderers
-//! ([`render`]), and the collector with its probes and symbolizers ([`collect`], [`probe`],
-//! [`symbolize`]); their helpers, the live stage, the support modules and the binary's own
-//! modules are `pub(crate)`.
+//! Everything is `pub(crate)` unless another crate uses it: the integration tests
+//! (`tests/it`) reach the collector, probes, symbolizers, figures and renderers through the
+//! public modules below, and nothing else. `unreachable_pub` keeps a `pub` from outliving its
+//! last outside user; the recording format and its reader are the `fdprof_recording` crate.
 
 #![warn(unreachable_pub)]
 

@@ -1,6 +1,6 @@
 //! Where fdprof writes what it produces: standard output (`-o -`) or a file it replaces
-//! atomically. Every writer parses its `-o` into an [`Output`], calls [`Output::check`] before any
-//! long work and [`Output::write`] at the end.
+//! atomically. Every writer parses its `-o` into an [`Output`], calls `Output::check` before any
+//! long work and `Output::write` at the end.
 //!
 //! fdprof runs as root, often in directories others can write to (`/tmp`), so a file is never
 //! written through a path it did not create: the directory is opened once and every later step is
@@ -24,7 +24,7 @@ use crate::error::{EXIT_USAGE, fatal};
 
 /// Mode of every file fdprof writes, whatever the umask. Recordings hold other processes' stacks
 /// and paths (kernel addresses with `--raw-addrs`); one mode for everything keeps it simple.
-pub const MODE: u32 = 0o600;
+pub(crate) const MODE: u32 = 0o600;
 
 /// Where a command writes its result, parsed from its `-o` argument.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,9 +55,9 @@ impl fmt::Display for Output {
 
 impl Output {
     /// Fails at once, with exit code 2, if the file could not be written: its directory is not a
-    /// writable directory, or something other than a regular file is at the path. [`Output::write`]
+    /// writable directory, or something other than a regular file is at the path. `Output::write`
     /// checks again on its own; this saves a long run that would fail at its end.
-    pub fn check(&self) -> Result<()> {
+    pub(crate) fn check(&self) -> Result<()> {
         match self {
             Output::Stdout => Ok(()),
             Output::File(path) => {
@@ -70,12 +70,12 @@ impl Output {
 
     /// Writes `data`. A file gets mode [`MODE`] and appears complete or not at all; on failure an
     /// existing file is left as it was.
-    pub fn write(&self, data: &[u8]) -> Result<()> {
+    pub(crate) fn write(&self, data: &[u8]) -> Result<()> {
         self.write_with(|out| out.write_all(data))
     }
 
     /// Writes what `fill` writes, as it writes it (buffered), so that output larger than what
-    /// makes it need not be held whole; a file as with [`Output::write`].
+    /// makes it need not be held whole; a file as with `Output::write`.
     pub fn write_with(&self, fill: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Result<()> {
         match self {
             Output::Stdout => {
@@ -91,7 +91,7 @@ impl Output {
 
 /// `DIR/STEM.EXT`, or the first of `DIR/STEM-2.EXT`, `DIR/STEM-3.EXT`… (up to 99) that names
 /// nothing yet, for a new file that must not replace one (a symlink counts: it is not followed).
-pub fn unused_path(dir: &Path, stem: &str, ext: &str) -> Result<PathBuf> {
+pub(crate) fn unused_path(dir: &Path, stem: &str, ext: &str) -> Result<PathBuf> {
     for n in 1..100 {
         let path = match n {
             1 => dir.join(format!("{stem}.{ext}")),

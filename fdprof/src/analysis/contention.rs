@@ -15,7 +15,7 @@ use crate::model::own;
 
 /// Totals over all waits, the `file_lock` totals, and the rows of [`by_lock`] and
 /// [`by_lock_operation`].
-pub fn contention(rec: &Recording) -> Contention {
+pub(crate) fn contention(rec: &Recording) -> Contention {
     let file_lock = rec
         .contention
         .iter()
@@ -86,7 +86,7 @@ fn lock_waits(rec: &Recording) -> Vec<(Lock, Waits)> {
 }
 
 /// Totals per lock class with their share of all wait, in [`lock_waits`] order.
-pub fn by_lock(rec: &Recording) -> Vec<LockTotal> {
+pub(crate) fn by_lock(rec: &Recording) -> Vec<LockTotal> {
     let all = all_wait_ns(&rec.contention);
     lock_waits(rec)
         .into_iter()
@@ -103,7 +103,7 @@ pub fn by_lock(rec: &Recording) -> Vec<LockTotal> {
 /// Rows per (lock, operation), all stacks merged, with quantiles and their share of the lock's
 /// and of all wait: locks in [`by_lock`] order; within a lock, operations by total wait (ties
 /// in [`Operation`] order).
-pub fn by_lock_operation(rec: &Recording) -> Vec<LockOperation> {
+pub(crate) fn by_lock_operation(rec: &Recording) -> Vec<LockOperation> {
     let all = all_wait_ns(&rec.contention);
     let locks = lock_waits(rec);
     let mut rows: BTreeMap<(Lock, Operation), Waits> = BTreeMap::new();
@@ -151,7 +151,7 @@ pub fn by_lock_operation(rec: &Recording) -> Vec<LockOperation> {
 }
 
 /// How many contention stacks were walked and how many reused.
-pub fn stack_walks(rec: &Recording) -> StackWalks {
+pub(crate) fn stack_walks(rec: &Recording) -> StackWalks {
     let w = &rec.stack_walks;
     StackWalks {
         walked: w.walked,

@@ -10,7 +10,7 @@ use fdprof_recording::{
 use super::{share, sum};
 
 /// The counters' figures; `None` for a recording without counters.
-pub fn counters(rec: &Recording) -> Option<Counters> {
+pub(crate) fn counters(rec: &Recording) -> Option<Counters> {
     let c = rec.counters.as_ref()?;
     let totals: Vec<CounterTotal> = c
         .events
@@ -76,7 +76,7 @@ fn scaled(r: &Reading) -> u64 {
 /// fdprof's cost beside the target's CPU time: the programs' run time extrapolated from the
 /// sampled statistics windows to the whole recording, and the collector's CPU time, each as a
 /// share of the target's task-clock. `None` without a task-clock.
-pub fn target_cpu(
+pub(crate) fn target_cpu(
     rec: &Recording,
     counters: Option<&Counters>,
     cost: &OwnCost,

@@ -45,7 +45,7 @@ fn fd_table_frame(stack: &[RecordedFrame]) -> Option<usize> {
 }
 
 /// The on-CPU section, when the recording sampled.
-pub fn cpu(rec: &Recording, opts: &ReportOptions) -> Option<Cpu> {
+pub(crate) fn cpu(rec: &Recording, opts: &ReportOptions) -> Option<Cpu> {
     let profile = rec.cpu.as_ref()?;
     let all = sum(profile.samples.iter().map(|s| s.count));
     let of_all = |samples: u64| Share {

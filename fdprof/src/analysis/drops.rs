@@ -4,7 +4,7 @@ use fdprof_figures::{DropCounter, Drops};
 use fdprof_recording::Recording;
 
 /// Every drop counter, their total, and whether loss is known (there are counters) and none.
-pub fn drops(rec: &Recording) -> Drops {
+pub(crate) fn drops(rec: &Recording) -> Drops {
     let total = rec.total_drops();
     let known = !rec.drops.is_empty();
     Drops {

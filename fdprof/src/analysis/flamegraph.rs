@@ -28,7 +28,7 @@ pub enum OpFilter {
 }
 
 impl OpFilter {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             OpFilter::Alloc => "alloc",
             OpFilter::Close => "close",
@@ -36,7 +36,7 @@ impl OpFilter {
         }
     }
 
-    pub fn matches(self, operation: Operation) -> bool {
+    pub(crate) fn matches(self, operation: Operation) -> bool {
         match self {
             OpFilter::All => true,
             OpFilter::Alloc => operation == Operation::Alloc,
@@ -57,14 +57,14 @@ pub enum LockFilter {
 }
 
 impl LockFilter {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             LockFilter::FileLock => LockKind::FileLock.name(),
             LockFilter::All => "all",
         }
     }
 
-    pub fn matches(self, lock: LockKind) -> bool {
+    pub(crate) fn matches(self, lock: LockKind) -> bool {
         match self {
             LockFilter::All => true,
             LockFilter::FileLock => lock == LockKind::FileLock,
@@ -83,7 +83,7 @@ pub struct FlamegraphOptions {
 }
 
 impl FlamegraphOptions {
-    pub fn matches(&self, site: &ContentionSite) -> bool {
+    pub(crate) fn matches(&self, site: &ContentionSite) -> bool {
         self.op.matches(site.operation) && self.lock.matches(site.lock)
     }
 }
@@ -177,7 +177,7 @@ fn graph(
 /// The folded on-CPU stacks of the samples whose operation passes `opts.op` (the lock filter
 /// does not apply), weighted by samples; `None` when the recording has no on-CPU samples. A
 /// sample taken in user mode has no kernel part.
-pub fn folded_cpu(rec: &Recording, opts: &FlamegraphOptions) -> Option<Folded> {
+pub(crate) fn folded_cpu(rec: &Recording, opts: &FlamegraphOptions) -> Option<Folded> {
     let profile = rec.cpu.as_ref().filter(|p| !p.samples.is_empty())?;
     let mut merged: std::collections::BTreeMap<String, u64> = Default::default();
     for site in &profile.samples {

@@ -8,7 +8,7 @@ use super::histogram::summary;
 /// Per operation: calls, duration, hold and slow-path-wait histograms, unpaired entries, and
 /// the `file_lock` waits the contention tracepoint attributed to the same operation (from
 /// `rows`, the [`super::by_lock_operation`] rows). Empty in tracepoint mode.
-pub fn functions(rec: &Recording, rows: &[LockOperation]) -> Vec<Function> {
+pub(crate) fn functions(rec: &Recording, rows: &[LockOperation]) -> Vec<Function> {
     rec.functions
         .iter()
         .map(|f| {

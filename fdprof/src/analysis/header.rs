@@ -5,7 +5,7 @@ use fdprof_recording::Recording;
 
 /// The report's header: target (with its one-line description), kernel, start, duration, end
 /// reason, probe modes and the recorder's notes.
-pub fn header(rec: &Recording) -> Header {
+pub(crate) fn header(rec: &Recording) -> Header {
     let t = &rec.target;
     Header {
         fdprof_version: rec.fdprof_version.clone(),
@@ -34,12 +34,12 @@ pub fn header(rec: &Recording) -> Header {
 }
 
 /// False for `record --lock-only` recordings, whose fd syscall probes were off.
-pub fn fd_activity_recorded(rec: &Recording) -> bool {
+pub(crate) fn fd_activity_recorded(rec: &Recording) -> bool {
     rec.fd_activity_recorded()
 }
 
 /// The machine's steal time over the recording, with its shares of the CPUs' time.
-pub fn steal(rec: &Recording) -> Option<Steal> {
+pub(crate) fn steal(rec: &Recording) -> Option<Steal> {
     let s = rec.steal?;
     Some(Steal {
         steal_ns: s.steal_ns,

@@ -5,7 +5,7 @@ use fdprof_recording::hist::{Log2Hist, slot_range};
 
 /// Count, sum, mean, p50/p99/p999 (upper bounds of their log2 buckets, capped at the max), the
 /// exact max and the non-empty buckets of `h`.
-pub fn summary(h: &Log2Hist, unit: Unit) -> Histogram {
+pub(crate) fn summary(h: &Log2Hist, unit: Unit) -> Histogram {
     let buckets = h
         .slots
         .iter()

@@ -7,7 +7,7 @@ use super::Interval;
 
 /// One interval's activity per second.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct IntervalRates {
+pub(crate) struct IntervalRates {
     /// `file_lock` waits by operation, in the report's order (most wait first).
     pub file_lock: Vec<OperationRate>,
     /// Traced fd syscalls per second, all together; `None` when the interval has no length or
@@ -20,7 +20,7 @@ pub struct IntervalRates {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct ProcessRate {
+pub(crate) struct ProcessRate {
     pub pid: u32,
     pub comm: String,
     /// Waits on its own `file_lock` per second, and their time per second (ns/s).
@@ -30,7 +30,7 @@ pub struct ProcessRate {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct OperationRate {
+pub(crate) struct OperationRate {
     pub operation: Operation,
     pub contentions_per_s: Option<f64>,
     /// Time spent waiting per second of the interval (ns/s): 1e9 is one thread waiting all along.
@@ -40,18 +40,18 @@ pub struct OperationRate {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct SyscallRate {
+pub(crate) struct SyscallRate {
     pub name: String,
     pub calls_per_s: Option<f64>,
 }
 
 /// `count` per second of `duration_ns`; `None` for an interval of no length.
-pub fn per_second(count: u64, duration_ns: u64) -> Option<f64> {
+pub(crate) fn per_second(count: u64, duration_ns: u64) -> Option<f64> {
     (duration_ns > 0).then(|| count as f64 * 1e9 / duration_ns as f64)
 }
 
 /// The rates of `interval`.
-pub fn rates(interval: &Interval) -> IntervalRates {
+pub(crate) fn rates(interval: &Interval) -> IntervalRates {
     let d = interval.duration_ns;
     let report = &interval.report;
     let file_lock = report

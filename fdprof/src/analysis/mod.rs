@@ -33,28 +33,29 @@ mod tests;
 
 pub use fdprof_figures::*;
 
-pub use contention::{by_lock, by_lock_operation, contention, stack_walks};
-pub use counters::{counters, target_cpu};
-pub use cpu::cpu;
-pub use diagnosis::diagnosis;
-pub use drops::drops;
-pub use flamegraph::{
-    FlamegraphOptions, Folded, FoldedStack, LockFilter, OpFilter, Weight, folded, folded_cpu,
+pub(crate) use contention::{by_lock_operation, contention, stack_walks};
+pub(crate) use counters::{counters, target_cpu};
+pub(crate) use cpu::cpu;
+pub(crate) use diagnosis::diagnosis;
+pub(crate) use drops::drops;
+pub use flamegraph::{FlamegraphOptions, LockFilter, OpFilter, folded};
+pub(crate) use flamegraph::{Folded, Weight, folded_cpu};
+pub(crate) use functions::functions;
+pub(crate) use header::{fd_activity_recorded, header, steal};
+#[cfg(test)]
+pub(crate) use histogram::summary;
+pub(crate) use live::{IntervalRates, rates};
+pub(crate) use own_cost::own_cost;
+pub(crate) use processes::processes;
+pub(crate) use profile::{
+    NoProfile, Profile, ProfileFrame, ProfileKind, ProfileOptions, Space, ValueType, ValueUnit,
+    profile, targets_profile,
 };
-pub use functions::functions;
-pub use header::{fd_activity_recorded, header, steal};
-pub use histogram::summary;
-pub use live::{IntervalRates, OperationRate, ProcessRate, SyscallRate, per_second, rates};
-pub use own_cost::own_cost;
-pub use processes::processes;
-pub use profile::{
-    NoProfile, Profile, ProfileFrame, ProfileKind, ProfileOptions, ProfileSample, Space, ValueType,
-    ValueUnit, WaitLabels, profile, targets_profile,
-};
-pub use scan::{scan, table};
-pub use series::{playback, playback_total, rates as series_rates, series_len};
-pub use stacks::{frame_label, top_stacks};
-pub use syscalls::{latency_level, syscalls, syscalls_by_calls};
+pub(crate) use scan::{scan, table};
+pub(crate) use series::rates as series_rates;
+pub use series::{playback, playback_total, series_len};
+pub(crate) use stacks::top_stacks;
+pub(crate) use syscalls::{latency_level, syscalls, syscalls_by_calls};
 
 use fdprof_recording::Recording;
 
@@ -100,16 +101,16 @@ fn figures(rec: &Recording, opts: &ReportOptions) -> Report {
 }
 
 /// The sum of `values`, saturating: a corrupt recording's counts may add up past `u64`.
-pub fn sum(values: impl IntoIterator<Item = u64>) -> u64 {
+pub(crate) fn sum(values: impl IntoIterator<Item = u64>) -> u64 {
     values.into_iter().fold(0, u64::saturating_add)
 }
 
 /// `part` as a share of `whole` (0..=1), `None` when `whole` is zero.
-pub fn share(part: u64, whole: u64) -> Option<f64> {
+pub(crate) fn share(part: u64, whole: u64) -> Option<f64> {
     (whole > 0).then(|| part as f64 / whole as f64)
 }
 
 /// `total / count`, `None` when `count` is zero.
-pub fn mean(total: u64, count: u64) -> Option<f64> {
+pub(crate) fn mean(total: u64, count: u64) -> Option<f64> {
     (count > 0).then(|| total as f64 / count as f64)
 }

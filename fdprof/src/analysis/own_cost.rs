@@ -8,7 +8,7 @@ use super::{mean, share, sum};
 /// Per program and in sum: run time, runs, ns per run and recursion misses; the programs' share
 /// of one CPU over the statistics window and the collector's over the recording; both beside
 /// the target's task-clock where counters were recorded.
-pub fn own_cost(rec: &Recording) -> OwnCost {
+pub(crate) fn own_cost(rec: &Recording) -> OwnCost {
     let c = &rec.own_cost;
     let run_time_ns = sum(c.programs.iter().map(|p| p.run_time_ns));
     let run_count = sum(c.programs.iter().map(|p| p.run_count));

@@ -10,7 +10,7 @@ use crate::model::process;
 
 /// Every process of the recording (none unless `-a`), most `file_lock` wait first, then most
 /// wait on all locks, most fd syscalls, lowest pid.
-pub fn processes(rec: &Recording) -> Vec<Process> {
+pub(crate) fn processes(rec: &Recording) -> Vec<Process> {
     let mut rows: Vec<Process> = rec
         .processes
         .iter()

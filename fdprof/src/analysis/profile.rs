@@ -17,7 +17,7 @@ use super::stacks::frame_label;
 
 /// What the samples measure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProfileKind {
+pub(crate) enum ProfileKind {
     /// Lock waits: the values are [`ValueType::Contentions`] and [`ValueType::Delay`].
     Contention,
     /// On-CPU samples: the values are [`ValueType::Samples`] and [`ValueType::Cpu`].
@@ -26,7 +26,7 @@ pub enum ProfileKind {
 
 /// One value every sample carries (pprof's sample type, speedscope's profile).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ValueType {
+pub(crate) enum ValueType {
     /// Lock waits counted.
     Contentions,
     /// Time waited, ns.
@@ -39,7 +39,7 @@ pub enum ValueType {
 
 impl ValueType {
     /// The type's name, as Go's mutex and CPU profiles name it.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             ValueType::Contentions => "contentions",
             ValueType::Delay => "delay",
@@ -48,7 +48,7 @@ impl ValueType {
         }
     }
 
-    pub fn unit(self) -> ValueUnit {
+    pub(crate) fn unit(self) -> ValueUnit {
         match self {
             ValueType::Contentions | ValueType::Samples => ValueUnit::Count,
             ValueType::Delay | ValueType::Cpu => ValueUnit::Nanoseconds,
@@ -57,13 +57,13 @@ impl ValueType {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ValueUnit {
+pub(crate) enum ValueUnit {
     Count,
     Nanoseconds,
 }
 
 impl ValueUnit {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             ValueUnit::Count => "count",
             ValueUnit::Nanoseconds => "nanoseconds",
@@ -73,7 +73,7 @@ impl ValueUnit {
 
 /// Which samples to take and how to name their frames.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ProfileOptions {
+pub(crate) struct ProfileOptions {
     pub kind: ProfileKind,
     /// Contention only: which operations' waits.
     pub op: OpFilter,
@@ -85,14 +85,14 @@ pub struct ProfileOptions {
 
 /// Where a frame runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Space {
+pub(crate) enum Space {
     Kernel,
     User,
 }
 
 /// One distinct frame.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct ProfileFrame {
+pub(crate) struct ProfileFrame {
     /// The function, as [`frame_label`] shows it (`[unknown]` when unsymbolized or when the
     /// stack could not be taken).
     pub function: String,
@@ -105,7 +105,7 @@ pub struct ProfileFrame {
 
 /// Labels of a lock wait; none for CPU samples.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct WaitLabels {
+pub(crate) struct WaitLabels {
     /// The fd-table operation (`alloc`, `close`, …).
     pub operation: &'static str,
     /// The lock, as the report names it (`file_lock`, `tasklist_lock`, `spinlock`, …).
@@ -120,7 +120,7 @@ pub struct WaitLabels {
 
 /// Identical stacks with identical labels, merged.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProfileSample {
+pub(crate) struct ProfileSample {
     /// Indices into [`Profile::frames`], innermost (leaf) first.
     pub frames: Vec<usize>,
     /// One value per [`Profile::value_types`].
@@ -130,8 +130,7 @@ pub struct ProfileSample {
 
 /// A recording's samples with what a profile's header names.
 #[derive(Debug, Clone)]
-pub struct Profile {
-    pub kind: ProfileKind,
+pub(crate) struct Profile {
     pub header: Header,
     pub drops: Drops,
     pub value_types: Vec<ValueType>,
@@ -150,20 +149,20 @@ pub struct Profile {
 
 /// Why there is no profile to export.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NoProfile {
+pub(crate) enum NoProfile {
     /// `--cpu` on a recording made without `record --cpu`.
     NoCpuSamples,
 }
 
 /// The samples of `rec` that pass `opts`. Contention sites with neither a wait nor any time
 /// are left out, as in flamegraphs.
-pub fn profile(rec: &Recording, opts: &ProfileOptions) -> Result<Profile, NoProfile> {
+pub(crate) fn profile(rec: &Recording, opts: &ProfileOptions) -> Result<Profile, NoProfile> {
     targets_profile(rec, &[(None, rec)], opts)
 }
 
 /// One profile of several targets' recordings (the daemon's names), each wait labelled with
 /// its target's name where one is given; `facts` gives the header and the drops.
-pub fn targets_profile(
+pub(crate) fn targets_profile(
     facts: &Recording,
     targets: &[(Option<&str>, &Recording)],
     opts: &ProfileOptions,
@@ -231,7 +230,6 @@ pub fn targets_profile(
         .map(|i| super::sum(builder.samples.iter().map(|s| s.values[i])))
         .collect();
     Ok(Profile {
-        kind: opts.kind,
         containers: containers.into_iter().collect(),
         header: super::header(facts),
         drops: super::drops(facts),

@@ -58,7 +58,11 @@ pub struct ReplayReport {
 }
 
 /// The models `choice` names, mainline (the trace's kernel's version) first.
-pub fn models(choice: ModelChoice, mainline: Version, seed: u64) -> Vec<(String, ModelKind)> {
+pub(crate) fn models(
+    choice: ModelChoice,
+    mainline: Version,
+    seed: u64,
+) -> Vec<(String, ModelKind)> {
     let version_name = |v: Version| match v {
         Version::Linear => "linear",
         Version::Fb61 => "fb61",
@@ -99,7 +103,7 @@ pub fn models(choice: ModelChoice, mainline: Version, seed: u64) -> Vec<(String,
 }
 
 /// Limits high enough for a table of `fds` (the synthetic patterns go beyond this machine's).
-pub fn limits_for(fds: u32) -> Limits {
+pub(crate) fn limits_for(fds: u32) -> Limits {
     let need = (u64::from(fds) * 4).max(Limits::default().nr_open);
     let top = need.min(model::NR_OPEN_MAX);
     Limits {
@@ -110,7 +114,7 @@ pub fn limits_for(fds: u32) -> Limits {
 
 /// Runs the events `events()` gives through each model (each from the start); mainline (the
 /// first) is the reference of the ratios.
-pub fn replay<E, I>(
+pub(crate) fn replay<E, I>(
     source: Source,
     events: impl Fn() -> I,
     models: &[(String, ModelKind)],
@@ -144,7 +148,7 @@ where
 }
 
 /// A seed pattern generated without a kernel, replayed.
-pub fn synthetic(
+pub(crate) fn synthetic(
     pattern: Pattern,
     params: &Params,
     choice: ModelChoice,
@@ -241,7 +245,7 @@ pub fn recorded(
     Ok(replay(source, || ordered.events(), &models, limits))
 }
 
-pub fn pattern_name(p: Pattern) -> &'static str {
+pub(crate) fn pattern_name(p: Pattern) -> &'static str {
     match p {
         Pattern::LinusLoop => "linus-loop",
         Pattern::Opensock => "opensock",

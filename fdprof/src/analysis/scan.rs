@@ -8,7 +8,7 @@ use super::share;
 
 /// Allocations, `next_fd` hits and their rate, allocations below the origin, and the scan
 /// distance and words-read histograms.
-pub fn scan(rec: &Recording) -> Scan {
+pub(crate) fn scan(rec: &Recording) -> Scan {
     let s = &rec.scan;
     Scan {
         allocations: s.allocations,
@@ -44,7 +44,7 @@ pub(super) fn bits_at_least(bits: &Histogram) -> u64 {
 }
 
 /// `max_fds` at the first syscall and at most, and how many syscalls grew the table.
-pub fn table(rec: &Recording) -> Table {
+pub(crate) fn table(rec: &Recording) -> Table {
     let t = &rec.table;
     Table {
         max_fds_first: t.max_fds_first,

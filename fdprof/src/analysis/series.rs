@@ -12,7 +12,7 @@ use super::{live::per_second, share, sum};
 use crate::model::sample;
 
 /// One row per sample of `rec`'s series; `None` without a series.
-pub fn rates(rec: &Recording) -> Option<Rates> {
+pub(crate) fn rates(rec: &Recording) -> Option<Rates> {
     let series = rec.series.as_ref()?;
     let fd_activity = rec.fd_activity_recorded();
     let rows = series

@@ -19,7 +19,7 @@ struct Group<'a> {
 
 /// The stack groups in `opts.sort` order (ties: more total wait, more waits, `file_lock`
 /// first), cut to the first `opts.top` (0: all), and how many groups there are in all.
-pub fn top_stacks(rec: &Recording, opts: &ReportOptions) -> (Vec<TopStack>, usize) {
+pub(crate) fn top_stacks(rec: &Recording, opts: &ReportOptions) -> (Vec<TopStack>, usize) {
     let mut groups = groups(rec, opts.offsets);
     let total = groups.len();
     let avg = |g: &Group<'_>| g.waits.avg_wait_ns().unwrap_or(0.0);
@@ -113,7 +113,7 @@ fn frame_keys(stack: &[RecordedFrame], offsets: bool) -> Vec<FrameKey<'_>> {
 
 /// A frame's name as every front end shows it: the function, control characters escaped,
 /// `[unknown]` when unsymbolized, with `+0x1f` when `offsets`.
-pub fn frame_label(frame: &RecordedFrame, offsets: bool) -> String {
+pub(crate) fn frame_label(frame: &RecordedFrame, offsets: bool) -> String {
     let name = frame.function.trim();
     let name = if name.is_empty() {
         "[unknown]".into()

@@ -7,7 +7,7 @@ use super::histogram::summary;
 
 /// What the syscall latencies of `rec` span: the whole syscall in tracepoint mode; nothing
 /// when the syscalls were not timed.
-pub fn latency_level(rec: &Recording) -> LatencyLevel {
+pub(crate) fn latency_level(rec: &Recording) -> LatencyLevel {
     if !rec.syscall_latency {
         LatencyLevel::NotMeasured
     } else if rec.mode == Mode::Tracepoint {
@@ -19,7 +19,7 @@ pub fn latency_level(rec: &Recording) -> LatencyLevel {
 
 /// The syscalls called at least once, in the recording's order: calls, errors, fds created and
 /// closed, allocations and the latency histogram.
-pub fn syscalls(rec: &Recording) -> Vec<Syscall> {
+pub(crate) fn syscalls(rec: &Recording) -> Vec<Syscall> {
     let level = latency_level(rec);
     // A sum with parts not timed shows no latency rather than that of some calls.
     let untimed = Log2Hist::default();
@@ -48,7 +48,7 @@ pub fn syscalls(rec: &Recording) -> Vec<Syscall> {
 }
 
 /// The names of `syscalls`, most calls first (ties by name).
-pub fn syscalls_by_calls(syscalls: &[Syscall]) -> Vec<String> {
+pub(crate) fn syscalls_by_calls(syscalls: &[Syscall]) -> Vec<String> {
     let mut by_calls: Vec<&Syscall> = syscalls.iter().collect();
     by_calls.sort_by(|a, b| b.calls.cmp(&a.calls).then(a.name.cmp(&b.name)));
     by_calls.into_iter().map(|s| s.name.clone()).collect()

@@ -1,5 +1,6 @@
 //! The analysis on the hand-built recordings of [`crate::testdata`].
 
+use super::stacks::frame_label;
 use super::*;
 use crate::testdata::{self, frame, site};
 

@@ -9,14 +9,14 @@ use fdprof_common::probes::Role;
 
 use super::refusal::{ProbeError, program};
 
-pub use fdprof_common::probes::Attachment;
+pub(crate) use fdprof_common::probes::Attachment;
 
 // Each family is loaded whole, then attached last to first: the closing probe (exit, end) goes
 // in before the opening one, so no entry is recorded whose exit could be missed (a stale entry
 // would count as a drop or pair with a later exit). On failure nothing of the family stays.
 
 /// Attaches a tracepoint family as tp_btf programs.
-pub fn tp_btf(ebpf: &mut Ebpf, family: Role, btf: &Btf) -> Result<(), ProbeError> {
+pub(crate) fn tp_btf(ebpf: &mut Ebpf, family: Role, btf: &Btf) -> Result<(), ProbeError> {
     let programs = family.tp_btf_programs();
     let names: Vec<&str> = programs.iter().map(|(p, _)| *p).collect();
     with_rollback(ebpf, &names, |ebpf| {
@@ -56,7 +56,7 @@ pub fn classic(ebpf: &mut Ebpf, family: Role) -> Result<(), ProbeError> {
 }
 
 /// Runs `attach`; if it fails, unloads (and so detaches) every one of `programs`.
-pub fn with_rollback<E>(
+pub(crate) fn with_rollback<E>(
     ebpf: &mut Ebpf,
     programs: &[&str],
     attach: impl FnOnce(&mut Ebpf) -> Result<(), E>,

@@ -20,7 +20,7 @@ const CGROUP_SUPER_MAGIC: i64 = 0x0027_e0eb;
 
 /// A cgroup given on the command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Cgroup {
+pub(crate) struct Cgroup {
     /// The directory, resolved (no symlink left).
     pub dir: PathBuf,
     /// Its path inside its hierarchy, as `/proc/PID/cgroup` shows it.
@@ -32,7 +32,7 @@ pub struct Cgroup {
 impl Cgroup {
     /// Checks `arg` is a cgroup directory: it exists, and resolved it lies on a cgroup
     /// filesystem (a symlink out of one is refused). A one-line usage error otherwise.
-    pub fn resolve(arg: &Path) -> Result<Cgroup> {
+    pub(crate) fn resolve(arg: &Path) -> Result<Cgroup> {
         let shown = crate::escape::name(&arg.display().to_string()).into_owned();
         let dir = std::fs::canonicalize(arg)
             .map_err(|e| fatal(EXIT_USAGE, format!("--cgroup {shown}: {e}")))?;

@@ -114,7 +114,7 @@ pub(crate) fn read(ebpf: &Ebpf, event: CpuEvent, frequency_hz: u64) -> Result<Cp
 
 impl CpuSamples {
     /// The samples taken between `earlier` and `self` (one profiler's snapshots).
-    pub fn delta(&self, earlier: Option<&CpuSamples>) -> CpuSamples {
+    pub(crate) fn delta(&self, earlier: Option<&CpuSamples>) -> CpuSamples {
         let before: HashMap<CpuKey, u64> = earlier
             .map(|e| e.counts.iter().copied().collect())
             .unwrap_or_default();

@@ -11,7 +11,7 @@ use fdprof_common::{
 use super::ring::{AsyncRing, decode_plain};
 
 /// One event as the kernel sent it: times are `CLOCK_MONOTONIC` ns, stacks are ids in the
-/// profiler's stack map ([`super::Profiler::stacks`]).
+/// profiler's stack map (`super::Profiler::stacks`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RawEvent {
     pub at_ns: u64,
@@ -43,7 +43,7 @@ pub enum RawKind {
 
 impl RawEvent {
     /// Decodes one ring-buffer record; `None` for a record of another size or an unknown kind.
-    pub fn decode(bytes: &[u8]) -> Option<Self> {
+    pub(crate) fn decode(bytes: &[u8]) -> Option<Self> {
         let r: EventRecord = decode_plain(bytes)?;
         let stack = |id: i32| (id >= 0).then_some(id);
         let what = match r.kind {
@@ -72,7 +72,7 @@ impl RawEvent {
     }
 
     /// The stack ids this event refers to.
-    pub fn stack_ids(&self) -> impl Iterator<Item = i32> {
+    pub(crate) fn stack_ids(&self) -> impl Iterator<Item = i32> {
         let (k, u) = match self.what {
             RawKind::SlowWait {
                 kernel_stack,
@@ -95,7 +95,7 @@ pub struct EventStream {
 }
 
 impl EventStream {
-    pub fn new(ring: RingBuf<MapData>) -> Result<Self> {
+    pub(crate) fn new(ring: RingBuf<MapData>) -> Result<Self> {
         Ok(Self {
             ring: AsyncRing::new(ring, "events")?,
         })
@@ -107,7 +107,7 @@ impl EventStream {
     }
 
     /// The events there are now, without waiting.
-    pub fn try_batch(&mut self) -> Vec<RawEvent> {
+    pub(crate) fn try_batch(&mut self) -> Vec<RawEvent> {
         self.ring.try_batch(MAX_BATCH, RawEvent::decode)
     }
 

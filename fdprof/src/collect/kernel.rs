@@ -46,7 +46,7 @@ impl Kernel {
     }
 
     /// `start` is the first argument of `alloc_fd`, the second of `__alloc_fd(files, …)`.
-    pub fn alloc_start_arg(&self) -> u32 {
+    pub(crate) fn alloc_start_arg(&self) -> u32 {
         let legacy = self.functions.iter().any(|(r, f)| {
             r.role == Role::Allocate && f.first().is_some_and(|f| f.name == "__alloc_fd")
         });

@@ -162,7 +162,7 @@ pub enum Streams {
     /// fdprof's own.
     Inherit,
     /// Standard input from `/dev/null`, output and errors into one pipe
-    /// ([`Launched::take_output`]): a full-screen view owns the terminal, and a command
+    /// (`Launched::take_output`): a full-screen view owns the terminal, and a command
     /// printing to it, or reading keys from it, would scroll the screen and steal its keys.
     Captured,
 }
@@ -257,7 +257,7 @@ fn decode(status: libc::c_int) -> ExitStatus {
 
 impl Launched {
     /// The read end of the command's output, once, with [`Streams::Captured`].
-    pub fn take_output(&mut self) -> Option<OwnedFd> {
+    pub(crate) fn take_output(&mut self) -> Option<OwnedFd> {
         self.output.take()
     }
 
@@ -322,7 +322,7 @@ impl Launched {
     /// terminal already sent it to the whole process group, command included). The first time,
     /// passes the signal on and gives the command [`GRACE`] to exit; a second signal or the end
     /// of the grace period kills it. Returns its exit status once it has ended.
-    pub fn stop(&mut self, signals: u32, forward: libc::c_int) -> Option<ExitStatus> {
+    pub(crate) fn stop(&mut self, signals: u32, forward: libc::c_int) -> Option<ExitStatus> {
         if let Some(status) = self.try_wait() {
             return Some(status);
         }
@@ -342,7 +342,7 @@ impl Launched {
 
     /// Ends a command that outlived the recording: SIGTERM, then SIGKILL after [`GRACE`] or at
     /// once when `stop_signals` reports a signal to fdprof.
-    pub fn terminate(&mut self, stop_signals: impl Fn() -> u32) -> ExitStatus {
+    pub(crate) fn terminate(&mut self, stop_signals: impl Fn() -> u32) -> ExitStatus {
         if let Some(status) = self.try_wait() {
             return status;
         }
@@ -359,7 +359,7 @@ impl Launched {
     }
 
     /// Gives up on a command that never ran (closing the gate makes it exit) and reaps it.
-    pub fn abandon(mut self) {
+    pub(crate) fn abandon(mut self) {
         self.gate = None;
         self.reap(0);
     }

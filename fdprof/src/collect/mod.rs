@@ -19,12 +19,11 @@ pub(crate) mod starts;
 pub(crate) mod stats;
 pub(crate) mod steal;
 pub(crate) mod target;
-pub(crate) mod targets;
+pub mod targets;
 pub mod trace;
 
-pub use attach::Attachment;
 pub use events::{EventStream, RawEvent, RawKind};
 pub use kernel::Kernel;
 pub use profiler::{Filter, Profiler, ProfilerOptions};
-pub use snapshot::Snapshot;
-pub use target::{Resolved, TargetSpec};
+pub(crate) use snapshot::Snapshot;
+pub(crate) use target::{Resolved, TargetSpec};

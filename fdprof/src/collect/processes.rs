@@ -24,7 +24,7 @@ pub struct Processes {
 }
 
 impl Processes {
-    pub fn read(ebpf: &Ebpf) -> Result<Self> {
+    pub(crate) fn read(ebpf: &Ebpf) -> Result<Self> {
         let syscalls = per_cpu_sums(
             ebpf,
             map::PROCESS_SYSCALLS,
@@ -53,14 +53,14 @@ impl Processes {
     }
 
     /// Leaves out the rows of `tgids` (deleted from the maps once read).
-    pub fn forget(&mut self, tgids: &[u32]) {
+    pub(crate) fn forget(&mut self, tgids: &[u32]) {
         self.syscalls.retain(|k, _| !tgids.contains(&k.tgid));
         self.scans.retain(|tgid, _| !tgids.contains(tgid));
         self.comms.retain(|tgid, _| !tgids.contains(tgid));
     }
 
     /// What was counted between `earlier` and `self`; rows with nothing new are left out.
-    pub fn delta(&self, earlier: &Processes) -> Processes {
+    pub(crate) fn delta(&self, earlier: &Processes) -> Processes {
         let syscalls = self
             .syscalls
             .iter()

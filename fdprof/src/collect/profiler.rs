@@ -38,7 +38,7 @@ pub enum Filter {
     Tgid(u32),
     Tid(u32),
     /// The processes of a target set, at most this many at once: filled through
-    /// [`Profiler::add_target`] and [`Profiler::match_comms`], and by the programs (see
+    /// `Profiler::add_target` and `Profiler::match_comms`, and by the programs (see
     /// [`super::targets`]). Figures are kept per process, as under `All`.
     Set {
         max: u32,
@@ -60,7 +60,7 @@ pub struct ProfilerOptions {
     /// Sample the target on every online CPU this many times a second each (`--cpu`).
     pub cpu_hz: Option<u64>,
     /// Send every fd-table operation of the target to the trace ring buffer
-    /// ([`Profiler::take_trace`]).
+    /// (`Profiler::take_trace`).
     pub trace: bool,
     /// A single process ([`Filter::Tgid`]): also follow the processes it starts (and theirs),
     /// from their fork until they end, their figures added to its own (a launched command).
@@ -93,10 +93,6 @@ pub struct Profiler {
     lock_only: bool,
     latency: bool,
     stats: StatsSampler,
-    /// When [`Profiler::tick`] was first called: its sampling windows are timed from there, not
-    /// from attach, so a start slower than a window (launching the command, a slow machine)
-    /// still gets the first one.
-    stats_origin: Option<Instant>,
     attached_at: Instant,
     attached_ns: u64,
     /// The machine's CPU times at attach, for each snapshot's steal time.
@@ -141,7 +137,6 @@ impl Profiler {
             lock_only: opts.lock_only,
             latency: opts.latency,
             stats: StatsSampler::new(),
-            stats_origin: None,
             attached_at: Instant::now(),
             attached_ns: monotonic_ns(),
             attached_cpu_times: CpuTimes::read(),
@@ -159,7 +154,7 @@ impl Profiler {
     /// The process starts' ring buffer (`record -a`), to read with a [`StartStream`]; `None`
     /// once taken. The programs send starts from then on only. Call it inside a tokio runtime
     /// with IO enabled.
-    pub fn take_starts(&mut self) -> Option<Result<StartStream>> {
+    pub(crate) fn take_starts(&mut self) -> Option<Result<StartStream>> {
         let map = self.ebpf.take_map(map::PROCESS_STARTS)?;
         Some(self.start_starts(map))
     }
@@ -180,7 +175,7 @@ impl Profiler {
 
     /// The fd-table trace's ring buffer (`ProfilerOptions::trace`), to drain with a
     /// [`super::trace::TraceReader`]; `None` once taken.
-    pub fn take_trace(&mut self) -> Option<Result<RingBuf<aya::maps::MapData>>> {
+    pub(crate) fn take_trace(&mut self) -> Option<Result<RingBuf<aya::maps::MapData>>> {
         let map = self.ebpf.take_map(map::TRACE)?;
         Some(RingBuf::try_from(map).map_err(Into::into))
     }
@@ -192,7 +187,7 @@ impl Profiler {
     }
 
     /// Adds process `tgid` to the target set (see [`Filter::Set`]) as `entry` says.
-    pub fn add_target(
+    pub(crate) fn add_target(
         &mut self,
         tgid: u32,
         entry: fdprof_common::targets::TargetEntry,
@@ -201,23 +196,23 @@ impl Profiler {
     }
 
     /// Removes process `tgid` from the target set.
-    pub fn remove_target(&mut self, tgid: u32) -> Result<()> {
+    pub(crate) fn remove_target(&mut self, tgid: u32) -> Result<()> {
         targets::remove(&mut self.ebpf, tgid)
     }
 
     /// The target set now: tgid → how it joined.
-    pub fn targets(&self) -> Result<BTreeMap<u32, fdprof_common::targets::TargetEntry>> {
+    pub(crate) fn targets(&self) -> Result<BTreeMap<u32, fdprof_common::targets::TargetEntry>> {
         targets::members(&self.ebpf)
     }
 
     /// Processes named one of `comms` join the set at their exec or rename: `(comm, slot)`.
-    pub fn match_comms(&mut self, comms: &[(String, u32)]) -> Result<()> {
+    pub(crate) fn match_comms(&mut self, comms: &[(String, u32)]) -> Result<()> {
         targets::set_comms(&mut self.ebpf, comms)
     }
 
     /// Processes moved into these cgroups join the set at the move: `(cgroup, slot)`, with the
     /// hierarchies' marks (see [`fdprof_common::targets::CgroupKey`]), replacing those set before.
-    pub fn follow_cgroups(
+    pub(crate) fn follow_cgroups(
         &mut self,
         keys: &BTreeMap<fdprof_common::targets::CgroupKey, u32>,
     ) -> Result<()> {
@@ -225,23 +220,26 @@ impl Profiler {
     }
 
     /// Deletes the per-process rows of processes that left, once their figures were read.
-    pub fn forget(&mut self, tgids: &[u32]) -> Result<()> {
+    pub(crate) fn forget(&mut self, tgids: &[u32]) -> Result<()> {
         targets::forget(&mut self.ebpf, tgids)
     }
 
     /// The event on-CPU sampling runs on (`--cpu`), if it does.
-    pub fn cpu_event(&self) -> Option<CpuEvent> {
+    pub(crate) fn cpu_event(&self) -> Option<CpuEvent> {
         self.cpu.map(|(event, _)| event)
     }
 
     /// `CLOCK_MONOTONIC` at attach, in ns: the origin of the events' time.
-    pub fn attached_ns(&self) -> u64 {
+    pub(crate) fn attached_ns(&self) -> u64 {
         self.attached_ns
     }
 
     /// The addresses of the stacks `ids` refers to (an event's stacks), innermost first;
     /// negative and unknown ids are left out.
-    pub fn stacks(&self, ids: impl IntoIterator<Item = i32>) -> Result<HashMap<i32, Vec<u64>>> {
+    pub(crate) fn stacks(
+        &self,
+        ids: impl IntoIterator<Item = i32>,
+    ) -> Result<HashMap<i32, Vec<u64>>> {
         let stacks: StackTraceMap<_> =
             StackTraceMap::try_from(self.ebpf.map(map::STACKS).context("no map STACKS")?)?;
         let mut out = HashMap::new();
@@ -257,13 +255,13 @@ impl Profiler {
     }
 
     /// How each role was attached.
-    pub fn attachments(&self) -> &BTreeMap<Role, Attachment> {
+    pub(crate) fn attachments(&self) -> &BTreeMap<Role, Attachment> {
         &self.attachments
     }
 
     /// The profile's mode: that of the allocator, the role the product is about; with
     /// `--lock-only`, that of the lock slow path.
-    pub fn mode(&self) -> Mode {
+    pub(crate) fn mode(&self) -> Mode {
         let lead = if self.lock_only {
             Role::LockSlowpath
         } else {
@@ -275,26 +273,21 @@ impl Profiler {
     }
 
     /// Whether fd syscall latency is measured (`--latency`).
-    pub fn syscall_latency(&self) -> bool {
+    pub(crate) fn syscall_latency(&self) -> bool {
         self.latency && !self.lock_only
     }
 
     /// What attaching changed or could not do (fallbacks, tracefs mounted).
-    pub fn notes(&self) -> &[String] {
+    pub(crate) fn notes(&self) -> &[String] {
         &self.notes
     }
 
-    /// Keeps the run-time statistics sampler going: call it again after the time it returns.
-    pub fn tick(&mut self) -> Duration {
-        let origin = *self.stats_origin.get_or_insert_with(Instant::now);
-        self.tick_from(origin)
-    }
-
-    /// [`Profiler::tick`] with the sampling windows timed from `origin`, not from attach: the
+    /// Keeps the run-time statistics sampler going (call it again after the time it returns),
+    /// with the sampling windows timed from `origin`, not from attach: the
     /// statistics are on for the whole system while any profiler has them on, so profilers
     /// that share an origin share their windows (a daemon with 64 profilers timed from their
     /// attaches would keep them on most of the time).
-    pub fn tick_from(&mut self, origin: Instant) -> Duration {
+    pub(crate) fn tick_from(&mut self, origin: Instant) -> Duration {
         let ebpf = &self.ebpf;
         self.stats
             .tick(origin.elapsed(), || snapshot::walk_ns(ebpf).unwrap_or(0))
@@ -302,7 +295,7 @@ impl Profiler {
 
     /// Everything aggregated since attach: per-CPU sums of the maps, the stacks they refer to
     /// and the programs' costs.
-    pub fn snapshot(&self) -> Result<Snapshot> {
+    pub(crate) fn snapshot(&self) -> Result<Snapshot> {
         let mut snap = snapshot::read(&self.ebpf)?;
         snap.programs = stats::program_costs(&self.ebpf);
         snap.elapsed = self.attached_at.elapsed();

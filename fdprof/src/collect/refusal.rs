@@ -15,7 +15,7 @@ pub enum Stage {
 }
 
 impl Stage {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Stage::Load => "load",
             Stage::Attach => "attach",
@@ -40,12 +40,12 @@ pub enum ProbeError {
 
 impl ProbeError {
     /// `what` failed to load.
-    pub fn load(what: impl Into<String>, e: ProgramError) -> Self {
+    pub(crate) fn load(what: impl Into<String>, e: ProgramError) -> Self {
         Self::of(what.into(), Stage::Load, e)
     }
 
     /// `what` loaded, and failed to attach.
-    pub fn attach(what: impl Into<String>, e: ProgramError) -> Self {
+    pub(crate) fn attach(what: impl Into<String>, e: ProgramError) -> Self {
         Self::of(what.into(), Stage::Attach, e)
     }
 
@@ -78,7 +78,7 @@ impl ProbeError {
 
     /// The kernel's answer in a few words: the errno (with the verifier's reason where it
     /// refused the program), else the first line of the error.
-    pub fn short(&self) -> String {
+    pub(crate) fn short(&self) -> String {
         match self {
             ProbeError::Refused {
                 errno: Some(errno),

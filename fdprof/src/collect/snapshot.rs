@@ -43,8 +43,9 @@ impl Default for Contention {
 }
 
 impl Contention {
+    #[cfg(test)]
     /// `count` waits in `slot`, `total_ns` in all, the longest `max_ns` (fixtures).
-    pub fn in_slot(slot: usize, count: u64, total_ns: u64, max_ns: u64) -> Self {
+    pub(crate) fn in_slot(slot: usize, count: u64, total_ns: u64, max_ns: u64) -> Self {
         let mut c = Self {
             count,
             total_ns,
@@ -55,8 +56,9 @@ impl Contention {
         c
     }
 
+    #[cfg(test)]
     /// Both together (fixtures).
-    pub fn plus(mut self, other: Self) -> Self {
+    pub(crate) fn plus(mut self, other: Self) -> Self {
         self.count += other.count;
         self.total_ns += other.total_ns;
         self.max_ns = self.max_ns.max(other.max_ns);
@@ -111,14 +113,14 @@ pub struct Snapshot {
 impl Snapshot {
     /// Leaves out the per-process rows and contention sites of `tgids` (deleted from the maps
     /// once read: see [`super::Profiler::forget`]).
-    pub fn forget(&mut self, tgids: &[u32]) {
+    pub(crate) fn forget(&mut self, tgids: &[u32]) {
         self.processes.forget(tgids);
         self.contention
             .retain(|(key, _)| key.tgid == 0 || !tgids.contains(&key.tgid));
     }
 
     /// Nothing counted yet, every array sized as the maps are (a snapshot `read` could return).
-    pub fn zeroed() -> Self {
+    pub(crate) fn zeroed() -> Self {
         Snapshot {
             syscall_counters: vec![0; SYSCALL_COUNTER_ENTRIES as usize],
             globals: vec![0; global::COUNT as usize],
@@ -131,7 +133,7 @@ impl Snapshot {
     }
 
     /// `hist` `id` as 64 slot counts.
-    pub fn hist_slots(&self, id: u32) -> &[u64] {
+    pub(crate) fn hist_slots(&self, id: u32) -> &[u64] {
         let start = (id * HIST_SLOTS) as usize;
         &self.hists[start..start + HIST_SLOTS as usize]
     }
@@ -249,7 +251,7 @@ impl Snapshot {
     /// What happened between `earlier` and `self` (both from one profiler): counts and sums
     /// subtract; maxima, minima and first values are those of the whole run so far, since a
     /// maximum cannot be split into intervals.
-    pub fn delta(&self, earlier: &Snapshot) -> Snapshot {
+    pub(crate) fn delta(&self, earlier: &Snapshot) -> Snapshot {
         let sub = |now: &[u64], then: &[u64], keep: &dyn Fn(u32) -> bool| -> Vec<u64> {
             now.iter()
                 .enumerate()

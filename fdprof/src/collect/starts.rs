@@ -33,14 +33,14 @@ const BACKOFF: Duration = Duration::from_millis(5);
 
 /// How a process started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum How {
+pub(crate) enum How {
     Fork,
     Exec,
 }
 
 /// One start as the kernel sent it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Start {
+pub(crate) struct Start {
     pub pid: u32,
     pub how: How,
     /// In a target set, which target it is of (`TargetEntry::slot`).
@@ -49,7 +49,7 @@ pub struct Start {
 
 impl Start {
     /// Decodes one ring record; `None` for another size or an unknown `how`.
-    pub fn decode(bytes: &[u8]) -> Option<Self> {
+    pub(crate) fn decode(bytes: &[u8]) -> Option<Self> {
         let r: ProcessStart = decode_plain(bytes)?;
         let how = match r.how {
             start::FORK => How::Fork,
@@ -66,7 +66,7 @@ impl Start {
 
 /// Starts read together; handled once dropped.
 #[derive(Debug)]
-pub struct StartBatch {
+pub(crate) struct StartBatch {
     pub starts: Vec<Start>,
     pending: Arc<AtomicUsize>,
 }
@@ -79,13 +79,13 @@ impl Drop for StartBatch {
 
 /// The `PROCESS_STARTS` ring of a [`super::Profiler`] ([`super::Profiler::take_starts`]),
 /// registered with the tokio reactor: create and read it inside a runtime with IO enabled.
-pub struct StartStream {
+pub(crate) struct StartStream {
     ring: AsyncRing,
     pending: Arc<AtomicUsize>,
 }
 
 impl StartStream {
-    pub fn new(ring: RingBuf<MapData>) -> Result<Self> {
+    pub(crate) fn new(ring: RingBuf<MapData>) -> Result<Self> {
         Ok(Self {
             ring: AsyncRing::new(ring, "process starts")?,
             pending: Arc::new(AtomicUsize::new(0)),
@@ -94,7 +94,7 @@ impl StartStream {
 
     /// Waits until the recorder has room and there are starts, then returns those there are.
     /// Cancel-safe (a `select!` branch).
-    pub async fn next_batch(&mut self) -> Result<StartBatch> {
+    pub(crate) async fn next_batch(&mut self) -> Result<StartBatch> {
         let room = loop {
             let pending = self.pending.load(Ordering::Relaxed);
             if pending < MAX_PENDING {
@@ -108,7 +108,7 @@ impl StartStream {
 
     /// The starts still in the ring, without waiting (at the stop, so that every start sent
     /// is read or counted as dropped).
-    pub fn try_batch(&mut self) -> StartBatch {
+    pub(crate) fn try_batch(&mut self) -> StartBatch {
         let starts = self.ring.try_batch(RING_STARTS, Start::decode);
         self.hand_out(starts)
     }

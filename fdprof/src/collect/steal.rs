@@ -30,11 +30,11 @@ pub struct Steal {
 
 impl CpuTimes {
     /// `/proc/stat` now; `None` where it cannot be read.
-    pub fn read() -> Option<Self> {
+    pub(crate) fn read() -> Option<Self> {
         Self::parse(&std::fs::read_to_string("/proc/stat").ok()?)
     }
 
-    pub fn parse(stat: &str) -> Option<Self> {
+    pub(crate) fn parse(stat: &str) -> Option<Self> {
         let mut times = CpuTimes::default();
         let mut seen_all = false;
         for line in stat.lines() {
@@ -60,7 +60,7 @@ impl CpuTimes {
     /// What happened from `earlier` to `self`, in ns (`tick_ns` per tick). CPUs are matched by
     /// position: `/proc/stat` lists the online ones, so one taken offline between the two
     /// reads shifts the rest, and then the per-CPU maximum is left out.
-    pub fn since(&self, earlier: &CpuTimes, tick_ns: u64) -> Steal {
+    pub(crate) fn since(&self, earlier: &CpuTimes, tick_ns: u64) -> Steal {
         let ns = |later: u64, before: u64| later.saturating_sub(before).saturating_mul(tick_ns);
         let mut steal = Steal {
             steal_ns: ns(self.all.steal, earlier.all.steal),
@@ -91,13 +91,13 @@ pub struct Span {
 
 impl Span {
     /// The steal over the span, in ns.
-    pub fn steal(&self) -> Steal {
+    pub(crate) fn steal(&self) -> Steal {
         self.end.since(&self.start, tick_ns())
     }
 
     /// From the end of `earlier` to the end of `self` (spans of one profiler, both from
     /// attach or `earlier` before `self`).
-    pub fn after(&self, earlier: &Span) -> Span {
+    pub(crate) fn after(&self, earlier: &Span) -> Span {
         Span {
             start: earlier.end.clone(),
             end: self.end.clone(),

@@ -17,7 +17,7 @@ use crate::procfs::{self, stat_fields};
 
 /// What the user asked to profile.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TargetSpec {
+pub(crate) enum TargetSpec {
     Pid(u32),
     /// Several processes (`-p` more than once), or one with the processes it starts
     /// (`--children`): a target set.
@@ -35,7 +35,7 @@ pub enum TargetSpec {
 
 /// A target checked against `/proc`: what the programs filter on, and how to name it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Resolved {
+pub(crate) struct Resolved {
     pub kind: TargetKind,
     pub filter: Filter,
     /// The process (for `-t`, the thread's process).
@@ -140,7 +140,7 @@ fn check_process(pid: u32) -> Result<()> {
 impl TargetSpec {
     /// The target a command line names: `-p` (one, or a set: several, or with `children`),
     /// else `-t`, else `-a`, else the command.
-    pub fn of(
+    pub(crate) fn of(
         pids: &[u32],
         children: bool,
         cgroups: &[std::path::PathBuf],
@@ -166,14 +166,14 @@ impl TargetSpec {
 
 impl Resolved {
     /// The command is forked as `pid`: profile that process.
-    pub fn launched(&mut self, pid: u32) {
+    pub(crate) fn launched(&mut self, pid: u32) {
         self.pid = Some(pid);
         self.filter = Filter::Tgid(pid);
     }
 
     /// Whether the process or thread given has exited (never, for `-a` and commands, whose end
     /// is their exit status, nor for the daemon's names, which outlive their processes).
-    pub fn exited(&self) -> bool {
+    pub(crate) fn exited(&self) -> bool {
         match self.kind {
             TargetKind::Pid => self.pid.is_some_and(|p| !process_alive(p)),
             // When every process given has exited (the processes they started may live on).

@@ -20,7 +20,7 @@ use fdprof_common::{
 
 /// Why a process was not added.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refused {
+pub(crate) enum Refused {
     /// The set is at its bound.
     Full,
 }

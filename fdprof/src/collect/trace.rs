@@ -24,7 +24,7 @@ pub struct Drained {
 }
 
 /// The draining thread; [`TraceReader::finish`] after detaching returns what it kept.
-pub struct TraceReader {
+pub(crate) struct TraceReader {
     stop: Arc<AtomicBool>,
     thread: JoinHandle<Drained>,
 }
@@ -33,7 +33,7 @@ pub struct TraceReader {
 const POLL_MS: i32 = 50;
 
 impl TraceReader {
-    pub fn start(ring: RingBuf<MapData>, limit: u64) -> Result<Self> {
+    pub(crate) fn start(ring: RingBuf<MapData>, limit: u64) -> Result<Self> {
         let stop = Arc::new(AtomicBool::new(false));
         let stopped = stop.clone();
         let thread = std::thread::Builder::new()
@@ -45,7 +45,7 @@ impl TraceReader {
 
     /// Stops the reader once it has read what the ring holds; call it after the programs are
     /// detached, so nothing is sent after the last read.
-    pub fn finish(self) -> Drained {
+    pub(crate) fn finish(self) -> Drained {
         self.stop.store(true, Ordering::Relaxed);
         self.thread.join().unwrap_or_default()
     }
@@ -108,7 +108,7 @@ const O_CLOEXEC: u32 = 0o2_000_000;
 
 /// The open fds of `pid` with their close-on-exec flags. An fd closed while the directory is
 /// read is left out.
-pub fn proc_table(pid: u32) -> Result<ProcTable> {
+pub(crate) fn proc_table(pid: u32) -> Result<ProcTable> {
     let read_from_ns = super::profiler::monotonic_ns();
     let dir = format!("/proc/{pid}/fd");
     let mut fds = Vec::new();

@@ -101,7 +101,7 @@ impl ModeArg {
 
 /// Which operations to draw.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OpArg {
+pub(crate) enum OpArg {
     /// Waits while allocating an fd (`alloc_fd`).
     Alloc,
     /// Waits while closing an fd (`file_close_fd`, `close_fd`).
@@ -122,7 +122,7 @@ impl From<OpArg> for OpFilter {
 
 /// Which locks to draw.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LockArg {
+pub(crate) enum LockArg {
     /// Only the target's own `files->file_lock`.
     #[value(name = "file_lock", alias = "file-lock")]
     FileLock,

@@ -4,7 +4,7 @@
 use fdprof_common::probes::is_own_program;
 
 /// The program name of a JIT-ed BPF program's symbol; `None` for any other function.
-pub fn bpf_program(function: &str) -> Option<&str> {
+pub(crate) fn bpf_program(function: &str) -> Option<&str> {
     let rest = function.strip_prefix("bpf_prog_")?;
     let (tag, name) = rest.split_once('_')?;
     (tag.len() == 16 && tag.bytes().all(|b| b.is_ascii_hexdigit())).then_some(name)

@@ -1,5 +1,5 @@
-//! A [`Trace`](fdprof_recording::trace::Trace) from what the collector drained of the trace ring and read of the tables at
-//! attach: the format's types stay free of the collector's.
+//! A `fdprof_recording` [`Trace`] from what the collector drained of the trace ring and read
+//! of the tables at attach: the format's types stay free of the collector's.
 
 use std::collections::HashMap;
 

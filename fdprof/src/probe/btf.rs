@@ -48,7 +48,7 @@ struct Type {
 }
 
 /// Parsed type information of one BTF blob.
-pub struct Btf {
+pub(crate) struct Btf {
     strings: Vec<u8>,
     /// Index 0 is BTF's `void`.
     types: Vec<Type>,
@@ -84,12 +84,12 @@ fn struct_members(data: &[u8], vlen: usize, bitfield_offsets: bool) -> Result<Ve
 
 impl Btf {
     /// Reads the running kernel's BTF.
-    pub fn from_sys_fs() -> Result<Self> {
+    pub(crate) fn from_sys_fs() -> Result<Self> {
         Self::from_file(std::path::Path::new(SYS_FS))
     }
 
     /// Reads the kernel's BTF from `path` (the running kernel's is [`SYS_FS`]).
-    pub fn from_file(path: &std::path::Path) -> Result<Self> {
+    pub(crate) fn from_file(path: &std::path::Path) -> Result<Self> {
         let data = std::fs::read(path).with_context(|| {
             format!(
                 "this kernel has no BTF ({}); fdprof needs CONFIG_DEBUG_INFO_BTF=y",
@@ -100,7 +100,7 @@ impl Btf {
     }
 
     /// Parses a little-endian BTF blob.
-    pub fn parse(data: &[u8]) -> Result<Self> {
+    pub(crate) fn parse(data: &[u8]) -> Result<Self> {
         if data.len() < 24 || u16::from_le_bytes([data[0], data[1]]) != MAGIC {
             bail!("not little-endian BTF (bad magic)");
         }
@@ -192,7 +192,7 @@ impl Btf {
     }
 
     /// True when the kernel has a BTF `FUNC` record for `name` (a prerequisite for fentry).
-    pub fn has_func(&self, name: &str) -> bool {
+    pub(crate) fn has_func(&self, name: &str) -> bool {
         self.funcs.contains_key(name)
     }
 
@@ -210,7 +210,7 @@ impl Btf {
     }
 
     /// Byte offset of `field` in `struct name`, looking through anonymous structs and unions.
-    pub fn member_offset(&self, name: &str, field: &str) -> Result<u32> {
+    pub(crate) fn member_offset(&self, name: &str, field: &str) -> Result<u32> {
         let id = *self
             .structs_by_name
             .get(name)

@@ -12,7 +12,7 @@ pub struct Kallsyms {
 }
 
 impl Kallsyms {
-    pub fn load() -> Result<Self> {
+    pub(crate) fn load() -> Result<Self> {
         Ok(Self::parse(&crate::procfs::kallsyms()?))
     }
 
@@ -45,7 +45,7 @@ impl Kallsyms {
         }
     }
 
-    pub fn has_function(&self, name: &str) -> bool {
+    pub(crate) fn has_function(&self, name: &str) -> bool {
         self.functions.contains(name)
     }
 }

@@ -7,7 +7,7 @@ use aya::include_bytes_aligned;
 pub static PROFILER: &[u8] = include_bytes_aligned!("../../ebpf/fdprof.bpf.o");
 
 /// Empty programs that `doctor` attaches to find out what the kernel allows.
-pub static DOCTOR: &[u8] = include_bytes_aligned!("../../ebpf/fdprof-doctor.bpf.o");
+pub(crate) static DOCTOR: &[u8] = include_bytes_aligned!("../../ebpf/fdprof-doctor.bpf.o");
 
 #[cfg(test)]
 mod tests {

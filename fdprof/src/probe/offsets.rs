@@ -24,7 +24,7 @@ pub struct KernelOffsets {
 
 impl KernelOffsets {
     /// `(struct, field)` pairs in the order of [`KernelOffsets::values`].
-    pub const FIELDS: [(&'static str, &'static str); 10] = [
+    pub(crate) const FIELDS: [(&'static str, &'static str); 10] = [
         ("task_struct", "files"),
         ("files_struct", "next_fd"),
         ("files_struct", "fdt"),
@@ -37,7 +37,7 @@ impl KernelOffsets {
         ("task_struct", "tgid"),
     ];
 
-    pub fn from_btf(btf: &Btf) -> Result<Self> {
+    pub(crate) fn from_btf(btf: &Btf) -> Result<Self> {
         let off = |(s, f): (&str, &str)| btf.member_offset(s, f);
         let [a, b, c, d, e, f, g, h, i, j] = Self::FIELDS;
         Ok(Self {
@@ -55,7 +55,7 @@ impl KernelOffsets {
     }
 
     /// The offsets in the order of [`KernelOffsets::FIELDS`].
-    pub fn values(&self) -> [u32; 10] {
+    pub(crate) fn values(&self) -> [u32; 10] {
         [
             self.task_struct_files,
             self.files_struct_next_fd,
@@ -86,7 +86,7 @@ pub struct LockOffsets {
 }
 
 impl LockOffsets {
-    pub fn from_btf(btf: &Btf) -> Self {
+    pub(crate) fn from_btf(btf: &Btf) -> Self {
         let off = |s: &str, f: &str| btf.member_offset(s, f).unwrap_or(u32::MAX);
         Self {
             task_struct_mm: off("task_struct", "mm"),
@@ -118,7 +118,7 @@ pub struct CgroupOffsets {
 }
 
 impl CgroupOffsets {
-    pub fn from_btf(btf: &Btf) -> Self {
+    pub(crate) fn from_btf(btf: &Btf) -> Self {
         let off = |s: &str, f: &str| btf.member_offset(s, f).unwrap_or(u32::MAX);
         Self {
             cgroup_kn: off("cgroup", "kn"),

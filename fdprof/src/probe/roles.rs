@@ -76,7 +76,7 @@ pub struct FoundFunction {
 impl FunctionRole {
     /// The candidates present in this kernel (in its BTF, where there is one, or kallsyms), and
     /// among them the ones to attach to.
-    pub fn resolve(&self, btf: Option<&Btf>, kallsyms: &Kallsyms) -> Vec<FoundFunction> {
+    pub(crate) fn resolve(&self, btf: Option<&Btf>, kallsyms: &Kallsyms) -> Vec<FoundFunction> {
         let found = self
             .candidates
             .iter()

@@ -17,7 +17,7 @@ pub(crate) fn rate(per_s: Option<f64>) -> String {
 }
 
 /// Processes a system-wide block lists.
-pub const BATCH_PROCESSES: usize = 5;
+pub(crate) const BATCH_PROCESSES: usize = 5;
 
 /// The block of one interval, ending with a blank line.
 pub fn interval(iv: &Interval) -> String {

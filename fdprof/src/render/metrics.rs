@@ -20,16 +20,17 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::{Registry, Unit};
 
 /// `Content-Type` of [`encode`]'s output, what Prometheus asks for first.
-pub const OPENMETRICS_CONTENT_TYPE: &str =
+pub(crate) const OPENMETRICS_CONTENT_TYPE: &str =
     "application/openmetrics-text; version=1.0.0; charset=utf-8";
 /// `Content-Type` of [`encode_text`]'s output, for scrapers that do not accept OpenMetrics.
-pub const TEXT_CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
+pub(crate) const TEXT_CONTENT_TYPE: &str =
+    prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
 
 /// The last log2 slot with a bucket of its own in `fdprof_lock_wait_seconds`: 2^35 ns ≈ 34 s.
-pub const WAIT_SLOTS: u32 = 35;
+pub(crate) const WAIT_SLOTS: u32 = 35;
 /// The last log2 slot with a bucket of its own in `fdprof_alloc_scan_bits`: 2^21 bits, past
 /// the default `fs.nr_open` of 2^20.
-pub const SCAN_SLOTS: u32 = 21;
+pub(crate) const SCAN_SLOTS: u32 = 21;
 
 const NS_PER_SECOND: f64 = 1e9;
 
@@ -38,7 +39,7 @@ const NO_LABELS: [(&str, &str); 0] = [];
 
 /// What one scrape exposes.
 #[derive(Debug, Clone, Default)]
-pub struct Exposition {
+pub(crate) struct Exposition {
     /// Each target's running-total report, by target name (e.g. the comm `nginx`).
     pub targets: Vec<(String, Report)>,
     /// All targets merged: its drops, programs' run time and collector CPU time are the daemon's.
@@ -53,7 +54,7 @@ pub struct Exposition {
 
 /// What the daemon's HTTP server counts of its connections.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct HttpFigures {
+pub(crate) struct HttpFigures {
     /// Connections open now.
     pub open: u64,
     /// Refused, or closed to make room, at `--max-connections`.
@@ -64,12 +65,12 @@ pub struct HttpFigures {
 
 /// The daemon's one collector: `scrape` builds the [`Exposition`] at each scrape (under the
 /// daemon's lock), and it is encoded once the closure has returned.
-pub struct MetricsCollector {
+pub(crate) struct MetricsCollector {
     scrape: Box<dyn Fn() -> Exposition + Send + Sync>,
 }
 
 impl MetricsCollector {
-    pub fn new(scrape: impl Fn() -> Exposition + Send + Sync + 'static) -> Self {
+    pub(crate) fn new(scrape: impl Fn() -> Exposition + Send + Sync + 'static) -> Self {
         MetricsCollector {
             scrape: Box::new(scrape),
         }
@@ -77,7 +78,7 @@ impl MetricsCollector {
 
     /// A registry holding only this collector, to encode with
     /// `prometheus_client::encoding::text::encode` (OpenMetrics) or `prometheus_text::encode`.
-    pub fn into_registry(self) -> Registry {
+    pub(crate) fn into_registry(self) -> Registry {
         let mut registry = Registry::default();
         registry.register_collector(Box::new(self));
         registry
@@ -96,22 +97,25 @@ impl Collector for MetricsCollector {
     }
 }
 
+#[cfg(test)]
 /// `e` as OpenMetrics text, ending with `# EOF`.
-pub fn encode(e: Exposition) -> String {
+pub(crate) fn encode(e: Exposition) -> String {
     let mut out = String::new();
     prometheus_client::encoding::text::encode(&mut out, &registry_of(e))
         .expect("writing to a String cannot fail");
     out
 }
 
+#[cfg(test)]
 /// `e` in the Prometheus text format 0.0.4 (what `promtool check metrics` reads).
-pub fn encode_text(e: Exposition) -> String {
+pub(crate) fn encode_text(e: Exposition) -> String {
     let mut out = String::new();
     prometheus_client::encoding::prometheus_text::encode(&mut out, &registry_of(e))
         .expect("writing to a String cannot fail");
     out
 }
 
+#[cfg(test)]
 fn registry_of(e: Exposition) -> Registry {
     MetricsCollector::new(move || e.clone()).into_registry()
 }
@@ -177,7 +181,7 @@ impl Families<'_, '_> {
 }
 
 /// The upper bound of log2 slot `slot`, `2^slot - 1`, divided by `scale`.
-pub fn slot_le(slot: u32, scale: f64) -> f64 {
+pub(crate) fn slot_le(slot: u32, scale: f64) -> f64 {
     ((1u64 << slot) - 1) as f64 / scale
 }
 
@@ -374,8 +378,6 @@ fn daemon(e: &Exposition, out: &mut Families) -> fmt::Result {
 
 mod containers;
 mod processes;
+pub use processes::PROCESS_SERIES;
 #[cfg(test)]
 mod tests;
-
-pub use containers::CONTAINER_SERIES;
-pub use processes::{PROCESS_SERIES, exposed};

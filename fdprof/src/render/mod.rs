@@ -1,5 +1,5 @@
 //! Sinks on the analysis: the text report, folded stacks, flamegraph SVGs, the profile
-//! exports ([`pprof`], [`speedscope`]) and the daemon's [`metrics`]. They only lay out and
+//! exports (`pprof`, `speedscope`) and the daemon's [`metrics`]. They only lay out and
 //! format the figures [`crate::analysis`] computed; the JSON report is the analysis
 //! [`Report`](crate::analysis::Report) serialized as it is.
 
@@ -13,14 +13,15 @@ pub mod metrics;
 pub(crate) mod pprof;
 pub(crate) mod replay;
 pub(crate) mod speedscope;
-pub(crate) mod text;
+pub mod text;
 pub mod trace;
 
 pub use flamegraph::svg;
 pub use folded::folded;
-pub use pprof::pprof;
-pub use speedscope::speedscope;
-pub use text::{cpu_text, text};
+pub(crate) use pprof::pprof;
+pub(crate) use speedscope::speedscope;
+pub(crate) use text::cpu_text;
+pub use text::text;
 
 #[cfg(test)]
 mod tests;

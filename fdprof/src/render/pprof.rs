@@ -254,10 +254,19 @@ pub(crate) fn message(profile: &Profile) -> PprofProfile {
         .collect();
 
     let header = &profile.header;
-    let comment = vec![strings.get(&format!(
-        "fdprof {} of {}; kernel {}",
-        header.fdprof_version, header.target.description, header.kernel_release
-    ))];
+    let drops = &profile.drops;
+    let dropped = if drops.known {
+        format!("dropped: {} events", drops.total)
+    } else {
+        "dropped: unknown (the recording has no drop counters)".to_string()
+    };
+    let comment = vec![
+        strings.get(&format!(
+            "fdprof {} of {}; kernel {}",
+            header.fdprof_version, header.target.description, header.kernel_release
+        )),
+        strings.get(&dropped),
+    ];
     // The time-weighted type is the one to show first (Go's mutex profile shows delay).
     let default_type = *profile.value_types.last().expect("two value types");
     PprofProfile {
@@ -277,7 +286,7 @@ pub(crate) fn message(profile: &Profile) -> PprofProfile {
 }
 
 /// The gzipped protobuf, as `go tool pprof` reads it.
-pub fn pprof(profile: &Profile) -> Vec<u8> {
+pub(crate) fn pprof(profile: &Profile) -> Vec<u8> {
     let raw = message(profile).encode_to_vec();
     let mut gz = GzEncoder::new(Vec::new(), Compression::default());
     gz.write_all(&raw).expect("writing to memory cannot fail");

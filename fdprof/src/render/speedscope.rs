@@ -57,7 +57,7 @@ fn unit(u: ValueUnit) -> &'static str {
 }
 
 /// The speedscope JSON document.
-pub fn speedscope(profile: &Profile) -> Vec<u8> {
+pub(crate) fn speedscope(profile: &Profile) -> Vec<u8> {
     let mut frames: Vec<Frame<'_>> = profile
         .frames
         .iter()

@@ -77,13 +77,13 @@ fn row(r: &Row) -> Value {
 }
 
 /// The trace's rows, decoded and in exit order, to be written as lines.
-pub struct Lines<'a> {
+pub(crate) struct Lines<'a> {
     trace: &'a Trace,
     rows: Vec<Row>,
 }
 
 /// The trace's lines, or why the trace cannot be read.
-pub fn lines(trace: &Trace) -> Result<Lines<'_>, String> {
+pub(crate) fn lines(trace: &Trace) -> Result<Lines<'_>, String> {
     let mut rows = trace.rows()?;
     rows.sort_by_key(|r| r.exit_ns);
     Ok(Lines { trace, rows })
@@ -91,7 +91,7 @@ pub fn lines(trace: &Trace) -> Result<Lines<'_>, String> {
 
 impl Lines<'_> {
     /// Writes the lines, one at a time.
-    pub fn write(&self, out: &mut dyn Write) -> io::Result<()> {
+    pub(crate) fn write(&self, out: &mut dyn Write) -> io::Result<()> {
         let trace = self.trace;
         for s in &trace.snapshots {
             let v = json!({

@@ -233,11 +233,6 @@ impl KernelSymbols {
         self.addrs.is_empty()
     }
 
-    /// Time [`load`](Self::load) (or [`parse`](Self::parse)) took.
-    pub fn load_time(&self) -> Duration {
-        self.load_time
-    }
-
     /// The function covering `addr`: name, offset into it and the module (`None` for the core
     /// kernel). `address` is filled only when `raw` is set (kernel addresses reveal KASLR).
     /// Addresses no symbol covers give function `[unknown]`, offset 0.
@@ -266,7 +261,7 @@ impl KernelSymbols {
 
     /// `(function, offset, module)` covering `addr`, without allocating.
     /// The data symbol covering `addr` and the offset into it (core kernel only).
-    pub fn data_symbol(&self, addr: u64) -> Option<(&str, u64)> {
+    pub(crate) fn data_symbol(&self, addr: u64) -> Option<(&str, u64)> {
         let idx = self
             .data
             .partition_point(|&(a, _)| a <= addr)
@@ -279,7 +274,7 @@ impl KernelSymbols {
         Some((&self.names[entry.range()], addr - start))
     }
 
-    pub fn lookup(&self, addr: u64) -> Option<(&str, u64, Option<&str>)> {
+    pub(crate) fn lookup(&self, addr: u64) -> Option<(&str, u64, Option<&str>)> {
         let idx = self.addrs.partition_point(|&a| a <= addr).checked_sub(1)?;
         let offset = addr - self.addrs[idx];
         if offset >= MAX_FUNCTION_SPAN {

@@ -5,7 +5,7 @@
 //! addresses reveal the KASLR offset and must not leave the machine otherwise.
 
 mod frame;
-pub mod kernel;
+pub(crate) mod kernel;
 pub(crate) mod system;
 pub(crate) mod user;
 mod vdso;
@@ -13,5 +13,5 @@ mod vdso;
 pub use frame::Frame;
 
 pub use kernel::{KernelSymbols, UNKNOWN};
-pub use system::SystemMaps;
-pub use user::{ExecMapping, UserSymbolizer, parse_maps};
+pub(crate) use system::SystemMaps;
+pub use user::UserSymbolizer;

@@ -34,7 +34,7 @@ pub(crate) const MAX_STARTS_PER_SECOND: usize = 500;
 
 /// What the starts came to over a recording.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct StartCounts {
+pub(crate) struct StartCounts {
     /// Starts the kernel sent (a process that forks and execs sends two).
     pub received: u64,
     /// Processes snapshotted on a start.
@@ -52,7 +52,7 @@ pub struct StartCounts {
 
 /// Which processes have a snapshot, and the program each had then.
 #[derive(Debug)]
-pub struct SystemMaps {
+pub(crate) struct SystemMaps {
     followed: HashMap<u32, Option<PathBuf>>,
     own: u32,
     taken: usize,
@@ -68,7 +68,7 @@ impl Default for SystemMaps {
 }
 
 impl SystemMaps {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             followed: HashMap::new(),
             own: std::process::id(),
@@ -83,7 +83,7 @@ impl SystemMaps {
     /// were snapshotted. The pass is left to read
     /// them again (it does not count them as followed): by then the loader has mapped the
     /// program's libraries.
-    pub fn started(&mut self, pids: &[u32], user: &mut UserSymbolizer) -> usize {
+    pub(crate) fn started(&mut self, pids: &[u32], user: &mut UserSymbolizer) -> usize {
         self.starts.received += pids.len() as u64;
         let mut seen = HashSet::with_capacity(pids.len());
         let mut taken = 0;
@@ -115,13 +115,13 @@ impl SystemMaps {
     }
 
     /// What the starts came to so far.
-    pub fn start_counts(&self) -> StartCounts {
+    pub(crate) fn start_counts(&self) -> StartCounts {
         self.starts
     }
 
     /// Snapshots the maps of processes new since the last pass, or that exec'd since; forgets
     /// the gone. Returns how many were snapshotted now.
-    pub fn pass(&mut self, user: &mut UserSymbolizer) -> usize {
+    pub(crate) fn pass(&mut self, user: &mut UserSymbolizer) -> usize {
         let Ok(dir) = std::fs::read_dir("/proc") else {
             return 0;
         };
@@ -163,7 +163,7 @@ impl SystemMaps {
     }
 
     /// Snapshots taken so far.
-    pub fn taken(&self) -> usize {
+    pub(crate) fn taken(&self) -> usize {
         self.taken
     }
 }

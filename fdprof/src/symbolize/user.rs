@@ -33,7 +33,7 @@ const REFRESH_ON_MISS: Duration = Duration::from_secs(1);
 /// One executable mapping of `/proc/PID/maps`, file-backed (`path` absolute) or a kernel-provided
 /// one such as `[vdso]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ExecMapping {
+pub(crate) struct ExecMapping {
     pub start: u64,
     pub end: u64,
     /// File offset of `start`.
@@ -55,7 +55,7 @@ impl ExecMapping {
 
 /// The executable mappings listed in `/proc/PID/maps` text, in file order. Anonymous executable
 /// memory (JIT code) has no name to give and is skipped.
-pub fn parse_maps(text: &str) -> Vec<ExecMapping> {
+pub(crate) fn parse_maps(text: &str) -> Vec<ExecMapping> {
     text.lines().filter_map(parse_maps_line).collect()
 }
 
@@ -201,7 +201,7 @@ impl UserSymbolizer {
     /// Forgets the processes `keep` says are gone; once the files opened for all of them pass
     /// `max_files`, starts afresh (a live process is read again when next seen), so a live view
     /// that runs for hours while processes come and go keeps its memory bounded.
-    pub fn trim(&mut self, keep: impl Fn(u32) -> bool, max_files: usize) {
+    pub(crate) fn trim(&mut self, keep: impl Fn(u32) -> bool, max_files: usize) {
         self.procs.retain(|pid, _| keep(*pid));
         if self.files.len() > max_files {
             *self = Self::new();

@@ -528,3 +528,25 @@ fn the_circle_checker_sees_paths_and_circles() {
         ["/: f, g", "f/: a, b, c"]
     );
 }
+
+/// Crates whose items are `pub(crate)` unless another crate uses them: the lint is what keeps
+/// it so as the code changes (clippy runs with `-D warnings`).
+#[test]
+fn every_crate_root_warns_of_unreachable_pub() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    for krate in [
+        "fdprof/src/lib.rs",
+        "fdprof-figures/src/lib.rs",
+        "fdprof-recording/src/lib.rs",
+        "fdprof-replay/src/lib.rs",
+        "fdprof-workload/src/lib.rs",
+        "xtask/src/main.rs",
+    ] {
+        let text = std::fs::read_to_string(root.join(krate)).unwrap();
+        assert!(
+            text.lines()
+                .any(|l| l.trim() == "#![warn(unreachable_pub)]"),
+            "{krate} does not warn of unreachable_pub"
+        );
+    }
+}

@@ -48,7 +48,7 @@ pub(super) const STEAL_MIN_SHARE: f64 = 0.05;
 pub(super) const STEAL_MIN_WAITS: u64 = 100;
 
 /// The diagnosis of `report`, the report of `rec` (every figure but this one filled in).
-pub fn diagnosis(rec: &Recording, report: &Report) -> Diagnosis {
+pub(crate) fn diagnosis(rec: &Recording, report: &Report) -> Diagnosis {
     let mut d = Diagnosis::default();
     let stacks = Stacks::new(rec);
     d.findings.extend(rules::shared_table(report, &stacks));

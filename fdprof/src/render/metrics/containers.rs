@@ -12,7 +12,7 @@ use prometheus_client::registry::Unit;
 use super::{Exposition, Families, seconds};
 
 /// Containers with series of their own, per target (stated in `daemon --help` and the docs).
-pub const CONTAINER_SERIES: usize = 50;
+pub(crate) const CONTAINER_SERIES: usize = 50;
 
 /// The container groups of `r` that get series.
 pub(super) fn exposed(r: &Report) -> impl Iterator<Item = &CgroupGroup> {

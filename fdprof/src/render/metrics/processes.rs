@@ -18,7 +18,7 @@ pub const PROCESS_SERIES: usize = 20;
 
 /// The processes of `r` that get series: the first of the report's, which ranks them (most
 /// `file_lock` wait first, `analysis::processes`).
-pub fn exposed(r: &Report) -> impl Iterator<Item = &Process> {
+pub(crate) fn exposed(r: &Report) -> impl Iterator<Item = &Process> {
     r.processes.iter().take(PROCESS_SERIES)
 }
 

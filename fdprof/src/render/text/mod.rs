@@ -48,7 +48,7 @@ pub fn text(report: &Report) -> String {
 
 /// `report --cpu`: the header, the on-CPU section and the drops (every report states its probe
 /// mode and everything dropped).
-pub fn cpu_text(report: &Report) -> String {
+pub(crate) fn cpu_text(report: &Report) -> String {
     let mut out = Vec::new();
     header::header(&mut out, report);
     cpu::cpu(&mut out, report);
