@@ -254,19 +254,7 @@ pub(crate) fn message(profile: &Profile) -> PprofProfile {
         .collect();
 
     let header = &profile.header;
-    let drops = &profile.drops;
-    let dropped = if drops.known {
-        format!("dropped: {} events", drops.total)
-    } else {
-        "dropped: unknown (the recording has no drop counters)".to_string()
-    };
-    let comment = vec![
-        strings.get(&format!(
-            "fdprof {} of {}; kernel {}",
-            header.fdprof_version, header.target.description, header.kernel_release
-        )),
-        strings.get(&dropped),
-    ];
+    let comment = comments(profile, &mut strings);
     // The time-weighted type is the one to show first (Go's mutex profile shows delay).
     let default_type = *profile.value_types.last().expect("two value types");
     PprofProfile {
@@ -283,6 +271,24 @@ pub(crate) fn message(profile: &Profile) -> PprofProfile {
         period: int(profile.period),
         string_table: strings.table,
     }
+}
+
+/// What `go tool pprof -comments` shows: who and what was profiled, and what was lost.
+fn comments(profile: &Profile, strings: &mut Strings) -> Vec<i64> {
+    let header = &profile.header;
+    let drops = &profile.drops;
+    let dropped = if drops.known {
+        format!("dropped: {} events", drops.total)
+    } else {
+        "dropped: unknown (the recording has no drop counters)".to_string()
+    };
+    vec![
+        strings.get(&format!(
+            "fdprof {} of {}; kernel {}",
+            header.fdprof_version, header.target.description, header.kernel_release
+        )),
+        strings.get(&dropped),
+    ]
 }
 
 /// The gzipped protobuf, as `go tool pprof` reads it.
