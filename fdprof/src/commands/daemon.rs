@@ -361,40 +361,10 @@ fn read_config(path: &Path, defaults: &Defaults) -> Result<Watch> {
     let bad = |why: String| fatal(EXIT_USAGE, format!("bad config {shown}: {why}"));
     let text = files::read_text(path, Access::ReadableByAll, CONFIG_MAX).map_err(&bad)?;
     let file: File = toml::from_str(&text).map_err(|e| bad(toml_error(&text, &e)))?;
-    // A value's error names its key and what it must be, never the value.
-    let duration = |key: &str, text: Option<String>, default, range: super::duration::Range| {
-        text.map_or(Ok(default), |t| super::duration::parse_in(&t, range))
-            .map_err(|_| bad(format!("{key} is not {}", super::duration::hint(range))))
+    let duration = |key, text: Option<String>, default, range| {
+        file_duration(key, text.as_deref(), default, range).map_err(&bad)
     };
-    let mut capture = defaults.capture.clone();
-    if let Some(on) = &file.capture_on {
-        capture.on = on
-            .iter()
-            .map(|t| Trigger::parse(t))
-            .collect::<Result<_, _>>()
-            .map_err(|_| {
-                bad(format!(
-                    "capture_on names no rule (rules: {})",
-                    Trigger::names()
-                ))
-            })?;
-    }
-    if let Some(dir) = file.capture_dir {
-        capture.dir = dir;
-    }
-    let capture_duration = |key, text: Option<String>, default| match text.as_deref() {
-        Some("0") => Ok(Duration::ZERO),
-        _ => duration(key, text, default, super::duration::CAPTURE),
-    };
-    capture.window = capture_duration("capture_window", file.capture_window, capture.window)?;
-    capture.after = capture_duration("capture_after", file.capture_after, capture.after)?;
-    capture.every = capture_duration("capture_every", file.capture_every, capture.every)?;
-    if let Some(max) = file.capture_max {
-        if !(1..=CAPTURE_MAX_LIMIT).contains(&max) {
-            return Err(bad(format!("capture_max is not 1 to {CAPTURE_MAX_LIMIT}")));
-        }
-        capture.max = max;
-    }
+    let capture = file_capture(&file, &defaults.capture).map_err(&bad)?;
     let interval = duration(
         "interval",
         file.interval,
@@ -429,6 +399,48 @@ fn read_config(path: &Path, defaults: &Defaults) -> Result<Watch> {
             }
         },
     })
+}
+
+/// A config file's duration `key` (`default` when absent); an error names the key and what it
+/// must be, never the value.
+fn file_duration(
+    key: &str,
+    text: Option<&str>,
+    default: Duration,
+    range: super::duration::Range,
+) -> Result<Duration, String> {
+    text.map_or(Ok(default), |t| super::duration::parse_in(t, range))
+        .map_err(|_| format!("{key} is not {}", super::duration::hint(range)))
+}
+
+/// A config file's capture settings over the command line's (`default`), not yet checked
+/// against the interval; errors quote no value.
+fn file_capture(file: &File, default: &Capture) -> Result<Capture, String> {
+    let mut capture = default.clone();
+    if let Some(on) = &file.capture_on {
+        capture.on = on
+            .iter()
+            .map(|t| Trigger::parse(t))
+            .collect::<Result<_, _>>()
+            .map_err(|_| format!("capture_on names no rule (rules: {})", Trigger::names()))?;
+    }
+    if let Some(dir) = &file.capture_dir {
+        capture.dir = dir.clone();
+    }
+    let duration = |key, text: &Option<String>, default| match text.as_deref() {
+        Some("0") => Ok(Duration::ZERO),
+        text => file_duration(key, text, default, super::duration::CAPTURE),
+    };
+    capture.window = duration("capture_window", &file.capture_window, capture.window)?;
+    capture.after = duration("capture_after", &file.capture_after, capture.after)?;
+    capture.every = duration("capture_every", &file.capture_every, capture.every)?;
+    if let Some(max) = file.capture_max {
+        if !(1..=CAPTURE_MAX_LIMIT).contains(&max) {
+            return Err(format!("capture_max is not 1 to {CAPTURE_MAX_LIMIT}"));
+        }
+        capture.max = max;
+    }
+    Ok(capture)
 }
 
 /// A TOML or type error of a config file as one line naming the line and key, never the value
