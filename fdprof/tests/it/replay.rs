@@ -158,7 +158,7 @@ fn timed(args: &[&str], file: &Path) -> (Option<i32>, String, Duration) {
 
 /// A debug build's bound on what takes about a second in release (the refusal comes at the
 /// work bound, not at the end of the minutes the file asks for).
-const REFUSED_WITHIN: Duration = Duration::from_secs(60);
+const REFUSED_WITHIN: Duration = Duration::from_secs(20);
 
 #[test]
 fn a_small_recording_asking_for_minutes_of_replay_is_refused_in_one_line() {
