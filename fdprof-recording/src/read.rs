@@ -29,6 +29,12 @@ pub const MAX_BYTES: u64 = 64 << 20;
 
 /// Reads the recording at `path` (`-`: standard input).
 pub fn read(path: &Path) -> Result<Recording> {
+    read_sized(path).map(|(rec, _)| rec)
+}
+
+/// Reads the recording at `path` (`-`: standard input), and the bytes it took: what an export
+/// may make of it is stated against them.
+pub fn read_sized(path: &Path) -> Result<(Recording, u64)> {
     let (data, name) = if path == Path::new("-") {
         let name = "standard input".to_string();
         let data = read_to_end(std::io::stdin().lock(), 0, &name)?;
@@ -37,7 +43,7 @@ pub fn read(path: &Path) -> Result<Recording> {
         let name = path.display().to_string();
         (read_file(path, &name)?, name)
     };
-    parse(&data, &name)
+    Ok((parse(&data, &name)?, data.len() as u64))
 }
 
 /// Parses a recording held in memory; `name` names it in errors.

@@ -74,6 +74,9 @@ pub struct Meter {
     cost: Cost,
     touched: Lines,
     written: Lines,
+    /// Words and slots charged since the meter was made, `take` or not: the work a replay
+    /// has done (what `fdprof_recording::budget::Work` bounds).
+    work: u64,
 }
 
 /// A line's id: the array's tag above the line number.
@@ -126,6 +129,7 @@ impl Meter {
     #[inline(always)]
     pub fn read(&mut self, array: Array, first: u64, last: u64) {
         let n = last - first + 1;
+        self.work += n;
         match array {
             Array::Open => self.cost.o_rd += n,
             Array::Full => self.cost.f_rd += n,
@@ -138,6 +142,7 @@ impl Meter {
     #[inline(always)]
     pub fn write(&mut self, array: Array, word: u64) {
         self.cost.wr += 1;
+        self.work += 1;
         let id = line_id(array, word);
         self.touched.add(id, id);
         self.written.add(id, id);
@@ -146,16 +151,24 @@ impl Meter {
     #[inline(always)]
     pub fn read_cloexec(&mut self, words: u64) {
         self.cost.c_rd += words;
+        self.work += words;
     }
 
     #[inline(always)]
     pub fn write_cloexec(&mut self, words: u64) {
         self.cost.wr += words;
+        self.work += words;
     }
 
     #[inline(always)]
     pub fn pointers(&mut self, slots: u64) {
         self.cost.ptr += slots;
+        self.work += slots;
+    }
+
+    /// Every word and slot charged so far.
+    pub fn work(&self) -> u64 {
+        self.work
     }
 
     /// The operation's cost, with its lines counted; the meter is empty again.

@@ -70,6 +70,11 @@ impl FdMap {
         bitmap::set_bits(&self.identity, lo, hi).map(|fd| fd as u32)
     }
 
+    /// Its words and entries: what walking all of it visits.
+    pub fn size(&self) -> u64 {
+        (self.identity.len() + self.to_sim.len() + self.stale.len()) as u64
+    }
+
     /// How many words the identity bitmap has.
     pub fn identity_words(&self) -> u64 {
         self.identity.len() as u64

@@ -20,6 +20,6 @@ pub use event::{TraceEvent, TraceOp};
 pub use fastalloc::Fastalloc;
 pub use mainline::{Mainline, Version};
 pub use model::{Errno, Fdt, Limits, Model};
-pub use replay::{ModelKind, Replayer, replay, run};
+pub use replay::{ModelKind, Replayer, replay, replay_within, run};
 pub use report::{CostSummary, Distribution, ModelResult, Ratios, ratios};
 pub use viro::Viro;

@@ -47,11 +47,44 @@ pub fn run<M: Model, E: Borrow<TraceEvent>>(
     kind: ModelKind,
     events: impl IntoIterator<Item = E>,
 ) -> ModelResult {
+    run_within(template, kind, events, u64::MAX)
+        .expect("no bound")
+        .0
+}
+
+/// Replays `events` under one model unless that takes more than `bound` operations (bitmap
+/// words, fd slots and events visited: [`Replayer::work`]): the result and the work it took,
+/// or `Err` with the work done when it stopped.
+pub fn replay_within<E: Borrow<TraceEvent>>(
+    events: impl IntoIterator<Item = E>,
+    kind: ModelKind,
+    limits: Limits,
+    bound: u64,
+) -> Result<(ModelResult, u64), u64> {
+    match kind {
+        ModelKind::Mainline(v) => run_within(Mainline::new(v, limits), kind, events, bound),
+        ModelKind::Viro => run_within(Viro::new(limits), kind, events, bound),
+        ModelKind::Fastalloc { base, seed } => {
+            run_within(Fastalloc::new(base, limits, seed), kind, events, bound)
+        }
+    }
+}
+
+fn run_within<M: Model, E: Borrow<TraceEvent>>(
+    template: M,
+    kind: ModelKind,
+    events: impl IntoIterator<Item = E>,
+    bound: u64,
+) -> Result<(ModelResult, u64), u64> {
     let mut r = Replayer::new(template, kind);
     for e in events {
         r.apply(e.borrow());
+        if r.work() > bound {
+            return Err(r.work());
+        }
     }
-    r.finish()
+    let work = r.work();
+    Ok((r.finish(), work))
 }
 
 struct Table<M> {
@@ -69,9 +102,18 @@ pub struct Replayer<M: Model> {
     scratch: Meter,
     alloc_hist: CostHistograms,
     result: ModelResult,
+    /// Work the meters do not charge: events, tables built from snapshots and copied, and
+    /// the fd maps of non-POSIX models walked.
+    uncharged: u64,
 }
 
 impl<M: Model> Replayer<M> {
+    /// Operations done so far: every event, bitmap word and fd slot visited (charged to the
+    /// cost model or not).
+    pub fn work(&self) -> u64 {
+        self.meter.work() + self.scratch.work() + self.uncharged
+    }
+
     pub fn new(template: M, kind: ModelKind) -> Replayer<M> {
         let posix = template.posix();
         let result = ModelResult {
@@ -103,6 +145,7 @@ impl<M: Model> Replayer<M> {
             scratch: Meter::default(),
             alloc_hist: CostHistograms::default(),
             result,
+            uncharged: 0,
         }
     }
 
@@ -144,6 +187,9 @@ impl<M: Model> Replayer<M> {
 
     /// A copy of table `from` under `to` (fork, or an unsharing close_range/exec).
     fn copy(&mut self, from: usize, to: TableId) -> usize {
+        // The child's words and its fd map, beyond the reads the meter charges.
+        self.uncharged += 2 * self.tables[from].model.fdt().words()
+            + self.tables[from].map.as_ref().map_or(0, FdMap::size);
         let child = model::fork(&self.tables[from].model, &mut self.meter);
         let map = self.tables[from].map.clone();
         let i = self.put(to, child);
@@ -154,8 +200,10 @@ impl<M: Model> Replayer<M> {
 
     pub fn apply(&mut self, e: &TraceEvent) {
         self.result.events += 1;
+        self.uncharged += 1;
         match &e.op {
             TraceOp::Snapshot(s) => {
+                self.uncharged += u64::from(s.max_fds) / 64;
                 let limits = self.template.limits();
                 let (next_fd, max_fds) = (u64::from(s.next_fd), u64::from(s.max_fds));
                 match Fdt::from_bits(&s.open, &s.cloexec, next_fd, max_fds, limits) {
@@ -219,6 +267,7 @@ impl<M: Model> Replayer<M> {
                 let t = &mut self.tables[i];
                 model::exec(&mut t.model, &mut self.meter);
                 if let Some(map) = &mut t.map {
+                    self.uncharged += map.size();
                     map.retain_open(t.model.fdt());
                 }
                 let c = self.meter.take();
@@ -276,6 +325,8 @@ impl<M: Model> Replayer<M> {
         }
         map.stale.remove(&u);
         let lowest = t.model.fdt().lowest_free(u64::from(start));
+        // The words that search went through.
+        self.uncharged += lowest.saturating_sub(u64::from(start)) / 64 + 1;
         let got = t.model.alloc(u64::from(start), cloexec, &mut self.meter);
         let c = self.meter.take();
         self.alloc_hist.record(&c);
@@ -355,6 +406,7 @@ impl<M: Model> Replayer<M> {
             self.result.rejected += 1;
             return;
         }
+        self.uncharged += map.size();
         // The fds that map to themselves a word at a time (closing one clears only its own
         // bit): a range over millions of them does not list them all first.
         let mut batch = Vec::with_capacity(64);

@@ -15,6 +15,7 @@ use std::collections::HashMap;
 use fdprof_common::trace::{flag, op};
 
 use super::{TableSnapshot, Trace, codec::Row};
+use crate::budget::Work;
 
 use super::ordered::{AMBIGUOUS, SNAPSHOT, Step, snapshot_event, trace_op};
 pub use super::ordered::{MAX_SNAPSHOT_FDS, ORDER_BYTES_PER_ROW, Ordered};
@@ -27,13 +28,19 @@ const PARTNERS: usize = 1 << 16;
 const MAX_THREADS_EXACT: usize = 256;
 const NEIGHBOURS: usize = 1024;
 
-/// The trace's rows, decoded, in the order they replay.
+/// The trace's rows, decoded, in the order they replay, within the work the trace is worth.
 pub fn events(trace: &Trace) -> Result<Ordered, String> {
-    order(trace, trace.rows()?)
+    let mut work = Work::bound(trace);
+    order(trace, trace.rows()?, &mut work).map_err(|e| match work.over() {
+        true => work.refusal("the trace", "while ordering its rows"),
+        false => e,
+    })
 }
 
-/// `rows`, the trace's rows as decoded ([`Trace::rows`]), in the order they replay.
-pub fn order(trace: &Trace, mut rows: Vec<Row>) -> Result<Ordered, String> {
+/// `rows`, the trace's rows as decoded ([`Trace::rows`]), in the order they replay. What it
+/// visits (rows, open fds, candidates) is added to `work`; past its bound it stops with `Err`
+/// and `work.over()`.
+pub fn order(trace: &Trace, mut rows: Vec<Row>, work: &mut Work) -> Result<Ordered, String> {
     let tables = trace.tables.len();
     if rows.len() >= AMBIGUOUS as usize {
         return Err(format!("{} rows", rows.len()));
@@ -76,6 +83,7 @@ pub fn order(trace: &Trace, mut rows: Vec<Row>) -> Result<Ordered, String> {
         }
         if let Some(s) = snap {
             let (event, open) = snapshot_event(s, table as u64)?;
+            work.add(open.len() as u64);
             shadow.open = open;
             shadow.last_ns = event.time_ns;
             out.steps.push(Step {
@@ -84,7 +92,13 @@ pub fn order(trace: &Trace, mut rows: Vec<Row>) -> Result<Ordered, String> {
             });
             out.snapshots.push(event);
         }
-        order_table(&rows[start..end], start, snap, &mut shadow, &mut out);
+        shadow.left = work.left();
+        let done = order_table(&rows[start..end], start, snap, &mut shadow, &mut out);
+        work.add(shadow.work);
+        if !done {
+            work.add(1);
+            return Err("over its work bound".into());
+        }
         start = end;
     }
     // Tables interleave by time; within one, the order found above is kept (stable sort).
@@ -102,6 +116,9 @@ struct Shadow {
     /// The last event's time: an operation moved ahead takes it, so sorting by time keeps
     /// the order found.
     last_ns: u64,
+    /// Rows, open fds and candidate rows visited ([`Work`]), and how many may be.
+    work: u64,
+    left: u64,
 }
 
 impl Shadow {
@@ -116,6 +133,11 @@ impl Shadow {
 
     fn apply(&mut self, r: &Row) {
         let cloexec = r.flags & flag::CLOEXEC != 0;
+        // Each row, and each open fd an exec or close_range goes through.
+        self.work += 1;
+        if matches!(r.op, op::CLOSE_RANGE | op::EXEC) {
+            self.work += self.open.len() as u64;
+        }
         match r.op {
             op::ALLOC if r.fd >= 0 => {
                 self.open.insert(r.fd as u32, cloexec);
@@ -223,14 +245,15 @@ fn changes_table(r: &Row) -> bool {
     )
 }
 
-/// Orders one table's `rows`, which start at index `first` of all rows.
+/// Orders one table's `rows`, which start at index `first` of all rows; `false` when it
+/// stopped at `shadow.left` operations.
 fn order_table(
     rows: &[Row],
     first: usize,
     snap: Option<&TableSnapshot>,
     shadow: &mut Shadow,
     out: &mut Ordered,
-) {
+) -> bool {
     let longest = rows
         .iter()
         .map(|r| r.exit_ns - r.enter_ns)
@@ -247,6 +270,9 @@ fn order_table(
     let mut done = vec![false; rows.len()];
     let mut i = 0;
     while i < rows.len() {
+        if shadow.work > shadow.left {
+            return false;
+        }
         if done[i] {
             i += 1;
             continue;
@@ -259,8 +285,10 @@ fn order_table(
         }
         if !shadow.fits(r) {
             // An overlapping operation of another thread that makes `r` fit goes first.
+            let mut tried = 0u64;
             let partner = (i + 1..rows.len().min(i + 1 + PARTNERS))
                 .take_while(|&j| key(&rows[j]) <= r.exit_ns.saturating_add(longest))
+                .inspect(|_| tried += 1)
                 .find(|&j| {
                     let p = &rows[j];
                     !done[j] && overlap(r, p) && p.fd == r.fd && shadow.fits(p) && {
@@ -272,6 +300,7 @@ fn order_table(
                         p.op == wanted || (r.op == op::RELEASE && p.op == op::INSTALL)
                     }
                 });
+            shadow.work += tried;
             if let Some(j) = partner {
                 done[j] = true;
                 out.reordered += 1;
@@ -287,6 +316,7 @@ fn order_table(
         emit(&ctx, i, shadow, out, in_window(r));
         i += 1;
     }
+    true
 }
 
 /// A table's operations, sorted, and what finds overlaps among them.
@@ -300,8 +330,9 @@ struct Context<'a> {
 }
 
 impl Context<'_> {
-    /// Whether `rows[i]` overlaps a table-changing operation of another thread.
-    fn overlapped(&self, i: usize) -> bool {
+    /// Whether `rows[i]` overlaps a table-changing operation of another thread; the rows it
+    /// looks at are added to `work`.
+    fn overlapped(&self, i: usize, work: &mut u64) -> bool {
         let r = &self.rows[i];
         if let Some(busy) = self.busy {
             return busy.overlaps_another(r);
@@ -320,6 +351,7 @@ impl Context<'_> {
                     .iter()
                     .take_while(|p| key(p) <= hi),
             )
+            .inspect(|_| *work += 1)
             .any(|p| changes_table(p) && overlap(r, p))
     }
 }
@@ -334,11 +366,12 @@ fn emit(ctx: &Context, i: usize, shadow: &mut Shadow, out: &mut Ordered, in_wind
     if trace_op(r, false).is_none() {
         return;
     }
-    let ambiguous = r.op == op::ALLOC && (in_window || ctx.overlapped(i));
+    let ambiguous = r.op == op::ALLOC && (in_window || ctx.overlapped(i, &mut shadow.work));
     out.ambiguous += u64::from(ambiguous);
     // A child ordered before its parent (an earlier table's address, reused) starts from
     // none: a copy for it would never be read.
     if r.op == op::FORK && r.arg > r.table {
+        shadow.work += shadow.open.len() as u64;
         out.forked.insert(r.arg, shadow.open.clone());
     }
     shadow.last_ns = shadow.last_ns.max(key(r));

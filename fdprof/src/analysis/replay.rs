@@ -5,7 +5,7 @@ use std::borrow::Borrow;
 
 use serde::Serialize;
 
-use fdprof_recording::{Recording, budget, trace::order};
+use fdprof_recording::{Recording, budget, budget::Work, trace::order};
 use fdprof_replay::synthetic::{self, Params, Pattern};
 use fdprof_replay::{Limits, ModelKind, ModelResult, Ratios, TraceEvent, Version, model};
 
@@ -113,21 +113,32 @@ pub(crate) fn limits_for(fds: u32) -> Limits {
 }
 
 /// Runs the events `events()` gives through each model (each from the start); mainline (the
-/// first) is the reference of the ratios.
+/// first) is the reference of the ratios. The models' work is added to `work`; past its bound
+/// `Err` names the model it stopped in.
 pub(crate) fn replay<E, I>(
     source: Source,
     events: impl Fn() -> I,
     models: &[(String, ModelKind)],
     limits: Limits,
-) -> ReplayReport
+    work: &mut Work,
+) -> Result<ReplayReport, String>
 where
     E: Borrow<TraceEvent>,
     I: Iterator<Item = E>,
 {
-    let results: Vec<(String, ModelResult)> = models
-        .iter()
-        .map(|(name, kind)| (name.clone(), fdprof_replay::replay(events(), *kind, limits)))
-        .collect();
+    let mut results: Vec<(String, ModelResult)> = Vec::with_capacity(models.len());
+    for (name, kind) in models {
+        match fdprof_replay::replay_within(events(), *kind, limits, work.left()) {
+            Ok((result, spent)) => {
+                work.add(spent);
+                results.push((name.clone(), result));
+            }
+            Err(spent) => {
+                work.add(spent);
+                return Err(format!("in the {name} model"));
+            }
+        }
+    }
     let mainline = results
         .first()
         .filter(|(_, r)| r.model == ModelKind::Mainline(source.mainline))
@@ -144,7 +155,7 @@ where
             result,
         })
         .collect();
-    ReplayReport { source, models }
+    Ok(ReplayReport { source, models })
 }
 
 /// A seed pattern generated without a kernel, replayed.
@@ -167,7 +178,16 @@ pub(crate) fn synthetic(
         notes: Vec::new(),
     };
     let models = models(choice, mainline, params.seed);
-    replay(source, || events.iter(), &models, limits_for(params.fds))
+    // Its size is the flags' (--fds, --ops), bounded there.
+    let mut work = Work::unbounded();
+    replay(
+        source,
+        || events.iter(),
+        &models,
+        limits_for(params.fds),
+        &mut work,
+    )
+    .expect("an unbounded replay")
 }
 
 /// A recording's fd trace (`record --trace`), replayed with "mainline" the allocator of the
@@ -191,7 +211,12 @@ pub fn recorded(
     let rows = trace.rows().map_err(corrupt)?;
     // The rows show which tables they grow: checked before any is built.
     budget::check(rec, Some(&rows), name)?;
-    let ordered = order::order(trace, rows).map_err(corrupt)?;
+    // What ordering and modelling take is bounded by the trace's size.
+    let mut work = Work::bound(trace);
+    let ordered = order::order(trace, rows, &mut work).map_err(|e| match work.over() {
+        true => work.refusal(name, "while ordering its rows"),
+        false => corrupt(e),
+    })?;
     // What the recorder said it could not see, then what this trace lacks.
     let mut notes = trace.notes.clone();
     if trace.lost > 0 {
@@ -242,7 +267,8 @@ pub fn recorded(
         rlimit: top,
         nr_open: top,
     };
-    Ok(replay(source, || ordered.events(), &models, limits))
+    replay(source, || ordered.events(), &models, limits, &mut work)
+        .map_err(|at| work.refusal(name, &at))
 }
 
 pub(crate) fn pattern_name(p: Pattern) -> &'static str {

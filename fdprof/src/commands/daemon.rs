@@ -41,7 +41,7 @@ const CONFIG_MAX: u64 = 64 * 1024;
                   /captures/NAME (--capture-dir's captures), /healthz.\n\n\
                   Access: every endpoint but /healthz needs the token (Authorization: Bearer \
                   TOKEN, ?token=TOKEN, or the cookie a ?token= answer sets), from --token-file or \
-                  made at start into /run/fdprof/daemon-PORT.token (root only; the log names \
+                  made at start into /run/fdprof/daemon-ADDRESS-PORT.token (root only; the log names \
                   it); a request whose Host is not one of the daemon's names gets 421. At most \
                   --max-connections at once; one that sends no whole request within 10 s is \
                   closed.\n\n\
@@ -62,7 +62,7 @@ pub(crate) struct DaemonArgs {
     pub allow_remote: bool,
     /// The token requests must carry: a file owned by root that only root can read (e.g.
     /// `openssl rand -hex 32`); without it, one is made at each start into
-    /// /run/fdprof/daemon-PORT.token
+    /// /run/fdprof/daemon-ADDRESS-PORT.token
     #[arg(long, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
     /// Also answer requests whose Host header names this (a DNS name the daemon is reached by);
@@ -97,7 +97,8 @@ pub(crate) struct DaemonArgs {
     /// (labels pid and comm) for the first 20 processes by file_lock wait (the report's order)
     #[arg(short, long)]
     pub all: bool,
-    /// Read the targets, interval and slow threshold from this TOML file; SIGHUP reads it again
+    /// Read the targets, interval and slow threshold from this TOML file (root's, mode 0644:
+    /// readable by all, writable by root alone); SIGHUP reads it again
     #[arg(long, conflicts_with_all = ["pid", "comm", "cgroup", "all"])]
     pub config: Option<PathBuf>,
     /// Time between intervals of figures and target discovery (10 ms to 1 h)
@@ -211,7 +212,7 @@ pub(crate) fn run(args: DaemonArgs) -> Result<()> {
             let capture = checked_capture(defaults.capture.clone(), args.interval)
                 .map_err(|e| fatal(EXIT_USAGE, e))?;
             Watch {
-                targets: targets(&args.pid, &args.comm, &args.cgroup, args.all)?,
+                targets: targets(&args.pid, &args.comm, &args.cgroup, args.all, Shown::Value)?,
                 interval: args.interval,
                 slow: args.slow,
                 forced: defaults.forced,
@@ -249,7 +250,21 @@ pub(crate) fn run(args: DaemonArgs) -> Result<()> {
     service::run(config, kernel, kernel_syms, reload)
 }
 
-fn targets(pids: &[u32], comms: &[String], cgroups: &[PathBuf], all: bool) -> Result<Targets> {
+/// How an error names a bad target: by its value (the command line, which the user typed), or
+/// by its key and place (a config file, whose values are never quoted back).
+#[derive(Clone, Copy)]
+enum Shown {
+    Value,
+    Key,
+}
+
+fn targets(
+    pids: &[u32],
+    comms: &[String],
+    cgroups: &[PathBuf],
+    all: bool,
+    shown: Shown,
+) -> Result<Targets> {
     let given = usize::from(!pids.is_empty())
         + usize::from(!comms.is_empty())
         + usize::from(!cgroups.is_empty())
@@ -265,8 +280,18 @@ fn targets(pids: &[u32], comms: &[String], cgroups: &[PathBuf], all: bool) -> Re
     }
     if !cgroups.is_empty() {
         let mut checked: Vec<Cgroup> = Vec::new();
-        for path in cgroups {
-            let c = Cgroup::resolve(path)?;
+        for (i, path) in cgroups.iter().enumerate() {
+            let c = Cgroup::resolve(path).map_err(|e| match shown {
+                Shown::Value => e,
+                Shown::Key => fatal(
+                    EXIT_USAGE,
+                    format!(
+                        "cgroup entry {} is not a cgroup fdprof can follow (a directory \
+                         under /sys/fs/cgroup)",
+                        i + 1
+                    ),
+                ),
+            })?;
             if !checked.contains(&c) {
                 checked.push(c);
             }
@@ -274,19 +299,20 @@ fn targets(pids: &[u32], comms: &[String], cgroups: &[PathBuf], all: bool) -> Re
         return Ok(Targets::Cgroups(checked));
     }
     if !pids.is_empty() {
-        if let Some(p) = pids.iter().find(|&&p| p == 0) {
-            return Err(fatal(EXIT_USAGE, format!("{p} is not a process id")));
+        if pids.contains(&0) {
+            return Err(fatal(EXIT_USAGE, "0 is not a process id"));
         }
         return Ok(Targets::Pids(pids.to_vec()));
     }
-    for c in comms {
+    for (i, c) in comms.iter().enumerate() {
         if c.is_empty() || c.len() > COMM_MAX {
+            let which = match shown {
+                Shown::Value => format!("{:?}", crate::escape::name(c)),
+                Shown::Key => format!("entry {}", i + 1),
+            };
             return Err(fatal(
                 EXIT_USAGE,
-                format!(
-                    "comm {:?} can never match: a comm is 1 to {COMM_MAX} bytes",
-                    crate::escape::name(c)
-                ),
+                format!("comm {which} can never match: a comm is 1 to {COMM_MAX} bytes"),
             ));
         }
     }
@@ -334,35 +360,17 @@ fn read_config(path: &Path, defaults: &Defaults) -> Result<Watch> {
     let shown = path.display();
     let bad = |why: String| fatal(EXIT_USAGE, format!("bad config {shown}: {why}"));
     let text = files::read_text(path, Access::ReadableByAll, CONFIG_MAX).map_err(&bad)?;
-    let file: File = toml::from_str(&text).map_err(|e| bad(one_line(&e.to_string())))?;
-    let duration = |text: Option<String>, default, parse: fn(&str) -> Result<Duration, String>| {
-        text.map_or(Ok(default), |t| parse(&t)).map_err(&bad)
+    let file: File = toml::from_str(&text).map_err(|e| bad(toml_error(&text, &e)))?;
+    let duration = |key, text: Option<String>, default, range| {
+        file_duration(key, text.as_deref(), default, range).map_err(&bad)
     };
-    let mut capture = defaults.capture.clone();
-    if let Some(on) = &file.capture_on {
-        capture.on = on
-            .iter()
-            .map(|t| Trigger::parse(t))
-            .collect::<Result<_, _>>()
-            .map_err(|e| bad(format!("capture_on: {e}")))?;
-    }
-    if let Some(dir) = file.capture_dir {
-        capture.dir = dir;
-    }
-    let capture_duration =
-        |text: Option<String>, default| duration(text, default, super::duration::parse_capture);
-    capture.window = capture_duration(file.capture_window, capture.window)?;
-    capture.after = capture_duration(file.capture_after, capture.after)?;
-    capture.every = capture_duration(file.capture_every, capture.every)?;
-    if let Some(max) = file.capture_max {
-        if !(1..=CAPTURE_MAX_LIMIT).contains(&max) {
-            return Err(bad(format!(
-                "capture_max {max} is not 1 to {CAPTURE_MAX_LIMIT}"
-            )));
-        }
-        capture.max = max;
-    }
-    let interval = duration(file.interval, interval, super::duration::parse_interval)?;
+    let capture = file_capture(&file, &defaults.capture).map_err(&bad)?;
+    let interval = duration(
+        "interval",
+        file.interval,
+        interval,
+        super::duration::INTERVAL,
+    )?;
     let capture = checked_capture(capture, interval).map_err(&bad)?;
     Ok(Watch {
         capture,
@@ -371,10 +379,11 @@ fn read_config(path: &Path, defaults: &Defaults) -> Result<Watch> {
             file.comm.as_deref().unwrap_or_default(),
             file.cgroup.as_deref().unwrap_or_default(),
             file.all.unwrap_or(false),
+            Shown::Key,
         )
         .map_err(|e| bad(e.to_string()))?,
         interval,
-        slow: duration(file.slow, slow, super::duration::parse_slow)?,
+        slow: duration("slow", file.slow, slow, super::duration::SLOW)?,
         forced: file.mode.map_or(forced, ModeArg::forced),
         lock_only: file.lock_only.unwrap_or(lock_only),
         latency: file.latency.unwrap_or(latency),
@@ -384,7 +393,7 @@ fn read_config(path: &Path, defaults: &Defaults) -> Result<Watch> {
             true => {
                 let hz = file.freq.or(cpu_hz).unwrap_or(DEFAULT_FREQUENCY_HZ);
                 if !(1..=MAX_FREQUENCY_HZ).contains(&hz) {
-                    return Err(bad(format!("freq {hz} is not 1 to {MAX_FREQUENCY_HZ}")));
+                    return Err(bad(format!("freq is not 1 to {MAX_FREQUENCY_HZ}")));
                 }
                 Some(hz)
             }
@@ -392,18 +401,83 @@ fn read_config(path: &Path, defaults: &Defaults) -> Result<Watch> {
     })
 }
 
-/// A parser's message (several lines, with a caret under the spot) as one line.
-fn one_line(message: &str) -> String {
-    message
-        .lines()
-        .map(str::trim)
-        // The quoted source line (`1 | comm = "x"`) and the caret line under it go.
-        .filter(|l| {
-            let quoted = l
-                .trim_start_matches(|c: char| c.is_ascii_digit())
-                .trim_start();
-            !l.is_empty() && !quoted.starts_with('|')
+/// A config file's duration `key` (`default` when absent); an error names the key and what it
+/// must be, never the value.
+fn file_duration(
+    key: &str,
+    text: Option<&str>,
+    default: Duration,
+    range: super::duration::Range,
+) -> Result<Duration, String> {
+    text.map_or(Ok(default), |t| super::duration::parse_in(t, range))
+        .map_err(|_| format!("{key} is not {}", super::duration::hint(range)))
+}
+
+/// A config file's capture settings over the command line's (`default`), not yet checked
+/// against the interval; errors quote no value.
+fn file_capture(file: &File, default: &Capture) -> Result<Capture, String> {
+    let mut capture = default.clone();
+    if let Some(on) = &file.capture_on {
+        capture.on = on
+            .iter()
+            .map(|t| Trigger::parse(t))
+            .collect::<Result<_, _>>()
+            .map_err(|_| format!("capture_on names no rule (rules: {})", Trigger::names()))?;
+    }
+    if let Some(dir) = &file.capture_dir {
+        capture.dir = dir.clone();
+    }
+    let duration = |key, text: &Option<String>, default| match text.as_deref() {
+        Some("0") => Ok(Duration::ZERO),
+        text => file_duration(key, text, default, super::duration::CAPTURE),
+    };
+    capture.window = duration("capture_window", &file.capture_window, capture.window)?;
+    capture.after = duration("capture_after", &file.capture_after, capture.after)?;
+    capture.every = duration("capture_every", &file.capture_every, capture.every)?;
+    if let Some(max) = file.capture_max {
+        if !(1..=CAPTURE_MAX_LIMIT).contains(&max) {
+            return Err(format!("capture_max is not 1 to {CAPTURE_MAX_LIMIT}"));
+        }
+        capture.max = max;
+    }
+    Ok(capture)
+}
+
+/// A TOML or type error of a config file as one line naming the line and key, never the value
+/// (serde's messages quote it: ``unknown variant `…` ``, ``invalid type: string "…"``): the
+/// message keeps only what was expected.
+fn toml_error(text: &str, e: &toml::de::Error) -> String {
+    let at = e.span().and_then(|span| {
+        let before = text.get(..span.start)?;
+        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+        let line_text = text[line_start..].lines().next().unwrap_or("");
+        let line = before.matches('\n').count() + 1;
+        let key = line_text
+            .split_once('=')
+            .map(|(k, _)| k.trim())
+            .filter(|k| !k.is_empty() && k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'));
+        Some(match key {
+            Some(key) => format!("line {line}, key {key}: "),
+            None => format!("line {line}: "),
         })
-        .collect::<Vec<_>>()
-        .join(" ")
+    });
+    let message = e.message().lines().next().unwrap_or("").trim();
+    // serde's messages about a value describe it before ", expected …"; the parser's own
+    // (`key with no value, expected `=``) and `unknown field `x`` quote no value.
+    const ABOUT_A_VALUE: [&str; 4] = [
+        "invalid type",
+        "invalid value",
+        "unknown variant",
+        "invalid length",
+    ];
+    let said = match message.split_once(", expected ") {
+        Some((about, expected)) if ABOUT_A_VALUE.iter().any(|p| about.starts_with(p)) => {
+            format!("a value it does not take: expected {expected}")
+        }
+        _ if ABOUT_A_VALUE.iter().any(|p| message.starts_with(p)) => {
+            "a value it does not take".to_string()
+        }
+        _ => message.to_string(),
+    };
+    format!("{}{said}", at.unwrap_or_default())
 }

@@ -75,6 +75,16 @@ pub(crate) fn parse_in(text: &str, range: Range) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// What a duration of `range` must be, without the value given (a config file's errors never
+/// quote its values): `a duration from 10 ms to 1 h (e.g. 5s, 500ms, 1m)`.
+pub(crate) fn hint(range: Range) -> String {
+    format!(
+        "a duration from {} to {} (e.g. 5s, 500ms, 1m)",
+        shown(range.min),
+        shown(range.max)
+    )
+}
+
 /// A bound as the user would write it: whole days as days, else ns to s.
 fn shown(d: Duration) -> String {
     const DAY: u64 = 24 * 3600;

@@ -5,7 +5,6 @@
 use std::path::PathBuf;
 
 use anyhow::{Result, bail};
-use fdprof_recording::Recording;
 
 use super::args::{LockArg, OpArg};
 use crate::analysis::{self, FlamegraphOptions, NoProfile, ProfileKind, ProfileOptions};
@@ -40,6 +39,94 @@ pub(crate) struct ExportArgs {
     /// addresses reveal where KASLR put the kernel
     #[arg(long)]
     pub raw_addrs: bool,
+    /// With --format trace-jsonl: write up to this much (bytes, or with a suffix K, M, G or T:
+    /// 512M, 2G); a trace that makes more is refused before anything is written, its size
+    /// stated [default: 64 times the recording's size, at least 16M]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub max_output: Option<u64>,
+}
+
+/// How many times its recording's size a trace's JSON lines may take unless `--max-output`
+/// says more: a real trace's rows deflate to a few bytes each and make lines of ~100 to 200.
+const OUTPUT_PER_INPUT: u64 = 64;
+/// What any recording's trace may make without `--max-output`.
+const OUTPUT_FLOOR: u64 = 16 << 20;
+
+/// `--max-output`: a whole number of bytes, or of KiB, MiB, GiB or TiB with K, M, G or T (as
+/// `perf record --max-size` takes it).
+fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let (digits, shift) = match t.char_indices().last() {
+        Some((at, c)) if c.is_ascii_alphabetic() => {
+            let shift = match c.to_ascii_uppercase() {
+                'B' => 0,
+                'K' => 10,
+                'M' => 20,
+                'G' => 30,
+                'T' => 40,
+                _ => return Err(format!("{t:?}: the suffix is one of B, K, M, G or T")),
+            };
+            (&t[..at], shift)
+        }
+        _ => (t, 0),
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(1 << shift))
+        .ok_or_else(|| format!("{t:?} is not a size such as 4096, 512M or 2G"))
+}
+
+/// The fd trace as JSON lines, counted first: more than `--max-output` is refused, and more
+/// than [`OUTPUT_PER_INPUT`] times the recording said before it is written.
+fn trace_jsonl(
+    args: &ExportArgs,
+    rec: &fdprof_recording::Recording,
+    input_bytes: u64,
+    output: &Output,
+) -> Result<()> {
+    let Some(trace) = &rec.trace else {
+        bail!(
+            "{} has no fd trace: record with --trace",
+            crate::escape::name(&args.input.display().to_string())
+        );
+    };
+    // Written as it is made: the lines take several times the rows they come from.
+    let lines =
+        render::trace::lines(trace).map_err(|e| anyhow::anyhow!("corrupt fd trace: {e}"))?;
+    let size = lines.size();
+    let allowed = args.max_output.unwrap_or(
+        input_bytes
+            .saturating_mul(OUTPUT_PER_INPUT)
+            .max(OUTPUT_FLOOR),
+    );
+    let shown = describe_output(size, lines.rows(), input_bytes);
+    if size > allowed {
+        bail!(
+            "{shown}, more than --max-output allows ({}; by default {OUTPUT_PER_INPUT} times the \
+             recording, at least {}): give --max-output {}M to write them",
+            render::human::bytes(allowed),
+            render::human::bytes(OUTPUT_FLOOR),
+            size.div_ceil(1 << 20)
+        );
+    }
+    if size > input_bytes.saturating_mul(OUTPUT_PER_INPUT) {
+        eprintln!("fdprof: {shown}");
+    }
+    output.write_with(|out| lines.write(out))?;
+    eprintln!("fdprof: wrote {output}");
+    Ok(())
+}
+
+/// `the fd trace's 1000000 rows make 425.3 MiB of JSON lines, 2931 times the 145.0 KiB
+/// recording`.
+fn describe_output(size: u64, rows: usize, input: u64) -> String {
+    format!(
+        "the fd trace's {rows} rows make {} of JSON lines, {} times the {} recording",
+        render::human::bytes(size),
+        size / input.max(1),
+        render::human::bytes(input)
+    )
 }
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,7 +159,7 @@ pub(crate) fn run(args: &ExportArgs) -> Result<()> {
         .clone()
         .unwrap_or_else(|| Output::File(args.format.default_output().into()));
     output.check()?;
-    let rec = Recording::read(&args.input)?;
+    let (rec, input_bytes) = fdprof_recording::read::read_sized(&args.input)?;
     let kind = if args.cpu {
         ProfileKind::Cpu
     } else {
@@ -82,20 +169,7 @@ pub(crate) fn run(args: &ExportArgs) -> Result<()> {
         eprintln!("fdprof: the recording has no addresses (record it with --raw-addrs)");
     }
     let data = match args.format {
-        Format::TraceJsonl => {
-            let Some(trace) = &rec.trace else {
-                bail!(
-                    "{} has no fd trace: record with --trace",
-                    crate::escape::name(&args.input.display().to_string())
-                );
-            };
-            // Written as it is made: the lines take several times the rows they come from.
-            let lines = render::trace::lines(trace)
-                .map_err(|e| anyhow::anyhow!("corrupt fd trace: {e}"))?;
-            output.write_with(|out| lines.write(out))?;
-            eprintln!("fdprof: wrote {output}");
-            return Ok(());
-        }
+        Format::TraceJsonl => return trace_jsonl(args, &rec, input_bytes, &output),
         Format::Folded => {
             let opts = FlamegraphOptions {
                 op: args.op.into(),
@@ -139,4 +213,21 @@ pub(crate) fn run(args: &ExportArgs) -> Result<()> {
     output.write(&data)?;
     eprintln!("fdprof: wrote {output}");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_take_perfs_suffixes() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("512M"), Ok(512 << 20));
+        assert_eq!(parse_size("2g"), Ok(2 << 30));
+        assert_eq!(parse_size("1T"), Ok(1 << 40));
+        assert_eq!(parse_size("7B"), Ok(7));
+        for bad in ["", "M", "1.5G", "-1", "2X", "99999999999T"] {
+            assert!(parse_size(bad).is_err(), "{bad}");
+        }
+    }
 }

@@ -8,6 +8,20 @@ use crate::analysis::Histogram;
 const BAR_WIDTH: u64 = 40;
 
 /// A duration in ns as `850 ns`, `12.3 µs`, `4.56 ms`, `1.23 s`.
+/// A size for people: `512 B`, `18.3 KiB`, `425.3 MiB`, `2.0 GiB`.
+pub(crate) fn bytes(n: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let (mut value, mut unit) = (n as f64 / 1024.0, 0);
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}
+
 pub(crate) fn duration(ns: u64) -> String {
     if ns < 1_000 {
         return format!("{ns} ns");

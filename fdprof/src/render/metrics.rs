@@ -11,8 +11,8 @@ use std::fmt;
 use fdprof_figures::{Histogram, Report, Syscall};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{
-    DescriptorEncoder, EncodeCounterValue, EncodeGaugeValue, EncodeLabelSet, EncodeMetric,
-    NoLabelSet,
+    DescriptorEncoder, EncodeCounterValue, EncodeGaugeValue, EncodeLabelSet, EncodeLabelValue,
+    EncodeMetric, LabelValueEncoder, NoLabelSet,
 };
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
@@ -120,13 +120,38 @@ fn registry_of(e: Exposition) -> Registry {
     MetricsCollector::new(move || e.clone()).into_registry()
 }
 
+/// A series' labels, `[(name, value); N]`. Their values are names fdprof did not choose (comms,
+/// cgroup paths, container ids, symbols): every one is escaped here, once, as it is encoded.
+trait Labels {
+    type Escaped: EncodeLabelSet;
+    fn escaped(self) -> Self::Escaped;
+}
+
+impl<S: AsRef<str>, const N: usize> Labels for [(&'static str, S); N] {
+    type Escaped = [(&'static str, Escaped<S>); N];
+    fn escaped(self) -> Self::Escaped {
+        self.map(|(name, value)| (name, Escaped(value)))
+    }
+}
+
+/// A label value with its control characters (ESC, CR, DEL, …) written as `\x1b`: the
+/// encoder escapes only `\`, `"` and a line feed, and a raw ESC would reach the terminal of
+/// whoever curls `/metrics`. A line feed is left to the encoder's own `\n`.
+struct Escaped<S>(S);
+
+impl<S: AsRef<str>> EncodeLabelValue for Escaped<S> {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> fmt::Result {
+        fmt::Write::write_str(encoder, &crate::escape::text(self.0.as_ref()))
+    }
+}
+
 /// Writes metric families: each one's descriptor, then all its series.
 struct Families<'e, 'a> {
     encoder: &'e mut DescriptorEncoder<'a>,
 }
 
 impl Families<'_, '_> {
-    fn counters<L: EncodeLabelSet, V: EncodeCounterValue>(
+    fn counters<L: Labels, V: EncodeCounterValue>(
         &mut self,
         name: &str,
         help: &str,
@@ -137,12 +162,12 @@ impl Families<'_, '_> {
             .encoder
             .encode_descriptor(name, help, unit, MetricType::Counter)?;
         for (labels, value) in series {
-            ConstCounter::new(value).encode(family.encode_family(&labels)?)?;
+            ConstCounter::new(value).encode(family.encode_family(&labels.escaped())?)?;
         }
         Ok(())
     }
 
-    fn gauges<L: EncodeLabelSet, V: EncodeGaugeValue>(
+    fn gauges<L: Labels, V: EncodeGaugeValue>(
         &mut self,
         name: &str,
         help: &str,
@@ -152,13 +177,13 @@ impl Families<'_, '_> {
             .encoder
             .encode_descriptor(name, help, None, MetricType::Gauge)?;
         for (labels, value) in series {
-            ConstGauge::new(value).encode(family.encode_family(&labels)?)?;
+            ConstGauge::new(value).encode(family.encode_family(&labels.escaped())?)?;
         }
         Ok(())
     }
 
     /// `series`: labels, the log2 histogram, its sum and count in the exposed unit.
-    fn histograms<'h, L: EncodeLabelSet>(
+    fn histograms<'h, L: Labels>(
         &mut self,
         name: &str,
         help: &str,
@@ -173,7 +198,7 @@ impl Families<'_, '_> {
         for (labels, histogram, sum, count) in series {
             let buckets = buckets(histogram, last_slot, scale);
             family
-                .encode_family(&labels)?
+                .encode_family(&labels.escaped())?
                 .encode_histogram::<NoLabelSet>(sum, count, &buckets, None)?;
         }
         Ok(())

@@ -113,6 +113,34 @@ impl Lines<'_> {
     }
 }
 
+impl Lines<'_> {
+    /// The bytes [`Lines::write`] writes, found by writing them nowhere.
+    pub(crate) fn size(&self) -> u64 {
+        let mut counted = Counted(0);
+        self.write(&mut counted).expect("counting cannot fail");
+        counted.0
+    }
+
+    /// The rows written (snapshots aside).
+    pub(crate) fn rows(&self) -> usize {
+        self.rows.len()
+    }
+}
+
+/// A writer that only counts.
+struct Counted(u64);
+
+impl Write for Counted {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0 += buf.len() as u64;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
 /// The lines as one string, or why the trace cannot be read.
 pub fn jsonl(trace: &Trace) -> Result<String, String> {
     let mut out = Vec::new();

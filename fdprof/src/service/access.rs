@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
@@ -67,8 +67,9 @@ impl Token {
     }
 
     /// Writes it to a file of its own, mode 0600, in a directory only root can change: `dir`
-    /// (created 0700 when missing). Returns the file's path.
-    pub(crate) fn save(&self, dir: &Path, port: u16) -> Result<PathBuf, String> {
+    /// (created 0700 when missing), named by the address served ([`file_name`]), so that
+    /// daemons on one port at two addresses each keep their own. Returns the file's path.
+    pub(crate) fn save(&self, dir: &Path, listen: SocketAddr) -> Result<PathBuf, String> {
         use std::os::unix::fs::{DirBuilderExt, MetadataExt};
         match std::fs::DirBuilder::new().mode(0o700).create(dir) {
             Ok(()) => {}
@@ -82,11 +83,19 @@ impl Token {
                 dir.display()
             ));
         }
-        let path = dir.join(format!("daemon-{port}.token"));
+        let path = dir.join(file_name(listen));
         crate::output::Output::File(path.clone())
             .write(format!("{}\n", self.0).as_bytes())
             .map_err(|e| format!("{e:#}"))?;
         Ok(path)
+    }
+
+    /// Removes the file [`Token::save`] wrote, if it still holds this token.
+    pub(crate) fn remove_saved(&self, path: &Path) {
+        let ours = std::fs::read_to_string(path).is_ok_and(|t| self.matches(t.trim()));
+        if ours {
+            let _ = std::fs::remove_file(path);
+        }
     }
 
     /// Whether `given` is the token, in time that does not depend on where they differ.
@@ -181,6 +190,31 @@ impl Policy {
             .map(|t| (Cow::Borrowed(t), false))
     }
 
+    /// A request's path and query as the log shows them: the value of every query parameter
+    /// named `token` (in any case, its name percent-encoded or not, after `&` or `;`) and the
+    /// token itself wherever else it appears are replaced by `…`.
+    pub(crate) fn shown(&self, uri: &Uri) -> String {
+        let mut shown = uri.path().to_string();
+        if let Some(query) = uri.query() {
+            shown.push('?');
+            for piece in query.split_inclusive(['&', ';']) {
+                let (pair, separator) = match piece.strip_suffix(['&', ';']) {
+                    Some(pair) => (pair, &piece[pair.len()..]),
+                    None => (piece, ""),
+                };
+                match pair.split_once('=') {
+                    Some((name, _)) if is_token_name(name) => {
+                        shown.push_str(name);
+                        shown.push_str("=…");
+                    }
+                    _ => shown.push_str(pair),
+                }
+                shown.push_str(separator);
+            }
+        }
+        shown.replace(self.token.0.as_str(), "…")
+    }
+
     fn set_cookie(&self) -> Option<HeaderValue> {
         let secure = if self.secure { "; Secure" } else { "" };
         HeaderValue::from_str(&format!(
@@ -227,6 +261,11 @@ pub(crate) async fn check(
     response
 }
 
+/// Whether a query parameter's name is `token` once percent-decoded, in any case.
+fn is_token_name(name: &str) -> bool {
+    percent_decoded(name).trim().eq_ignore_ascii_case("token")
+}
+
 /// A query value with its `%XX` escapes decoded (a token typed into a URL may have them); one
 /// that is not valid UTF-8 once decoded stays as it was, and matches no token.
 fn percent_decoded(value: &str) -> Cow<'_, str> {
@@ -251,6 +290,24 @@ fn percent_decoded(value: &str) -> Cow<'_, str> {
         }
     }
     String::from_utf8(out).map_or(Cow::Borrowed(value), Cow::Owned)
+}
+
+/// The name of the token file of a daemon serving `listen`: `daemon-127.0.0.1-9464.token`; an
+/// IPv6 address has its `:` written `_` and its scope as `_s` and the number
+/// (`daemon-__1-9464.token`, `daemon-fe80__1_s2-9464.token`), so any address gives a name of
+/// letters, digits, `.`, `_` and `-` alone, and two addresses never the same name.
+pub(crate) fn file_name(listen: SocketAddr) -> String {
+    let host = match listen {
+        SocketAddr::V4(a) => a.ip().to_string(),
+        SocketAddr::V6(a) => {
+            let mut host = a.ip().to_string().replace(':', "_");
+            if a.scope_id() != 0 {
+                host.push_str(&format!("_s{}", a.scope_id()));
+            }
+            host
+        }
+    };
+    format!("daemon-{host}-{}.token", listen.port())
 }
 
 fn host_of(ip: IpAddr) -> String {
@@ -340,6 +397,45 @@ mod tests {
             assert!(!p.host_allowed(&host(bad)), "{bad}");
         }
         assert!(!p.host_allowed(&HeaderMap::new()), "no Host at all");
+    }
+
+    #[test]
+    fn the_log_never_shows_a_token() {
+        let p = policy("127.0.0.1:9464");
+        let secret = "t".repeat(TOKEN_MIN);
+        for (uri, want) in [
+            ("/metrics?token=abc&x=1", "/metrics?token=…&x=1"),
+            ("/metrics?TOKEN=abc", "/metrics?TOKEN=…"),
+            ("/m?tok%65n=abc", "/m?tok%65n=…"),
+            ("/m?a=1;token=abc;b=2", "/m?a=1;token=…;b=2"),
+            ("/m?a=1&%54oKeN=abc", "/m?a=1&%54oKeN=…"),
+            ("/m?x=tokens", "/m?x=tokens"),
+        ] {
+            assert_eq!(p.shown(&uri.parse().unwrap()), want, "{uri}");
+        }
+        let anywhere = format!("/captures/{secret}?seconds={secret}");
+        assert_eq!(p.shown(&anywhere.parse().unwrap()), "/captures/…?seconds=…");
+    }
+
+    #[test]
+    fn token_files_are_named_by_address() {
+        let name = |a: &str| file_name(a.parse().unwrap());
+        assert_eq!(name("127.0.0.1:9464"), "daemon-127.0.0.1-9464.token");
+        assert_eq!(name("127.0.0.2:9464"), "daemon-127.0.0.2-9464.token");
+        assert_eq!(name("[::1]:9464"), "daemon-__1-9464.token");
+        assert_eq!(name("[fe80::1%2]:80"), "daemon-fe80__1_s2-80.token");
+        assert_eq!(
+            name("[::ffff:127.0.0.1]:1"),
+            "daemon-__ffff_127.0.0.1-1.token"
+        );
+        for a in ["0.0.0.0:1", "[::]:65535", "[fe80::aa:bb%4294967295]:9"] {
+            let n = name(a);
+            assert!(
+                n.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b)),
+                "{n}"
+            );
+        }
     }
 
     #[test]

@@ -104,17 +104,22 @@ impl Trigger {
             .find(|r| r.name() == text)
             .map(Trigger::Rule)
             .ok_or_else(|| {
-                let names: Vec<&str> = Rule::ALL
-                    .iter()
-                    .map(|r| r.name())
-                    .chain([Trigger::SlowWait.name()])
-                    .collect();
                 format!(
                     "no rule named {:?} (rules: {})",
                     crate::escape::name(text),
-                    names.join(", ")
+                    Trigger::names()
                 )
             })
+    }
+
+    /// Every trigger's name, for errors: `shared-table, …, slow-wait`.
+    pub(crate) fn names() -> String {
+        let names: Vec<&str> = Rule::ALL
+            .iter()
+            .map(|r| r.name())
+            .chain([Trigger::SlowWait.name()])
+            .collect();
+        names.join(", ")
     }
 }
 

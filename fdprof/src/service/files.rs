@@ -12,7 +12,10 @@ use std::path::Path;
 /// Who may see the file besides root.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Access {
-    /// A config: anyone may read it, only root may change it.
+    /// A config: anyone may read it, only root may change it. It holds no secret (a token has
+    /// a file of its own), so one that group or others may not read is refused: it may be
+    /// another program's secret (`/etc/shadow`, 0640; an ssh key, 0600), which a daemon run by
+    /// `sudo` must not parse and quote back.
     ReadableByAll,
     /// A secret (the token, a TLS key): only its owner may read or write it.
     OwnerOnly,
@@ -60,6 +63,13 @@ pub(crate) fn read_text(path: &Path, access: Access, max: u64) -> Result<String,
             "{who} (mode {:04o}): chmod {:o} it",
             meta.mode() & 0o7777,
             meta.mode() & 0o7777 & !forbidden
+        ));
+    }
+    if access == Access::ReadableByAll && meta.mode() & 0o044 != 0o044 {
+        return Err(format!(
+            "not readable by group and others (mode {:04o}): a config holds no secret, and a \
+             file kept from others may be another program's (chmod 644 it if it is a config)",
+            meta.mode() & 0o7777
         ));
     }
     if meta.len() > max {
@@ -148,5 +158,17 @@ mod tests {
             read_text(&ok, Access::OwnerOnly, 64).unwrap(),
             "secret\n".to_string()
         );
+        // A root file kept from others is no config, whatever it holds.
+        for hidden in [0o640, 0o600, 0o604] {
+            let file = tmp(&format!("hidden{hidden:o}"), hidden, "x");
+            assert!(
+                read_text(&file, Access::ReadableByAll, 64)
+                    .unwrap_err()
+                    .contains("not readable by group and others"),
+                "{hidden:o}"
+            );
+        }
+        let config = tmp("config", 0o644, "all = true\n");
+        assert!(read_text(&config, Access::ReadableByAll, 64).is_ok());
     }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use axum::{
     Router,
     extract::{Query, State as Shared},
-    http::{HeaderMap, StatusCode, header},
+    http::{HeaderMap, HeaderValue, StatusCode, header},
     response::{
         IntoResponse, Response,
         sse::{Event, KeepAlive, Sse},
@@ -48,31 +48,29 @@ pub(crate) fn router(app: Arc<App>, policy: Arc<access::Policy>) -> Router {
         .route("/debug/pprof/mutex", get(profiles::mutex))
         .route("/debug/pprof/profile", get(profiles::cpu))
         .with_state(app)
-        .layer(axum::middleware::from_fn_with_state(policy, access::check))
-        .layer(axum::middleware::from_fn(logged))
+        .layer(axum::middleware::from_fn_with_state(
+            policy.clone(),
+            access::check,
+        ))
+        .layer(axum::middleware::from_fn_with_state(policy, logged))
 }
 
-/// `-v`: one line per request, with its status and time (a `token=` in the query hidden).
-async fn logged(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
+/// `-v`: one line per request, with its status and time (the token hidden: see
+/// [`access::Policy::shown`]).
+async fn logged(
+    Shared(policy): Shared<Arc<access::Policy>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
     let method = request.method().clone();
-    let uri = match request.uri().query() {
-        None => request.uri().path().to_string(),
-        Some(query) => {
-            let shown: Vec<&str> = query
-                .split('&')
-                .map(|p| {
-                    if p.starts_with("token=") {
-                        "token=…"
-                    } else {
-                        p
-                    }
-                })
-                .collect();
-            format!("{}?{}", request.uri().path(), shown.join("&"))
-        }
-    };
+    let uri = policy.shown(request.uri());
     let began = std::time::Instant::now();
-    let response = next.run(request).await;
+    let mut response = next.run(request).await;
+    // What the page links to, or a pprof URL holding `?token=`, never goes on to another site.
+    response.headers_mut().insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
     log::debug(&format!(
         "{method} {uri} {} in {:?}",
         response.status().as_u16(),

@@ -90,7 +90,7 @@ async fn serve(
     reload: Option<Reload>,
 ) -> Result<()> {
     let (listener, tls, listen) = listen(&config).await?;
-    let (token, token_saved) = access_token(&config.http, listen.port())?;
+    let (token, token_saved) = access_token(&config.http, listen)?;
     log::info(&format!("watching {}", config.watch.describe()));
     let signals = main_loop::Signals::new()?;
     // Handled from now on (this is the thread `block_on` runs on): any held pending arrive.
@@ -103,7 +103,12 @@ async fn serve(
     );
     let state = State::new(watcher.empty_history(None), config.watch.interval);
     state.set_capture_dir(config.watch.capture.as_ref().map(|c| c.dir.clone()));
-    let policy = access::Policy::new(token, listen, &config.http.allow_hosts, tls.is_some());
+    let policy = access::Policy::new(
+        token.clone(),
+        listen,
+        &config.http.allow_hosts,
+        tls.is_some(),
+    );
     let https = tls.is_some();
     let (stop, server) = start_http(listener, tls, policy, config.http.max_connections, &state);
     log::info(&format!(
@@ -115,7 +120,7 @@ async fn serve(
     stop.send_replace(true);
     server.await.context("the HTTP server failed")?;
     if let Some(path) = token_saved {
-        let _ = std::fs::remove_file(path);
+        token.remove_saved(&path);
     }
     log::info("stopped");
     Ok(())
@@ -172,7 +177,10 @@ fn start_http(
 
 /// The daemon's token: `--token-file`'s, else a new one saved where root alone can read it
 /// (its path logged; removed at exit).
-fn access_token(http: &config::Http, port: u16) -> Result<(access::Token, Option<PathBuf>)> {
+fn access_token(
+    http: &config::Http,
+    listen: SocketAddr,
+) -> Result<(access::Token, Option<PathBuf>)> {
     if let Some(file) = &http.token_file {
         let token = access::Token::read(file).map_err(|e| {
             fatal(
@@ -189,7 +197,7 @@ fn access_token(http: &config::Http, port: u16) -> Result<(access::Token, Option
         .ok()
         .and_then(|d| d.split(':').next().map(PathBuf::from))
         .unwrap_or_else(|| access::TOKEN_DIR.into());
-    let path = token.save(&dir, port).map_err(|e| {
+    let path = token.save(&dir, listen).map_err(|e| {
         fatal(
             EXIT_USAGE,
             format!("cannot save the daemon's token: {e} (or give --token-file)"),

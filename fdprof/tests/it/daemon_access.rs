@@ -118,7 +118,7 @@ fn a_token_made_at_start_is_roots_alone_and_goes_with_the_daemon() {
         &[("RUNTIME_DIRECTORY", run_dir.to_str().unwrap())],
     );
     daemon.wait_healthy();
-    let file = run_dir.join(format!("daemon-{}.token", addr.port()));
+    let file = run_dir.join(format!("daemon-127.0.0.1-{}.token", addr.port()));
     let line = daemon.wait_line("INFO", "requests need the token in");
     assert!(line.contains(file.to_str().unwrap()), "{line}");
     let meta = std::fs::metadata(&file).unwrap();
@@ -267,4 +267,142 @@ fn a_kernel_chosen_port_is_logged_and_names_are_escaped_once() {
     assert_eq!(code, 404, "{body}");
     assert!(body.starts_with("no target named \"a\\b\""), "{body}");
     assert!(daemon.stop().success());
+}
+
+/// GET `path` from `addr` with `token`: the status code.
+fn status_with(addr: std::net::SocketAddr, path: &str, token: &str) -> u16 {
+    let bearer = format!("Authorization: Bearer {token}");
+    http_get_with(addr, path, &[&bearer]).map_or(0, |(code, _, _)| code)
+}
+
+#[test]
+fn daemons_on_one_port_at_two_addresses_keep_their_own_token_files() {
+    require_root();
+    let _guard = kernel_lock();
+    let run_dir = tmp("run-two");
+    let _ = std::fs::remove_dir_all(&run_dir);
+    let port = free_loopback_addr().port();
+    let env = [("RUNTIME_DIRECTORY", run_dir.to_str().unwrap())];
+    let start = |ip: &str| {
+        let addr: std::net::SocketAddr = format!("{ip}:{port}").parse().unwrap();
+        let mut d = Daemon::spawn_env(&addr.to_string(), addr, &["--comm", "fdpd-two"], &env);
+        d.wait_healthy();
+        let file = run_dir.join(format!("daemon-{ip}-{port}.token"));
+        let line = d.wait_line("INFO", "requests need the token in");
+        assert!(line.contains(file.to_str().unwrap()), "{line}");
+        let token = std::fs::read_to_string(&file).unwrap().trim().to_string();
+        (d, file, token)
+    };
+    let (mut first, first_file, first_token) = start("127.0.0.1");
+    let (mut second, second_file, second_token) = start("127.0.0.2");
+    assert_ne!(first_token, second_token);
+    // Each serves the token its own file holds, and not the other's.
+    assert_eq!(status_with(first.addr, "/metrics", &first_token), 200);
+    assert_eq!(status_with(second.addr, "/metrics", &second_token), 200);
+    assert_eq!(status_with(first.addr, "/metrics", &second_token), 401);
+    assert_eq!(status_with(second.addr, "/metrics", &first_token), 401);
+    // Stopping one removes its file alone: the other's file still holds its working token.
+    assert!(second.stop().success(), "{}", second.log());
+    assert!(
+        !second_file.exists(),
+        "the second daemon's file outlived it"
+    );
+    let kept = std::fs::read_to_string(&first_file).expect("the first daemon's file is gone");
+    assert_eq!(kept.trim(), first_token);
+    assert_eq!(status_with(first.addr, "/metrics", &first_token), 200);
+    assert!(first.stop().success(), "{}", first.log());
+    assert!(!first_file.exists());
+}
+
+/// The head of the answer to `GET path` with `Host: host:PORT` and the header `auth` (if any).
+fn raw_head(addr: std::net::SocketAddr, host: &str, path: &str, auth: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(TIMEOUT)).unwrap();
+    let auth = if auth.is_empty() {
+        String::new()
+    } else {
+        format!("{auth}\r\n")
+    };
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {host}:{}\r\n{auth}Connection: close\r\n\r\n",
+        addr.port()
+    )
+    .unwrap();
+    let mut raw = Vec::new();
+    let _ = stream.read_to_end(&mut raw);
+    let text = String::from_utf8_lossy(&raw);
+    text.split("\r\n\r\n")
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Makes fd syscalls under a comm holding ESC (set with prctl(PR_SET_NAME)) until killed.
+const ESC_COMM_SCRIPT: &str = "
+import ctypes, os, time
+ctypes.CDLL(None).prctl(15, b'fdpd\\x1besc', 0, 0, 0)
+end = time.time() + 60
+while time.time() < end:
+    os.close(os.open('/dev/null', os.O_RDONLY))
+    time.sleep(0.001)
+";
+
+#[test]
+fn the_log_hides_every_token_form_answers_send_no_referrer_and_metrics_escape_names() {
+    require_root();
+    let _guard = kernel_lock();
+    let comm = "fdpd\x1besc";
+    let daemon = Daemon::start(&["--comm", comm, "-v", "--interval", "300ms"]);
+    let mut busy = Command::new("python3")
+        .args(["-c", ESC_COMM_SCRIPT])
+        .spawn()
+        .unwrap();
+    // -v: the token's value under any parameter name that decodes to `token`, in any place.
+    for (path, shown) in [
+        ("/metrics?TOKEN=Secret1Secret1Secret1", "TOKEN=…"),
+        ("/metrics?tok%65n=Secret2Secret2Secret2", "tok%65n=…"),
+        ("/metrics?a=1;token=Secret3Secret3Secret3", "a=1;token=…"),
+    ] {
+        assert_eq!(daemon.get_anonymous(path).0, 401, "{path}");
+        daemon.wait_line("DEBUG", shown);
+    }
+    let (code, _) = daemon.get_anonymous(&format!("/report.json?x=1&token={}", token()));
+    assert!(code == 200 || code == 503, "{code}");
+    daemon.wait_line("DEBUG", "/report.json?x=1&token=…");
+    let log = daemon.log();
+    for secret in ["Secret1", "Secret2", "Secret3", token().as_str()] {
+        assert!(!log.contains(secret), "{secret} logged:\n{log}");
+    }
+    // Every answer, whatever its status, keeps the page's URL (and a ?token=) to itself.
+    let auth = authorization();
+    for (host, path, auth, want) in [
+        ("127.0.0.1", "/healthz", "", "200"),
+        ("127.0.0.1", "/metrics", auth.as_str(), "200"),
+        ("127.0.0.1", "/metrics", "", "401"),
+        ("attacker.example", "/metrics", auth.as_str(), "421"),
+        ("127.0.0.1", "/no-such-page", auth.as_str(), "404"),
+    ] {
+        let head = raw_head(daemon.addr, host, path, auth);
+        assert!(
+            head.starts_with(&format!("HTTP/1.1 {want}")),
+            "{path}: {head}"
+        );
+        assert!(
+            head.lines()
+                .any(|l| l.eq_ignore_ascii_case("referrer-policy: no-referrer")),
+            "{path}: {head}"
+        );
+    }
+    // The comm's ESC reaches /metrics escaped, never raw.
+    let escaped = "target=\"fdpd\\\\x1besc\"";
+    let found = poll(TIMEOUT, || {
+        let (_, body) = daemon.get("/metrics");
+        body.contains(escaped).then_some(body).ok_or(())
+    });
+    let _ = busy.kill();
+    let _ = busy.wait();
+    let body = found.unwrap_or_else(|()| panic!("no {escaped} in /metrics\n{}", daemon.log()));
+    assert!(!body.contains('\x1b'), "a raw ESC in /metrics");
 }

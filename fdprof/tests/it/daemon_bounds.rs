@@ -206,3 +206,73 @@ fn a_config_that_could_block_is_refused_and_the_daemon_goes_on() {
         daemon.log()
     );
 }
+
+/// A secret the config tests put where a value goes: no error may quote it.
+const SECRET: &str = "hunter2SECRET";
+
+/// `fdprof daemon --config PATH`: it must exit 2 at once, in one line (no kernel is touched: the
+/// config is read first).
+fn refused_config(path: &std::path::Path) -> String {
+    let addr = free_loopback_addr();
+    let mut daemon = Daemon::spawn(
+        &addr.to_string(),
+        addr,
+        &["--config", path.to_str().unwrap()],
+    );
+    let status = daemon.wait_exit();
+    let log = daemon.log();
+    assert_eq!(status.code(), Some(2), "{log}");
+    assert_eq!(log.lines().count(), 1, "{log}");
+    assert!(log.contains("bad config"), "{log}");
+    assert!(!log.contains(SECRET), "a value quoted back: {log}");
+    log
+}
+
+#[test]
+fn a_config_kept_from_others_is_refused_and_errors_never_quote_values() {
+    require_root();
+    // Root's, mode 0640 (as /etc/shadow): another program's secret, not a config.
+    let hidden = config("hidden.toml", &format!("mode = \"{SECRET}\"\n"));
+    std::fs::set_permissions(&hidden, std::os::unix::fs::PermissionsExt::from_mode(0o640)).unwrap();
+    let log = refused_config(&hidden);
+    assert!(
+        log.contains("not readable by group and others (mode 0640)"),
+        "{log}"
+    );
+    // A root file readable by all: each bad value named by its line and key, never quoted.
+    for (text, said) in [
+        (
+            format!("mode = \"{SECRET}\"\n"),
+            "line 1, key mode: a value it does not take",
+        ),
+        (
+            format!("comm = [\"x\"]\ninterval = \"{SECRET}\"\n"),
+            "interval is not a duration",
+        ),
+        (
+            format!("comm = \"{SECRET}\"\n"),
+            "line 1, key comm: a value it does not take",
+        ),
+        (
+            format!("pid = [\"{SECRET}\"]\n"),
+            "line 1, key pid: a value it does not take",
+        ),
+        (format!("{SECRET}\n"), "line 1: key with no value"),
+        (
+            format!("comm = [\"{SECRET}-and-more\"]\n"),
+            "comm entry 1 can never match",
+        ),
+        (
+            format!("comm = [\"x\"]\ncapture_on = [\"{SECRET}\"]\ncapture_dir = \"/tmp\"\n"),
+            "capture_on names no rule",
+        ),
+        (
+            format!("cgroup = [\"/{SECRET}\"]\n"),
+            "cgroup entry 1 is not a cgroup",
+        ),
+    ] {
+        let path = config("values.toml", &text);
+        let log = refused_config(&path);
+        assert!(log.contains(said), "{text:?}: {log}");
+    }
+}

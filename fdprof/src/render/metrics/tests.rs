@@ -457,6 +457,30 @@ fn hostile_names_are_escaped_in_both_formats() {
     }
 }
 
+#[test]
+fn control_characters_in_label_values_are_escaped_once() {
+    let mut e = exposition();
+    e.targets[1].0 = "a\x1b]0;pwn\x07b\rc".into();
+    e.daemon.own_cost.programs[0].name = "\x1b[2J".into();
+    for text in [encode(e.clone()), encode_text(e.clone())] {
+        assert!(
+            !text.bytes().any(|b| b.is_ascii_control() && b != b'\n'),
+            "{text:?}"
+        );
+        let s = samples(&text);
+        let sc = &report(&testdata::command_recording()).syscalls[0];
+        let pairs = [
+            ("target", r"a\x1b]0;pwn\x07b\x0dc"),
+            ("syscall", sc.name.as_str()),
+        ];
+        assert_eq!(
+            value(&s, "fdprof_fd_allocations_total", &pairs),
+            sc.allocs as f64
+        );
+        assert!(text.contains(r#"program="\\x1b[2J""#), "{text}");
+    }
+}
+
 const PROMTOOL: &str = "/usr/bin/promtool";
 
 /// `promtool check metrics` on `text`: its exit status and what it printed.
