@@ -256,10 +256,10 @@ impl CgroupTree {
         dir
     }
 
-    /// Removes every child (waiting for their processes to go).
-    fn clear(&self) {
+    /// Removes every child but `keep` (waiting for their processes to go).
+    fn clear(&self, keep: Option<&Path>) {
         for e in std::fs::read_dir(&self.parent).unwrap().flatten() {
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
+            if e.file_type().is_ok_and(|t| t.is_dir()) && Some(e.path().as_path()) != keep {
                 remove_cgroup(&e.path());
             }
         }
@@ -269,7 +269,7 @@ impl CgroupTree {
 impl Drop for CgroupTree {
     fn drop(&mut self) {
         if self.parent.exists() {
-            self.clear();
+            self.clear(None);
             remove_cgroup(&self.parent);
         }
     }
@@ -329,10 +329,13 @@ fn thousands_of_sub_cgroups_are_followed_and_freed() {
     cgroup_process_counted(&daemon, &tree.child(&format!("c{}", n - 1)), 1500);
     let followed = began.elapsed();
 
-    tree.clear();
-    std::thread::sleep(Duration::from_secs(2));
+    // A new cgroup made while the others stand, then the others removed: their entries go
+    // and the new one's process is counted (before, the stale entries filled the map and every
+    // pass failed to add the new one, logging E2BIG, long after the cgroups were gone).
     let fresh = tree.make("fresh");
     std::thread::sleep(Duration::from_secs(2));
+    tree.clear(Some(&fresh));
+    std::thread::sleep(Duration::from_secs(3));
     cgroup_process_counted(&daemon, &fresh, 1200);
     let errors = daemon.lines("ERROR", "");
     assert!(errors.is_empty(), "errors logged: {errors:#?}");
