@@ -177,4 +177,31 @@ mod tests {
         );
         assert_eq!(d.comms.len(), 2);
     }
+
+    #[test]
+    fn rows_taken_out_add_back() {
+        let key = ProcessSyscall { tgid: 7, index: 2 };
+        let mut read = Processes {
+            syscalls: [(key, [1, 0, 1, 0, 1])].into(),
+            comms: [(7, "new".to_string())].into(),
+            ..Default::default()
+        };
+        let retired = Processes {
+            syscalls: [(key, [4, 1, 3, 0, 3])].into(),
+            scans: [(
+                8,
+                ProcessScan {
+                    allocations: 5,
+                    max_fds: 64,
+                    ..Default::default()
+                },
+            )]
+            .into(),
+            comms: [(7, "old".to_string()), (8, "gone".to_string())].into(),
+        };
+        read.add(&retired);
+        assert_eq!(read.syscalls[&key], [5, 1, 4, 0, 4]);
+        assert_eq!((read.scans[&8].allocations, read.scans[&8].max_fds), (5, 64));
+        assert_eq!((read.comms[&7].as_str(), read.comms[&8].as_str()), ("new", "gone"));
+    }
 }
