@@ -135,10 +135,18 @@ fn ended_among_rows(ebpf: &Ebpf) -> Result<BTreeSet<u32>> {
         BpfHashMap::try_from(ebpf.map(map::SITE_INDEX).context("no map SITE_INDEX")?)?;
     tgids.extend(sites.keys().filter_map(Result::ok).map(|k| k.tgid));
     tgids.remove(&0);
-    Ok(tgids
-        .into_iter()
-        .filter(|&t| !super::target::process_alive(t))
-        .collect())
+    Ok(tgids.into_iter().filter(|&t| !runs(t)).collect())
+}
+
+/// Whether a thread of process `tgid` has not yet exited (neither gone nor a zombie). A
+/// misjudged process loses no count: its rows are taken out, and new ones counted from there.
+fn runs(tgid: u32) -> bool {
+    crate::procfs::tasks(tgid).is_some_and(|mut tasks| {
+        tasks.any(|t| {
+            crate::procfs::stat_fields(&format!("{tgid}/task/{t}"))
+                .is_some_and(|f| f.first().is_some_and(|s| s != "Z" && s != "X"))
+        })
+    })
 }
 
 /// Reads the per-process rows and contention sites of `tgids` and deletes them from the maps,

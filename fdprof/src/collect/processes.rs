@@ -201,7 +201,13 @@ mod tests {
         };
         read.add(&retired);
         assert_eq!(read.syscalls[&key], [5, 1, 4, 0, 4]);
-        assert_eq!((read.scans[&8].allocations, read.scans[&8].max_fds), (5, 64));
-        assert_eq!((read.comms[&7].as_str(), read.comms[&8].as_str()), ("new", "gone"));
+        assert_eq!(
+            (read.scans[&8].allocations, read.scans[&8].max_fds),
+            (5, 64)
+        );
+        assert_eq!(
+            (read.comms[&7].as_str(), read.comms[&8].as_str()),
+            ("new", "gone")
+        );
     }
 }

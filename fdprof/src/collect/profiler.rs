@@ -322,7 +322,8 @@ impl Profiler {
     /// Everything aggregated since attach: per-CPU sums of the maps, the stacks they refer to
     /// and the programs' costs.
     pub(crate) fn snapshot(&self) -> Result<Snapshot> {
-        let mut snap = snapshot::read(&self.ebpf, self.exited.retired())?;
+        let retired = self.exited.retired();
+        let mut snap = snapshot::read(&self.ebpf, (&retired.processes, &retired.contention))?;
         let cgroup_bound = (drop::PROBE_TARGETS * drop::COUNT + drop::CGROUP_BOUND) as usize;
         snap.drops[cgroup_bound] += self.cgroups.dropped;
         snap.programs = stats::program_costs(&self.ebpf);

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use std::os::fd::{AsFd, AsRawFd};
 
-use super::{batch, exited::Retired, stats::ProgramStats};
+use super::{batch, processes::Processes, stats::ProgramStats};
 use anyhow::{Context, Result, anyhow};
 use aya::{
     Ebpf,
@@ -196,9 +196,12 @@ pub(crate) fn walk_ns(ebpf: &Ebpf) -> Result<u64> {
     Ok(map.get(&global::WALK_NS, 0)?.iter().sum())
 }
 
-/// The maps' contents now, with the rows of ended processes taken out of them (`retired`);
-/// costs, times and window are the profiler's to fill in.
-pub(crate) fn read(ebpf: &Ebpf, retired: &Retired) -> Result<Snapshot> {
+/// The maps' contents now, with the rows of ended processes taken out of them (their
+/// processes' rows and contention sites); costs, times and window are the profiler's to fill in.
+pub(crate) fn read(
+    ebpf: &Ebpf,
+    retired: (&Processes, &HashMap<SiteKey, Contention>),
+) -> Result<Snapshot> {
     let sum = |_: u32, v: &[u64]| v.iter().sum();
     let mut snap = Snapshot {
         syscall_counters: per_cpu_array(ebpf, map::SYSCALL_COUNTERS, SYSCALL_COUNTER_ENTRIES, sum)?,
@@ -255,9 +258,12 @@ pub(crate) fn read(ebpf: &Ebpf, retired: &Retired) -> Result<Snapshot> {
 }
 
 /// Adds the rows taken out of the maps to those read from them.
-fn add_retired(snap: &mut Snapshot, retired: &Retired) {
-    snap.processes.add(&retired.processes);
-    if retired.contention.is_empty() {
+fn add_retired(
+    snap: &mut Snapshot,
+    (processes, sites): (&Processes, &HashMap<SiteKey, Contention>),
+) {
+    snap.processes.add(processes);
+    if sites.is_empty() {
         return;
     }
     let at: HashMap<SiteKey, usize> = snap
@@ -266,7 +272,7 @@ fn add_retired(snap: &mut Snapshot, retired: &Retired) {
         .enumerate()
         .map(|(i, (key, _))| (*key, i))
         .collect();
-    for (key, c) in &retired.contention {
+    for (key, c) in sites {
         match at.get(key) {
             Some(&i) => snap.contention[i].1.add_up(c),
             None => snap.contention.push((*key, *c)),
