@@ -74,7 +74,29 @@ pub mod drop {
     /// Trace records past `record --trace-limit`; process starts not snapshotted, past the
     /// snapshot bounds of `record -a` (both counted by user space).
     pub const LIMIT: u32 = 5;
-    pub const COUNT: u32 = 6;
+    /// The per-process maps, each named (`processes` only): `PROCESS_SYSCALLS` had no room for
+    /// a (process, syscall) row (the syscall stays in the machine's figures), `PROCESS_COMMS`
+    /// for a process's name, `PROCESS_SCANS` for its scan row.
+    pub const PROCESS_SYSCALLS_FULL: u32 = 6;
+    pub const PROCESS_COMMS_FULL: u32 = 7;
+    pub const PROCESS_SCANS_FULL: u32 = 8;
+    /// `EXITED` had no room for a process that ended (`processes` only): user space then looks
+    /// for the ended processes among every row's instead.
+    pub const EXITED_FULL: u32 = 9;
+    /// Cgroups below the followed ones past `targets::CGROUP_BOUND`, not followed (`targets`
+    /// only, counted by user space once per cgroup).
+    pub const CGROUP_BOUND: u32 = 10;
+    pub const COUNT: u32 = 11;
+
+    /// Whether counter `reason` of `probe` exists: the first reasons are every probe's, the
+    /// reasons that name a map or bound only their own probe's.
+    pub const fn exists(probe: u32, reason: u32) -> bool {
+        match reason {
+            PROCESS_SYSCALLS_FULL..=EXITED_FULL => probe == PROBE_PROCESSES,
+            CGROUP_BOUND => probe == PROBE_TARGETS,
+            _ => reason < COUNT,
+        }
+    }
 
     pub const PROBE_NAMES: [&str; PROBES as usize] = [
         "contention",
@@ -92,6 +114,11 @@ pub mod drop {
         "read_failed",
         "ringbuf_full",
         "limit",
+        "process_syscalls_full",
+        "process_comms_full",
+        "process_scans_full",
+        "exited_full",
+        "cgroup_bound",
     ];
 }
 

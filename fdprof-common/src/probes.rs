@@ -39,7 +39,13 @@ pub mod map {
     pub const TARGET_COMMS: &str = "TARGET_COMMS";
     /// Hash of `targets::CgroupKey` → slot: cgroups whose processes join the set when moved in.
     pub const TARGET_CGROUPS: &str = "TARGET_CGROUPS";
-    pub const ALL: [&str; 21] = [
+    /// Queue of the tgids of processes that ended (`-a`, a target set), for user space to free
+    /// their per-process rows once read (`process::EXITED_SLOTS`).
+    pub const EXITED: &str = "EXITED";
+    /// LRU hash of (`signal_struct` address, tgid) → 1: processes whose end was claimed (one
+    /// thread's exit ends it); an entry of `EXITED`'s is deleted with its process's rows.
+    pub const ENDED: &str = "ENDED";
+    pub const ALL: [&str; 23] = [
         STACKS,
         SITE_INDEX,
         SITE_WAITS,
@@ -61,6 +67,8 @@ pub mod map {
         MEMBERS,
         TARGET_COMMS,
         TARGET_CGROUPS,
+        EXITED,
+        ENDED,
     ];
 }
 

@@ -17,11 +17,20 @@ pub type ProcessCounts = [u64; per_syscall::COUNT as usize];
 
 /// (process, syscall) rows kept: a process uses a handful of fd syscalls, so a few thousand
 /// processes. Each row takes 40 bytes a CPU. Rows past it are counted as drops
-/// (`processes`/`map_full`) and stay in the whole-machine counts.
+/// (`processes`/`process_syscalls_full`) and stay in the whole-machine counts. The rows of a
+/// process that ended are freed once read (`EXITED`), so the bound is on processes alive (and
+/// ended since the last read), not on processes ever seen.
 pub const PROCESS_ROWS: u32 = 16384;
 
-/// Processes whose name is kept (`PROCESS_COMMS`, tgid → comm).
+/// Processes whose name and scans are kept (`PROCESS_COMMS`, `PROCESS_SCANS`), freed as
+/// `PROCESS_ROWS` are.
 pub const PROCESSES: u32 = 4096;
+
+/// `EXITED`: processes that ended and whose rows user space has not yet freed. User space
+/// empties it every second; past it a process's end is a counted drop
+/// (`processes`/`exited_full`), after which user space finds the ended processes among the
+/// rows by itself.
+pub const EXITED_SLOTS: u32 = 16384;
 
 /// Log2 slots of a process's scan-distance histogram: a distance is below `nr_open`'s
 /// ceiling (2^30), so it has at most 30 significant bits. A power of two, so the programs

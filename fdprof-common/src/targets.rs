@@ -38,8 +38,14 @@ pub struct CgroupKey {
     pub id: u64,
 }
 
-/// `TARGET_CGROUPS` size: followed cgroups and their descendants, and the hierarchies' marks.
-pub const MAX_CGROUPS: u32 = 4096;
+/// Cgroups below the followed ones (their descendants, in all) that are followed: a node's
+/// pods, their containers and systemd's own. One past it is not followed, and counted once as
+/// a drop (`targets`/`cgroup_bound`).
+pub const CGROUP_BOUND: u32 = 16384;
+
+/// `TARGET_CGROUPS` size: the descendants within [`CGROUP_BOUND`], the followed cgroups
+/// themselves and the hierarchies' marks.
+pub const MAX_CGROUPS: u32 = CGROUP_BOUND + 1024;
 
 /// `TARGETS` size unless user space asks for another (`--max-processes`): processes in the
 /// set at once. One joining a full set is a counted drop (`targets`/`map_full`).

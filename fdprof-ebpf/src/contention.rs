@@ -340,6 +340,12 @@ fn begin<C: StackIdContext>(ctx: &C, lock: u64, flags: u32, btf: bool) {
     }
 }
 
+/// Thread `tid` ended: an open sleeping wait of its own, whose end never came, goes.
+#[inline(always)]
+pub fn thread_ended(tid: u32) {
+    let _ = SLEEP_WAITS.remove(&tid);
+}
+
 /// Takes this CPU's open spin wait for `lock`: no helper call, so a task that is not profiled
 /// (it has none) pays a few loads.
 #[inline(always)]

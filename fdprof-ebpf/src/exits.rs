@@ -27,7 +27,7 @@ use fdprof_common::{
     process::start,
 };
 
-use crate::{kernel, maps, targets, trace};
+use crate::{contention, kernel, maps, targets, trace};
 
 const BPF_NOEXIST: u64 = 1;
 
@@ -37,10 +37,12 @@ static ENDED: LruHashMap<[u64; 2], u8> = LruHashMap::with_max_entries(4096, 0);
 
 #[inline(always)]
 fn exited() {
-    if kernel::target_tid().is_none() {
+    let Some(pid_tgid) = kernel::target_pid_tgid() else {
         return;
-    }
-    let tgid = bpf_get_current_pid_tgid() >> 32;
+    };
+    // A thread that ends inside a sleeping wait (it never saw the lock) leaves no open wait.
+    contention::thread_ended(pid_tgid as u32);
+    let tgid = pid_tgid >> 32;
     let ends_process = match kernel::current_signal_live() {
         Some((signal, 0)) => ENDED.insert(&[signal, tgid], &1, BPF_NOEXIST).is_ok(),
         _ => false,
@@ -50,6 +52,10 @@ fn exited() {
     }
     if ends_process {
         targets::ended(tgid as u32);
+        // Its per-process rows are freed by user space once read.
+        if kernel::process_of(pid_tgid).is_some() {
+            maps::ended(tgid as u32);
+        }
     }
     maps::emit(EventRecord {
         kind: kind::EXIT,

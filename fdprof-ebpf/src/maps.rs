@@ -3,7 +3,7 @@
 use aya_ebpf::{
     helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
     macros::map,
-    maps::{HashMap, PerCpuArray, PerCpuHashMap, RingBuf, StackTrace},
+    maps::{HashMap, PerCpuArray, PerCpuHashMap, Queue, RingBuf, StackTrace},
 };
 use fdprof_common::{
     HIST_SLOTS,
@@ -13,7 +13,7 @@ use fdprof_common::{
     events::{EventRecord, RING_BYTES},
     log2_slot,
     process::{
-        COMM_LEN, PROCESS_ROWS, PROCESSES, ProcessCounts, ProcessScan, ProcessStart,
+        COMM_LEN, EXITED_SLOTS, PROCESS_ROWS, PROCESSES, ProcessCounts, ProcessScan, ProcessStart,
         ProcessSyscall, STARTS_RING_BYTES,
     },
 };
@@ -48,6 +48,20 @@ pub static PROCESS_COMMS: HashMap<u32, [u8; COMM_LEN]> = HashMap::with_max_entri
 #[map]
 pub static PROCESS_SCANS: PerCpuHashMap<u32, ProcessScan> =
     PerCpuHashMap::with_max_entries(PROCESSES, 0);
+
+/// Processes that ended (`-a`, a target set): user space frees their rows above once it has
+/// read them.
+#[map]
+pub static EXITED: Queue<u32> = Queue::with_max_entries(EXITED_SLOTS, 0);
+
+/// Process `tgid` ended: its rows are for user space to free after its next read; a full queue
+/// is a counted drop (user space then finds the ended processes among the rows itself).
+#[inline(always)]
+pub fn ended(tgid: u32) {
+    if EXITED.push(&tgid, 0).is_err() {
+        dropped(drop::PROBE_PROCESSES, drop::EXITED_FULL);
+    }
+}
 
 /// The events that each deserve a record of their own (slow waits, expansions, exits).
 #[map]
@@ -195,11 +209,11 @@ pub fn process_row(tgid: u32, index: u32) -> Option<*mut ProcessCounts> {
         && let Ok(comm) = aya_ebpf::helpers::bpf_get_current_comm()
         && PROCESS_COMMS.insert(&tgid, &comm, 0).is_err()
     {
-        dropped(drop::PROBE_PROCESSES, drop::MAP_FULL);
+        dropped(drop::PROBE_PROCESSES, drop::PROCESS_COMMS_FULL);
     }
     let p = PROCESS_SYSCALLS.get_ptr_mut(&key);
     if p.is_none() {
-        dropped(drop::PROBE_PROCESSES, drop::MAP_FULL);
+        dropped(drop::PROBE_PROCESSES, drop::PROCESS_SYSCALLS_FULL);
     }
     p
 }
@@ -214,7 +228,7 @@ pub fn process_scan(tgid: u32) -> Option<*mut ProcessScan> {
     let _ = PROCESS_SCANS.insert(&tgid, &ProcessScan::default(), BPF_NOEXIST);
     let p = PROCESS_SCANS.get_ptr_mut(&tgid);
     if p.is_none() {
-        dropped(drop::PROBE_PROCESSES, drop::MAP_FULL);
+        dropped(drop::PROBE_PROCESSES, drop::PROCESS_SCANS_FULL);
     }
     p
 }

@@ -25,7 +25,8 @@ const LLVM_PREFIX: &str = "/usr/lib/llvm-22";
 const BPF_LINKER_VERSION: &str = "0.13.0";
 /// `cargo xtask deb`'s tools: dpkg-shlibdeps (and strip, through binutils).
 const DEB_PACKAGES: &[&str] = &["dpkg-dev"];
-/// What the tests run: bpftool (an independent reader of the kernel's BTF), tmux (a real
+/// What the tests run: bpftool (an independent reader of the kernel's BTF and of the daemon's
+/// maps, their entries counted through churn), tmux (a real
 /// terminal for `fdprof top`'s screen) and prometheus + promtool (scrape `fdprof daemon`, check
 /// the dashboard's queries and the scrape config) and systemd (`systemd-analyze verify` checks
 /// the unit example in `dashboards/`; most Debian hosts have it already), golang-go (`go tool

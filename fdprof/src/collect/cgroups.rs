@@ -9,7 +9,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
-use fdprof_common::targets::{CgroupKey, MAX_CGROUPS, TargetEntry, flag};
+use fdprof_common::targets::{CGROUP_BOUND, CgroupKey, MAX_CGROUPS, TargetEntry, flag};
 
 use super::Profiler;
 use crate::error::{EXIT_USAGE, fatal};
@@ -165,6 +165,8 @@ pub(crate) struct Read {
     pub keys: BTreeMap<CgroupKey, u32>,
     /// The processes in them now, with their slot.
     pub processes: BTreeMap<u32, u32>,
+    /// The descendants past [`CGROUP_BOUND`]: not followed.
+    pub past_bound: BTreeSet<CgroupKey>,
 }
 
 impl CgroupSet {
@@ -182,9 +184,12 @@ impl CgroupSet {
         }
     }
 
-    /// Every followed cgroup and descendant, and the processes in them (bounded).
+    /// Every followed cgroup and descendant, and the processes in them, within the bounds: at
+    /// most [`CGROUP_BOUND`] descendants in all (and [`MAX_CGROUPS`] keys); those past it are
+    /// only listed.
     pub(crate) fn read(&mut self) -> Read {
         let mut read = Read::default();
+        let mut descendants = 0;
         for &(ref cgroup, slot) in &self.cgroups {
             read.keys.insert(
                 CgroupKey {
@@ -194,33 +199,51 @@ impl CgroupSet {
                 },
                 u32::MAX,
             );
-            let mut stack = vec![cgroup.dir.clone()];
-            while let Some(dir) = stack.pop() {
-                // Past the bound the rest are not read (documented in docs/containers.md).
-                if read.keys.len() >= MAX_CGROUPS as usize {
-                    break;
-                }
+            let mut stack = vec![(cgroup.dir.clone(), false)];
+            while let Some((dir, below)) = stack.pop() {
                 let Some(key) = cgroup.key(&dir) else {
                     continue; // removed meanwhile
                 };
-                read.keys.entry(key).or_insert(slot);
-                if let Ok(procs) = std::fs::read_to_string(dir.join("cgroup.procs")) {
-                    for pid in procs.lines().filter_map(|l| l.trim().parse::<u32>().ok()) {
-                        read.processes.entry(pid).or_insert(slot);
+                let within = !below
+                    || (descendants < CGROUP_BOUND as usize
+                        && read.keys.len() < MAX_CGROUPS as usize);
+                if !within {
+                    if !read.keys.contains_key(&key) {
+                        read.past_bound.insert(key);
                     }
+                } else if read.keys.insert(key, slot).is_none() {
+                    descendants += usize::from(below);
+                    read_procs(&dir, slot, &mut read.processes);
+                } else {
+                    // Read already, below another followed cgroup.
+                    continue;
                 }
-                if let Ok(entries) = std::fs::read_dir(&dir) {
-                    stack.extend(
-                        entries
-                            .flatten()
-                            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-                            .map(|e| e.path()),
-                    );
-                }
+                stack.extend(subdirs(&dir).map(|d| (d, true)));
             }
         }
+        read.past_bound.retain(|k| !read.keys.contains_key(k));
         read
     }
+}
+
+/// The processes of cgroup `dir`, with `slot`, into `processes` (a process already there keeps
+/// its own).
+fn read_procs(dir: &Path, slot: u32, processes: &mut BTreeMap<u32, u32>) {
+    if let Ok(procs) = std::fs::read_to_string(dir.join("cgroup.procs")) {
+        for pid in procs.lines().filter_map(|l| l.trim().parse::<u32>().ok()) {
+            processes.entry(pid).or_insert(slot);
+        }
+    }
+}
+
+/// The cgroups directly below `dir`.
+fn subdirs(dir: &Path) -> impl Iterator<Item = PathBuf> {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.path())
 }
 
 impl CgroupSet {
@@ -232,7 +255,7 @@ impl CgroupSet {
         // Members first: one the programs add after this read is kept whatever follows.
         let members = profiler.targets()?;
         let read = self.read();
-        profiler.follow_cgroups(&read.keys)?;
+        profiler.follow_cgroups(&read.keys, read.past_bound)?;
         let own = std::process::id();
         self.joined.clear();
         for (&pid, &slot) in &read.processes {

@@ -7,6 +7,7 @@ pub(crate) mod counters;
 pub(crate) mod cpu;
 pub(crate) mod direct;
 pub(crate) mod events;
+pub(crate) mod exited;
 pub(crate) mod identity;
 pub(crate) mod kernel;
 pub mod launch;

@@ -25,15 +25,7 @@ pub struct Processes {
 
 impl Processes {
     pub(crate) fn read(ebpf: &Ebpf) -> Result<Self> {
-        let syscalls = per_cpu_sums(
-            ebpf,
-            map::PROCESS_SYSCALLS,
-            |sum: &mut ProcessCounts, cpu| {
-                for (s, v) in sum.iter_mut().zip(cpu) {
-                    *s += v;
-                }
-            },
-        )?;
+        let syscalls = per_cpu_sums(ebpf, map::PROCESS_SYSCALLS, add_counts)?;
         let names: BpfHashMap<_, u32, [u8; COMM_LEN]> = BpfHashMap::try_from(
             ebpf.map(map::PROCESS_COMMS)
                 .context("no map PROCESS_COMMS")?,
@@ -41,8 +33,7 @@ impl Processes {
         let mut comms = BTreeMap::new();
         for entry in names.iter() {
             let (tgid, comm) = entry?;
-            let len = comm.iter().position(|&b| b == 0).unwrap_or(COMM_LEN);
-            comms.insert(tgid, String::from_utf8_lossy(&comm[..len]).into_owned());
+            comms.insert(tgid, comm_string(&comm));
         }
         let scans = per_cpu_sums(ebpf, map::PROCESS_SCANS, add_scan)?;
         Ok(Self {
@@ -50,6 +41,20 @@ impl Processes {
             scans,
             comms,
         })
+    }
+
+    /// Adds `other`'s rows (those of processes that ended, taken out of the maps): counts
+    /// add; a name the kernel still keeps wins.
+    pub(crate) fn add(&mut self, other: &Processes) {
+        for (key, counts) in &other.syscalls {
+            add_counts(self.syscalls.entry(*key).or_default(), counts);
+        }
+        for (tgid, scan) in &other.scans {
+            add_scan(self.scans.entry(*tgid).or_default(), scan);
+        }
+        for (tgid, comm) in &other.comms {
+            self.comms.entry(*tgid).or_insert_with(|| comm.clone());
+        }
     }
 
     /// Leaves out the rows of `tgids` (deleted from the maps once read).
@@ -119,7 +124,20 @@ fn per_cpu_sums<K: Pod + Ord, V: Pod + Default>(
     Ok(out)
 }
 
-fn add_scan(sum: &mut ProcessScan, cpu: &ProcessScan) {
+/// A name as the kernel keeps it (NUL-padded), as text.
+pub(crate) fn comm_string(comm: &[u8; COMM_LEN]) -> String {
+    let len = comm.iter().position(|&b| b == 0).unwrap_or(COMM_LEN);
+    String::from_utf8_lossy(&comm[..len]).into_owned()
+}
+
+/// Adds one CPU's (or one process's) syscall counters.
+pub(crate) fn add_counts(sum: &mut ProcessCounts, cpu: &ProcessCounts) {
+    for (s, v) in sum.iter_mut().zip(cpu) {
+        *s += v;
+    }
+}
+
+pub(crate) fn add_scan(sum: &mut ProcessScan, cpu: &ProcessScan) {
     sum.allocations += cpu.allocations;
     sum.next_fd_hits += cpu.next_fd_hits;
     sum.below_origin += cpu.below_origin;
@@ -158,5 +176,38 @@ mod tests {
             [(key(1, 5), [2, 1, 1, 0, 1]), (key(3, 1), [2, 0, 0, 2, 0])].into()
         );
         assert_eq!(d.comms.len(), 2);
+    }
+
+    #[test]
+    fn rows_taken_out_add_back() {
+        let key = ProcessSyscall { tgid: 7, index: 2 };
+        let mut read = Processes {
+            syscalls: [(key, [1, 0, 1, 0, 1])].into(),
+            comms: [(7, "new".to_string())].into(),
+            ..Default::default()
+        };
+        let retired = Processes {
+            syscalls: [(key, [4, 1, 3, 0, 3])].into(),
+            scans: [(
+                8,
+                ProcessScan {
+                    allocations: 5,
+                    max_fds: 64,
+                    ..Default::default()
+                },
+            )]
+            .into(),
+            comms: [(7, "old".to_string()), (8, "gone".to_string())].into(),
+        };
+        read.add(&retired);
+        assert_eq!(read.syscalls[&key], [5, 1, 4, 0, 4]);
+        assert_eq!(
+            (read.scans[&8].allocations, read.scans[&8].max_fds),
+            (5, 64)
+        );
+        assert_eq!(
+            (read.comms[&7].as_str(), read.comms[&8].as_str()),
+            ("new", "gone")
+        );
     }
 }

@@ -3,7 +3,7 @@
 //! `record` takes one snapshot at the end; a live view takes one per interval and shows the
 //! difference between the last two.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow};
@@ -12,22 +12,24 @@ use aya::{
     maps::{Array, RingBuf, StackTraceMap},
 };
 use fdprof_common::{
-    counters::global,
+    counters::{drop, global},
     cpu::CpuEvent,
     fnops,
     probes::{Mode, Role, map, setting, target_kind},
+    targets::CgroupKey,
 };
 
 use super::{
     attach::{self, Attachment},
     cpu, direct,
     events::EventStream,
+    exited::Exited,
     kernel::Kernel,
     snapshot::{self, Snapshot},
     starts::StartStream,
     stats::{self, StatsSampler},
     steal::{CpuTimes, Span},
-    targets,
+    targets::{self, CgroupTargets},
 };
 use crate::probe::{object, tracefs};
 
@@ -99,6 +101,10 @@ pub struct Profiler {
     attached_cpu_times: Option<CpuTimes>,
     /// On-CPU sampling, once started: the event and its frequency.
     cpu: Option<(CpuEvent, u64)>,
+    /// Figures are kept per process (`-a`, a set): the rows of processes that end are freed.
+    per_process: bool,
+    exited: Exited,
+    cgroups: CgroupTargets,
 }
 
 impl Profiler {
@@ -141,6 +147,9 @@ impl Profiler {
             attached_ns: monotonic_ns(),
             attached_cpu_times: CpuTimes::read(),
             cpu,
+            per_process: matches!(opts.filter, Filter::All | Filter::Set { .. }),
+            exited: Exited::default(),
+            cgroups: CgroupTargets::default(),
         })
     }
 
@@ -211,17 +220,34 @@ impl Profiler {
     }
 
     /// Processes moved into these cgroups join the set at the move: `(cgroup, slot)`, with the
-    /// hierarchies' marks (see [`fdprof_common::targets::CgroupKey`]), replacing those set before.
+    /// hierarchies' marks (see [`fdprof_common::targets::CgroupKey`]), replacing those set before;
+    /// `past_bound`, the cgroups left out past the bound, are counted as drops.
     pub(crate) fn follow_cgroups(
         &mut self,
-        keys: &BTreeMap<fdprof_common::targets::CgroupKey, u32>,
+        keys: &BTreeMap<CgroupKey, u32>,
+        past_bound: BTreeSet<CgroupKey>,
     ) -> Result<()> {
-        targets::set_cgroups(&mut self.ebpf, keys)
+        self.cgroups.set(&mut self.ebpf, keys, past_bound)
     }
 
     /// Deletes the per-process rows of processes that left, once their figures were read.
     pub(crate) fn forget(&mut self, tgids: &[u32]) -> Result<()> {
         targets::forget(&mut self.ebpf, tgids)
+    }
+
+    /// Takes the rows of processes that ended out of the kernel maps (those the programs
+    /// queued by the sweep before): every snapshot adds them until released.
+    pub(crate) fn sweep(&mut self) -> Result<()> {
+        if !self.per_process {
+            return Ok(());
+        }
+        self.exited.sweep(&mut self.ebpf)
+    }
+
+    /// Forgets the rows taken out of the maps so far (an interval has read them); their
+    /// processes.
+    pub(crate) fn release_exited(&mut self) -> Vec<u32> {
+        self.exited.release()
     }
 
     /// The event on-CPU sampling runs on (`--cpu`), if it does.
@@ -296,7 +322,10 @@ impl Profiler {
     /// Everything aggregated since attach: per-CPU sums of the maps, the stacks they refer to
     /// and the programs' costs.
     pub(crate) fn snapshot(&self) -> Result<Snapshot> {
-        let mut snap = snapshot::read(&self.ebpf)?;
+        let retired = self.exited.retired();
+        let mut snap = snapshot::read(&self.ebpf, (&retired.processes, &retired.contention))?;
+        let cgroup_bound = (drop::PROBE_TARGETS * drop::COUNT + drop::CGROUP_BOUND) as usize;
+        snap.drops[cgroup_bound] += self.cgroups.dropped;
         snap.programs = stats::program_costs(&self.ebpf);
         snap.elapsed = self.attached_at.elapsed();
         snap.stats_window = self.stats.sampled_so_far();
@@ -397,7 +426,7 @@ fn load(kernel: &Kernel, opts: &ProfilerOptions, trace: u32, children: u32) -> R
 }
 
 /// The maps sized at load, and their sizes: the large ones get room only where used.
-fn map_sizes(opts: &ProfilerOptions, trace: u32) -> [(&'static str, u32); 5] {
+fn map_sizes(opts: &ProfilerOptions, trace: u32) -> [(&'static str, u32); 6] {
     let stacks = opts.cpu_hz.map_or(1, |_| fdprof_common::cpu::STACK_TRACES);
     let trace_bytes = if trace != 0 {
         fdprof_common::trace::RING_BYTES
@@ -413,12 +442,18 @@ fn map_sizes(opts: &ProfilerOptions, trace: u32) -> [(&'static str, u32); 5] {
         Filter::Set { max } => (max.max(1), super::targets::member_pids()),
         _ => (1, 1),
     };
+    // Only per-process figures have rows to free when a process ends.
+    let exited = match opts.filter {
+        Filter::All | Filter::Set { .. } => fdprof_common::process::EXITED_SLOTS,
+        _ => 1,
+    };
     [
         (fdprof_common::cpu::STACKS_MAP, stacks),
         (map::TRACE, trace_bytes),
         (map::PROCESS_STARTS, starts_bytes),
         (map::TARGETS, max_targets),
         (map::MEMBERS, member_pids),
+        (map::EXITED, exited),
     ]
 }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use std::os::fd::{AsFd, AsRawFd};
 
-use super::{batch, stats::ProgramStats};
+use super::{batch, processes::Processes, stats::ProgramStats};
 use anyhow::{Context, Result, anyhow};
 use aya::{
     Ebpf,
@@ -59,17 +59,22 @@ impl Contention {
     #[cfg(test)]
     /// Both together (fixtures).
     pub(crate) fn plus(mut self, other: Self) -> Self {
+        self.add_up(&other);
+        self
+    }
+
+    /// Adds the waits of `other`, of the same site.
+    pub(crate) fn add_up(&mut self, other: &Contention) {
         self.count += other.count;
         self.total_ns += other.total_ns;
         self.max_ns = self.max_ns.max(other.max_ns);
         for (n, m) in self.slots.iter_mut().zip(other.slots) {
             *n += m;
         }
-        self
     }
 
     /// Adds one CPU's element.
-    fn add(&mut self, w: &SiteWaits) {
+    pub(crate) fn add(&mut self, w: &SiteWaits) {
         self.count += w.count;
         self.total_ns += w.total_ns;
         self.max_ns = self.max_ns.max(w.max_ns);
@@ -191,8 +196,12 @@ pub(crate) fn walk_ns(ebpf: &Ebpf) -> Result<u64> {
     Ok(map.get(&global::WALK_NS, 0)?.iter().sum())
 }
 
-/// The maps' contents now (costs, times and window are the profiler's to fill in).
-pub(crate) fn read(ebpf: &Ebpf) -> Result<Snapshot> {
+/// The maps' contents now, with the rows of ended processes taken out of them (their
+/// processes' rows and contention sites); costs, times and window are the profiler's to fill in.
+pub(crate) fn read(
+    ebpf: &Ebpf,
+    retired: (&Processes, &HashMap<SiteKey, Contention>),
+) -> Result<Snapshot> {
     let sum = |_: u32, v: &[u64]| v.iter().sum();
     let mut snap = Snapshot {
         syscall_counters: per_cpu_array(ebpf, map::SYSCALL_COUNTERS, SYSCALL_COUNTER_ENTRIES, sum)?,
@@ -230,6 +239,7 @@ pub(crate) fn read(ebpf: &Ebpf) -> Result<Snapshot> {
             snap.contention.push((key, c));
         }
     }
+    add_retired(&mut snap, retired);
 
     let stacks: StackTraceMap<_> =
         StackTraceMap::try_from(ebpf.map(map::STACKS).context("no map STACKS")?)?;
@@ -245,6 +255,29 @@ pub(crate) fn read(ebpf: &Ebpf) -> Result<Snapshot> {
         }
     }
     Ok(snap)
+}
+
+/// Adds the rows taken out of the maps to those read from them.
+fn add_retired(
+    snap: &mut Snapshot,
+    (processes, sites): (&Processes, &HashMap<SiteKey, Contention>),
+) {
+    snap.processes.add(processes);
+    if sites.is_empty() {
+        return;
+    }
+    let at: HashMap<SiteKey, usize> = snap
+        .contention
+        .iter()
+        .enumerate()
+        .map(|(i, (key, _))| (*key, i))
+        .collect();
+    for (key, c) in sites {
+        match at.get(key) {
+            Some(&i) => snap.contention[i].1.add_up(c),
+            None => snap.contention.push((*key, *c)),
+        }
+    }
 }
 
 impl Snapshot {

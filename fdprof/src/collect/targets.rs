@@ -3,18 +3,17 @@
 //! kernel, and the per-process rows and contention sites of processes that left, deleted once
 //! read.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::{Context, Result};
 use aya::{
     Ebpf,
-    maps::{Array, HashMap as BpfHashMap, MapError, PerCpuArray, PerCpuHashMap, PerCpuValues},
+    maps::{Array, HashMap as BpfHashMap, MapError},
 };
 use fdprof_common::{
-    contention::{SiteKey, SiteWaits},
     fnops,
     probes::map,
-    process::{COMM_LEN, ProcessCounts, ProcessScan, ProcessSyscall},
+    process::COMM_LEN,
     targets::{CgroupKey, MAX_CGROUPS, MAX_COMMS, MAX_MEMBER_PIDS, TargetEntry},
 };
 
@@ -109,29 +108,64 @@ pub(crate) fn set_comms(ebpf: &mut Ebpf, comms: &[(String, u32)]) -> Result<()> 
     Ok(())
 }
 
-/// Cgroups whose processes join when moved in: `keys` (cgroup → slot) replace those set
-/// before, new ones added before stale ones go, so no move in between is missed.
-pub(crate) fn set_cgroups(ebpf: &mut Ebpf, keys: &BTreeMap<CgroupKey, u32>) -> Result<()> {
-    anyhow::ensure!(
-        keys.len() <= MAX_CGROUPS as usize,
-        "at most {MAX_CGROUPS} cgroups can be followed in the kernel, not {}",
-        keys.len()
-    );
-    let mut map: BpfHashMap<_, CgroupKey, u32> = BpfHashMap::try_from(
-        ebpf.map_mut(map::TARGET_CGROUPS)
-            .context("no map TARGET_CGROUPS")?,
-    )?;
-    let old: Vec<CgroupKey> = map.keys().filter_map(Result::ok).collect();
-    for (key, slot) in keys {
-        map.insert(key, slot, 0)?;
+/// The cgroups the programs follow: user space's copy of `TARGET_CGROUPS` (which only it
+/// writes), and the cgroups past the bound.
+#[derive(Debug, Default)]
+pub(crate) struct CgroupTargets {
+    keys: BTreeMap<CgroupKey, u32>,
+    past_bound: BTreeSet<CgroupKey>,
+    /// Cgroups past the bound, each counted once while it lasts (`targets`/`cgroup_bound`).
+    pub dropped: u64,
+}
+
+impl CgroupTargets {
+    /// `keys` (cgroup → slot) replace those set before: the stale ones go first, so the map
+    /// never holds more than the larger of the two (a removed cgroup's entry never stands in a
+    /// new one's way), and those in both stay as they are, so no move into them is missed.
+    /// `past_bound`: the cgroups not followed, past the bound; each new one is counted.
+    pub(crate) fn set(
+        &mut self,
+        ebpf: &mut Ebpf,
+        keys: &BTreeMap<CgroupKey, u32>,
+        past_bound: BTreeSet<CgroupKey>,
+    ) -> Result<()> {
+        anyhow::ensure!(
+            keys.len() <= MAX_CGROUPS as usize,
+            "at most {MAX_CGROUPS} cgroups can be followed in the kernel, not {}",
+            keys.len()
+        );
+        self.dropped += past_bound.difference(&self.past_bound).count() as u64;
+        self.past_bound = past_bound;
+        let mut map: BpfHashMap<_, CgroupKey, u32> = BpfHashMap::try_from(
+            ebpf.map_mut(map::TARGET_CGROUPS)
+                .context("no map TARGET_CGROUPS")?,
+        )?;
+        let stale: Vec<CgroupKey> = self
+            .keys
+            .keys()
+            .filter(|k| !keys.contains_key(k))
+            .copied()
+            .collect();
+        for key in stale {
+            match map.remove(&key) {
+                Ok(()) | Err(MapError::KeyNotFound) => {}
+                Err(MapError::SyscallError(e))
+                    if e.io_error.raw_os_error() == Some(libc::ENOENT) => {}
+                Err(e) => return Err(e).context("cannot forget a cgroup"),
+            }
+            self.keys.remove(&key);
+        }
+        for (key, &slot) in keys {
+            if self.keys.get(key) != Some(&slot) {
+                map.insert(key, slot, 0).context("cannot follow a cgroup")?;
+                self.keys.insert(*key, slot);
+            }
+        }
+        let mut config: Array<_, u32> =
+            Array::try_from(ebpf.map_mut(map::CONFIG).context("no map CONFIG")?)?;
+        config.set(fnops::CONFIG_CGROUPS, u32::from(!keys.is_empty()), 0)?;
+        Ok(())
     }
-    for key in old.iter().filter(|k| !keys.contains_key(k)) {
-        let _ = map.remove(key);
-    }
-    let mut config: Array<_, u32> =
-        Array::try_from(ebpf.map_mut(map::CONFIG).context("no map CONFIG")?)?;
-    config.set(fnops::CONFIG_CGROUPS, u32::from(!keys.is_empty()), 0)?;
-    Ok(())
 }
 
 /// `comm` as the kernel keeps it: at most 15 bytes, NUL-padded.
@@ -146,71 +180,8 @@ pub(crate) fn comm_key(comm: &str) -> [u8; COMM_LEN] {
 /// Deletes the per-process rows and contention sites of `tgids` (processes that left, their
 /// figures read), so their room serves processes to come.
 pub(crate) fn forget(ebpf: &mut Ebpf, tgids: &[u32]) -> Result<()> {
-    if tgids.is_empty() {
-        return Ok(());
-    }
-    forget_sites(ebpf, tgids)?;
-    let mut syscalls: PerCpuHashMap<_, ProcessSyscall, ProcessCounts> = PerCpuHashMap::try_from(
-        ebpf.map_mut(map::PROCESS_SYSCALLS)
-            .context("no map PROCESS_SYSCALLS")?,
-    )?;
-    let keys: Vec<ProcessSyscall> = syscalls
-        .keys()
-        .filter_map(Result::ok)
-        .filter(|k| tgids.contains(&k.tgid))
-        .collect();
-    for key in keys {
-        let _ = syscalls.remove(&key);
-    }
-    let mut scans: PerCpuHashMap<_, u32, ProcessScan> = PerCpuHashMap::try_from(
-        ebpf.map_mut(map::PROCESS_SCANS)
-            .context("no map PROCESS_SCANS")?,
-    )?;
-    for tgid in tgids {
-        let _ = scans.remove(tgid);
-    }
-    let mut comms: BpfHashMap<_, u32, [u8; COMM_LEN]> = BpfHashMap::try_from(
-        ebpf.map_mut(map::PROCESS_COMMS)
-            .context("no map PROCESS_COMMS")?,
-    )?;
-    for tgid in tgids {
-        let _ = comms.remove(tgid);
-    }
-    Ok(())
-}
-
-/// Frees the `SITE_WAITS` elements of the sites of `tgids`: out of `SITE_INDEX` first (no new
-/// wait finds them), zeroed, then out of `SITE_OWNERS` (free for a new site to claim).
-fn forget_sites(ebpf: &mut Ebpf, tgids: &[u32]) -> Result<()> {
-    let mut index: BpfHashMap<_, SiteKey, u32> =
-        BpfHashMap::try_from(ebpf.map_mut(map::SITE_INDEX).context("no map SITE_INDEX")?)?;
-    let gone: Vec<(SiteKey, u32)> = index
-        .iter()
-        .filter_map(Result::ok)
-        .filter(|(key, _)| key.tgid != 0 && tgids.contains(&key.tgid))
-        .collect();
-    if gone.is_empty() {
-        return Ok(());
-    }
-    for (key, _) in &gone {
-        let _ = index.remove(key);
-    }
-    let cpus = aya::util::nr_cpus().map_err(|(_, e)| e)?;
-    let mut waits: PerCpuArray<_, SiteWaits> =
-        PerCpuArray::try_from(ebpf.map_mut(map::SITE_WAITS).context("no map SITE_WAITS")?)?;
-    for (_, i) in &gone {
-        waits.set(
-            *i,
-            PerCpuValues::try_from(vec![SiteWaits::default(); cpus])?,
-            0,
-        )?;
-    }
-    let mut owners: BpfHashMap<_, u32, SiteKey> = BpfHashMap::try_from(
-        ebpf.map_mut(map::SITE_OWNERS)
-            .context("no map SITE_OWNERS")?,
-    )?;
-    for (_, i) in &gone {
-        let _ = owners.remove(i);
+    if !tgids.is_empty() {
+        super::exited::take(ebpf, &tgids.iter().copied().collect())?;
     }
     Ok(())
 }

@@ -215,6 +215,8 @@ fn stage_request(
             // every snapshot for its end.
             trim: request.live,
             stats_origin: None,
+            // A recording's whole and a live view's cumulative view hold every process seen.
+            keep_ended: true,
         },
     }
 }

@@ -38,6 +38,9 @@ pub(crate) struct StageOptions {
     /// Where the statistics sampler's windows are timed from (`None`: the stage's start);
     /// profilers that share it share their windows.
     pub stats_origin: Option<std::time::Instant>,
+    /// Keep the figures of processes that ended to the end (a recording's whole, a live
+    /// view's cumulative view); else they go once an interval has read them (the daemon).
+    pub keep_ended: bool,
 }
 
 /// What happened between two snapshots.
@@ -96,8 +99,14 @@ pub(crate) struct Stage {
     stats_origin: std::time::Instant,
     /// Cgroups followed (`--cgroup`), read again every [`CGROUP_PASS`].
     cgroups: Option<(CgroupSet, Instant)>,
+    /// The next sweep of the rows of processes that ended.
+    sweep: Pin<Box<Sleep>>,
     ended: bool,
 }
+
+/// How often the rows of processes that ended are taken out of the kernel maps: the maps hold
+/// the processes alive and those that ended within two sweeps.
+const SWEEP: Duration = Duration::from_secs(1);
 
 /// How often followed cgroups are read again: new descendants, and moves where the programs
 /// cannot see them.
@@ -174,6 +183,7 @@ impl Stage {
             sampler: Box::pin(time::sleep(first)),
             stats_origin,
             cgroups: None,
+            sweep: Box::pin(time::sleep(SWEEP)),
             ended: false,
         })
     }
@@ -233,6 +243,10 @@ impl Stage {
                     self.ended = last;
                     return Ok(Tick::Interval(Box::new(interval)));
                 }
+                _ = &mut self.sweep => {
+                    self.sweep.as_mut().reset(Instant::now() + SWEEP);
+                    self.profiler.sweep()?;
+                }
                 _ = next_pass(&self.cgroups) => {
                     if let Some((set, at)) = self.cgroups.as_mut() {
                         *at = Instant::now() + CGROUP_PASS;
@@ -251,12 +265,19 @@ impl Stage {
             let raw = stream.try_batch();
             self.take_events(raw);
         }
+        self.profiler.sweep()?;
         let now = self.profiler.snapshot()?;
         if self.opts.trim {
             self.assembler.symbols.trim();
         }
         self.assembler.symbols.refresh();
-        Ok(self.cuts.cut(now, false))
+        let interval = self.cuts.cut(now, false);
+        if !self.opts.keep_ended {
+            // Read: the rows of the processes that ended go from here on.
+            let gone = self.profiler.release_exited();
+            self.cuts.earlier.forget(&gone);
+        }
+        Ok(interval)
     }
 
     /// Forgets processes whose figures were read: in the kernel, in the last snapshot, and in

@@ -293,6 +293,9 @@ pub(crate) fn drops(snap: &Snapshot) -> Vec<DropCount> {
     let mut out = Vec::new();
     for (p, probe) in drop::PROBE_NAMES.iter().enumerate() {
         for (r, reason) in drop::REASON_NAMES.iter().enumerate() {
+            if !drop::exists(p as u32, r as u32) {
+                continue;
+            }
             out.push(DropCount {
                 probe: probe.to_string(),
                 reason: reason.to_string(),
