@@ -1,6 +1,12 @@
-//! The processes of a system-wide recording (`-a`): a recording narrowed to some of them, for
-//! each process's own figures and for `report --pid/--comm`.
+//! The processes of a recording kept per process (`-a`, a target set): a recording narrowed to
+//! some of them, for each process's own figures and for `report --pid/--comm`; and the bounds
+//! of a live view's rows (at most so many per interval, [`bound`]; none of processes gone from
+//! a running total, [`forget`]).
 
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use fdprof_common::contention::LockKind;
 use fdprof_recording::recording::{
     ContentionSite, ProcessRecord, Recording, ScanStats, TableStats,
 };
@@ -52,13 +58,48 @@ pub(crate) fn in_cgroup(p: &ProcessRecord, path: &str) -> bool {
 /// out.
 pub(crate) fn only(rec: &Recording, keep: impl Fn(&ProcessRecord) -> bool) -> Recording {
     let processes: Vec<ProcessRecord> = rec.processes.iter().filter(|p| keep(p)).cloned().collect();
-    let kept = |pid: u32| processes.iter().any(|p| p.pid == pid);
+    let kept: HashSet<u32> = processes.iter().map(|p| p.pid).collect();
     let contention: Vec<ContentionSite> = rec
         .contention
         .iter()
-        .filter(|s| s.pid.is_some_and(kept))
+        .filter(|s| s.pid.is_some_and(|pid| kept.contains(&pid)))
         .cloned()
         .collect();
+    narrowed(rec, processes, contention)
+}
+
+/// `rec` narrowed (as [`only`]) to each group of processes `key` puts together, in one pass
+/// over its processes and sites: each process apart (`key` its pid) costs time linear in their
+/// number, not its square.
+pub(crate) fn split_by<K: Ord + Clone>(
+    rec: &Recording,
+    key: impl Fn(&ProcessRecord) -> K,
+) -> BTreeMap<K, Recording> {
+    let mut groups: BTreeMap<K, (Vec<ProcessRecord>, Vec<ContentionSite>)> = BTreeMap::new();
+    let mut group_of: HashMap<u32, K> = HashMap::new();
+    for p in &rec.processes {
+        let k = key(p);
+        group_of.insert(p.pid, k.clone());
+        groups.entry(k).or_default().0.push(p.clone());
+    }
+    for site in &rec.contention {
+        let group = site.pid.and_then(|pid| group_of.get(&pid));
+        if let Some((_, sites)) = group.and_then(|k| groups.get_mut(k)) {
+            sites.push(site.clone());
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(k, (processes, sites))| (k, narrowed(rec, processes, sites)))
+        .collect()
+}
+
+/// `rec`'s facts and machine-wide figures with these processes and sites of its own.
+fn narrowed(
+    rec: &Recording,
+    processes: Vec<ProcessRecord>,
+    contention: Vec<ContentionSite>,
+) -> Recording {
     let mut syscalls = Vec::new();
     let mut own = ProcessRecord::default();
     for p in &processes {
@@ -99,5 +140,79 @@ pub(crate) fn only(rec: &Recording, keep: impl Fn(&ProcessRecord) -> bool) -> Re
         processes,
         steal: rec.steal,
         ..rec.facts_only()
+    }
+}
+
+/// Each process's waits: on its own `file_lock` (count, ns) and on every lock (count, ns).
+fn waits_by_pid(rec: &Recording) -> HashMap<u32, [u64; 4]> {
+    let mut waits: HashMap<u32, [u64; 4]> = HashMap::new();
+    for site in &rec.contention {
+        let Some(pid) = site.pid else { continue };
+        let w = waits.entry(pid).or_default();
+        if site.lock == LockKind::FileLock {
+            w[0] = w[0].saturating_add(site.count);
+            w[1] = w[1].saturating_add(site.total_wait_ns);
+        }
+        w[2] = w[2].saturating_add(site.count);
+        w[3] = w[3].saturating_add(site.total_wait_ns);
+    }
+    waits
+}
+
+/// Keeps the rows of at most `max` processes: the first `max / 2` by `file_lock` wait (of
+/// those that waited on it), the rest by fd syscalls (then wait on every lock, then lowest
+/// pid). The others are folded into `processes_folded` and their sites lose their pid (merged
+/// with the same stacks'), so every count stays in the recording's own figures.
+pub(crate) fn bound(rec: &mut Recording, max: usize) {
+    if rec.processes.len() <= max {
+        return;
+    }
+    let waits = waits_by_pid(rec);
+    let wait = |pid: u32| waits.get(&pid).copied().unwrap_or_default();
+    let calls = |p: &ProcessRecord| -> u64 { p.syscalls.iter().map(|s| s.calls).sum() };
+    let mut rows = std::mem::take(&mut rec.processes);
+    rows.sort_by_key(|p| (Reverse(wait(p.pid)[1]), p.pid));
+    let waited = rows.iter().filter(|p| wait(p.pid)[1] > 0).count();
+    let mut rest = rows.split_off(waited.min(max / 2));
+    rest.sort_by_key(|p| (Reverse(calls(p)), Reverse(wait(p.pid)[3]), p.pid));
+    let folded_rows = rest.split_off(max - rows.len());
+    rows.extend(rest);
+    rec.processes = rows;
+    let folded = rec.processes_folded.get_or_insert_with(Default::default);
+    let mut gone = HashSet::new();
+    for p in &folded_rows {
+        let [fl_count, fl_ns, count, ns] = wait(p.pid);
+        folded.processes += 1;
+        folded.file_lock_count = folded.file_lock_count.saturating_add(fl_count);
+        folded.file_lock_wait_ns = folded.file_lock_wait_ns.saturating_add(fl_ns);
+        folded.wait_count = folded.wait_count.saturating_add(count);
+        folded.wait_ns = folded.wait_ns.saturating_add(ns);
+        super::merge::add_folded_figures(folded, p);
+        gone.insert(p.pid);
+    }
+    unname_sites(rec, &gone);
+}
+
+/// Leaves out the rows of processes `gone` (a running total's that exited): their counts stay
+/// in the recording's own figures, their sites without a pid.
+pub(crate) fn forget(rec: &mut Recording, gone: &HashSet<u32>) {
+    let before = rec.processes.len();
+    rec.processes.retain(|p| !gone.contains(&p.pid));
+    if rec.processes.len() < before {
+        unname_sites(rec, gone);
+    }
+}
+
+/// The sites of processes `gone` lose their pid, merged with the same stacks'.
+fn unname_sites(rec: &mut Recording, gone: &HashSet<u32>) {
+    let mut renamed = false;
+    for site in &mut rec.contention {
+        if site.pid.is_some_and(|pid| gone.contains(&pid)) {
+            site.pid = None;
+            renamed = true;
+        }
+    }
+    if renamed {
+        super::merge::merge_sites(&mut rec.contention);
     }
 }

@@ -140,10 +140,13 @@ impl Collector {
         if let Some(settings) = &w.watch().capture {
             block_in_place(|| self.recorder.check(settings, &figures));
         }
-        self.state
-            .push(figures, w.attached(), w.watch().interval, |name| {
-                w.empty_history(Some(name))
-            });
+        self.state.push(
+            figures,
+            w.attached(),
+            w.watch().interval,
+            |name| w.empty_history(Some(name)),
+            |pid| w.follows(pid),
+        );
         self.recorder
             .write_due(&self.state, Some(end_ns), w.watch().interval);
         block_in_place(|| self.watcher.discover());

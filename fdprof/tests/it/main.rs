@@ -13,6 +13,7 @@ mod common;
 mod bpf_frames;
 mod captures;
 mod cgroups;
+mod churn_daemon;
 mod containers;
 mod counters;
 mod cpu;
