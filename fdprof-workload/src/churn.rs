@@ -91,10 +91,15 @@ pub fn run(churn: &Churn, json: bool) -> Result<()> {
 fn drop_to(uid: u32) -> Result<()> {
     // SAFETY: plain syscalls on this single-threaded process's credentials.
     let ok = unsafe {
-        libc::setgroups(0, std::ptr::null()) == 0 && libc::setgid(uid) == 0 && libc::setuid(uid) == 0
+        libc::setgroups(0, std::ptr::null()) == 0
+            && libc::setgid(uid) == 0
+            && libc::setuid(uid) == 0
     };
     if !ok {
-        bail!("cannot become uid {uid}: {}", std::io::Error::last_os_error());
+        bail!(
+            "cannot become uid {uid}: {}",
+            std::io::Error::last_os_error()
+        );
     }
     Ok(())
 }
@@ -145,5 +150,7 @@ fn reap_one() -> Result<u64> {
     if unsafe { libc::waitpid(-1, &mut status, 0) } < 0 {
         bail!("waitpid: {}", std::io::Error::last_os_error());
     }
-    Ok(u64::from(!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0)))
+    Ok(u64::from(
+        !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0),
+    ))
 }
