@@ -177,6 +177,8 @@ pub(crate) fn bound(rec: &mut Recording, max: usize) {
     rest.sort_by_key(|p| (Reverse(calls(p)), Reverse(wait(p.pid)[3]), p.pid));
     let folded_rows = rest.split_off(max - rows.len());
     rows.extend(rest);
+    // Kept for minutes: not with the room of every row it had.
+    rows.shrink_to_fit();
     rec.processes = rows;
     let folded = rec.processes_folded.get_or_insert_with(Default::default);
     let mut gone = HashSet::new();
@@ -199,6 +201,7 @@ pub(crate) fn forget(rec: &mut Recording, gone: &HashSet<u32>) {
     let before = rec.processes.len();
     rec.processes.retain(|p| !gone.contains(&p.pid));
     if rec.processes.len() < before {
+        rec.processes.shrink_to_fit();
         unname_sites(rec, gone);
     }
 }
@@ -214,5 +217,88 @@ fn unname_sites(rec: &mut Recording, gone: &HashSet<u32>) {
     }
     if renamed {
         super::merge::merge_sites(&mut rec.contention);
+        rec.contention.shrink_to_fit();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fdprof_recording::recording::SyscallStats;
+
+    /// A recording of `n` processes: pid i made i socket calls, and the even ones waited i ns
+    /// on their own `file_lock` under one stack.
+    fn processes(n: u32) -> Recording {
+        let mut rec = crate::testdata::recording();
+        let site = rec.contention[0].clone();
+        rec.contention.clear();
+        rec.processes = (1..=n)
+            .map(|pid| ProcessRecord {
+                pid,
+                comm: format!("p{pid}"),
+                syscalls: vec![SyscallStats {
+                    name: "socket".into(),
+                    calls: u64::from(pid),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            })
+            .collect();
+        for pid in (2..=n).step_by(2) {
+            rec.contention.push(ContentionSite {
+                lock: LockKind::FileLock,
+                pid: Some(pid),
+                count: 1,
+                total_wait_ns: u64::from(pid),
+                ..site.clone()
+            });
+        }
+        rec
+    }
+
+    fn waits(rec: &Recording) -> (u64, u64) {
+        let count = rec.contention.iter().map(|s| s.count).sum();
+        let ns = rec.contention.iter().map(|s| s.total_wait_ns).sum();
+        (count, ns)
+    }
+
+    #[test]
+    fn bound_keeps_the_top_rows_and_folds_the_rest_without_losing_a_count() {
+        let mut rec = processes(100);
+        let before = waits(&rec);
+        bound(&mut rec, 10);
+        let pids: Vec<u32> = rec.processes.iter().map(|p| p.pid).collect();
+        // Five by file_lock wait (the even ones, most first), five by fd syscalls.
+        assert_eq!(pids, [100, 98, 96, 94, 92, 99, 97, 95, 93, 91]);
+        let folded = rec.processes_folded.as_ref().unwrap();
+        assert_eq!(folded.processes, 90);
+        let calls: u64 = folded.syscalls.iter().map(|s| s.calls).sum();
+        assert_eq!(calls, (1..=90).sum::<u64>());
+        assert_eq!(folded.file_lock_count, 45);
+        assert_eq!(folded.file_lock_wait_ns, (2..=90).step_by(2).sum::<u64>());
+        // The folded processes' waits lost their pids and merged into one site.
+        assert_eq!(waits(&rec), before);
+        assert_eq!(rec.contention.iter().filter(|s| s.pid.is_none()).count(), 1);
+        assert_eq!(rec.contention.len(), 6);
+        // Within the bound, nothing changes.
+        let mut small = processes(10);
+        bound(&mut small, 10);
+        assert_eq!(small.processes.len(), 10);
+        assert!(small.processes_folded.is_none());
+    }
+
+    #[test]
+    fn forget_lets_rows_go_and_keeps_their_waits() {
+        let mut rec = processes(6);
+        let before = waits(&rec);
+        forget(&mut rec, &[2, 3, 4].into_iter().collect());
+        let pids: Vec<u32> = rec.processes.iter().map(|p| p.pid).collect();
+        assert_eq!(pids, [1, 5, 6]);
+        assert_eq!(waits(&rec), before);
+        assert!(rec.processes_folded.is_none());
+        let split = split_by(&rec, |p| p.pid);
+        assert_eq!(split.len(), 3);
+        assert_eq!(split[&6].contention.len(), 1);
+        assert!(split[&5].contention.is_empty());
     }
 }

@@ -286,4 +286,50 @@ mod tests {
         assert_eq!(h.recent.len(), bounds::INTERVALS);
         assert_eq!(wait_of(&h.window(u64::MAX).unwrap(), "c"), Some(300));
     }
+
+    /// An interval of processes `pids`, each with one socket call.
+    fn of_processes(index: u64, pids: std::ops::Range<u32>) -> Interval {
+        let mut i = interval(index, &[]);
+        i.rec.processes = pids
+            .map(|pid| fdprof_recording::recording::ProcessRecord {
+                pid,
+                syscalls: vec![fdprof_recording::recording::SyscallStats {
+                    name: "socket".into(),
+                    calls: 1,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            })
+            .collect();
+        i
+    }
+
+    #[test]
+    fn processes_gone_leave_the_total_and_kept_intervals_hold_a_bounded_number() {
+        let mut h = History::new(crate::testdata::recording());
+        h.push(of_processes(0, 1..1001), &HashSet::new());
+        assert_eq!(h.total.processes.len(), 1000);
+        // The next interval: 1..=1000 exited, 1001..=1010 run.
+        let gone: HashSet<u32> = (1..1001).collect();
+        h.push(of_processes(1, 1001..1011), &gone);
+        assert_eq!(h.total.processes.len(), 10);
+        let first = h.window(2).unwrap();
+        assert_eq!(first.processes.len(), PROCESS_ROWS);
+        let folded = first.processes_folded.as_ref().unwrap();
+        assert_eq!(folded.processes, 1010 - PROCESS_ROWS as u64);
+        let calls: u64 = first
+            .processes
+            .iter()
+            .chain([])
+            .flat_map(|p| &p.syscalls)
+            .chain(&folded.syscalls)
+            .map(|s| s.calls)
+            .sum();
+        assert_eq!(calls, 1010);
+        assert!(
+            h.recent
+                .iter()
+                .all(|k| k.rec.processes.len() <= PROCESS_ROWS)
+        );
+    }
 }
