@@ -98,13 +98,21 @@ pub(crate) fn add(into: &mut Recording, other: &Recording) {
         (_, None) => {}
     }
     super::cpu::add(cpu, other.cpu.as_ref());
-    // Indexed: a window adds up hundreds of intervals of many processes each.
+    add_processes(processes, &other.processes);
+    if let Some(o) = &other.processes_folded {
+        add_folded(processes_folded.get_or_insert_with(Default::default), o);
+    }
+}
+
+/// Adds process rows by pid (indexed: a window adds up hundreds of intervals of many
+/// processes each).
+fn add_processes(processes: &mut Vec<ProcessRecord>, other: &[ProcessRecord]) {
     let mut index: HashMap<u32, usize> = processes
         .iter()
         .enumerate()
         .map(|(i, p)| (p.pid, i))
         .collect();
-    for p in &other.processes {
+    for p in other {
         match index.get(&p.pid).map(|&i| &mut processes[i]) {
             Some(q) => {
                 keep_unless_empty(&mut q.comm, &p.comm);
@@ -119,9 +127,6 @@ pub(crate) fn add(into: &mut Recording, other: &Recording) {
                 processes.push(p.clone());
             }
         }
-    }
-    if let Some(o) = &other.processes_folded {
-        add_folded(processes_folded.get_or_insert_with(Default::default), o);
     }
 }
 

@@ -4,9 +4,8 @@
 //! [`merge::add`]; the front ends turn them into figures with the analysis every command uses.
 //!
 //! Per process, nothing outlives its process but its rows in the kept intervals it took part
-//! in: the running total holds the processes alive and those that ended within the last
-//! interval ([`process::forget`] lets the rest go, their counts staying in the name's own
-//! figures), and each kept interval, and each window of them, at most [`PROCESS_ROWS`]
+//! in: the running total holds the processes alive and those of the last two intervals
+//! ([`process::forget`] lets the rest go, their counts staying in the name's own figures), and each kept interval, and each window of them, at most [`PROCESS_ROWS`]
 //! processes ([`process::bound`]: the rest folded into one row). So the daemon's memory and a
 //! request's time grow with the processes alive, not with every process it ever saw.
 //!

@@ -36,6 +36,9 @@ pub(crate) struct State {
     /// Each interval's figures and each capture as JSON, one SSE event each.
     stream: broadcast::Sender<Streamed>,
     captures: Mutex<Captures>,
+    /// The processes of the last interval: their rows stay in the running totals one interval
+    /// more, so that a scrape every interval sees an exited process's last counts.
+    last_pids: Mutex<HashSet<u32>>,
 }
 
 /// One SSE event's JSON.
@@ -80,6 +83,7 @@ impl State {
             }),
             stream: broadcast::channel(STREAM_BUFFER).0,
             captures: Mutex::default(),
+            last_pids: Mutex::default(),
         })
     }
 
@@ -136,7 +140,8 @@ impl State {
 
     /// Adds an interval's figures; `empty` gives the recording a new name's history starts
     /// from, `follows` whether a process is still profiled (the running totals keep the rows of
-    /// those and of this interval's). Sends the daemon's interval to the stream.
+    /// those and of this interval's and the last one's). Sends the daemon's interval to the
+    /// stream.
     pub(crate) fn push(
         &self,
         figures: IntervalFigures,
@@ -190,10 +195,15 @@ impl State {
         }
     }
 
-    /// The processes of the running totals that are in neither `interval` nor followed any
-    /// more: their rows go. Checked outside the lock (under `-a`, each one's `/proc`).
+    /// The processes of the running totals that are in neither `interval` nor the one before
+    /// and are not followed any more: their rows go. Checked outside the lock (under `-a`, each
+    /// one's `/proc`).
     fn gone(&self, interval: &Recording, follows: impl Fn(u32) -> bool) -> HashSet<u32> {
         let now: HashSet<u32> = interval.processes.iter().map(|p| p.pid).collect();
+        let last = std::mem::replace(
+            &mut *self.last_pids.lock().unwrap_or_else(|e| e.into_inner()),
+            now.clone(),
+        );
         let held: Vec<u32> = {
             let h = self.read();
             // The daemon's total holds every name's processes.
@@ -202,7 +212,7 @@ impl State {
                 .processes
                 .iter()
                 .map(|p| p.pid)
-                .filter(|pid| !now.contains(pid))
+                .filter(|pid| !now.contains(pid) && !last.contains(pid))
                 .collect()
         };
         held.into_iter().filter(|&pid| !follows(pid)).collect()
