@@ -38,7 +38,7 @@ pub use histogram::{Bucket, Histogram, LatencyLevel, Unit};
 pub use live::{Event, EventKind, Interval};
 pub use lock::{Lock, NamedBy};
 pub use machine::Steal;
-pub use processes::Process;
+pub use processes::{OtherProcesses, Process};
 pub use rates::{RateRow, Rates};
 pub use report::{Header, Report, ReportOptions, SortKey, Target};
 pub use stacks::{Frame, TopStack};

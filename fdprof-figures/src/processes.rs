@@ -49,3 +49,22 @@ pub struct Process {
     #[serde(default)]
     pub far_scans: u64,
 }
+
+/// The processes a bounded report holds no row of, as one row: the daemon keeps at most so many
+/// process rows per interval and per window (the first by `file_lock` wait and by fd syscalls)
+/// and folds the rest into this. Their figures are in the report's own sections too.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct OtherProcesses {
+    /// Process rows folded: over several intervals, a process folded in two of them counts in
+    /// each.
+    pub processes: u64,
+    pub file_lock_wait_ns: u64,
+    pub file_lock_count: u64,
+    pub wait_ns: u64,
+    pub wait_count: u64,
+    /// Their fd syscalls (counted, not timed), and the sums of the rows.
+    pub syscalls: Vec<Syscall>,
+    pub fd_syscalls: u64,
+    pub allocations: u64,
+    pub fds_closed: u64,
+}

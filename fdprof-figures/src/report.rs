@@ -74,6 +74,10 @@ pub struct Report {
     /// Empty otherwise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub processes: Vec<crate::Process>,
+    /// The processes `processes` has no row of, folded into one (the daemon's bounded
+    /// windows); absent where every process has its row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub processes_others: Option<crate::OtherProcesses>,
     /// The processes by container, or outside containers by cgroup (each process of
     /// `processes` in one group), most `file_lock` wait first, then most fd syscalls. Empty
     /// where `processes` is.
@@ -108,6 +112,7 @@ impl Default for Report {
             cpu: None,
             steal: None,
             processes: Vec::new(),
+            processes_others: None,
             cgroups: Vec::new(),
         }
     }

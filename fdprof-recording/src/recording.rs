@@ -368,6 +368,10 @@ pub struct Recording {
         deserialize_with = "bounded::processes"
     )]
     pub processes: Vec<ProcessRecord>,
+    /// The processes a bounded recording holds no row of (the daemon's kept intervals, and the
+    /// captures made of them), added up into one; absent where every process has its row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub processes_folded: Option<FoldedProcesses>,
     /// The machine's steal time over the recording (`record`); absent where `/proc/stat`
     /// could not be read and in recordings made before fdprof read it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -395,6 +399,27 @@ pub struct ProcessRecord {
     pub scan: Option<ScanStats>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub table: Option<TableStats>,
+}
+
+/// Processes folded together out of a bounded recording: how many rows went into it, their fd
+/// syscalls, scans and table sizes added up as a process's are, and their waits (whose sites
+/// no longer name their pids).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct FoldedProcesses {
+    /// Process rows folded: in a recording of several intervals, a process folded in two of
+    /// them counts in each.
+    pub processes: u64,
+    #[serde(deserialize_with = "bounded::syscalls")]
+    pub syscalls: Vec<SyscallStats>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scan: Option<ScanStats>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub table: Option<TableStats>,
+    /// Their waits on their own `file_lock`, and on every lock.
+    pub file_lock_count: u64,
+    pub file_lock_wait_ns: u64,
+    pub wait_count: u64,
+    pub wait_ns: u64,
 }
 
 /// Time the hypervisor ran something else while this machine's vCPUs were runnable, from
@@ -446,6 +471,7 @@ impl Recording {
             trace: None,
             counters: None,
             processes: Vec::new(),
+            processes_folded: None,
             steal: None,
         }
     }

@@ -249,6 +249,7 @@ pub fn recording() -> Recording {
         trace: None,
         counters: None,
         processes: Vec::new(),
+        processes_folded: None,
         steal: None,
     }
 }
@@ -424,6 +425,7 @@ pub fn command_recording() -> Recording {
         trace: None,
         counters: None,
         processes: Vec::new(),
+        processes_folded: None,
         steal: None,
     }
 }

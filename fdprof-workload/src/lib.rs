@@ -32,12 +32,14 @@
 //! - `outcome`: ground_truth
 //! - `output`: ground_truth, outcome, setup
 //! - `control`: output, phase
+//! - `churn`: control
 //! - `threads`: control, fd_model, ground_truth, outcome, phase, setup, table, task
 //! - `processes`: control, fd_model, ground_truth, outcome, phase, setup, table, task
 //! - `sweep`: control, output, processes, setup, threads
 #![warn(unreachable_pub)]
 
 mod accept;
+pub mod churn;
 mod control;
 mod cputime;
 mod error;

@@ -123,6 +123,15 @@ impl Daemon {
         comms: &[String],
         extra: &[&str],
     ) -> Result<Self> {
+        let mut args: Vec<&str> = extra.to_vec();
+        args.push("--comm");
+        args.extend(comms.iter().map(String::as_str));
+        Self::start_with(fdprof, dir, &args)
+    }
+
+    /// `fdprof daemon ARGS` on a free loopback port with a token of its own, once `/healthz`
+    /// answers.
+    pub(crate) fn start_with(fdprof: &Path, dir: &Path, args: &[&str]) -> Result<Self> {
         let addr = free_port()?;
         let log = std::fs::File::create(dir.join("daemon.log"))?;
         // The daemon's token: a root-only file, as `--token-file` requires.
@@ -136,9 +145,7 @@ impl Daemon {
         let child = Command::new(fdprof)
             .args(["daemon", "--listen", &addr.to_string(), "--token-file"])
             .arg(&token_file)
-            .args(extra)
-            .arg("--comm")
-            .args(comms)
+            .args(args)
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -160,6 +167,11 @@ impl Daemon {
 
     pub(crate) fn get(&self, path: &str) -> Result<String> {
         get(self.addr, &self.auth, path)
+    }
+
+    /// Where it listens.
+    pub(crate) fn addr(&self) -> SocketAddr {
+        self.addr
     }
 
     /// Waits until `n` processes are attached (`fdprof_targets`).

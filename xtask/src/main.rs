@@ -2,6 +2,7 @@
 //! install | uninstall | deb`.
 #![warn(unreachable_pub)]
 
+mod bench_churn;
 mod bench_daemon;
 mod bench_daemon_targets;
 mod bench_export;
@@ -49,11 +50,12 @@ enum Task {
     Test,
     /// Benchmarks: `workload` (generator vs C), `overhead` (cost of profiling here),
     /// `top` (fdprof top's own CPU and memory), `daemon` (the daemon's overhead, scrape latency,
-    /// memory and cost against its number of targets), `export` (how long `fdprof export`
+    /// memory and cost against its number of targets), `churn` (the daemon's scrape cost and
+    /// memory at 1k, 10k and 100k short processes seen), `export` (how long `fdprof export`
     /// takes), `remedies` (each remedy against its load, measured by fdprof) or `vm-overhead`
     /// (cost of each probe mode inside the qemu guests)
     Bench {
-        #[arg(value_parser = ["workload", "overhead", "top", "daemon", "export", "remedies", "vm-overhead"])]
+        #[arg(value_parser = ["workload", "overhead", "top", "daemon", "churn", "export", "remedies", "vm-overhead"])]
         what: String,
         /// Passed to the benchmark (e.g. --rounds 7)
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -107,6 +109,7 @@ fn main() {
             "vm-overhead" => vm_test::bench::run(&args),
             "top" => bench_top::run(&args),
             "daemon" => bench_daemon::run(&args),
+            "churn" => bench_churn::run(&args),
             "export" => bench_export::run(&args),
             "remedies" => bench_remedies::run(&args),
             _ => bench_overhead::run(&args),

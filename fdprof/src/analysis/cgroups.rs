@@ -1,6 +1,6 @@
 //! A system-wide recording's figures by container, or outside containers by cgroup: each
-//! group's processes narrowed out of the recording (`model::process::only`), its figures by the
-//! same functions as the whole machine's.
+//! group's processes narrowed out of the recording (`model::process::split_by`, every group in
+//! one pass), its figures by the same functions as the whole machine's.
 
 use std::collections::BTreeMap;
 
@@ -34,12 +34,13 @@ pub(crate) fn cgroups(rec: &Recording) -> Vec<CgroupGroup> {
     for p in &rec.processes {
         by_key.entry(GroupKey::of(p)).or_default().push(p);
     }
+    let mut own = process::split_by(rec, GroupKey::of);
     let mut groups: Vec<CgroupGroup> = by_key
-        .into_values()
-        .map(|members| {
+        .into_iter()
+        .filter_map(|(key, members)| Some((own.remove(&key)?, members)))
+        .map(|(own, members)| {
             let mut pids: Vec<u32> = members.iter().map(|p| p.pid).collect();
             pids.sort_unstable();
-            let own = process::only(rec, |p| pids.binary_search(&p.pid).is_ok());
             let file_lock = || {
                 own.contention
                     .iter()

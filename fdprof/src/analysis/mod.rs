@@ -96,6 +96,7 @@ fn figures(rec: &Recording, opts: &ReportOptions) -> Report {
         cpu: cpu(rec, opts),
         steal: steal(rec),
         processes: processes(rec),
+        processes_others: processes::others(rec),
         cgroups: cgroups::cgroups(rec),
     }
 }

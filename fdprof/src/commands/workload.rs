@@ -103,21 +103,35 @@ pub(crate) struct WorkloadArgs {
     #[arg(long, conflicts_with = "reserve")]
     pub io_uring_direct: bool,
 
+    /// churn: processes to start, one after another (each opens and closes --ops K sockets,
+    /// default 1, and exits)
+    #[arg(long, value_name = "N", default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub spawn: u64,
+
+    /// churn: run as this user (and group), as any user could
+    #[arg(long, value_name = "UID")]
+    pub uid: Option<u32>,
+
     /// Re-read the table size after the run and fail unless it is the predicted one (opens
     /// /proc/self/status after the measured phase)
     #[arg(long, hide = true)]
     pub verify_table: bool,
 }
 
-/// A [`Scenario`] on the command line: its name, with its help from the generator.
+/// A [`Scenario`] on the command line (its name, with its help from the generator), or
+/// `churn`, the short processes of [`fdprof_workload::churn`].
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct ScenarioArg(pub Scenario);
+pub(crate) enum ScenarioArg {
+    Loop(Scenario),
+    Churn,
+}
 
-const SCENARIO_ARGS: [ScenarioArg; Scenario::ALL.len()] = {
-    let mut out = [ScenarioArg(Scenario::Opensock); Scenario::ALL.len()];
+const SCENARIO_ARGS: [ScenarioArg; Scenario::ALL.len() + 1] = {
+    let mut out = [ScenarioArg::Churn; Scenario::ALL.len() + 1];
     let mut i = 0;
-    while i < out.len() {
-        out[i] = ScenarioArg(Scenario::ALL[i]);
+    while i < Scenario::ALL.len() {
+        out[i] = ScenarioArg::Loop(Scenario::ALL[i]);
         i += 1;
     }
     out
@@ -129,7 +143,13 @@ impl ValueEnum for ScenarioArg {
     }
 
     fn to_possible_value(&self) -> Option<PossibleValue> {
-        Some(PossibleValue::new(self.0.name()).help(self.0.help()))
+        Some(match self {
+            ScenarioArg::Loop(s) => PossibleValue::new(s.name()).help(s.help()),
+            ScenarioArg::Churn => PossibleValue::new("churn").help(
+                "--spawn N short processes, forked one after another, each socket()+close() \
+                 --ops K times (default 1), then exit",
+            ),
+        })
     }
 }
 
@@ -141,7 +161,10 @@ impl WorkloadArgs {
             (None, d) => Plan::Timed(d.unwrap_or(DEFAULT_DURATION)),
         };
         Options {
-            scenario: self.scenario.0,
+            scenario: match self.scenario {
+                ScenarioArg::Loop(s) => s,
+                ScenarioArg::Churn => Scenario::SocketClose,
+            },
             threads: self.threads,
             fds: self.fds,
             plan,
@@ -170,6 +193,15 @@ impl WorkloadArgs {
 
 /// Runs `fdprof workload`: a usage error exits 2 with its message, as before the split.
 pub(crate) fn run(args: WorkloadArgs) -> Result<()> {
+    if let ScenarioArg::Churn = args.scenario {
+        let churn = fdprof_workload::churn::Churn {
+            processes: args.spawn,
+            sockets: args.ops.unwrap_or(1),
+            uid: args.uid,
+            wait_signal: args.wait_signal,
+        };
+        return fdprof_workload::churn::run(&churn, args.json);
+    }
     fdprof_workload::run(&args.options()).map_err(|err| {
         if err.downcast_ref::<UsageError>().is_some() {
             // `{:#}` keeps any context the error gathered on its way up.
@@ -204,7 +236,7 @@ mod tests {
         for s in Scenario::ALL {
             assert_eq!(parse(&[s.name()]).scenario, s);
         }
-        assert_eq!(SCENARIO_ARGS.len(), Scenario::ALL.len());
+        assert_eq!(SCENARIO_ARGS.len(), Scenario::ALL.len() + 1);
     }
 
     #[test]

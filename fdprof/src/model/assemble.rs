@@ -64,6 +64,7 @@ pub(crate) fn recording(snap: &Snapshot, run: Run, sym: &mut Symbolizers) -> Rec
         trace: None,
         counters: None,
         processes: build::processes(snap),
+        processes_folded: None,
         steal: snap.machine.as_ref().map(|m| m.steal().into()),
     }
 }

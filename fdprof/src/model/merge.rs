@@ -13,8 +13,8 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use fdprof_common::syscalls::FD_SYSCALLS;
 use fdprof_recording::bounded;
 use fdprof_recording::recording::{
-    ContentionSite, DropCount, Frame, FunctionStats, OwnCost, ProcessRecord, ProgramCost,
-    Recording, ScanStats, StackWalks, StealTime, SyscallStats, TableStats,
+    ContentionSite, DropCount, FoldedProcesses, Frame, FunctionStats, OwnCost, ProcessRecord,
+    ProgramCost, Recording, ScanStats, StackWalks, StealTime, SyscallStats, TableStats,
 };
 
 /// The drop counter [`bound_sites`] adds to: waits whose stacks were folded away.
@@ -60,6 +60,7 @@ pub(crate) fn add(into: &mut Recording, other: &Recording) {
         trace: _,
         counters,
         processes,
+        processes_folded,
         steal: _,
     } = into;
     // `format` and `version` are this fdprof's; the rest of the facts are kept unless unknown.
@@ -97,8 +98,22 @@ pub(crate) fn add(into: &mut Recording, other: &Recording) {
         (_, None) => {}
     }
     super::cpu::add(cpu, other.cpu.as_ref());
-    for p in &other.processes {
-        match processes.iter_mut().find(|q| q.pid == p.pid) {
+    add_processes(processes, &other.processes);
+    if let Some(o) = &other.processes_folded {
+        add_folded(processes_folded.get_or_insert_with(Default::default), o);
+    }
+}
+
+/// Adds process rows by pid (indexed: a window adds up hundreds of intervals of many
+/// processes each).
+fn add_processes(processes: &mut Vec<ProcessRecord>, other: &[ProcessRecord]) {
+    let mut index: HashMap<u32, usize> = processes
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (p.pid, i))
+        .collect();
+    for p in other {
+        match index.get(&p.pid).map(|&i| &mut processes[i]) {
             Some(q) => {
                 keep_unless_empty(&mut q.comm, &p.comm);
                 if q.identity.is_empty() {
@@ -107,9 +122,55 @@ pub(crate) fn add(into: &mut Recording, other: &Recording) {
                 add_syscalls(&mut q.syscalls, &p.syscalls);
                 add_process_figures(q, p);
             }
-            None => processes.push(p.clone()),
+            None => {
+                index.insert(p.pid, processes.len());
+                processes.push(p.clone());
+            }
         }
     }
+}
+
+/// Adds folded processes' figures: the rows folded, syscalls, scans, table sizes and waits.
+fn add_folded(into: &mut FoldedProcesses, other: &FoldedProcesses) {
+    let FoldedProcesses {
+        processes,
+        syscalls: _,
+        scan: _,
+        table: _,
+        file_lock_count,
+        file_lock_wait_ns,
+        wait_count,
+        wait_ns,
+    } = other;
+    into.processes = into.processes.saturating_add(*processes);
+    into.file_lock_count = into.file_lock_count.saturating_add(*file_lock_count);
+    into.file_lock_wait_ns = into.file_lock_wait_ns.saturating_add(*file_lock_wait_ns);
+    into.wait_count = into.wait_count.saturating_add(*wait_count);
+    into.wait_ns = into.wait_ns.saturating_add(*wait_ns);
+    add_syscalls(&mut into.syscalls, &other.syscalls);
+    if let Some(s) = &other.scan {
+        add_scan(into.scan.get_or_insert_with(Default::default), s);
+    }
+    if let Some(t) = &other.table {
+        add_table(into.table.get_or_insert_with(Default::default), t);
+    }
+}
+
+/// A process's fd syscalls, scan and table added to the folded processes'.
+pub(crate) fn add_folded_figures(into: &mut FoldedProcesses, p: &ProcessRecord) {
+    add_syscalls(&mut into.syscalls, &p.syscalls);
+    if let Some(s) = &p.scan {
+        add_scan(into.scan.get_or_insert_with(Default::default), s);
+    }
+    if let Some(t) = &p.table {
+        add_table(into.table.get_or_insert_with(Default::default), t);
+    }
+}
+
+/// Merges the sites that became the same (their pids taken away), ordered by total wait.
+pub(crate) fn merge_sites(sites: &mut Vec<ContentionSite>) {
+    let all = std::mem::take(sites);
+    add_sites(sites, all.iter());
 }
 
 /// Keeps the `max` sites with stacks that have the most total wait; the others lose their

@@ -198,6 +198,7 @@ fn empty_like(r: &Recording) -> Recording {
         trace: None,
         counters: r.counters.clone(),
         processes: Vec::new(),
+        processes_folded: None,
         steal: r.steal,
     }
 }

@@ -1,6 +1,12 @@
-//! The processes of a system-wide recording (`-a`): a recording narrowed to some of them, for
-//! each process's own figures and for `report --pid/--comm`.
+//! The processes of a recording kept per process (`-a`, a target set): a recording narrowed to
+//! some of them, for each process's own figures and for `report --pid/--comm`; and the bounds
+//! of a live view's rows (at most so many per interval, [`bound`]; none of processes gone from
+//! a running total, [`forget`]).
 
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use fdprof_common::contention::LockKind;
 use fdprof_recording::recording::{
     ContentionSite, ProcessRecord, Recording, ScanStats, TableStats,
 };
@@ -52,13 +58,48 @@ pub(crate) fn in_cgroup(p: &ProcessRecord, path: &str) -> bool {
 /// out.
 pub(crate) fn only(rec: &Recording, keep: impl Fn(&ProcessRecord) -> bool) -> Recording {
     let processes: Vec<ProcessRecord> = rec.processes.iter().filter(|p| keep(p)).cloned().collect();
-    let kept = |pid: u32| processes.iter().any(|p| p.pid == pid);
+    let kept: HashSet<u32> = processes.iter().map(|p| p.pid).collect();
     let contention: Vec<ContentionSite> = rec
         .contention
         .iter()
-        .filter(|s| s.pid.is_some_and(kept))
+        .filter(|s| s.pid.is_some_and(|pid| kept.contains(&pid)))
         .cloned()
         .collect();
+    narrowed(rec, processes, contention)
+}
+
+/// `rec` narrowed (as [`only`]) to each group of processes `key` puts together, in one pass
+/// over its processes and sites: each process apart (`key` its pid) costs time linear in their
+/// number, not its square.
+pub(crate) fn split_by<K: Ord + Clone>(
+    rec: &Recording,
+    key: impl Fn(&ProcessRecord) -> K,
+) -> BTreeMap<K, Recording> {
+    let mut groups: BTreeMap<K, (Vec<ProcessRecord>, Vec<ContentionSite>)> = BTreeMap::new();
+    let mut group_of: HashMap<u32, K> = HashMap::new();
+    for p in &rec.processes {
+        let k = key(p);
+        group_of.insert(p.pid, k.clone());
+        groups.entry(k).or_default().0.push(p.clone());
+    }
+    for site in &rec.contention {
+        let group = site.pid.and_then(|pid| group_of.get(&pid));
+        if let Some((_, sites)) = group.and_then(|k| groups.get_mut(k)) {
+            sites.push(site.clone());
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(k, (processes, sites))| (k, narrowed(rec, processes, sites)))
+        .collect()
+}
+
+/// `rec`'s facts and machine-wide figures with these processes and sites of its own.
+fn narrowed(
+    rec: &Recording,
+    processes: Vec<ProcessRecord>,
+    contention: Vec<ContentionSite>,
+) -> Recording {
     let mut syscalls = Vec::new();
     let mut own = ProcessRecord::default();
     for p in &processes {
@@ -99,5 +140,165 @@ pub(crate) fn only(rec: &Recording, keep: impl Fn(&ProcessRecord) -> bool) -> Re
         processes,
         steal: rec.steal,
         ..rec.facts_only()
+    }
+}
+
+/// Each process's waits: on its own `file_lock` (count, ns) and on every lock (count, ns).
+fn waits_by_pid(rec: &Recording) -> HashMap<u32, [u64; 4]> {
+    let mut waits: HashMap<u32, [u64; 4]> = HashMap::new();
+    for site in &rec.contention {
+        let Some(pid) = site.pid else { continue };
+        let w = waits.entry(pid).or_default();
+        if site.lock == LockKind::FileLock {
+            w[0] = w[0].saturating_add(site.count);
+            w[1] = w[1].saturating_add(site.total_wait_ns);
+        }
+        w[2] = w[2].saturating_add(site.count);
+        w[3] = w[3].saturating_add(site.total_wait_ns);
+    }
+    waits
+}
+
+/// Keeps the rows of at most `max` processes: the first `max / 2` by `file_lock` wait (of
+/// those that waited on it), the rest by fd syscalls (then wait on every lock, then lowest
+/// pid). The others are folded into `processes_folded` and their sites lose their pid (merged
+/// with the same stacks'), so every count stays in the recording's own figures.
+pub(crate) fn bound(rec: &mut Recording, max: usize) {
+    if rec.processes.len() <= max {
+        return;
+    }
+    let waits = waits_by_pid(rec);
+    let wait = |pid: u32| waits.get(&pid).copied().unwrap_or_default();
+    let calls = |p: &ProcessRecord| -> u64 { p.syscalls.iter().map(|s| s.calls).sum() };
+    let mut rows = std::mem::take(&mut rec.processes);
+    rows.sort_by_key(|p| (Reverse(wait(p.pid)[1]), p.pid));
+    let waited = rows.iter().filter(|p| wait(p.pid)[1] > 0).count();
+    let mut rest = rows.split_off(waited.min(max / 2));
+    rest.sort_by_key(|p| (Reverse(calls(p)), Reverse(wait(p.pid)[3]), p.pid));
+    let folded_rows = rest.split_off(max - rows.len());
+    rows.extend(rest);
+    // Kept for minutes: not with the room of every row it had.
+    rows.shrink_to_fit();
+    rec.processes = rows;
+    let folded = rec.processes_folded.get_or_insert_with(Default::default);
+    let mut gone = HashSet::new();
+    for p in &folded_rows {
+        let [fl_count, fl_ns, count, ns] = wait(p.pid);
+        folded.processes += 1;
+        folded.file_lock_count = folded.file_lock_count.saturating_add(fl_count);
+        folded.file_lock_wait_ns = folded.file_lock_wait_ns.saturating_add(fl_ns);
+        folded.wait_count = folded.wait_count.saturating_add(count);
+        folded.wait_ns = folded.wait_ns.saturating_add(ns);
+        super::merge::add_folded_figures(folded, p);
+        gone.insert(p.pid);
+    }
+    unname_sites(rec, &gone);
+}
+
+/// Leaves out the rows of processes `gone` (a running total's that exited): their counts stay
+/// in the recording's own figures, their sites without a pid.
+pub(crate) fn forget(rec: &mut Recording, gone: &HashSet<u32>) {
+    let before = rec.processes.len();
+    rec.processes.retain(|p| !gone.contains(&p.pid));
+    if rec.processes.len() < before {
+        rec.processes.shrink_to_fit();
+        unname_sites(rec, gone);
+    }
+}
+
+/// The sites of processes `gone` lose their pid, merged with the same stacks'.
+fn unname_sites(rec: &mut Recording, gone: &HashSet<u32>) {
+    let mut renamed = false;
+    for site in &mut rec.contention {
+        if site.pid.is_some_and(|pid| gone.contains(&pid)) {
+            site.pid = None;
+            renamed = true;
+        }
+    }
+    if renamed {
+        super::merge::merge_sites(&mut rec.contention);
+        rec.contention.shrink_to_fit();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fdprof_recording::recording::SyscallStats;
+
+    /// A recording of `n` processes: pid i made i socket calls, and the even ones waited i ns
+    /// on their own `file_lock` under one stack.
+    fn processes(n: u32) -> Recording {
+        let mut rec = crate::testdata::recording();
+        let site = rec.contention[0].clone();
+        rec.contention.clear();
+        rec.processes = (1..=n)
+            .map(|pid| ProcessRecord {
+                pid,
+                comm: format!("p{pid}"),
+                syscalls: vec![SyscallStats {
+                    name: "socket".into(),
+                    calls: u64::from(pid),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            })
+            .collect();
+        for pid in (2..=n).step_by(2) {
+            rec.contention.push(ContentionSite {
+                lock: LockKind::FileLock,
+                pid: Some(pid),
+                count: 1,
+                total_wait_ns: u64::from(pid),
+                ..site.clone()
+            });
+        }
+        rec
+    }
+
+    fn waits(rec: &Recording) -> (u64, u64) {
+        let count = rec.contention.iter().map(|s| s.count).sum();
+        let ns = rec.contention.iter().map(|s| s.total_wait_ns).sum();
+        (count, ns)
+    }
+
+    #[test]
+    fn bound_keeps_the_top_rows_and_folds_the_rest_without_losing_a_count() {
+        let mut rec = processes(100);
+        let before = waits(&rec);
+        bound(&mut rec, 10);
+        let pids: Vec<u32> = rec.processes.iter().map(|p| p.pid).collect();
+        // Five by file_lock wait (the even ones, most first), five by fd syscalls.
+        assert_eq!(pids, [100, 98, 96, 94, 92, 99, 97, 95, 93, 91]);
+        let folded = rec.processes_folded.as_ref().unwrap();
+        assert_eq!(folded.processes, 90);
+        let calls: u64 = folded.syscalls.iter().map(|s| s.calls).sum();
+        assert_eq!(calls, (1..=90).sum::<u64>());
+        assert_eq!(folded.file_lock_count, 45);
+        assert_eq!(folded.file_lock_wait_ns, (2..=90).step_by(2).sum::<u64>());
+        // The folded processes' waits lost their pids and merged into one site.
+        assert_eq!(waits(&rec), before);
+        assert_eq!(rec.contention.iter().filter(|s| s.pid.is_none()).count(), 1);
+        assert_eq!(rec.contention.len(), 6);
+        // Within the bound, nothing changes.
+        let mut small = processes(10);
+        bound(&mut small, 10);
+        assert_eq!(small.processes.len(), 10);
+        assert!(small.processes_folded.is_none());
+    }
+
+    #[test]
+    fn forget_lets_rows_go_and_keeps_their_waits() {
+        let mut rec = processes(6);
+        let before = waits(&rec);
+        forget(&mut rec, &[2, 3, 4].into_iter().collect());
+        let pids: Vec<u32> = rec.processes.iter().map(|p| p.pid).collect();
+        assert_eq!(pids, [1, 5, 6]);
+        assert_eq!(waits(&rec), before);
+        assert!(rec.processes_folded.is_none());
+        let split = split_by(&rec, |p| p.pid);
+        assert_eq!(split.len(), 3);
+        assert_eq!(split[&6].contention.len(), 1);
+        assert!(split[&5].contention.is_empty());
     }
 }

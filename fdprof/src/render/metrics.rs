@@ -61,6 +61,8 @@ pub(crate) struct HttpFigures {
     pub refused_limit: u64,
     /// Closed for sending no whole request in time.
     pub refused_timeout: u64,
+    /// Long-lived requests (the stream, pprof's `seconds=`) answered 503 at their own bound.
+    pub refused_long_lived: u64,
 }
 
 /// The daemon's one collector: `scrape` builds the [`Exposition`] at each scrape (under the
@@ -385,6 +387,13 @@ fn daemon(e: &Exposition, out: &mut Families) -> fmt::Result {
             ([("reason", "limit")], e.http.refused_limit),
             ([("reason", "timeout")], e.http.refused_timeout),
         ],
+    )?;
+    out.counters(
+        "fdprof_http_requests_refused",
+        "HTTP requests answered 503: long-lived ones (the stream, pprof's seconds=) past their \
+         own bound, a quarter of --max-connections (reason long_lived).",
+        None,
+        [([("reason", "long_lived")], e.http.refused_long_lived)],
     )?;
     out.counters(
         "fdprof_captures",

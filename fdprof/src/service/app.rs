@@ -6,16 +6,27 @@ use std::sync::Arc;
 use axum::{http::StatusCode, response::Response};
 use prometheus_client::registry::Registry;
 
+use super::long_lived::LongLived;
 use super::state::{Histories, State};
 
 /// What every handler reads.
 pub(crate) struct App {
     pub state: Arc<State>,
     pub registry: Registry,
+    /// The slots of the long-lived requests.
+    pub long_lived: LongLived,
 }
 
 /// A handler's answer: the response, or a status and its one-line reason.
 pub(super) type Reply = Result<Response, (StatusCode, String)>;
+
+/// Runs `work` on a blocking thread: figures made from many rows never hold up the runtime's
+/// two threads, which answer `/healthz`, accept connections and feed the stream meanwhile.
+pub(super) async fn blocking(work: impl FnOnce() -> Reply + Send + 'static) -> Reply {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")))?
+}
 
 pub(super) fn bad(message: impl Into<String>) -> (StatusCode, String) {
     (StatusCode::BAD_REQUEST, message.into() + "\n")

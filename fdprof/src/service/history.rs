@@ -3,19 +3,30 @@
 //! and the last intervals, for "the last N seconds". Everything is a [`Recording`], added with
 //! [`merge::add`]; the front ends turn them into figures with the analysis every command uses.
 //!
+//! Per process, nothing outlives its process but its rows in the kept intervals it took part
+//! in: the running total holds the processes alive and those of the last two intervals
+//! ([`process::forget`] lets the rest go, their counts staying in the name's own figures), and each kept interval, and each window of them, at most [`PROCESS_ROWS`]
+//! processes ([`process::bound`]: the rest folded into one row). So the daemon's memory and a
+//! request's time grow with the processes alive, not with every process it ever saw.
+//!
 //! The kept intervals hold their stacks once: the same stacks recur interval after interval,
 //! and their frames are most of an interval's size (about 100 kB a name under opensock when
 //! each interval held its own copy).
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
 use fdprof_figures::Event;
 
 use fdprof_recording::{Recording, recording::Frame};
 
-use crate::model::{merge, window};
+use crate::model::{merge, process, window};
 
 use super::config::bounds;
+
+/// Process rows a kept interval, and a window of them, holds at most: the first half by
+/// `file_lock` wait, the rest by fd syscalls; the others are folded into one row
+/// (`processes_others`), their counts staying in the name's own figures.
+pub(crate) const PROCESS_ROWS: usize = 64;
 
 /// One interval's figures: each name's and the whole daemon's.
 pub(crate) struct IntervalFigures {
@@ -117,11 +128,15 @@ impl History {
         }
     }
 
-    /// Adds an interval, whose sites are bounded first.
-    pub(crate) fn push(&mut self, interval: Interval) {
+    /// Adds an interval, whose sites are bounded first, and lets the running total's rows of
+    /// processes `gone` go (ended before this interval, or no longer followed). The interval is
+    /// kept with at most [`PROCESS_ROWS`] processes.
+    pub(crate) fn push(&mut self, interval: Interval, gone: &HashSet<u32>) {
         let Interval { start_ns, mut rec } = interval;
         merge::bound_sites(&mut rec, bounds::SITES);
         merge::add(&mut self.total, &rec);
+        process::forget(&mut self.total, gone);
+        process::bound(&mut rec, PROCESS_ROWS);
         // The daemon's own figures are named after its targets, which come and go.
         self.total.target = rec.target.clone();
         merge::bound_sites(&mut self.total, bounds::SITES);
@@ -178,6 +193,7 @@ impl History {
             .iter()
             .skip_while(|kept| kept.start_ns + kept.rec.duration_ns <= since);
         let mut rec = window::total(within.map(|kept| self.whole(kept)))?;
+        process::bound(&mut rec, PROCESS_ROWS);
         merge::bound_sites(&mut rec, bounds::SITES);
         rec.target = last.rec.target.clone();
         Some(rec)
@@ -240,8 +256,8 @@ mod tests {
     #[test]
     fn windows_give_back_the_stacks_and_old_intervals_free_theirs() {
         let mut h = History::new(crate::testdata::recording());
-        h.push(interval(0, &[("a", 10), ("b", 20)]));
-        h.push(interval(1, &[("a", 5)]));
+        h.push(interval(0, &[("a", 10), ("b", 20)]), &HashSet::new());
+        h.push(interval(1, &[("a", 5)]), &HashSet::new());
         let last = h.window(1).unwrap();
         assert_eq!(last.contention.len(), 1);
         assert_eq!(last.contention[0].kernel_stack[0].function, "a");
@@ -262,11 +278,57 @@ mod tests {
         // Two kernel stacks and one user stack, each held once.
         assert_eq!(h.stacks.ids.len(), 3);
         for i in 2..2 + bounds::INTERVALS as u64 {
-            h.push(interval(i, &[("c", 1)]));
+            h.push(interval(i, &[("c", 1)]), &HashSet::new());
         }
         // a and b rolled out with their intervals: only c's stacks remain.
         assert_eq!(h.stacks.ids.len(), 2);
         assert_eq!(h.recent.len(), bounds::INTERVALS);
         assert_eq!(wait_of(&h.window(u64::MAX).unwrap(), "c"), Some(300));
+    }
+
+    /// An interval of processes `pids`, each with one socket call.
+    fn of_processes(index: u64, pids: std::ops::Range<u32>) -> Interval {
+        let mut i = interval(index, &[]);
+        i.rec.processes = pids
+            .map(|pid| fdprof_recording::recording::ProcessRecord {
+                pid,
+                syscalls: vec![fdprof_recording::recording::SyscallStats {
+                    name: "socket".into(),
+                    calls: 1,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            })
+            .collect();
+        i
+    }
+
+    #[test]
+    fn processes_gone_leave_the_total_and_kept_intervals_hold_a_bounded_number() {
+        let mut h = History::new(crate::testdata::recording());
+        h.push(of_processes(0, 1..1001), &HashSet::new());
+        assert_eq!(h.total.processes.len(), 1000);
+        // The next interval: 1..=1000 exited, 1001..=1010 run.
+        let gone: HashSet<u32> = (1..1001).collect();
+        h.push(of_processes(1, 1001..1011), &gone);
+        assert_eq!(h.total.processes.len(), 10);
+        let first = h.window(2).unwrap();
+        assert_eq!(first.processes.len(), PROCESS_ROWS);
+        let folded = first.processes_folded.as_ref().unwrap();
+        assert_eq!(folded.processes, 1010 - PROCESS_ROWS as u64);
+        let calls: u64 = first
+            .processes
+            .iter()
+            .chain([])
+            .flat_map(|p| &p.syscalls)
+            .chain(&folded.syscalls)
+            .map(|s| s.calls)
+            .sum();
+        assert_eq!(calls, 1010);
+        assert!(
+            h.recent
+                .iter()
+                .all(|k| k.rec.processes.len() <= PROCESS_ROWS)
+        );
     }
 }

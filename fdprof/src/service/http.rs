@@ -19,14 +19,15 @@ use axum::{
 use fdprof_recording::Recording;
 use futures_util::stream::{self, Stream};
 use serde::Deserialize;
-use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::broadcast::{self, error::RecvError};
 
 use crate::analysis::{self, FlamegraphOptions, LockFilter, OpFilter, ReportOptions};
 use crate::model::process;
 use crate::render::{self, metrics};
 
 use super::access;
-use super::app::{App, Reply, bad, unknown_target};
+use super::app::{App, Reply, bad, blocking, unknown_target};
+use super::long_lived::Slot;
 use super::state::{State, Streamed};
 use super::{log, page, profiles};
 
@@ -90,19 +91,22 @@ async fn scrape(Shared(app): Shared<Arc<App>>, headers: HeaderMap) -> Reply {
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.contains("application/openmetrics-text"));
-    let mut body = String::new();
-    let (encoded, content_type) = match openmetrics {
-        true => (
-            prometheus_client::encoding::text::encode(&mut body, &app.registry),
-            metrics::OPENMETRICS_CONTENT_TYPE,
-        ),
-        false => (
-            prometheus_client::encoding::prometheus_text::encode(&mut body, &app.registry),
-            metrics::TEXT_CONTENT_TYPE,
-        ),
-    };
-    encoded.map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")))?;
-    Ok(([(header::CONTENT_TYPE, content_type)], body).into_response())
+    blocking(move || {
+        let mut body = String::new();
+        let (encoded, content_type) = match openmetrics {
+            true => (
+                prometheus_client::encoding::text::encode(&mut body, &app.registry),
+                metrics::OPENMETRICS_CONTENT_TYPE,
+            ),
+            false => (
+                prometheus_client::encoding::prometheus_text::encode(&mut body, &app.registry),
+                metrics::TEXT_CONTENT_TYPE,
+            ),
+        };
+        encoded.map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")))?;
+        Ok(([(header::CONTENT_TYPE, content_type)], body).into_response())
+    })
+    .await
 }
 
 /// The window a request asks for.
@@ -161,14 +165,21 @@ impl Window {
 }
 
 async fn report(Shared(app): Shared<Arc<App>>, Query(window): Query<Window>) -> Reply {
-    let rec = window.recording(&app.state)?;
-    let report = analysis::report(&rec, &ReportOptions::default());
-    let json = serde_json::to_string_pretty(&report)
-        .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")))?;
-    Ok(([(header::CONTENT_TYPE, "application/json")], json + "\n").into_response())
+    blocking(move || {
+        let rec = window.recording(&app.state)?;
+        let report = analysis::report(&rec, &ReportOptions::default());
+        let json = serde_json::to_string_pretty(&report)
+            .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")))?;
+        Ok(([(header::CONTENT_TYPE, "application/json")], json + "\n").into_response())
+    })
+    .await
 }
 
 async fn flamegraph(Shared(app): Shared<Arc<App>>, Query(window): Query<Window>) -> Reply {
+    blocking(move || flamegraph_svg(&app, &window)).await
+}
+
+fn flamegraph_svg(app: &App, window: &Window) -> Reply {
     let op = match window.op.as_deref() {
         None | Some("all") => OpFilter::All,
         Some("alloc") => OpFilter::Alloc,
@@ -271,13 +282,21 @@ fn capture_dir(app: &App) -> Result<std::path::PathBuf, (StatusCode, String)> {
 }
 
 /// One SSE event per interval (`interval`), the interval's figures as `top --jsonl` prints
-/// them, and one per capture written (`capture`); a reader
-/// too slow for [`super::state`]'s buffer skips ahead.
-async fn stream(
-    Shared(app): Shared<Arc<App>>,
-) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
-    let receiver = app.state.subscribe();
-    let events = stream::unfold(receiver, |mut receiver| async move {
+/// them, and one per capture written (`capture`); a reader too slow for [`super::state`]'s
+/// buffer skips ahead. A long-lived request: it holds one of their slots while it lasts.
+async fn stream(Shared(app): Shared<Arc<App>>) -> Reply {
+    let slot = app.long_lived.take()?;
+    Ok(Sse::new(events(app.state.subscribe(), slot))
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+        .into_response())
+}
+
+/// The stream's events, as they come; `slot` goes with the stream.
+fn events(
+    receiver: broadcast::Receiver<Streamed>,
+    slot: Slot,
+) -> impl Stream<Item = Result<Event, Infallible>> {
+    stream::unfold((receiver, slot), |(mut receiver, slot)| async move {
         loop {
             match receiver.recv().await {
                 Ok(streamed) => {
@@ -285,12 +304,11 @@ async fn stream(
                         Streamed::Interval(json) => Event::default().event("interval").data(&*json),
                         Streamed::Capture(json) => Event::default().event("capture").data(&*json),
                     };
-                    return Some((Ok(event), receiver));
+                    return Some((Ok(event), (receiver, slot)));
                 }
                 Err(RecvError::Lagged(_)) => continue,
                 Err(RecvError::Closed) => return None,
             }
         }
-    });
-    Sse::new(events).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+    })
 }

@@ -14,6 +14,7 @@ mod followed;
 pub(crate) mod history;
 pub(crate) mod http;
 pub(crate) mod log;
+mod long_lived;
 mod main_loop;
 mod metrics;
 mod page;
@@ -163,6 +164,7 @@ fn start_http(
     let app = Arc::new(app::App {
         state: state.clone(),
         registry: metrics::registry(state.clone(), counters.clone()),
+        long_lived: long_lived::LongLived::new(max_connections, counters.clone()),
     });
     let (stop, stopped) = watch::channel(false);
     let server = server::Server {

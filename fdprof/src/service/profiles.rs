@@ -20,7 +20,7 @@ use axum::{
 use fdprof_recording::Recording;
 use serde::Deserialize;
 
-use super::app::{App, Reply, bad, unknown_target};
+use super::app::{App, Reply, bad, blocking, unknown_target};
 use crate::analysis::{self, LockFilter, OpFilter, ProfileKind, ProfileOptions};
 use crate::model::process;
 use crate::render;
@@ -66,7 +66,7 @@ pub(super) async fn mutex(Shared(app): Shared<Arc<App>>, Query(q): Query<Profile
         lock,
         raw_addrs: false,
     };
-    answer(&app, &q, &opts, "mutex").await
+    answer(app, q, opts, "mutex").await
 }
 
 pub(super) async fn cpu(Shared(app): Shared<Arc<App>>, Query(q): Query<ProfileQuery>) -> Reply {
@@ -76,10 +76,12 @@ pub(super) async fn cpu(Shared(app): Shared<Arc<App>>, Query(q): Query<ProfileQu
         lock: LockFilter::All,
         raw_addrs: false,
     };
-    answer(&app, &q, &opts, "profile").await
+    answer(app, q, opts, "profile").await
 }
 
-async fn answer(app: &App, q: &ProfileQuery, opts: &ProfileOptions, name: &str) -> Reply {
+/// The profile `q` asks for; with `seconds`, a long-lived request, which holds one of their
+/// slots while it waits.
+async fn answer(app: Arc<App>, q: ProfileQuery, opts: ProfileOptions, name: &'static str) -> Reply {
     let seconds = match &q.seconds {
         None => None,
         Some(s) => Some(
@@ -96,12 +98,25 @@ async fn answer(app: &App, q: &ProfileQuery, opts: &ProfileOptions, name: &str) 
         .transpose()
         .map_err(|e| bad(format!("container: {e}")))?;
     if let Some(n) = seconds {
+        let _slot = app.long_lived.take()?;
         tokio::time::sleep(Duration::from_secs(n)).await;
     }
+    blocking(move || profile(&app, &q, container.as_deref(), seconds, &opts, name)).await
+}
+
+/// The profile of the window `seconds` long (all kept without), as a gzipped pprof file.
+fn profile(
+    app: &App,
+    q: &ProfileQuery,
+    container: Option<&str>,
+    seconds: Option<u64>,
+    opts: &ProfileOptions,
+    name: &str,
+) -> Reply {
     let Windows { facts, targets } = windows(app, q.target.as_deref(), seconds)?;
     let narrowed: Vec<(String, Recording)> = targets
         .into_iter()
-        .map(|(name, rec)| match &container {
+        .map(|(name, rec)| match container {
             None => (name, rec),
             Some(c) => (name, process::only(&rec, |p| process::in_container(p, c))),
         })

@@ -60,6 +60,8 @@ pub(crate) struct Counters {
     pub open: AtomicUsize,
     pub refused_limit: AtomicU64,
     pub refused_timeout: AtomicU64,
+    /// Long-lived requests answered 503 at their own bound ([`super::long_lived`]).
+    pub refused_long_lived: AtomicU64,
     /// When the last WARN line was written, and the two counts it covered.
     warned: Mutex<Option<(Instant, u64, u64)>>,
 }
@@ -78,6 +80,7 @@ impl Counters {
             open: self.open.load(Ordering::Relaxed) as u64,
             refused_limit: self.refused_limit.load(Ordering::Relaxed),
             refused_timeout: self.refused_timeout.load(Ordering::Relaxed),
+            refused_long_lived: self.refused_long_lived.load(Ordering::Relaxed),
         }
     }
 

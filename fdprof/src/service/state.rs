@@ -1,7 +1,7 @@
 //! What the collector shares with the HTTP endpoints: the histories (behind a lock held only
 //! to add an interval or to copy what a request needs) and the stream of interval JSON.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 use std::time::Duration;
@@ -12,7 +12,9 @@ use tokio::sync::broadcast;
 
 use crate::analysis::{self, ReportOptions};
 
-use super::history::{History, Interval, IntervalFigures};
+use crate::model::process;
+
+use super::history::{History, Interval, IntervalFigures, PROCESS_ROWS};
 
 /// Intervals the SSE stream buffers for a slow reader before it skips ahead.
 const STREAM_BUFFER: usize = 16;
@@ -34,6 +36,9 @@ pub(crate) struct State {
     /// Each interval's figures and each capture as JSON, one SSE event each.
     stream: broadcast::Sender<Streamed>,
     captures: Mutex<Captures>,
+    /// The processes of the last interval: their rows stay in the running totals one interval
+    /// more, so that a scrape every interval sees an exited process's last counts.
+    last_pids: Mutex<HashSet<u32>>,
 }
 
 /// One SSE event's JSON.
@@ -78,6 +83,7 @@ impl State {
             }),
             stream: broadcast::channel(STREAM_BUFFER).0,
             captures: Mutex::default(),
+            last_pids: Mutex::default(),
         })
     }
 
@@ -133,13 +139,16 @@ impl State {
     }
 
     /// Adds an interval's figures; `empty` gives the recording a new name's history starts
-    /// from. Sends the daemon's interval to the stream.
+    /// from, `follows` whether a process is still profiled (the running totals keep the rows of
+    /// those and of this interval's and the last one's). Sends the daemon's interval to the
+    /// stream.
     pub(crate) fn push(
         &self,
         figures: IntervalFigures,
         attached: usize,
         interval: Duration,
         empty: impl Fn(&str) -> Recording,
+        follows: impl Fn(u32) -> bool,
     ) {
         let IntervalFigures {
             index,
@@ -150,26 +159,32 @@ impl State {
         } = figures;
         // Made only for a reader, and outside the lock: a scrape never waits for it.
         let json = (self.stream.receiver_count() > 0).then(|| {
+            let mut shown = daemon.clone();
+            process::bound(&mut shown, PROCESS_ROWS);
             serde_json::to_string(&fdprof_figures::Interval {
                 index,
                 start_ns,
                 duration_ns: daemon.duration_ns,
-                report: analysis::report(&daemon, &ReportOptions::default()),
+                report: analysis::report(&shown, &ReportOptions::default()),
                 events,
             })
         });
+        let gone = self.gone(&daemon, follows);
         {
             let mut h = self.histories.write().unwrap_or_else(|e| e.into_inner());
             for (name, rec) in names {
                 h.names
                     .entry(name.clone())
                     .or_insert_with(|| History::new(empty(&name)))
-                    .push(Interval { start_ns, rec });
+                    .push(Interval { start_ns, rec }, &gone);
             }
-            h.daemon.push(Interval {
-                start_ns,
-                rec: daemon,
-            });
+            h.daemon.push(
+                Interval {
+                    start_ns,
+                    rec: daemon,
+                },
+                &gone,
+            );
             h.attached = attached;
             h.interval = interval;
             h.intervals += 1;
@@ -178,5 +193,28 @@ impl State {
             // Nobody listening is not an error.
             let _ = self.stream.send(Streamed::Interval(json.into()));
         }
+    }
+
+    /// The processes of the running totals that are in neither `interval` nor the one before
+    /// and are not followed any more: their rows go. Checked outside the lock (under `-a`, each
+    /// one's `/proc`).
+    fn gone(&self, interval: &Recording, follows: impl Fn(u32) -> bool) -> HashSet<u32> {
+        let now: HashSet<u32> = interval.processes.iter().map(|p| p.pid).collect();
+        let last = std::mem::replace(
+            &mut *self.last_pids.lock().unwrap_or_else(|e| e.into_inner()),
+            now.clone(),
+        );
+        let held: Vec<u32> = {
+            let h = self.read();
+            // The daemon's total holds every name's processes.
+            h.daemon
+                .total
+                .processes
+                .iter()
+                .map(|p| p.pid)
+                .filter(|pid| !now.contains(pid) && !last.contains(pid))
+                .collect()
+        };
+        held.into_iter().filter(|&pid| !follows(pid)).collect()
     }
 }

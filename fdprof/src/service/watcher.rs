@@ -26,6 +26,7 @@ use crate::collect::{
     starts::StartBatch,
     stats::own_cpu_ns,
     steal::{CpuTimes, tick_ns},
+    target,
 };
 use crate::live::{self, Maps, Stage, StageOptions, Symbols, SymbolsFrom, Tick};
 use crate::model::{
@@ -161,6 +162,15 @@ impl Watcher {
             None => 0,
             Some(s) if s.settings.all => 1,
             Some(_) => self.followed.len(),
+        }
+    }
+
+    /// Whether process `pid` is profiled now: alive under `-a`, else in the target set.
+    pub(crate) fn follows(&self, pid: u32) -> bool {
+        match &self.stage {
+            None => false,
+            Some(s) if s.settings.all => target::process_alive(pid),
+            Some(_) => self.followed.contains(pid),
         }
     }
 

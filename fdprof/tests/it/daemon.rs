@@ -470,6 +470,10 @@ fn system_wide_keeps_each_process_apart_up_to_prometheus() {
     daemon.wait_line("INFO", "profiling every process");
     let prometheus = Prometheus::start(&[daemon.addr]);
     let pids: Vec<u32> = workloads.iter().map(|w| w.pid).collect();
+    // Scraping already: an exited process's series are served for two intervals only.
+    prometheus.wait_for("fdprof_build_info", TIMEOUT, |r| {
+        !sample_values(r).is_empty()
+    });
     for w in &workloads {
         w.go();
     }
@@ -497,7 +501,10 @@ fn system_wide_keeps_each_process_apart_up_to_prometheus() {
             ("fdprof_process_fd_allocations_total", allocations),
             ("fdprof_process_fd_closes_total", ops),
         ] {
-            let series = format!("{family}{labels}");
+            // An exited process's series go a few intervals after its exit (the running total
+            // keeps only the processes alive and the last ones'): its last value, scraped
+            // before, is the counter's largest.
+            let series = format!("max_over_time({family}{labels}[5m])");
             prometheus.wait_for(&series, TIMEOUT, |r| sample_values(r) == [want as f64]);
         }
         // The JSON report, whole and windowed, has the process once with its syscalls.

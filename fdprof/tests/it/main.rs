@@ -14,6 +14,7 @@ mod bpf_frames;
 mod captures;
 mod cgroups;
 mod churn;
+mod churn_daemon;
 mod containers;
 mod counters;
 mod cpu;

@@ -133,6 +133,7 @@ fn exposition() -> Exposition {
             open: 2,
             refused_limit: 5,
             refused_timeout: 7,
+            refused_long_lived: 3,
         },
         captures: vec![("opensock".into(), "shared-table", 2)],
     }
@@ -239,6 +240,11 @@ fn counters_and_gauges_equal_the_figures() {
     let refused = "fdprof_http_connections_refused_total";
     assert_eq!(value(&s, refused, &[("reason", "limit")]), 5.0);
     assert_eq!(value(&s, refused, &[("reason", "timeout")]), 7.0);
+    let long_lived = [("reason", "long_lived")];
+    assert_eq!(
+        value(&s, "fdprof_http_requests_refused_total", &long_lived),
+        3.0
+    );
     let captures = [("target", "opensock"), ("rule", "shared-table")];
     assert_eq!(value(&s, "fdprof_captures_total", &captures), 2.0);
     let version = [("version", env!("CARGO_PKG_VERSION"))];
@@ -362,6 +368,7 @@ fn openmetrics_families_are_whole_and_eof_is_last() {
         "fdprof_targets gauge",
         "fdprof_http_connections gauge",
         "fdprof_http_connections_refused counter",
+        "fdprof_http_requests_refused counter",
         "fdprof_captures counter",
         "fdprof_build_info gauge",
     ] {

@@ -34,6 +34,19 @@ pub(super) fn processes(out: &mut Vec<String>, r: &Report) {
     );
     let by_wait: Vec<&Process> = r.processes.iter().collect();
     out.extend(columns(&head, 2, &shown(by_wait), 2));
+    if let Some(o) = &r.processes_others {
+        out.push(format!(
+            "  others: {} process rows folded (the daemon's bound), file_lock wait {} in {} \
+             waits, all locks {} in {}, fd syscalls {} ({})",
+            o.processes,
+            duration(o.file_lock_wait_ns),
+            o.file_lock_count,
+            duration(o.wait_ns),
+            o.wait_count,
+            o.fd_syscalls,
+            busiest(&o.syscalls)
+        ));
+    }
     section(out, "processes: by fd syscalls");
     let mut by_calls: Vec<&Process> = r.processes.iter().collect();
     by_calls.sort_by(|a, b| b.fd_syscalls.cmp(&a.fd_syscalls).then(a.pid.cmp(&b.pid)));
