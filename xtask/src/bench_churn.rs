@@ -102,11 +102,12 @@ fn row(mode: &str, seen: u64, d: &Daemon, health: Duration) -> Result<()> {
     let metrics = timed(SAMPLES, next_interval, || d.get("/metrics").map(drop))?;
     let report = timed(SAMPLES, Duration::ZERO, || d.get("/report.json").map(drop))?;
     let body = d.get("/metrics")?;
-    let held: f64 = body
+    // A sum of series values, printed whole (an empty sum is -0.0).
+    let held = body
         .lines()
         .filter(|l| l.starts_with("fdprof_processes{"))
         .filter_map(|l| l.rsplit_once(' ')?.1.trim().parse::<f64>().ok())
-        .sum();
+        .sum::<f64>() as u64;
     println!(
         "{mode:<7} {seen:>8} {:>6.1} / {:>5.1} {:>9.1} / {:>6.1} {:>9.1} {held:>10} {:>9.1} ms",
         metrics.0,
