@@ -22,7 +22,13 @@ pub(super) type Reply = Result<Response, (StatusCode, String)>;
 
 /// Runs `work` on a blocking thread: figures made from many rows never hold up the runtime's
 /// two threads, which answer `/healthz`, accept connections and feed the stream meanwhile.
+/// The memory the figures took goes back to the kernel before the answer is sent.
 pub(super) async fn blocking(work: impl FnOnce() -> Reply + Send + 'static) -> Reply {
+    let work = move || {
+        let reply = work();
+        super::heap::give_back();
+        reply
+    };
     tokio::task::spawn_blocking(work)
         .await
         .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")))?

@@ -15,6 +15,7 @@ use crate::model::merge;
 
 use super::capture::Recorder;
 use super::config::{Reload, Watch};
+use super::heap;
 use super::log;
 use super::state::State;
 use super::watcher::{self, Watcher};
@@ -114,18 +115,6 @@ fn hup(reload: Option<&Reload>, reading: &mut Option<Reading>) {
     }
 }
 
-/// Returns the heap's free pages to the kernel. An interval of thousands of short processes
-/// allocates and frees their rows several times over, between allocations kept for minutes
-/// (the kept intervals); glibc keeps the freed pages among them, so the daemon's resident
-/// memory would climb with every process it saw although its live heap does not.
-fn give_back_freed_memory() {
-    #[cfg(target_env = "gnu")]
-    // SAFETY: malloc_trim only releases free memory of the allocator's arenas.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
-
 impl Collector {
     /// Ends an interval: its figures go to the histories and the flight recorder; then the
     /// processes started since are found.
@@ -162,7 +151,7 @@ impl Collector {
         self.recorder
             .write_due(&self.state, Some(end_ns), w.watch().interval);
         block_in_place(|| self.watcher.discover());
-        give_back_freed_memory();
+        heap::give_back();
     }
 
     /// Applies a SIGHUP's read of the config; a new interval timer when the interval changed.

@@ -11,6 +11,7 @@ mod capture_dir;
 pub(crate) mod config;
 pub(crate) mod files;
 mod followed;
+mod heap;
 pub(crate) mod history;
 pub(crate) mod http;
 pub(crate) mod log;
