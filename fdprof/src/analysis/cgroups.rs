@@ -39,7 +39,11 @@ pub(crate) fn cgroups(rec: &Recording) -> Vec<CgroupGroup> {
         .into_iter()
         .filter_map(|(key, members)| Some((own.remove(&key)?, members)))
         .map(|(own, members)| {
-            let mut pids: Vec<u32> = members.iter().map(|p| p.pid).collect();
+            let mut pids: Vec<u32> = members
+                .iter()
+                .map(|p| p.pid)
+                .filter(|&pid| !process::is_gone_in_container(pid))
+                .collect();
             pids.sort_unstable();
             let file_lock = || {
                 own.contention

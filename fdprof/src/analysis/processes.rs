@@ -16,6 +16,8 @@ pub(crate) fn processes(rec: &Recording) -> Vec<Process> {
     let mut rows: Vec<Process> = rec
         .processes
         .iter()
+        // A container's gone processes, in one row: in its container's figures, not a process.
+        .filter(|p| !process::is_gone_in_container(p.pid))
         .filter_map(|p| {
             let own = own.remove(&p.pid)?;
             let file_lock = || {

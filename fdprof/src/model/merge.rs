@@ -106,7 +106,7 @@ pub(crate) fn add(into: &mut Recording, other: &Recording) {
 
 /// Adds process rows by pid (indexed: a window adds up hundreds of intervals of many
 /// processes each).
-fn add_processes(processes: &mut Vec<ProcessRecord>, other: &[ProcessRecord]) {
+pub(crate) fn add_processes(processes: &mut Vec<ProcessRecord>, other: &[ProcessRecord]) {
     let mut index: HashMap<u32, usize> = processes
         .iter()
         .enumerate()
@@ -330,7 +330,7 @@ fn add_functions(into: &mut Vec<FunctionStats>, other: &[FunctionStats]) {
 }
 
 /// By name, in the order of fdprof's syscall table (as `build::syscalls` writes them).
-pub(super) fn add_syscalls(into: &mut Vec<SyscallStats>, other: &[SyscallStats]) {
+pub(crate) fn add_syscalls(into: &mut Vec<SyscallStats>, other: &[SyscallStats]) {
     for o in other {
         let SyscallStats {
             name,

@@ -195,15 +195,88 @@ pub(crate) fn bound(rec: &mut Recording, max: usize) {
     unname_sites(rec, &gone);
 }
 
+/// Rows above every real pid (the kernel's limit is 2^22): a container's processes that have
+/// gone, folded into one row, so its figures stay whole while its other processes live.
+pub(crate) const GONE_IN_CONTAINER: u32 = 1 << 31;
+
+/// Whether `pid` is a [`GONE_IN_CONTAINER`] row, not a process.
+pub(crate) fn is_gone_in_container(pid: u32) -> bool {
+    pid >= GONE_IN_CONTAINER
+}
+
 /// Leaves out the rows of processes `gone` (a running total's that exited): their counts stay
-/// in the recording's own figures, their sites without a pid.
-pub(crate) fn forget(rec: &mut Recording, gone: &HashSet<u32>) {
+/// in the recording's own figures, their sites without a pid. A container's stay in one row of
+/// its own (a [`GONE_IN_CONTAINER`] pid, its sites with it), so its series stay counters; that
+/// row goes once `keep` says no (its container gone long enough).
+pub(crate) fn forget(rec: &mut Recording, gone: &HashSet<u32>, keep: impl Fn(&str) -> bool) {
     let before = rec.processes.len();
-    rec.processes.retain(|p| !gone.contains(&p.pid));
+    let mut rows = std::mem::take(&mut rec.processes);
+    let mut folded_into: HashMap<u32, u32> = HashMap::new();
+    let mut next = rows
+        .iter()
+        .map(|p| p.pid)
+        .filter(|&p| is_gone_in_container(p))
+        .max();
+    // Each container's row: the one it has, else one made now.
+    let mut row_of: HashMap<String, u32> = rows
+        .iter()
+        .filter(|p| is_gone_in_container(p.pid))
+        .filter_map(|p| Some((p.identity.container.as_ref()?.id.clone(), p.pid)))
+        .collect();
+    for p in rows.iter().filter(|p| gone.contains(&p.pid)) {
+        let Some(c) = &p.identity.container else {
+            continue;
+        };
+        let pid = match row_of.get(&c.id) {
+            Some(&pid) => pid,
+            None => {
+                let pid = next.map_or(GONE_IN_CONTAINER, |n| {
+                    n.wrapping_add(1).max(GONE_IN_CONTAINER)
+                });
+                next = Some(pid);
+                row_of.insert(c.id.clone(), pid);
+                pid
+            }
+        };
+        let mut row = ProcessRecord {
+            pid,
+            identity: p.identity.clone(),
+            ..Default::default()
+        };
+        super::merge::add_syscalls(&mut row.syscalls, &p.syscalls);
+        super::merge::add_process_figures(&mut row, p);
+        rec.processes.push(row);
+        folded_into.insert(p.pid, pid);
+    }
+    let mut dropped: HashSet<u32> = gone
+        .iter()
+        .copied()
+        .filter(|p| !folded_into.contains_key(p))
+        .collect();
+    let folded = std::mem::take(&mut rec.processes);
+    rows.retain(|p| !gone.contains(&p.pid));
+    for p in rows.iter().filter(|p| is_gone_in_container(p.pid)) {
+        let id = p.identity.container.as_ref().map_or("", |c| c.id.as_str());
+        if !keep(id) {
+            dropped.insert(p.pid);
+        }
+    }
+    rows.retain(|p| !dropped.contains(&p.pid));
+    // A container's earlier row and the processes folded now are one row.
+    super::merge::add_processes(&mut rows, &folded);
+    rec.processes = rows;
     if rec.processes.len() < before {
         rec.processes.shrink_to_fit();
-        unname_sites(rec, gone);
     }
+    if !folded_into.is_empty() {
+        for site in &mut rec.contention {
+            if let Some(to) = site.pid.and_then(|p| folded_into.get(&p)) {
+                site.pid = Some(*to);
+            }
+        }
+        super::merge::merge_sites(&mut rec.contention);
+    }
+    unname_sites(rec, &dropped);
 }
 
 /// The sites of processes `gone` lose their pid, merged with the same stacks'.
@@ -291,7 +364,7 @@ mod tests {
     fn forget_lets_rows_go_and_keeps_their_waits() {
         let mut rec = processes(6);
         let before = waits(&rec);
-        forget(&mut rec, &[2, 3, 4].into_iter().collect());
+        forget(&mut rec, &[2, 3, 4].into_iter().collect(), |_| true);
         let pids: Vec<u32> = rec.processes.iter().map(|p| p.pid).collect();
         assert_eq!(pids, [1, 5, 6]);
         assert_eq!(waits(&rec), before);
@@ -300,5 +373,45 @@ mod tests {
         assert_eq!(split.len(), 3);
         assert_eq!(split[&6].contention.len(), 1);
         assert!(split[&5].contention.is_empty());
+    }
+
+    #[test]
+    fn a_containers_gone_processes_stay_in_one_row_until_let_go() {
+        use fdprof_figures::{Container, Runtime};
+        let mut rec = processes(6);
+        let container = Container {
+            runtime: Runtime::Podman,
+            id: "c".repeat(64),
+        };
+        for p in rec.processes.iter_mut().filter(|p| p.pid >= 4) {
+            p.identity.container = Some(container.clone());
+        }
+        let in_container = |rec: &Recording| {
+            let split = split_by(rec, |p| p.identity.container.is_some());
+            let own = &split[&true];
+            let calls: u64 = own
+                .processes
+                .iter()
+                .flat_map(|p| &p.syscalls)
+                .map(|s| s.calls)
+                .sum();
+            (
+                calls,
+                own.contention.iter().map(|s| s.total_wait_ns).sum::<u64>(),
+            )
+        };
+        let (before, waited) = (in_container(&rec), waits(&rec));
+        assert_eq!(before, (4 + 5 + 6, 4 + 6));
+        // Two of the container's three go, then the third: one row holds them, whole.
+        forget(&mut rec, &[4, 5].into_iter().collect(), |_| true);
+        forget(&mut rec, &[6].into_iter().collect(), |_| true);
+        let pids: Vec<u32> = rec.processes.iter().map(|p| p.pid).collect();
+        assert_eq!(pids, [1, 2, 3, GONE_IN_CONTAINER]);
+        assert_eq!((in_container(&rec), waits(&rec)), (before, waited));
+        // Let go: the counts stay in the recording's own, the row and its pids go.
+        forget(&mut rec, &HashSet::new(), |_| false);
+        assert_eq!(rec.processes.len(), 3);
+        assert_eq!(waits(&rec), waited);
+        assert!(rec.contention.iter().all(|s| s.pid.is_none_or(|p| p < 4)));
     }
 }

@@ -114,6 +114,9 @@ pub(crate) struct History {
     /// The last [`bounds::INTERVALS`] intervals, oldest first.
     recent: VecDeque<Kept>,
     stacks: Stacks,
+    /// Intervals since each container with a row of gone processes last had a live one: its
+    /// row stays as long as its intervals are kept ([`bounds::INTERVALS`]).
+    containers_idle: HashMap<String, usize>,
 }
 
 impl History {
@@ -125,6 +128,30 @@ impl History {
             total: empty,
             recent: VecDeque::new(),
             stacks: Stacks::default(),
+            containers_idle: HashMap::new(),
+        }
+    }
+
+    /// Counts an interval for each container whose processes are all gone (or about to be);
+    /// those with a live process start again from 0.
+    fn age_containers(&mut self, gone: &HashSet<u32>) {
+        let mut live = HashSet::new();
+        let mut folded = HashSet::new();
+        for p in &self.total.processes {
+            let Some(c) = &p.identity.container else {
+                continue;
+            };
+            if process::is_gone_in_container(p.pid) || gone.contains(&p.pid) {
+                folded.insert(c.id.as_str());
+            } else {
+                live.insert(c.id.as_str());
+            }
+        }
+        self.containers_idle
+            .retain(|id, _| folded.contains(id.as_str()));
+        for id in folded {
+            let idle = self.containers_idle.entry(id.to_string()).or_default();
+            *idle = if live.contains(id) { 0 } else { *idle + 1 };
         }
     }
 
@@ -135,7 +162,11 @@ impl History {
         let Interval { start_ns, mut rec } = interval;
         merge::bound_sites(&mut rec, bounds::SITES);
         merge::add(&mut self.total, &rec);
-        process::forget(&mut self.total, gone);
+        self.age_containers(gone);
+        let idle = &self.containers_idle;
+        process::forget(&mut self.total, gone, |id| {
+            idle.get(id).is_none_or(|&n| n < bounds::INTERVALS)
+        });
         process::bound(&mut rec, PROCESS_ROWS);
         // The daemon's own figures are named after its targets, which come and go.
         self.total.target = rec.target.clone();

@@ -212,6 +212,7 @@ impl State {
                 .processes
                 .iter()
                 .map(|p| p.pid)
+                .filter(|&pid| !process::is_gone_in_container(pid))
                 .filter(|pid| !now.contains(pid) && !last.contains(pid))
                 .collect()
         };
