@@ -146,13 +146,7 @@ fn counted_exactly(daemon: &Daemon, comm: &str, k: u64) {
     w.go();
     let expected = w.finish()["expected"].clone();
     assert_eq!(expected["syscalls"]["socket"], k);
-    let got = poll(TIMEOUT, || {
-        let (code, body) = daemon.get("/report.json");
-        assert_eq!(code, 200, "{body}");
-        let report: Value = serde_json::from_str(&body).unwrap();
-        let sockets = sockets_by_pid(&report).get(&pid).copied();
-        (sockets == Some(k)).then_some(()).ok_or(sockets)
-    });
+    let got = sockets_reach(&daemon, pid, k);
     if let Err(last) = got {
         panic!(
             "pid {pid} ({comm}) has {last:?} sockets in processes[], not {k}\n{}",
@@ -290,13 +284,7 @@ fn cgroup_process_counted(daemon: &Daemon, cgroup: &Path, k: u64) {
     let pid = w.pid;
     w.go();
     assert_eq!(w.finish()["expected"]["syscalls"]["socket"], k);
-    let got = poll(TIMEOUT, || {
-        let (code, body) = daemon.get("/report.json");
-        assert_eq!(code, 200, "{body}");
-        let report: Value = serde_json::from_str(&body).unwrap();
-        let sockets = sockets_by_pid(&report).get(&pid).copied();
-        (sockets == Some(k)).then_some(()).ok_or(sockets)
-    });
+    let got = sockets_reach(&daemon, pid, k);
     if let Err(last) = got {
         panic!(
             "pid {pid} in {cgroup:?} has {last:?} sockets, not {k}\n{}",
@@ -355,4 +343,15 @@ fn thousands_of_sub_cgroups_are_followed_and_freed() {
     );
     drop(daemon);
     assert_no_programs_left();
+}
+
+/// Polls `/report.json` until `pid` has `k` sockets in `processes[]`; else the last count seen.
+fn sockets_reach(daemon: &Daemon, pid: u32, k: u64) -> Result<(), Option<u64>> {
+    poll(TIMEOUT, || {
+        let (code, body) = daemon.get("/report.json");
+        assert_eq!(code, 200, "{body}");
+        let report: Value = serde_json::from_str(&body).unwrap();
+        let sockets = sockets_by_pid(&report).get(&pid).copied();
+        (sockets == Some(k)).then_some(()).ok_or(sockets)
+    })
 }
