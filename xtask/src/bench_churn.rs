@@ -1,7 +1,7 @@
 //! `cargo xtask bench churn`: what process churn costs the daemon. A release daemon follows a
 //! name (`--comm`) and then every process (`-a`), 1 s intervals, while `fdprof workload churn`
 //! (run by uid 65534) starts short processes of that name, each opening and closing 2 sockets;
-//! at 1k, 10k and 100k processes seen (`--to N` stops earlier) it states the cost of a scrape
+//! at 1k, 10k, 50k and 100k processes seen (`--to N` stops earlier) it states the cost of a scrape
 //! (`/metrics`, the first after an interval: the figures are made once an interval) and of
 //! `/report.json` (every interval kept), medians and maxima of 5 each, the daemon's VmRSS and
 //! the processes its figures hold (`fdprof_processes`), and the longest `/healthz` answer
@@ -23,7 +23,7 @@ use crate::run::{build_release, fdprof_release, median, root, rss_kb};
 /// The churned processes' comm.
 const NAME: &str = "fdpd-churn";
 /// Processes seen at which the figures are taken.
-const CHECKPOINTS: [u64; 3] = [1_000, 10_000, 100_000];
+const CHECKPOINTS: [u64; 4] = [1_000, 10_000, 50_000, 100_000];
 /// Sockets each churned process opens and closes.
 const SOCKETS: &str = "2";
 const SAMPLES: usize = 5;
@@ -33,6 +33,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         .map(|v| v.parse::<u64>().context("--to takes a number of processes"))
         .transpose()?
         .unwrap_or(100_000);
+    let interval = value_arg(args, "--interval")?.unwrap_or("1s");
     build_release()?;
     let fdprof = fdprof_release();
     let daemon = value_arg(args, "--daemon")?.map_or_else(|| fdprof.clone(), Into::into);
@@ -46,7 +47,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     );
     for (mode, follow) in [("comm", vec!["--comm", NAME]), ("all", vec!["-a"])] {
         let mut args = follow;
-        args.extend(["--interval", "1s"]);
+        args.extend(["--interval", interval]);
         let d = Daemon::start_with(&daemon, &dir, &args)?;
         std::thread::sleep(Duration::from_secs(3));
         let mut seen = 0;

@@ -42,6 +42,18 @@ impl Identities {
         }
     }
 
+    /// Drops the entries of processes known to have ended: a live view's, each interval, so
+    /// that under churn the cache holds the processes alive, not the last thousands gone.
+    pub(crate) fn forget(&mut self, pids: &[u32]) {
+        for pid in pids {
+            self.known.remove(pid);
+        }
+        // The room a burst of starts took goes with it.
+        if self.known.capacity() > 4 * self.known.len().max(256) {
+            self.known.shrink_to_fit();
+        }
+    }
+
     /// Drops the entries of processes gone, once past half the bound.
     pub(crate) fn trim(&mut self) {
         if self.known.len() > IDENTITIES / 2 {

@@ -276,6 +276,9 @@ impl Stage {
             // Read: the rows of the processes that ended go from here on.
             let gone = self.profiler.release_exited();
             self.cuts.earlier.forget(&gone);
+            if self.opts.trim {
+                self.assembler.symbols.ended(&gone);
+            }
         }
         Ok(interval)
     }

@@ -58,6 +58,9 @@ pub(crate) struct Symbols {
     maps: Maps,
     /// Where each process runs, read with its maps.
     identities: Identities,
+    /// Processes whose last figures the interval being made holds: their identities go at the
+    /// next [`Symbols::trim`], once that interval has named them.
+    ended: Vec<u32>,
     refreshed: Instant,
     raw_addrs: bool,
 }
@@ -77,6 +80,7 @@ impl Symbols {
             events: EventSymbolizer::new(events_origin_ns),
             maps,
             identities: Identities::default(),
+            ended: Vec::new(),
             refreshed: Instant::now(),
             raw_addrs,
         };
@@ -217,7 +221,14 @@ impl Symbols {
             USER_FILES,
         );
         self.events.trim(EVENT_STACKS);
+        self.identities.forget(&std::mem::take(&mut self.ended));
         self.identities.trim();
+    }
+
+    /// Processes whose rows were read for the last time: their identities go at the next
+    /// [`Symbols::trim`] (a live view's; a recording names its processes at its end).
+    pub(crate) fn ended(&mut self, pids: &[u32]) {
+        self.ended.extend_from_slice(pids);
     }
 
     /// Fills in where each process of `rec` runs: as read before, or now if it lives.

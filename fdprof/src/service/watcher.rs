@@ -415,8 +415,9 @@ impl Watcher {
         self.cpu_times = cpu_times;
 
         let mut daemon = self.empty(&self.daemon_name(), start, duration);
-        if let Some(whole) = &whole {
-            merge::add(&mut daemon, whole);
+        // Dropped once added: under churn each copy of an interval's rows is megabytes.
+        if let Some(whole) = whole.take() {
+            merge::add(&mut daemon, &whole);
         }
         daemon.steal = steal;
         let names = self.names_of(&daemon, start, duration);

@@ -146,7 +146,7 @@ fn counted_exactly(daemon: &Daemon, comm: &str, k: u64) {
     w.go();
     let expected = w.finish()["expected"].clone();
     assert_eq!(expected["syscalls"]["socket"], k);
-    let got = sockets_reach(&daemon, pid, k);
+    let got = sockets_reach(daemon, pid, k);
     if let Err(last) = got {
         panic!(
             "pid {pid} ({comm}) has {last:?} sockets in processes[], not {k}\n{}",
@@ -284,7 +284,7 @@ fn cgroup_process_counted(daemon: &Daemon, cgroup: &Path, k: u64) {
     let pid = w.pid;
     w.go();
     assert_eq!(w.finish()["expected"]["syscalls"]["socket"], k);
-    let got = sockets_reach(&daemon, pid, k);
+    let got = sockets_reach(daemon, pid, k);
     if let Err(last) = got {
         panic!(
             "pid {pid} in {cgroup:?} has {last:?} sockets, not {k}\n{}",
