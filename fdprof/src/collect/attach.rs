@@ -3,7 +3,10 @@
 
 use aya::{
     Btf, Ebpf,
-    programs::{BtfTracePoint, Program, TracePoint},
+    programs::{
+        BtfTracePoint, Program, TracePoint, tp_btf::BtfTracePointLinkId,
+        trace_point::TracePointLinkId,
+    },
 };
 use fdprof_common::probes::Role;
 
@@ -15,8 +18,21 @@ pub(crate) use fdprof_common::probes::Attachment;
 // in before the opening one, so no entry is recorded whose exit could be missed (a stale entry
 // would count as a drop or pair with a later exit). On failure nothing of the family stays.
 
-/// Attaches a tracepoint family as tp_btf programs.
-pub(crate) fn tp_btf(ebpf: &mut Ebpf, family: Role, btf: &Btf) -> Result<(), ProbeError> {
+/// A tracepoint family's links, closing probe first: dropped and made again while its
+/// programs stay loaded (the daemon's full tracing, switched on for a window).
+#[derive(Debug)]
+pub enum Links {
+    TpBtf(Vec<(&'static str, BtfTracePointLinkId)>),
+    Classic(Vec<(&'static str, TracePointLinkId)>),
+}
+
+/// Loads a tracepoint family as tp_btf programs and, with `link`, attaches them.
+pub(crate) fn tp_btf(
+    ebpf: &mut Ebpf,
+    family: Role,
+    btf: &Btf,
+    link: bool,
+) -> Result<Links, ProbeError> {
     let programs = family.tp_btf_programs();
     let names: Vec<&str> = programs.iter().map(|(p, _)| *p).collect();
     with_rollback(ebpf, &names, |ebpf| {
@@ -26,17 +42,33 @@ pub(crate) fn tp_btf(ebpf: &mut Ebpf, family: Role, btf: &Btf) -> Result<(), Pro
             p.load(tracepoint, btf)
                 .map_err(|e| ProbeError::load(what(), e))?;
         }
-        for (name, tracepoint) in programs.iter().rev() {
-            let p: &mut BtfTracePoint = program(ebpf, name)?;
-            p.attach()
-                .map_err(|e| ProbeError::attach(format!("tp_btf {tracepoint}"), e))?;
+        match link {
+            true => relink_tp_btf(ebpf, family),
+            false => Ok(Links::TpBtf(Vec::new())),
         }
-        Ok(())
     })
 }
 
-/// Attaches a tracepoint family as classic tracepoints.
-pub fn classic(ebpf: &mut Ebpf, family: Role) -> Result<(), ProbeError> {
+fn relink_tp_btf(ebpf: &mut Ebpf, family: Role) -> Result<Links, ProbeError> {
+    let mut links = Vec::new();
+    for (name, tracepoint) in family.tp_btf_programs().iter().rev() {
+        let made = program::<BtfTracePoint>(ebpf, name).and_then(|p| {
+            p.attach()
+                .map_err(|e| ProbeError::attach(format!("tp_btf {tracepoint}"), e))
+        });
+        match made {
+            Ok(id) => links.push((*name, id)),
+            Err(e) => {
+                let _ = unlink(ebpf, Links::TpBtf(links));
+                return Err(e);
+            }
+        }
+    }
+    Ok(Links::TpBtf(links))
+}
+
+/// Loads a tracepoint family as classic tracepoints and, with `link`, attaches them.
+pub fn classic(ebpf: &mut Ebpf, family: Role, link: bool) -> Result<Links, ProbeError> {
     let programs = family.tracepoint_programs();
     let names: Vec<&str> = programs.iter().map(|(p, _, _)| *p).collect();
     with_rollback(ebpf, &names, |ebpf| {
@@ -45,22 +77,68 @@ pub fn classic(ebpf: &mut Ebpf, family: Role) -> Result<(), ProbeError> {
             p.load()
                 .map_err(|e| ProbeError::load(format!("tracepoint {category}:{tracepoint}"), e))?;
         }
-        for (name, category, tracepoint) in programs.iter().rev() {
-            let p: &mut TracePoint = program(ebpf, name)?;
-            p.attach(category, tracepoint).map_err(|e| {
-                ProbeError::attach(format!("tracepoint {category}:{tracepoint}"), e)
-            })?;
+        match link {
+            true => relink_classic(ebpf, family),
+            false => Ok(Links::Classic(Vec::new())),
         }
-        Ok(())
     })
 }
 
+fn relink_classic(ebpf: &mut Ebpf, family: Role) -> Result<Links, ProbeError> {
+    let mut links = Vec::new();
+    for (name, category, tracepoint) in family.tracepoint_programs().iter().rev() {
+        let made = program::<TracePoint>(ebpf, name).and_then(|p| {
+            p.attach(category, tracepoint)
+                .map_err(|e| ProbeError::attach(format!("tracepoint {category}:{tracepoint}"), e))
+        });
+        match made {
+            Ok(id) => links.push((*name, id)),
+            Err(e) => {
+                let _ = unlink(ebpf, Links::Classic(links));
+                return Err(e);
+            }
+        }
+    }
+    Ok(Links::Classic(links))
+}
+
+/// Attaches a loaded family again, closing probe first, as it was loaded (`how`: tp_btf or
+/// classic). On failure none of its links stays.
+pub(crate) fn relink(ebpf: &mut Ebpf, family: Role, how: &Attachment) -> Result<Links, ProbeError> {
+    match how {
+        Attachment::TpBtf => relink_tp_btf(ebpf, family),
+        _ => relink_classic(ebpf, family),
+    }
+}
+
+/// Drops a family's links, opening probe first (a syscall in flight still meets its exit);
+/// its programs stay loaded.
+pub(crate) fn unlink(ebpf: &mut Ebpf, links: Links) -> Result<(), ProbeError> {
+    match links {
+        Links::TpBtf(links) => {
+            for (name, id) in links.into_iter().rev() {
+                let p: &mut BtfTracePoint = program(ebpf, name)?;
+                p.detach(id)
+                    .map_err(|e| ProbeError::attach(format!("detach {name}"), e))?;
+            }
+        }
+        Links::Classic(links) => {
+            for (name, id) in links.into_iter().rev() {
+                let p: &mut TracePoint = program(ebpf, name)?;
+                p.detach(id)
+                    .map_err(|e| ProbeError::attach(format!("detach {name}"), e))?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Runs `attach`; if it fails, unloads (and so detaches) every one of `programs`.
-pub(crate) fn with_rollback<E>(
+pub(crate) fn with_rollback<T, E>(
     ebpf: &mut Ebpf,
     programs: &[&str],
-    attach: impl FnOnce(&mut Ebpf) -> Result<(), E>,
-) -> Result<(), E> {
+    attach: impl FnOnce(&mut Ebpf) -> Result<T, E>,
+) -> Result<T, E> {
     let result = attach(ebpf);
     if result.is_err() {
         for name in programs {

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Context, Result, anyhow, bail};
 use aya::{
     Ebpf, EbpfLoader, GlobalData,
     maps::{Array, RingBuf, StackTraceMap},
@@ -55,6 +55,9 @@ pub struct ProfilerOptions {
     pub forced: Option<Mode>,
     /// Lock contention only: no fd syscall or fd function probes (the cheapest recording).
     pub lock_only: bool,
+    /// Start at rest: the fd syscall programs loaded but not attached until
+    /// [`Profiler::set_full_tracing`] (where they are tracepoints; probed directly, they stay).
+    pub rest: bool,
     /// Lock waits at least this long are sent as slow-wait events.
     pub slow: Duration,
     /// Time every fd syscall entry to exit (two clock reads each); off, they are only counted.
@@ -77,6 +80,7 @@ impl Default for ProfilerOptions {
             filter: Filter::All,
             forced: None,
             lock_only: false,
+            rest: false,
             slow: Duration::from_micros(100),
             latency: false,
             cpu_hz: None,
@@ -105,6 +109,16 @@ pub struct Profiler {
     per_process: bool,
     exited: Exited,
     cgroups: CgroupTargets,
+    full: FullTracing,
+}
+
+/// Whether the fd syscall programs run, and their links while they do.
+#[derive(Debug)]
+enum FullTracing {
+    /// Not switched: probed directly (fentry, kprobes), or not loaded (`--lock-only`).
+    Fixed,
+    On(attach::Links, Attachment),
+    Off(Attachment),
 }
 
 impl Profiler {
@@ -117,7 +131,7 @@ impl Profiler {
         let mut attachments = BTreeMap::new();
         let mut notes = Vec::new();
         attach_roles(&mut ebpf, kernel, &opts, &mut attachments, &mut notes)?;
-        attach_families(
+        let full = attach_families(
             &mut ebpf,
             kernel,
             &opts,
@@ -150,7 +164,45 @@ impl Profiler {
             per_process: matches!(opts.filter, Filter::All | Filter::Set { .. }),
             exited: Exited::default(),
             cgroups: CgroupTargets::default(),
+            full,
         })
+    }
+
+    /// Whether the fd syscalls are traced now.
+    pub(crate) fn full_tracing(&self) -> bool {
+        match self.full {
+            FullTracing::On(..) => true,
+            FullTracing::Off(_) => false,
+            FullTracing::Fixed => !self.lock_only,
+        }
+    }
+
+    /// Attaches the fd syscall programs (`on`) or detaches them, which stay loaded: their
+    /// links made for a window of full tracing and dropped after it. Where they are probed
+    /// directly (or not loaded) nothing changes and it says so.
+    pub(crate) fn set_full_tracing(&mut self, on: bool) -> Result<()> {
+        match (&self.full, on) {
+            (FullTracing::Fixed, _) => {
+                bail!(
+                    "full tracing is not switched: the fd syscalls are probed directly, or not \
+                     at all (--lock-only)"
+                )
+            }
+            (FullTracing::Off(how), true) => {
+                let links = attach::relink(&mut self.ebpf, Role::FdSyscalls, how)?;
+                self.full = FullTracing::On(links, how.clone());
+            }
+            (FullTracing::On(_, how), false) => {
+                let how = how.clone();
+                if let FullTracing::On(links, _) =
+                    std::mem::replace(&mut self.full, FullTracing::Off(how))
+                {
+                    attach::unlink(&mut self.ebpf, links)?;
+                }
+            }
+            _ => {}
+        }
+        Ok(())
     }
 
     /// The events ring buffer, to read with an [`EventStream`]; `None` once taken. The
@@ -497,7 +549,8 @@ fn attach_families(
     children: u32,
     attachments: &mut BTreeMap<Role, Attachment>,
     notes: &mut Vec<String>,
-) -> Result<()> {
+) -> Result<FullTracing> {
+    let mut full = FullTracing::Fixed;
     for family in [Role::LockTracepoints, Role::FdSyscalls, Role::TaskExits] {
         if opts.lock_only && family == Role::FdSyscalls {
             attachments.insert(family, Attachment::Off);
@@ -519,20 +572,28 @@ fn attach_families(
             attachments.insert(family, how);
             continue;
         }
-        let how = match attach::tp_btf(ebpf, family, &kernel.btf) {
-            Ok(()) => Attachment::TpBtf,
+        // At rest the fd syscall programs are loaded, not attached.
+        let link = !(opts.rest && family == Role::FdSyscalls);
+        let (how, links) = match attach::tp_btf(ebpf, family, &kernel.btf, link) {
+            Ok(links) => (Attachment::TpBtf, links),
             Err(btf_err) => {
                 notes.extend(tracefs::ensure_mounted());
-                attach::classic(ebpf, family).map_err(|e| {
+                let links = attach::classic(ebpf, family, link).map_err(|e| {
                     anyhow!(
                         "cannot attach the {} probes: tp_btf: {btf_err:#}; tracepoint: {e:#}",
                         family.name()
                     )
                 })?;
                 notes.push(format!("{}: tp_btf refused ({btf_err:#})", family.name()));
-                Attachment::ClassicTracepoint
+                (Attachment::ClassicTracepoint, links)
             }
         };
+        if family == Role::FdSyscalls {
+            full = match link {
+                true => FullTracing::On(links, how.clone()),
+                false => FullTracing::Off(how.clone()),
+            };
+        }
         if family == Role::TaskExits && how == Attachment::ClassicTracepoint && children != 0 {
             notes.push(
                 "task_exits: forks are seen with tp_btf only: the processes the command \
@@ -542,7 +603,7 @@ fn attach_families(
         }
         attachments.insert(family, how);
     }
-    Ok(())
+    Ok(full)
 }
 
 fn page_size() -> u32 {

@@ -16,7 +16,7 @@ use crate::error::{EXIT_USAGE, fatal};
 use crate::privileges::{self, Capability};
 use crate::service::{
     self,
-    config::{self as cfg, Capture, Config, Reload, Targets, Trigger, Watch, bounds},
+    config::{self as cfg, Capture, Config, Reload, Targets, Tier, Trigger, Watch, bounds},
     files::{self, Access},
     log, server,
 };
@@ -48,7 +48,7 @@ const CONFIG_MAX: u64 = 64 * 1024;
                   Signals: SIGHUP reloads --config (a broken file keeps the old config); SIGTERM \
                   or SIGINT detaches everything and exits 0.\n\n\
                   Config file (TOML): one of `pid = [1234]`, `comm = [\"nginx\"]`, `cgroup = \
-                  [\"/sys/fs/cgroup/system.slice/nginx.service\"]` or `all = true`; optional `interval = \"1s\"`, `slow = \"100us\"`, `mode = \"tracepoint\"`, `lock_only = true`, `latency = true`, `cpu = true`, \
+                  [\"/sys/fs/cgroup/system.slice/nginx.service\"]` or `all = true`; optional `interval = \"1s\"`, `slow = \"100us\"`, `mode = \"tracepoint\"`, `lock_only = true`, `tier = \"rest\"`, `trace_window = \"30s\"`, `latency = true`, `cpu = true`, \
                   `freq = 99`, `children = true`, `capture_on = [\"shared-table\"]`, \
                   `capture_dir = \"/var/lib/fdprof/captures\"`, `capture_window = \"30s\"`, \
                   `capture_after = \"10s\"`, `capture_every = \"10m\"`, `capture_max = 50`."
@@ -118,6 +118,14 @@ pub(crate) struct DaemonArgs {
     /// are followed anyway: they carry its name)
     #[arg(long)]
     pub children: bool,
+    /// What to trace between windows of full tracing: full (the fd syscalls all the time)
+    /// or rest (lock contention only; SIGUSR1 traces the fd syscalls for --trace-window)
+    #[arg(long, value_enum, default_value = "full", conflicts_with = "lock_only")]
+    pub tier: Tier,
+    /// How long a window of full tracing lasts, under --tier rest (10 ms to 1 h)
+    #[arg(long, value_name = "DURATION", default_value = "30s",
+          value_parser = super::duration::parse_interval)]
+    pub trace_window: Duration,
     /// Keep the minutes around a problem: when one of these rules fires on a target's
     /// interval (a diagnosis rule such as shared-table, long-scans, table-growth,
     /// interrupt-time, host-steal; or slow-wait: a file_lock wait past --slow), write the
@@ -169,6 +177,8 @@ struct File {
     freq: Option<u64>,
     mode: Option<ModeArg>,
     lock_only: Option<bool>,
+    tier: Option<Tier>,
+    trace_window: Option<String>,
     capture_on: Option<Vec<String>>,
     capture_dir: Option<PathBuf>,
     capture_window: Option<String>,
@@ -194,6 +204,8 @@ pub(crate) fn run(args: DaemonArgs) -> Result<()> {
         slow: args.slow,
         forced: args.probe.mode.forced(),
         lock_only: args.probe.lock_only,
+        tier: args.tier,
+        trace_window: args.trace_window,
         latency: args.probe.latency,
         cpu_hz,
         children: args.children,
@@ -217,6 +229,8 @@ pub(crate) fn run(args: DaemonArgs) -> Result<()> {
                 slow: args.slow,
                 forced: defaults.forced,
                 lock_only: defaults.lock_only,
+                tier: defaults.tier,
+                trace_window: defaults.trace_window,
                 latency: args.probe.latency,
                 cpu_hz,
                 children: args.children,
@@ -325,6 +339,8 @@ struct Defaults {
     slow: Duration,
     forced: Option<Mode>,
     lock_only: bool,
+    tier: Tier,
+    trace_window: Duration,
     latency: bool,
     cpu_hz: Option<u64>,
     children: bool,
@@ -352,6 +368,8 @@ fn read_config(path: &Path, defaults: &Defaults) -> Result<Watch> {
         slow,
         forced,
         lock_only,
+        tier,
+        trace_window,
         latency,
         cpu_hz,
         children,
@@ -386,6 +404,13 @@ fn read_config(path: &Path, defaults: &Defaults) -> Result<Watch> {
         slow: duration("slow", file.slow, slow, super::duration::SLOW)?,
         forced: file.mode.map_or(forced, ModeArg::forced),
         lock_only: file.lock_only.unwrap_or(lock_only),
+        tier: file.tier.unwrap_or(tier),
+        trace_window: duration(
+            "trace_window",
+            file.trace_window,
+            trace_window,
+            super::duration::INTERVAL,
+        )?,
         latency: file.latency.unwrap_or(latency),
         children: file.children.unwrap_or(children),
         cpu_hz: match file.cpu.unwrap_or(cpu_hz.is_some()) {

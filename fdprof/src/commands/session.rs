@@ -187,6 +187,7 @@ fn stage_request(
             filter: resolved.filter,
             forced: request.forced,
             lock_only: request.lock_only,
+            rest: false,
             slow: request.slow.unwrap_or(ProfilerOptions::default().slow),
             latency: request.latency,
             cpu_hz: request.cpu_hz,

@@ -46,6 +46,8 @@ pub(crate) struct Exposition {
     pub daemon: Report,
     /// Processes attached now.
     pub attached: usize,
+    /// Whether the fd syscalls were traced at the last interval's end.
+    pub full_tracing: bool,
     /// The HTTP server's own figures.
     pub http: HttpFigures,
     /// Captures written (`--capture-on`), by target and rule.
@@ -374,6 +376,30 @@ fn daemon(e: &Exposition, out: &mut Families) -> fmt::Result {
         [(NO_LABELS, e.attached as u64)],
     )?;
     out.gauges(
+        "fdprof_full_tracing",
+        "1 while the fd syscalls are traced (--tier full, or a window of full tracing), as at \
+         the last interval's end; 0 at rest, when no fd syscall figure moves.",
+        [(NO_LABELS, u64::from(e.full_tracing))],
+    )?;
+    http(e, out)?;
+    out.counters(
+        "fdprof_captures",
+        "Captures written by the flight recorder (--capture-on), by target and rule.",
+        None,
+        e.captures
+            .iter()
+            .map(|(target, rule, n)| ([("target", target.as_str()), ("rule", *rule)], *n)),
+    )?;
+    out.gauges(
+        "fdprof_build_info",
+        "The fdprof serving these metrics; always 1.",
+        [([("version", env!("CARGO_PKG_VERSION"))], 1u64)],
+    )
+}
+
+/// The daemon's HTTP server: its connections, and what it refused.
+fn http(e: &Exposition, out: &mut Families) -> fmt::Result {
+    out.gauges(
         "fdprof_http_connections",
         "HTTP connections open now.",
         [(NO_LABELS, e.http.open)],
@@ -395,19 +421,7 @@ fn daemon(e: &Exposition, out: &mut Families) -> fmt::Result {
         None,
         [([("reason", "long_lived")], e.http.refused_long_lived)],
     )?;
-    out.counters(
-        "fdprof_captures",
-        "Captures written by the flight recorder (--capture-on), by target and rule.",
-        None,
-        e.captures
-            .iter()
-            .map(|(target, rule, n)| ([("target", target.as_str()), ("rule", *rule)], *n)),
-    )?;
-    out.gauges(
-        "fdprof_build_info",
-        "The fdprof serving these metrics; always 1.",
-        [([("version", env!("CARGO_PKG_VERSION"))], 1u64)],
-    )
+    Ok(())
 }
 
 mod containers;

@@ -41,6 +41,10 @@ pub(crate) struct Watch {
     pub forced: Option<fdprof_common::probes::Mode>,
     /// `--lock-only`: lock contention only, no fd syscall or fd function probes.
     pub lock_only: bool,
+    /// `--tier`: the fd syscalls traced all the time, or only in windows.
+    pub tier: Tier,
+    /// How long a window of full tracing lasts (SIGUSR1 opens one).
+    pub trace_window: Duration,
     /// Time the fd syscalls entry to exit (for processes attached from now on).
     pub latency: bool,
     /// Sample processes attached from now on, on CPU, this many times a second per CPU
@@ -75,6 +79,18 @@ impl Watch {
             self.interval, self.slow
         )
     }
+}
+
+/// What the daemon traces between windows of full tracing.
+#[derive(clap::ValueEnum, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum Tier {
+    /// The fd syscalls all the time (as `record` and `top` trace them).
+    Full,
+    /// Lock contention only; the fd syscall programs stay loaded, attached for a window of
+    /// full tracing (SIGUSR1) and detached after it, so that between windows no program runs
+    /// on a syscall.
+    Rest,
 }
 
 /// What sets a capture off.

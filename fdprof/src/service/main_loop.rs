@@ -29,15 +29,18 @@ pub(super) struct Signals {
     hup: Signal,
     term: Signal,
     int: Signal,
+    usr1: Signal,
 }
 
 impl Signals {
-    /// Handlers for SIGHUP, SIGTERM and SIGINT: from now on they no longer end the process.
+    /// Handlers for SIGHUP, SIGTERM, SIGINT and SIGUSR1: from now on they no longer end the
+    /// process.
     pub(super) fn new() -> Result<Self> {
         Ok(Self {
             hup: signal(SignalKind::hangup())?,
             term: signal(SignalKind::terminate())?,
             int: signal(SignalKind::interrupt())?,
+            usr1: signal(SignalKind::user_defined1())?,
         })
     }
 }
@@ -79,6 +82,7 @@ pub(super) async fn run(
             _ = every.tick() => collector.interval(&mut every),
             batch = collector.watcher.next() => collector.watcher.started(batch),
             _ = signals.hup.recv() => hup(reload.as_ref(), &mut reading),
+            _ = signals.usr1.recv() => block_in_place(|| collector.watcher.trace_window("SIGUSR1")),
             read = async { (&mut reading.as_mut().expect("guarded").task).await }, if reading.is_some() => {
                 reading = None;
                 let read = read.unwrap_or_else(|e| Err(anyhow::anyhow!("the read failed: {e}")));
@@ -143,7 +147,7 @@ impl Collector {
         }
         self.state.push(
             figures,
-            w.attached(),
+            (w.attached(), w.full_tracing()),
             w.watch().interval,
             |name| w.empty_history(Some(name)),
             |pid| w.follows(pid),

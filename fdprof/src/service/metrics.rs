@@ -39,14 +39,14 @@ pub(super) fn registry(state: Arc<State>, counters: Arc<Counters>) -> Registry {
 /// One scrape's figures: each name's running total and the daemon's, made into reports.
 fn exposition(state: &State) -> Exposition {
     // Copied under the lock, analysed outside it: an interval is never held up by a scrape.
-    let (names, daemon, attached) = {
+    let (names, daemon, attached, full_tracing) = {
         let h = state.read();
         let names: Vec<_> = h
             .names
             .iter()
             .map(|(n, hist)| (n.clone(), hist.total.clone()))
             .collect();
-        (names, h.daemon.total.clone(), h.attached)
+        (names, h.daemon.total.clone(), h.attached, h.full_tracing)
     };
     let opts = ReportOptions::default();
     Exposition {
@@ -56,6 +56,7 @@ fn exposition(state: &State) -> Exposition {
             .collect(),
         daemon: analysis::report(&daemon, &opts),
         attached,
+        full_tracing,
         http: Default::default(),
         captures: Vec::new(),
     }

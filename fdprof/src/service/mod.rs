@@ -45,7 +45,7 @@ use watcher::Watcher;
 
 /// The signals the daemon handles; until [`run`] has its handlers in place they are held
 /// pending (see [`hold_signals`]).
-const HANDLED: [libc::c_int; 3] = [libc::SIGHUP, libc::SIGTERM, libc::SIGINT];
+const HANDLED: [libc::c_int; 4] = [libc::SIGHUP, libc::SIGTERM, libc::SIGINT, libc::SIGUSR1];
 
 /// Holds SIGHUP, SIGTERM and SIGINT pending until [`run`] handles them: their default action
 /// would kill the daemon during its start (reading kallsyms takes a while), so a SIGHUP sent

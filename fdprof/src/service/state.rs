@@ -26,6 +26,8 @@ pub(crate) struct Histories {
     pub daemon: History,
     /// Processes attached now.
     pub attached: usize,
+    /// Whether the fd syscalls were traced at the last interval's end.
+    pub full_tracing: bool,
     pub interval: Duration,
     /// Intervals added so far: what a cached view of the histories was made from.
     pub intervals: u64,
@@ -78,6 +80,7 @@ impl State {
                 names: BTreeMap::new(),
                 daemon: History::new(daemon),
                 attached: 0,
+                full_tracing: false,
                 interval,
                 intervals: 0,
             }),
@@ -145,7 +148,7 @@ impl State {
     pub(crate) fn push(
         &self,
         figures: IntervalFigures,
-        attached: usize,
+        (attached, full_tracing): (usize, bool),
         interval: Duration,
         empty: impl Fn(&str) -> Recording,
         follows: impl Fn(u32) -> bool,
@@ -186,6 +189,7 @@ impl State {
                 &gone,
             );
             h.attached = attached;
+            h.full_tracing = full_tracing;
             h.interval = interval;
             h.intervals += 1;
         }

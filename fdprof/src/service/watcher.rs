@@ -35,7 +35,7 @@ use crate::model::{
 };
 use crate::symbolize::{KernelSymbols, UserSymbolizer};
 
-use super::config::{Targets, Watch};
+use super::config::{Targets, Tier, Watch};
 use super::followed::Followed;
 use super::history::IntervalFigures;
 use super::log;
@@ -64,6 +64,7 @@ struct Settings {
     all: bool,
     forced: Option<Mode>,
     lock_only: bool,
+    rest: bool,
     slow: Duration,
     latency: bool,
     cpu_hz: Option<u64>,
@@ -75,6 +76,7 @@ impl Settings {
             all: watch.targets == Targets::All,
             forced: watch.forced,
             lock_only: watch.lock_only,
+            rest: watch.tier == Tier::Rest,
             slow: watch.slow,
             latency: watch.latency,
             cpu_hz: watch.cpu_hz,
@@ -108,6 +110,8 @@ pub(crate) struct Watcher {
     /// The machine's CPU times at the end of the last interval, for its steal time.
     cpu_times: Option<CpuTimes>,
     index: u64,
+    /// When the window of full tracing open now ends (`--tier rest`).
+    full_until: Option<Instant>,
 }
 
 impl Watcher {
@@ -146,6 +150,7 @@ impl Watcher {
             started: Instant::now(),
             started_unix_ms: unix_ms(),
             last_end: Duration::ZERO,
+            full_until: None,
             cpu_earlier: own_cpu_ns(),
             cpu_times: CpuTimes::read(),
             index: 0,
@@ -163,6 +168,13 @@ impl Watcher {
             Some(s) if s.settings.all => 1,
             Some(_) => self.followed.len(),
         }
+    }
+
+    /// Whether the fd syscalls are traced now (`--tier full`, or a window of full tracing).
+    pub(crate) fn full_tracing(&self) -> bool {
+        self.stage
+            .as_ref()
+            .is_some_and(|s| s.stage.profiler().full_tracing())
     }
 
     /// Whether process `pid` is profiled now: alive under `-a`, else in the target set.
@@ -253,6 +265,7 @@ impl Watcher {
                 },
                 forced: settings.forced,
                 lock_only: settings.lock_only,
+                rest: settings.rest,
                 slow: self.watch.slow,
                 latency: self.watch.latency,
                 cpu_hz: self.watch.cpu_hz,
@@ -304,7 +317,44 @@ impl Watcher {
             log::info("profiling every process");
         }
         self.stage = Some(Loaded { stage, settings });
+        // Programs loaded anew during a window trace fully to its end.
+        if self.full_until.is_some() {
+            self.switch_full_tracing(true);
+        }
         self.match_comms();
+    }
+
+    /// Opens a window of full tracing of `--trace-window` from now (SIGUSR1), or makes the open
+    /// one last that long from now. Under `--tier full` the fd syscalls are traced anyway.
+    pub(crate) fn trace_window(&mut self, why: &str) {
+        if self.watch.tier == Tier::Full {
+            log::info(&format!(
+                "{why}: the fd syscalls are traced already (--tier full)"
+            ));
+            return;
+        }
+        let window = self.watch.trace_window;
+        log::info(&format!("{why}: full tracing for {window:?}"));
+        self.full_until = Some(Instant::now() + window);
+        self.switch_full_tracing(true);
+    }
+
+    /// Ends the window of full tracing once its time has passed (at an interval's end, so
+    /// that every interval is wholly in a window or wholly out of it).
+    fn end_window_if_due(&mut self) {
+        if self.full_until.is_some_and(|until| Instant::now() >= until) {
+            self.full_until = None;
+            log::info("full tracing ends: its window has passed");
+            self.switch_full_tracing(false);
+        }
+    }
+
+    fn switch_full_tracing(&mut self, on: bool) {
+        if let Some(loaded) = self.stage.as_mut()
+            && let Err(e) = loaded.stage.profiler_mut().set_full_tracing(on)
+        {
+            log::error(&format!("{e:#}"));
+        }
     }
 
     /// The kernel matches the `--comm` names at exec and rename from now on.
@@ -377,6 +427,7 @@ impl Watcher {
     /// the daemon's. The rows of processes that left are deleted once read.
     pub(crate) fn interval(&mut self) -> IntervalFigures {
         self.sync();
+        self.end_window_if_due();
         let mut whole = self.finished.take();
         let target = self.target();
         if let Some(loaded) = self.stage.as_mut() {

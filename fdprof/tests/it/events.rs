@@ -242,7 +242,7 @@ fn classic_tracepoint_fallbacks_load_and_attach() {
             fdprof_common::probes::Role::FdSyscalls,
             fdprof_common::probes::Role::TaskExits,
         ] {
-            fdprof::collect::attach::classic(&mut ebpf, family)
+            fdprof::collect::attach::classic(&mut ebpf, family, true)
                 .unwrap_or_else(|e| panic!("{family}: {e:#}"));
         }
     }

@@ -44,6 +44,7 @@ mod server;
 mod symbolize;
 mod target_set;
 mod targets;
+mod tiers;
 mod top;
 mod top_screen;
 mod trace;

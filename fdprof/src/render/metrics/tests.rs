@@ -129,6 +129,7 @@ fn exposition() -> Exposition {
         ],
         daemon: opensock,
         attached: 3,
+        full_tracing: true,
         http: HttpFigures {
             open: 2,
             refused_limit: 5,
@@ -236,6 +237,7 @@ fn counters_and_gauges_equal_the_figures() {
     );
     assert_eq!(value(&s, "fdprof_collector_cpu_seconds_total", &[]), 0.03);
     assert_eq!(value(&s, "fdprof_targets", &[]), 3.0);
+    assert_eq!(value(&s, "fdprof_full_tracing", &[]), 1.0);
     assert_eq!(value(&s, "fdprof_http_connections", &[]), 2.0);
     let refused = "fdprof_http_connections_refused_total";
     assert_eq!(value(&s, refused, &[("reason", "limit")]), 5.0);
@@ -366,6 +368,7 @@ fn openmetrics_families_are_whole_and_eof_is_last() {
         "fdprof_program_run_seconds counter",
         "fdprof_collector_cpu_seconds counter",
         "fdprof_targets gauge",
+        "fdprof_full_tracing gauge",
         "fdprof_http_connections gauge",
         "fdprof_http_connections_refused counter",
         "fdprof_http_requests_refused counter",
