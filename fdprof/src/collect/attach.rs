@@ -20,10 +20,13 @@ pub(crate) use fdprof_common::probes::Attachment;
 
 /// A tracepoint family's links, closing probe first: dropped and made again while its
 /// programs stay loaded (the daemon's full tracing, switched on for a window).
+#[derive(Debug, Default)]
+pub struct Links(Vec<Link>);
+
 #[derive(Debug)]
-pub enum Links {
-    TpBtf(Vec<(&'static str, BtfTracePointLinkId)>),
-    Classic(Vec<(&'static str, TracePointLinkId)>),
+enum Link {
+    TpBtf(&'static str, BtfTracePointLinkId),
+    Classic(&'static str, TracePointLinkId),
 }
 
 /// Loads a tracepoint family as tp_btf programs and, with `link`, attaches them.
@@ -43,28 +46,10 @@ pub(crate) fn tp_btf(
                 .map_err(|e| ProbeError::load(what(), e))?;
         }
         match link {
-            true => relink_tp_btf(ebpf, family),
-            false => Ok(Links::TpBtf(Vec::new())),
+            true => relink(ebpf, family, true),
+            false => Ok(Links::default()),
         }
     })
-}
-
-fn relink_tp_btf(ebpf: &mut Ebpf, family: Role) -> Result<Links, ProbeError> {
-    let mut links = Vec::new();
-    for (name, tracepoint) in family.tp_btf_programs().iter().rev() {
-        let made = program::<BtfTracePoint>(ebpf, name).and_then(|p| {
-            p.attach()
-                .map_err(|e| ProbeError::attach(format!("tp_btf {tracepoint}"), e))
-        });
-        match made {
-            Ok(id) => links.push((*name, id)),
-            Err(e) => {
-                let _ = unlink(ebpf, Links::TpBtf(links));
-                return Err(e);
-            }
-        }
-    }
-    Ok(Links::TpBtf(links))
 }
 
 /// Loads a tracepoint family as classic tracepoints and, with `link`, attaches them.
@@ -78,57 +63,58 @@ pub fn classic(ebpf: &mut Ebpf, family: Role, link: bool) -> Result<Links, Probe
                 .map_err(|e| ProbeError::load(format!("tracepoint {category}:{tracepoint}"), e))?;
         }
         match link {
-            true => relink_classic(ebpf, family),
-            false => Ok(Links::Classic(Vec::new())),
+            true => relink(ebpf, family, false),
+            false => Ok(Links::default()),
         }
     })
 }
 
-fn relink_classic(ebpf: &mut Ebpf, family: Role) -> Result<Links, ProbeError> {
-    let mut links = Vec::new();
-    for (name, category, tracepoint) in family.tracepoint_programs().iter().rev() {
-        let made = program::<TracePoint>(ebpf, name).and_then(|p| {
-            p.attach(category, tracepoint)
-                .map_err(|e| ProbeError::attach(format!("tracepoint {category}:{tracepoint}"), e))
-        });
-        match made {
-            Ok(id) => links.push((*name, id)),
-            Err(e) => {
-                let _ = unlink(ebpf, Links::Classic(links));
-                return Err(e);
-            }
+/// Attaches a loaded family, closing probe first, as tp_btf programs or classic tracepoints
+/// (as it was loaded). On failure none of its links stays.
+pub(crate) fn relink(ebpf: &mut Ebpf, family: Role, tp_btf: bool) -> Result<Links, ProbeError> {
+    let mut links = Links::default();
+    let made = match tp_btf {
+        true => family
+            .tp_btf_programs()
+            .iter()
+            .rev()
+            .try_for_each(|(name, tracepoint)| {
+                let id = program::<BtfTracePoint>(ebpf, name)?
+                    .attach()
+                    .map_err(|e| ProbeError::attach(format!("tp_btf {tracepoint}"), e))?;
+                links.0.push(Link::TpBtf(name, id));
+                Ok(())
+            }),
+        false => family.tracepoint_programs().iter().rev().try_for_each(
+            |(name, category, tracepoint)| {
+                let id = program::<TracePoint>(ebpf, name)?
+                    .attach(category, tracepoint)
+                    .map_err(|e| {
+                        ProbeError::attach(format!("tracepoint {category}:{tracepoint}"), e)
+                    })?;
+                links.0.push(Link::Classic(name, id));
+                Ok(())
+            },
+        ),
+    };
+    match made {
+        Ok(()) => Ok(links),
+        Err(e) => {
+            let _ = unlink(ebpf, links);
+            Err(e)
         }
-    }
-    Ok(Links::Classic(links))
-}
-
-/// Attaches a loaded family again, closing probe first, as it was loaded (`how`: tp_btf or
-/// classic). On failure none of its links stays.
-pub(crate) fn relink(ebpf: &mut Ebpf, family: Role, how: &Attachment) -> Result<Links, ProbeError> {
-    match how {
-        Attachment::TpBtf => relink_tp_btf(ebpf, family),
-        _ => relink_classic(ebpf, family),
     }
 }
 
 /// Drops a family's links, opening probe first (a syscall in flight still meets its exit);
 /// its programs stay loaded.
 pub(crate) fn unlink(ebpf: &mut Ebpf, links: Links) -> Result<(), ProbeError> {
-    match links {
-        Links::TpBtf(links) => {
-            for (name, id) in links.into_iter().rev() {
-                let p: &mut BtfTracePoint = program(ebpf, name)?;
-                p.detach(id)
-                    .map_err(|e| ProbeError::attach(format!("detach {name}"), e))?;
-            }
-        }
-        Links::Classic(links) => {
-            for (name, id) in links.into_iter().rev() {
-                let p: &mut TracePoint = program(ebpf, name)?;
-                p.detach(id)
-                    .map_err(|e| ProbeError::attach(format!("detach {name}"), e))?;
-            }
-        }
+    for link in links.0.into_iter().rev() {
+        let (name, detached) = match link {
+            Link::TpBtf(name, id) => (name, program::<BtfTracePoint>(ebpf, name)?.detach(id)),
+            Link::Classic(name, id) => (name, program::<TracePoint>(ebpf, name)?.detach(id)),
+        };
+        detached.map_err(|e| ProbeError::attach(format!("detach {name}"), e))?;
     }
     Ok(())
 }

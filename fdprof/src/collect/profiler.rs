@@ -117,8 +117,8 @@ pub struct Profiler {
 enum FullTracing {
     /// Not switched: probed directly (fentry, kprobes), or not loaded (`--lock-only`).
     Fixed,
-    On(attach::Links, Attachment),
-    Off(Attachment),
+    On(attach::Links),
+    Off,
 }
 
 impl Profiler {
@@ -171,8 +171,8 @@ impl Profiler {
     /// Whether the fd syscalls are traced now.
     pub(crate) fn full_tracing(&self) -> bool {
         match self.full {
-            FullTracing::On(..) => true,
-            FullTracing::Off(_) => false,
+            FullTracing::On(_) => true,
+            FullTracing::Off => false,
             FullTracing::Fixed => !self.lock_only,
         }
     }
@@ -181,22 +181,19 @@ impl Profiler {
     /// links made for a window of full tracing and dropped after it. Where they are probed
     /// directly (or not loaded) nothing changes and it says so.
     pub(crate) fn set_full_tracing(&mut self, on: bool) -> Result<()> {
-        match (&self.full, on) {
+        match (&mut self.full, on) {
             (FullTracing::Fixed, _) => {
                 bail!(
                     "full tracing is not switched: the fd syscalls are probed directly, or not \
                      at all (--lock-only)"
                 )
             }
-            (FullTracing::Off(how), true) => {
-                let links = attach::relink(&mut self.ebpf, Role::FdSyscalls, how)?;
-                self.full = FullTracing::On(links, how.clone());
+            (full @ FullTracing::Off, true) => {
+                let tp_btf = self.attachments.get(&Role::FdSyscalls) == Some(&Attachment::TpBtf);
+                *full = FullTracing::On(attach::relink(&mut self.ebpf, Role::FdSyscalls, tp_btf)?);
             }
-            (FullTracing::On(_, how), false) => {
-                let how = how.clone();
-                if let FullTracing::On(links, _) =
-                    std::mem::replace(&mut self.full, FullTracing::Off(how))
-                {
+            (full @ FullTracing::On(_), false) => {
+                if let FullTracing::On(links) = std::mem::replace(full, FullTracing::Off) {
                     attach::unlink(&mut self.ebpf, links)?;
                 }
             }
@@ -590,8 +587,8 @@ fn attach_families(
         };
         if family == Role::FdSyscalls {
             full = match link {
-                true => FullTracing::On(links, how.clone()),
-                false => FullTracing::Off(how.clone()),
+                true => FullTracing::On(links),
+                false => FullTracing::Off,
             };
         }
         if family == Role::TaskExits && how == Attachment::ClassicTracepoint && children != 0 {
