@@ -171,11 +171,53 @@ pub struct OpenWait {
     pub _pad: u32,
 }
 
+/// Slow-path sites each CPU has (`SLOW_SITES` holds this many per CPU, at `cpu * this`).
+pub const SLOW_SITES_PER_CPU: u32 = 128;
+/// Frames a slow-path site keeps of each stack.
+pub const SLOW_FRAMES: usize = 32;
+
+/// A spinlock wait site seen by the slow-path probe (kernels without the lock contention
+/// tracepoints), with its stacks and its waits on one CPU. The probe runs inside a spinlock's
+/// slow path, so it takes no lock: no stack map (its free list has locks), no hash map (bucket
+/// locks); each CPU fills only its own range of this array, and the stacks are kept as frames.
+/// User space frees a site when its process ends.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct SlowSite {
+    /// What the site is (lock identity, kernel frames, process), hashed; 0 while free.
+    pub hash: u64,
+    pub lock: LockIdentity,
+    pub tgid: u32,
+    pub kernel_frames: u32,
+    pub user_frames: u32,
+    pub _pad: u32,
+    pub kernel: [u64; SLOW_FRAMES],
+    pub user: [u64; SLOW_FRAMES],
+    pub waits: SiteWaits,
+}
+
+impl Default for SlowSite {
+    fn default() -> Self {
+        Self {
+            hash: 0,
+            lock: LockIdentity::default(),
+            tgid: 0,
+            kernel_frames: 0,
+            user_frames: 0,
+            _pad: 0,
+            kernel: [0; SLOW_FRAMES],
+            user: [0; SLOW_FRAMES],
+            waits: SiteWaits::default(),
+        }
+    }
+}
+
 #[cfg(feature = "user")]
 mod pod {
     // SAFETY: plain #[repr(C)] data without padding holes that matter to the kernel.
     unsafe impl aya::Pod for super::SiteKey {}
     unsafe impl aya::Pod for super::SiteWaits {}
+    unsafe impl aya::Pod for super::SlowSite {}
 }
 
 impl core::fmt::Display for LockKind {

@@ -130,6 +130,9 @@ pub const CONFIG_COMMS: u32 = 4;
 /// Index in the `CONFIG` array: 1 when `TARGET_CGROUPS` holds cgroups whose processes join when
 /// moved in.
 pub const CONFIG_CGROUPS: u32 = 5;
+/// Index in the `CONFIG` array: 1 when the spinlock slow-path probe is the source of every
+/// spinlock's waits (`SLOW_SITES`), there being no lock contention tracepoints to attach.
+pub const CONFIG_SLOWPATH_ALL: u32 = 6;
 /// Entries of the `CONFIG` array.
 pub const CONFIG_ENTRIES: u32 = 8;
 

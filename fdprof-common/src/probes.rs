@@ -12,6 +12,9 @@ pub mod map {
     pub const SITE_WAITS: &str = "SITE_WAITS";
     /// `SITE_WAITS` element → the site it was given to.
     pub const SITE_OWNERS: &str = "SITE_OWNERS";
+    /// Array of `contention::SlowSite`s, `SLOW_SITES_PER_CPU` for each CPU: the slow-path
+    /// probe's waits of every spinlock where there are no lock tracepoints.
+    pub const SLOW_SITES: &str = "SLOW_SITES";
     pub const SYSCALL_COUNTERS: &str = "SYSCALL_COUNTERS";
     pub const GLOBALS: &str = "GLOBALS";
     pub const HISTS: &str = "HISTS";
@@ -45,11 +48,12 @@ pub mod map {
     /// LRU hash of (`signal_struct` address, tgid) → 1: processes whose end was claimed (one
     /// thread's exit ends it); an entry of `EXITED`'s is deleted with its process's rows.
     pub const ENDED: &str = "ENDED";
-    pub const ALL: [&str; 23] = [
+    pub const ALL: [&str; 24] = [
         STACKS,
         SITE_INDEX,
         SITE_WAITS,
         SITE_OWNERS,
+        SLOW_SITES,
         SYSCALL_COUNTERS,
         GLOBALS,
         HISTS,
@@ -122,7 +126,10 @@ pub mod setting {
     pub const OFF_KERNFS_ID: &str = "OFF_KERNFS_ID";
     pub const OFF_CGROUP_ROOT: &str = "OFF_CGROUP_ROOT";
     pub const OFF_ROOT_HIERARCHY: &str = "OFF_ROOT_HIERARCHY";
-    pub const ALL: [&str; 29] = [
+    /// 1: the kernel has `bpf_get_current_task_btf` (5.11+), so the BTF-typed programs read the
+    /// task's fields by direct loads; 0: through the read helper (u32). Found by trial.
+    pub const TASK_BTF: &str = "TASK_BTF";
+    pub const ALL: [&str; 30] = [
         TARGET_KIND,
         TARGET_ID,
         OFF_TASK_FILES,
@@ -152,6 +159,7 @@ pub mod setting {
         OFF_KERNFS_ID,
         OFF_CGROUP_ROOT,
         OFF_ROOT_HIERARCHY,
+        TASK_BTF,
     ];
 }
 
@@ -224,7 +232,11 @@ impl Role {
     /// syscalls one per [`SYSCALL_FUNCTIONS`] entry (same index).
     pub const fn fentry_programs(self) -> &'static [(&'static str, &'static str)] {
         match self {
-            Role::Allocate => &[(program::FE_ALLOC, program::FX_ALLOC)],
+            // One pair per candidate: `__alloc_fd` returns after 4 arguments, `alloc_fd` after 3.
+            Role::Allocate => &[
+                (program::FE_ALLOC, program::FX_ALLOC_LEGACY),
+                (program::FE_ALLOC, program::FX_ALLOC),
+            ],
             Role::Close => &[(program::FE_CLOSE, program::FX_CLOSE)],
             Role::Expand => &[(program::FE_EXPAND, program::FX_EXPAND)],
             Role::Dup2 => &[(program::FE_DUP2, program::FX_DUP2)],
@@ -336,6 +348,7 @@ pub mod program {
     pub const TP_SYS_EXIT: &str = "fdprof_tp_sys_exit";
     pub const FE_ALLOC: &str = "fdprof_fe_alloc";
     pub const FX_ALLOC: &str = "fdprof_fx_alloc";
+    pub const FX_ALLOC_LEGACY: &str = "fdprof_fx_alloc4";
     pub const FE_CLOSE: &str = "fdprof_fe_close";
     pub const FX_CLOSE: &str = "fdprof_fx_close";
     pub const FE_EXPAND: &str = "fdprof_fe_expand";
@@ -376,7 +389,7 @@ pub mod program {
     pub const KR_SYS: &str = "fdprof_kr_sys";
     /// kprobe at offsets inside the allocator and close functions ([`super::Role::LockedSections`]).
     pub const KP_LOCKED: &str = "fdprof_kp_locked";
-    pub const ALL: [&str; 45] = [
+    pub const ALL: [&str; 46] = [
         LOCK_BEGIN,
         LOCK_END,
         TP_LOCK_BEGIN,
@@ -387,6 +400,7 @@ pub mod program {
         TP_SYS_EXIT,
         FE_ALLOC,
         FX_ALLOC,
+        FX_ALLOC_LEGACY,
         FE_CLOSE,
         FX_CLOSE,
         FE_EXPAND,
@@ -560,7 +574,7 @@ mod attachment {
                 }
                 Attachment::Tracepoint | Attachment::ClassicTracepoint => f.write_str("tracepoint"),
                 Attachment::TpBtf => f.write_str("tp_btf"),
-                Attachment::Off => f.write_str("off (--lock-only)"),
+                Attachment::Off => f.write_str("off"),
             }
         }
     }

@@ -239,7 +239,7 @@ fn index_of(key: &SiteKey) -> Option<u32> {
 /// Which lock `lock` is: the target's `file_lock`, one recognised by kind, or else its class
 /// from the tracepoint's flags, with its address when it is static.
 #[inline(always)]
-fn identify(lock: u64, flags: u32, btf: bool) -> LockIdentity {
+pub fn identify(lock: u64, flags: u32, btf: bool) -> LockIdentity {
     let mut known = KnownLock::None;
     let class = if flags & lcb::F_SPIN != 0 {
         if kernel::own_lock(OwnLock::FileLock, btf) == lock {

@@ -3,11 +3,12 @@
 //! `file_lock` waits seen on the slow path (pending-bit spinners included), and hold times.
 //!
 //! The slow-path programs run while the task spins on a lock: they keep per-CPU state only and
-//! aggregate into per-CPU arrays, never into maps with bucket locks.
+//! aggregate into per-CPU arrays (or each CPU's own range of one, `slowpath`), never into maps
+//! with bucket locks.
 
 use aya_ebpf::{
     EbpfContext,
-    helpers::bpf_ktime_get_ns,
+    helpers::{bpf_ktime_get_ns, bpf_probe_read_kernel},
     macros::{fentry, fexit, kprobe, kretprobe, map},
     maps::{Array, PerCpuArray},
     programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext},
@@ -19,7 +20,7 @@ use fdprof_common::{
     log2_slot,
 };
 
-use crate::{kernel, maps};
+use crate::{kernel, maps, slowpath};
 
 /// Which argument of the allocator is `start`: 0 for `alloc_fd(start, end, flags)`, 1 for
 /// `__alloc_fd(files, start, end, flags)` (≤ 5.10). Set at load.
@@ -50,6 +51,8 @@ pub struct SpinStack {
     /// 1 when the lock waited for is the target's `file_lock`.
     ours: [u8; 4],
     _pad2: u32,
+    /// The wait's `SLOW_SITES` element where the slow path sees every lock, else `NO_SITE`.
+    site: [u32; 4],
 }
 
 #[map]
@@ -196,20 +199,29 @@ fn current_op(tid: u32) -> u32 {
 }
 
 #[inline(always)]
-fn spin_enter(lock: u64) {
+fn spin_enter<C: EbpfContext>(ctx: &C, lock: u64) {
+    // The wait starts here: the stack walk that places it (every lock's waits) is left out.
+    let start = unsafe { bpf_ktime_get_ns() };
     if kernel::target_tid().is_none() {
         return;
     }
     let Some(stack) = SPIN_STACK.get_ptr_mut(0) else {
         return;
     };
+    let (site, start) = if kernel::slowpath_all() {
+        let site = slowpath::site(ctx, lock);
+        (site, unsafe { bpf_ktime_get_ns() })
+    } else {
+        (slowpath::NO_SITE, start)
+    };
     let ours = kernel::current_file_lock() == Some(lock);
     // SAFETY: per-CPU value, this CPU only.
     unsafe {
         let d = (*stack).depth as usize;
         if d < 4 {
-            (*stack).start_ns[d] = bpf_ktime_get_ns();
+            (*stack).start_ns[d] = start;
             (*stack).ours[d] = ours as u8;
+            (*stack).site[d] = site;
         }
         (*stack).depth += 1;
     }
@@ -224,7 +236,7 @@ fn spin_exit() {
         return;
     };
     // SAFETY: per-CPU value, this CPU only.
-    let (start, ours) = unsafe {
+    let (start, ours, site) = unsafe {
         if (*stack).depth == 0 {
             bump(op::NONE, counter::UNPAIRED, 1);
             return;
@@ -234,12 +246,19 @@ fn spin_exit() {
         if d >= 4 {
             return;
         }
-        ((*stack).start_ns[d], (*stack).ours[d] != 0)
+        (
+            (*stack).start_ns[d],
+            (*stack).ours[d] != 0,
+            (*stack).site[d],
+        )
     };
+    let wait = unsafe { bpf_ktime_get_ns() }.saturating_sub(start);
+    if site != slowpath::NO_SITE {
+        slowpath::add_wait(site, wait);
+    }
     if !ours {
         return;
     }
-    let wait = unsafe { bpf_ktime_get_ns() }.saturating_sub(start);
     let o = current_op(tid);
     bump(o, counter::SLOWPATH_WAITS, 1);
     bump(o, counter::SLOWPATH_WAIT_NS, wait);
@@ -288,9 +307,29 @@ pub fn fdprof_fe_alloc(ctx: FEntryContext) -> i32 {
     0
 }
 
+/// The return value in an fexit context of a function of `nargs` arguments: the word after
+/// them, read at a fixed offset (`bpf_get_func_ret` is 5.17's, and 5.10 has fexit; a verifier
+/// refuses a context read at a computed offset).
+#[inline(always)]
+fn fexit_ret(ctx: &FExitContext, nargs: usize) -> i64 {
+    let words = ctx.as_ptr() as *const u64;
+    // SAFETY: an fexit context is the function's argument words, then its return value.
+    unsafe { core::ptr::read_volatile(words.add(nargs)) as i64 }
+}
+
+/// `alloc_fd(start, end, flags)`: the return value follows its 3 arguments.
 #[fexit]
 pub fn fdprof_fx_alloc(ctx: FExitContext) -> i32 {
-    alloc_exit(ctx.ret::<i64>().unwrap_or(-1) as i32 as i64);
+    alloc_exit(fexit_ret(&ctx, 3) as i32 as i64);
+    0
+}
+
+/// `__alloc_fd(files, start, end, flags)` (5.10 and older): after its 4. A program of its own,
+/// as the verifier refuses a context read past the function's arguments, even in a branch
+/// not taken.
+#[fexit]
+pub fn fdprof_fx_alloc4(ctx: FExitContext) -> i32 {
+    alloc_exit(fexit_ret(&ctx, 4) as i32 as i64);
     0
 }
 
@@ -331,7 +370,8 @@ pub fn fdprof_fe_expand(_ctx: FEntryContext) -> i32 {
 
 #[fexit]
 pub fn fdprof_fx_expand(ctx: FExitContext) -> i32 {
-    expand_exit(ctx.ret::<i64>().unwrap_or(0) as i32 as i64);
+    // expand_files(files, nr)
+    expand_exit(fexit_ret(&ctx, 2) as i32 as i64);
     0
 }
 
@@ -340,7 +380,11 @@ macro_rules! fentry_spin {
     ($enter:ident, $exit:ident) => {
         #[fentry]
         pub fn $enter(ctx: FEntryContext) -> i32 {
-            spin_enter(ctx.arg::<u64>(0));
+            // Read as a number: loaded from the context, the `struct qspinlock *` is a typed
+            // pointer that the verifier lets no arithmetic touch (the site's hash).
+            // SAFETY: word 0 of the context, the first argument.
+            let lock = unsafe { bpf_probe_read_kernel(ctx.as_ptr() as *const u64) }.unwrap_or(0);
+            spin_enter(&ctx, lock);
             0
         }
 
@@ -422,7 +466,7 @@ pub fn fdprof_kr_expand(ctx: RetProbeContext) -> u32 {
 
 #[kprobe]
 pub fn fdprof_kp_spin(ctx: ProbeContext) -> u32 {
-    spin_enter(ctx.arg::<u64>(0).unwrap_or(0));
+    spin_enter(&ctx, ctx.arg::<u64>(0).unwrap_or(0));
     0
 }
 

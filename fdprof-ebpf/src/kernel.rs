@@ -79,6 +79,11 @@ static OFF_KERNFS_ID: u32 = u32::MAX;
 static OFF_CGROUP_ROOT: u32 = u32::MAX;
 #[unsafe(no_mangle)]
 static OFF_ROOT_HIERARCHY: u32 = u32::MAX;
+/// 1 where the kernel has `bpf_get_current_task_btf` (5.11+). Without it the BTF-typed
+/// programs take the read-helper path; a frozen global, so the verifier never walks the direct
+/// loads' branch and the helper it lacks is never seen.
+#[unsafe(no_mangle)]
+static TASK_BTF: u32 = 0;
 
 /// Settings user space writes after attaching (a global is fixed before load, but which
 /// probes attach is only known after): `CONFIG[DIRECT_ALLOC]` = 1 once the allocator itself
@@ -209,6 +214,14 @@ pub fn events_on() -> bool {
         .is_some_and(|&v| v != 0)
 }
 
+/// Whether the slow-path probe is the source of every spinlock's waits (no lock tracepoints).
+#[inline(always)]
+pub fn slowpath_all() -> bool {
+    CONFIG
+        .get(fdprof_common::fnops::CONFIG_SLOWPATH_ALL)
+        .is_some_and(|&v| v != 0)
+}
+
 /// Whether user space reads the process starts (`record -a`).
 #[inline(always)]
 pub fn starts_on() -> bool {
@@ -234,6 +247,13 @@ pub fn slow_ns() -> u64 {
 #[inline(always)]
 pub fn latency_on() -> bool {
     global(&LATENCY) != 0
+}
+
+/// Whether `btf` (a BTF-typed program's direct loads) can be used here: the kernel has
+/// `bpf_get_current_task_btf`.
+#[inline(always)]
+pub fn direct_loads(btf: bool) -> bool {
+    btf && global(&TASK_BTF) != 0
 }
 
 /// Whether the fd-table trace is on (`record --trace`). A frozen global: the verifier drops
@@ -480,7 +500,7 @@ pub fn running_rq_lock(btf: bool) -> u64 {
     if se_cfs_rq == u32::MAX || cfs_rq_rq == u32::MAX || rq_lock == u32::MAX {
         return 0;
     }
-    let rq = if btf {
+    let rq = if direct_loads(btf) {
         // SAFETY: as in own_lock: loads the verifier checks against the kernel's BTF (a
         // `struct cfs_rq *`, then a `struct rq *`) and fixes up on fault.
         unsafe {
@@ -524,7 +544,7 @@ pub fn own_lock(which: OwnLock, btf: bool) -> u64 {
     if off == u32::MAX || inner == u32::MAX {
         return 0;
     }
-    let ptr = if btf {
+    let ptr = if direct_loads(btf) {
         // SAFETY: as in current_table_state_btf: a trusted BTF pointer and a load the verifier
         // checks against the kernel's BTF and fixes up on fault. Only an address is computed
         // from the loaded pointer.

@@ -13,6 +13,7 @@ mod exits;
 mod fdops;
 mod kernel;
 mod maps;
+mod slowpath;
 mod syscalls;
 mod sysfns;
 mod targets;

@@ -113,7 +113,7 @@ pub(crate) fn on_enter(nr: u64, args: [u64; 4], btf: bool) {
     let (next_fd, fdt, max_fds) = if effect == Effect::Close {
         (0, 0, 0)
     } else {
-        let state = if btf {
+        let state = if kernel::direct_loads(btf) {
             kernel::current_table_state_btf()
         } else {
             kernel::current_files().and_then(kernel::table_state)

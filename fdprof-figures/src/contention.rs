@@ -41,6 +41,50 @@ pub struct Contention {
     /// while it ran): fdprof itself was part of what waited.
     #[serde(default)]
     pub fdprof_on_stack: WaitShare,
+    /// What saw the waits. Where nothing could (`unavailable`), every figure above is absent
+    /// rather than measured as 0.
+    #[serde(default)]
+    pub source: WaitSource,
+}
+
+/// What sees the lock waits of a recording.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitSource {
+    /// `lock:contention_begin/end` (5.19+): every lock's waits, with stacks.
+    #[default]
+    LockTracepoints,
+    /// The spinlock slow-path probe alone (no lock tracepoints): every spinlock's waits, with
+    /// stacks; no sleeping lock's (mutex, rwsem).
+    SlowPath,
+    /// Neither: a kernel without the lock tracepoints, in tracepoint mode.
+    Unavailable,
+}
+
+impl WaitSource {
+    /// The name in JSON and in metrics' labels.
+    pub fn name(self) -> &'static str {
+        match self {
+            WaitSource::LockTracepoints => "lock_tracepoints",
+            WaitSource::SlowPath => "slow_path",
+            WaitSource::Unavailable => "unavailable",
+        }
+    }
+
+    /// Why the lock waits are what they are, in one line, where they are not every lock's.
+    pub fn limit(self) -> Option<&'static str> {
+        match self {
+            WaitSource::LockTracepoints => None,
+            WaitSource::SlowPath => Some(
+                "spinlock waits only, from the spinlock slow-path probe (no mutex or rwsem \
+                 waits, no slow-wait events): this kernel has no lock:contention_begin/end (5.19+)",
+            ),
+            WaitSource::Unavailable => Some(
+                "lock waits unavailable on this kernel in this mode: no lock:contention_begin/end \
+                 (5.19+), and the spinlock slow-path probe needs fentry or kprobe",
+            ),
+        }
+    }
 }
 
 /// Some of the waits: how many, how long, and their share of the wait on all locks.

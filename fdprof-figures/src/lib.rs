@@ -23,10 +23,13 @@ mod processes;
 mod rates;
 mod report;
 mod stacks;
+mod tiers;
 
 pub use activity::{Scan, Syscall, SyscallLatency, Table};
 pub use cgroups::{CgroupGroup, Container, FileLockWaits, Identity, Runtime};
-pub use contention::{Contention, Function, LockOperation, LockTotal, StackWalks, WaitShare};
+pub use contention::{
+    Contention, Function, LockOperation, LockTotal, StackWalks, WaitShare, WaitSource,
+};
 pub use cost::{DropCounter, Drops, OwnCost, ProgramCost};
 pub use counters::{CounterName, CounterTotal, Counters, TargetCpu, ThreadRow};
 pub use cpu::{Cpu, CpuOperation, CpuStack, Share};
@@ -42,6 +45,7 @@ pub use processes::{OtherProcesses, Process};
 pub use rates::{RateRow, Rates};
 pub use report::{Header, Report, ReportOptions, SortKey, Target};
 pub use stacks::{Frame, TopStack};
+pub use tiers::{FullTracing, TracedWindow};
 
 /// The value of [`Report::schema`]: names the document.
 pub const SCHEMA: &str = "fdprof-report";

@@ -69,6 +69,11 @@ pub struct Report {
     /// made before fdprof read it, or without `/proc/stat`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steal: Option<crate::Steal>,
+    /// The windows in which the fd syscalls were traced, in a recording of the daemon at rest
+    /// (`--tier rest`): `syscalls`, `scan` and `table` cover only these, the lock waits the
+    /// whole recording. Absent where they were traced throughout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub full_tracing: Option<crate::FullTracing>,
     /// Per process, for a system-wide recording (`-a`): every process that made an fd syscall
     /// or waited, most `file_lock` wait first, then most wait, most fd syscalls, lowest pid.
     /// Empty otherwise.
@@ -111,6 +116,7 @@ impl Default for Report {
             counters: None,
             cpu: None,
             steal: None,
+            full_tracing: None,
             processes: Vec::new(),
             processes_others: None,
             cgroups: Vec::new(),

@@ -376,6 +376,11 @@ pub struct Recording {
     /// could not be read and in recordings made before fdprof read it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steal: Option<StealTime>,
+    /// The daemon at rest (`--tier rest`): the windows in which the fd syscalls were traced
+    /// (`syscalls`, `scan`, `table` and the process rows cover only these; the lock waits the
+    /// whole recording). Absent where they were traced throughout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub full_tracing: Option<fdprof_figures::FullTracing>,
 }
 
 /// One process of a system-wide recording: its name and its fd syscalls (rows as the
@@ -473,6 +478,7 @@ impl Recording {
             processes: Vec::new(),
             processes_folded: None,
             steal: None,
+            full_tracing: self.full_tracing.clone(),
         }
     }
 

@@ -251,6 +251,7 @@ pub fn recording() -> Recording {
         processes: Vec::new(),
         processes_folded: None,
         steal: None,
+        full_tracing: None,
     }
 }
 
@@ -427,6 +428,7 @@ pub fn command_recording() -> Recording {
         processes: Vec::new(),
         processes_folded: None,
         steal: None,
+        full_tracing: None,
     }
 }
 

@@ -13,8 +13,11 @@
 //!    daemon holds, an unrelated process's slowdown, the daemon's idle CPU and memory, and the
 //!    programs' cost per syscall while a target is busy (`bench_daemon_targets`).
 //!
+//! 5. Tiers: nginx and an unrelated socket/close loop under the daemon at rest and in full
+//!    (`bench_tiers`).
+//!
 //! Options: `--rounds N` (default 5), `--minutes N`, `--targets 1,32,256` (the default),
-//! `--only overhead,scrapes,memory,targets`.
+//! `--only overhead,scrapes,memory,targets,tiers`.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -31,7 +34,7 @@ use crate::run::{build_release, cpu_secs, fdprof_release, median, minutes_arg, r
 /// The comm of the benchmarked workload (a copy of fdprof under this name).
 const NAME: &str = "fdpd-bench";
 pub(crate) const WORKLOAD_SECS: &str = "4s";
-const PHASES: [&str; 4] = ["overhead", "scrapes", "memory", "targets"];
+const PHASES: [&str; 5] = ["overhead", "scrapes", "memory", "targets", "tiers"];
 const SCRAPE_TARGETS: usize = 20;
 const SCRAPES: usize = 200;
 
@@ -57,6 +60,9 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     }
     if wanted("targets") {
         targets::run(&fdprof, &dir, rounds, &counts)?;
+    }
+    if wanted("tiers") {
+        crate::bench_tiers::run(&fdprof, &dir, rounds)?;
     }
     Ok(())
 }

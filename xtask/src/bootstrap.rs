@@ -39,7 +39,10 @@ const DEB_PACKAGES: &[&str] = &["dpkg-dev"];
 /// curl run as another user (setpriv, from util-linux), openssl for a TLS certificate and
 /// python3 for a flood of idle connections; podman with runc (real containers, from a root
 /// file system directory: no image is pulled); chromium (the daemon's page in a real browser);
-/// python3-yaml (reads the Parca config as YAML).
+/// python3-yaml (reads the Parca config and the Kubernetes manifests as YAML); python3-venv (a
+/// virtualenv for `kubernetes-validate`, from PyPI, which checks the manifests); redis-server
+/// and redis-tools (a server nobody here wrote, run in a container beside the DaemonSet's pod
+/// under `redis-benchmark`; its packaged service never started).
 const TEST_PACKAGES: &[&str] = &[
     "bpftool",
     "tmux",
@@ -62,6 +65,9 @@ const TEST_PACKAGES: &[&str] = &[
     "runc",
     "chromium",
     "python3-yaml",
+    "python3-venv",
+    "redis-server",
+    "redis-tools",
 ];
 /// Commands the tests run and the package that brings each where it is missing: npm installs
 /// the `speedscope` package for its schema (a host's Node.js may bring npm from elsewhere).

@@ -1,5 +1,5 @@
 //! Developer tasks: `cargo xtask bootstrap | ebpf | build | demo | test | bench | vm-test |
-//! install | uninstall | deb`.
+//! install | uninstall | deb | image`.
 #![warn(unreachable_pub)]
 
 mod bench_churn;
@@ -10,10 +10,12 @@ mod bench_floor;
 mod bench_overhead;
 mod bench_remedies;
 mod bench_syscost;
+mod bench_tiers;
 mod bench_top;
 mod bench_workload;
 mod bootstrap;
 mod ebpf;
+mod image;
 mod lock_reference;
 mod package;
 mod run;
@@ -61,7 +63,7 @@ enum Task {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
-    /// Boot Debian's 6.1 and 6.12 kernels under qemu TCG and run the ground-truth scenarios there
+    /// Boot Debian's 5.10, 6.1 and 6.12 kernels under qemu TCG and run the ground-truth scenarios there
     VmTest {
         /// Kernel series to boot
         #[arg(long, default_value = "all", value_parser = vm_test::kernel_choices())]
@@ -88,6 +90,9 @@ enum Task {
         #[arg(long, value_name = "DIR")]
         prefix: Option<std::path::PathBuf>,
     },
+    /// Build the container image (OCI, FROM scratch, the static fdprof; entrypoint fdprof,
+    /// `daemon --all` by default) with podman, offline, and run it once (`--version`)
+    Image,
     /// Build the Debian package: target/deb/fdprof_VERSION_ARCH.deb
     Deb,
 }
@@ -118,6 +123,7 @@ fn main() {
         Task::Uninstall { prefix } => {
             package::prefix_arg(prefix).and_then(|p| package::uninstall(&p))
         }
+        Task::Image => image::run(),
         Task::Deb => bootstrap::install(Needs::Deb).and_then(|()| package::deb().map(drop)),
         Task::VmTest {
             kernel,

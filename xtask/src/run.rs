@@ -188,11 +188,21 @@ pub(crate) fn test() -> Result<()> {
         "clippy (host crates)",
         cargo().args(["clippy", "--all-targets", "--", "-D", "warnings"]),
     )?;
+    // The container image first: built offline, run once; the DaemonSet's pod test runs it.
+    eprintln!("==> image: cargo xtask image");
+    let (image_passed, image_failed) = match crate::image::run() {
+        Ok(()) => (1, 0),
+        Err(e) => {
+            eprintln!("xtask: image: {e:#}");
+            (0, 1)
+        }
+    };
     let (passed, failed) = cargo_test()?;
     // The same ground truth on other kernels, in every probe mode (qemu TCG guests).
-    eprintln!("==> vm-test: Debian 6.1 and 6.12 guests, every probe mode");
+    eprintln!("==> vm-test: Debian 5.10, 6.1 and 6.12 guests, every probe mode");
     let (vm_passed, vm_failed) =
         crate::vm_test::run("all", "all", &crate::vm_test::Options::default())?;
+    let (passed, failed) = (passed + image_passed, failed + image_failed);
     let (passed, failed) = (passed + vm_passed as u64, failed + vm_failed as u64);
     // One closing line for the whole run (cargo prints one per test binary).
     println!("tests: {passed} passed, {failed} failed");
@@ -324,4 +334,43 @@ pub(crate) fn rss_kb(pid: u32) -> Result<u64> {
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .context("no VmRSS")
+}
+
+/// Builds fdprof statically linked (its eBPF objects embedded) into its own target directory,
+/// so the normal build is not invalidated, and checks that it needs no loader: the binary the
+/// qemu guests run and the container image holds.
+pub(crate) fn build_static() -> Result<PathBuf> {
+    let target_dir = root().join("target/static");
+    let target = "x86_64-unknown-linux-gnu";
+    eprintln!("==> build static fdprof (release) ...");
+    let start = Instant::now();
+    let status = cargo()
+        .args(["build", "--release", "-p", "fdprof", "--target", target])
+        .arg("--target-dir")
+        .arg(&target_dir)
+        // RUSTFLAGS replaces .cargo/config.toml's target rustflags: repeat them.
+        .env(
+            "RUSTFLAGS",
+            "-C target-feature=+crt-static -C force-frame-pointers=yes",
+        )
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .env_remove("CARGO_BUILD_RUSTFLAGS")
+        .env_remove("CARGO_TARGET_DIR")
+        .status()
+        .context("cannot run cargo build")?;
+    if !status.success() {
+        bail!("static build of fdprof failed ({status})");
+    }
+    eprintln!(
+        "==> build static fdprof (release): done in {:.1}s",
+        start.elapsed().as_secs_f64()
+    );
+    let bin = target_dir.join(target).join("release/fdprof");
+    if !crate::vm_test::elf_is_static(&bin)? {
+        bail!(
+            "{} needs a dynamic loader; it must be static",
+            bin.display()
+        );
+    }
+    Ok(bin)
 }

@@ -1,4 +1,4 @@
-//! `cargo xtask vm-test [--kernel 6.1|6.12|all] [--mode fentry|kprobe|tracepoint|all]`: boots
+//! `cargo xtask vm-test [--kernel 5.10|6.1|6.12|all] [--mode fentry|kprobe|tracepoint|all]`: boots
 //! Debian's kernel packages under qemu TCG with a busybox initramfs and a static fdprof, runs
 //! `fdprof doctor` and the ground-truth scenarios in each requested mode inside the guest, and
 //! compares what fdprof recorded with what the load generator says it did.
@@ -12,6 +12,7 @@ pub(crate) mod bench;
 mod check;
 mod guest;
 mod initramfs;
+mod live;
 mod qemu;
 mod setup;
 
@@ -23,6 +24,7 @@ use clap::builder::PossibleValuesParser;
 use serde_json::{Value, json};
 
 use check::Row;
+pub(crate) use initramfs::elf_is_static;
 use setup::{Kernel, timed, vm_dir};
 
 /// Values of `--kernel`: the series, or all of them.
@@ -119,11 +121,8 @@ fn boot_and_check(
     };
     if let Some(problem) = &problem {
         rows.push(Row {
-            kernel: kernel.release.clone(),
-            mode: "-".into(),
-            scenario: "boot".into(),
-            pass: false,
             figures: format!("{problem}; see {}", log.display()),
+            ..Row::failed(&kernel.release, "-", "boot")
         });
     }
     let (checks, doctor) = check::rows(&out, &kernel.release, modes);
@@ -174,7 +173,10 @@ impl Default for Options {
 /// an error only when the run itself could not happen.
 pub(crate) fn run(kernel: &str, mode: &str, opts: &Options) -> Result<(usize, usize)> {
     let start = Instant::now();
-    let series = pick("kernel", kernel, setup::SERIES)?;
+    let series = match kernel {
+        "all" => setup::IN_ALL.to_vec(),
+        one => pick("kernel", one, setup::SERIES)?,
+    };
     let modes = pick("mode", mode, guest::MODES)?;
     std::fs::create_dir_all(vm_dir())?;
 
@@ -189,7 +191,7 @@ pub(crate) fn run(kernel: &str, mode: &str, opts: &Options) -> Result<(usize, us
         .iter()
         .map(|s| setup::kernel(s))
         .collect::<Result<Vec<_>>>()?;
-    let fdprof = setup::static_fdprof()?;
+    let fdprof = crate::run::build_static()?;
     let initrd = vm_dir().join("initramfs.cpio.gz");
     timed("initramfs (busybox, static fdprof, /init)", || {
         initramfs::build(
@@ -221,6 +223,9 @@ pub(crate) fn run(kernel: &str, mode: &str, opts: &Options) -> Result<(usize, us
     }
     print!("{}", check::table(&rows));
     let failed = rows.iter().filter(|r| !r.pass).count();
+    let roles = vm_dir().join("roles.md");
+    std::fs::write(&roles, check::roles_table(&rows))
+        .with_context(|| format!("writing {}", roles.display()))?;
     let report = vm_dir().join("vm-test.json");
     let rows_json: Vec<Value> = rows
         .iter()
@@ -231,6 +236,7 @@ pub(crate) fn run(kernel: &str, mode: &str, opts: &Options) -> Result<(usize, us
                 "scenario": r.scenario,
                 "pass": r.pass,
                 "figures": r.figures,
+                "probes": r.probes,
             })
         })
         .collect();
@@ -242,10 +248,12 @@ pub(crate) fn run(kernel: &str, mode: &str, opts: &Options) -> Result<(usize, us
     )
     .with_context(|| format!("writing {}", report.display()))?;
     println!(
-        "vm-test: {} passed, {failed} failed in {:.1}s; details in {}",
+        "vm-test: {} passed, {failed} failed in {:.1}s; details in {}, roles by kernel and \
+         mode in {}",
         rows.len() - failed,
         start.elapsed().as_secs_f64(),
-        report.display()
+        report.display(),
+        roles.display()
     );
     Ok((rows.len() - failed, failed))
 }

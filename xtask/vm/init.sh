@@ -17,6 +17,8 @@ mount -t bpf bpf /sys/fs/bpf
 # Only emergencies on the console from now on: kernel lines must not split a result block.
 echo 1 > /proc/sys/kernel/printk
 ulimit -n 65536
+# Loopback, for the daemon's HTTP server.
+ifconfig lo 127.0.0.1 up
 
 uptime_s() { cut -d' ' -f1 /proc/uptime; }
 
@@ -121,6 +123,58 @@ launched() {
         fdprof workload "$@"; then
         step "replay:$mode:$name" fdprof replay --model mainline --json "$data"
     fi
+}
+
+# watched MODE WORKLOAD-ARGS...: `fdprof top --jsonl` launching the workload: its JSON line,
+# then one line per interval.
+watched() {
+    mode=$1
+    shift
+    fdprof top --mode "$mode" --jsonl --interval 500ms -- fdprof workload "$@"
+}
+
+# served MODE NAME WORKLOAD-ARGS...: `fdprof daemon --tier full` following the processes named
+# NAME. The workload runs under that name (a copy of fdprof), held before its measured phase
+# until the daemon says it follows it; two intervals after it ends /metrics is read with the
+# daemon's token. Prints the workload's JSON line, then the metrics.
+served() {
+    mode=$1
+    name=$2
+    shift 2
+    cp /bin/fdprof "/tmp/$name"
+    head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >/tmp/token
+    echo >>/tmp/token
+    chmod 0400 /tmp/token
+    rm -f /tmp/d.err /tmp/w.out /tmp/w.err
+    fdprof daemon --mode "$mode" --tier full --comm "$name" --interval 500ms \
+        --listen 127.0.0.1:9464 --token-file /tmp/token 2>/tmp/d.err &
+    dpid=$!
+    "/tmp/$name" workload "$@" --wait-signal >/tmp/w.out 2>/tmp/w.err &
+    wpid=$!
+    n=0
+    until grep -q "profiling pid $wpid " /tmp/d.err 2>/dev/null; do
+        n=$((n + 1))
+        if [ $n -gt 600 ] || ! kill -0 $dpid 2>/dev/null; then
+            echo "the daemon never followed the workload" >&2
+            cat /tmp/d.err /tmp/w.err >&2
+            kill $dpid $wpid 2>/dev/null
+            return 1
+        fi
+        sleep 0.1
+    done
+    kill -USR1 $wpid
+    wait $wpid
+    wrc=$?
+    tail -n 1 /tmp/w.out
+    sleep 2
+    wget -q -O - --header "Authorization: Bearer $(cat /tmp/token)" \
+        http://127.0.0.1:9464/metrics
+    rc=$?
+    kill $dpid
+    wait $dpid
+    drc=$?
+    cat /tmp/w.err /tmp/d.err >&2
+    [ $wrc -eq 0 ] && [ $rc -eq 0 ] && [ $drc -eq 0 ]
 }
 
 extra=

@@ -42,6 +42,15 @@ pub fn fdprof_try_tp_btf(_ctx: BtfTracePointContext) -> i32 {
     0
 }
 
+/// Loads only where the kernel has `bpf_get_current_task_btf` (5.11+): the trial of the helper
+/// fdprof's BTF-typed programs use for direct loads.
+#[btf_tracepoint]
+pub fn fdprof_try_task_btf(_ctx: BtfTracePointContext) -> i32 {
+    // SAFETY: the helper takes no argument.
+    let task = unsafe { aya_ebpf::helpers::bpf_get_current_task_btf() };
+    if task.is_null() { 1 } else { 0 }
+}
+
 #[perf_event]
 pub fn fdprof_try_perf_event(_ctx: PerfEventContext) -> u32 {
     0

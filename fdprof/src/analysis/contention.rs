@@ -3,8 +3,9 @@
 
 use std::collections::BTreeMap;
 
+use fdprof_common::probes::{Attachment, Role};
 use fdprof_figures::{
-    Contention, Lock, LockOperation, LockTotal, Operation, StackWalks, Unit, WaitShare,
+    Contention, Lock, LockOperation, LockTotal, Operation, StackWalks, Unit, WaitShare, WaitSource,
 };
 use fdprof_recording::Recording;
 use fdprof_recording::recording::ContentionSite;
@@ -33,6 +34,20 @@ pub(crate) fn contention(rec: &Recording) -> Contention {
         fdprof_on_stack: waits_where(rec, |s| {
             own::on_stack(s.kernel_stack.iter().map(|f| f.function.as_str()))
         }),
+        source: wait_source(rec),
+    }
+}
+
+/// The lock tracepoints where attached; else the slow-path probe where it is direct (it sees
+/// `file_lock`'s waits); else nothing.
+fn wait_source(rec: &Recording) -> WaitSource {
+    let attached = |role| rec.probes.get(&role);
+    match attached(Role::LockTracepoints) {
+        Some(Attachment::Off) if attached(Role::LockSlowpath).is_some_and(|a| a.is_direct()) => {
+            WaitSource::SlowPath
+        }
+        Some(Attachment::Off) => WaitSource::Unavailable,
+        _ => WaitSource::LockTracepoints,
     }
 }
 

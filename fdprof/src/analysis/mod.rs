@@ -95,6 +95,7 @@ fn figures(rec: &Recording, opts: &ReportOptions) -> Report {
         counters: counters(rec),
         cpu: cpu(rec, opts),
         steal: steal(rec),
+        full_tracing: rec.full_tracing.clone(),
         processes: processes(rec),
         processes_others: processes::others(rec),
         cgroups: cgroups::cgroups(rec),

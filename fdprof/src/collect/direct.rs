@@ -169,21 +169,24 @@ pub(crate) fn attach_syscalls(
             what: "the fd syscalls' functions".into(),
             message: "none of the syscall functions is in this kernel".into(),
         }),
-        (false, Mode::Fentry) => attach_fentry(ebpf, btf, role, functions),
-        (false, _) => attach_kprobe(ebpf, role.role, functions),
+        (false, Mode::Fentry) => each_fentry(ebpf, btf, role, functions)
+            .map(|refused| kprobe_where_refused(ebpf, role.role, refused, notes)),
+        (false, _) => each_kprobe(ebpf, role.role, functions),
     };
-    if let Err(e) = result {
-        let why = format!(
-            "cannot attach the fd syscalls' functions in {} mode: {}",
-            mode.name(),
-            e.short()
-        );
-        if forced {
-            bail!(why);
+    let refused = match result {
+        Ok(refused) => refused,
+        Err(e) => {
+            let why = format!(
+                "cannot attach the fd syscalls' functions in {} mode: {e}",
+                mode.name(),
+            );
+            if forced {
+                bail!(why);
+            }
+            notes.push(format!("{}: {why}; raw syscall tracepoints", role.role));
+            return Ok(None);
         }
-        notes.push(format!("{}: {why}; raw syscall tracepoints", role.role));
-        return Ok(None);
-    }
+    };
     let missing: Vec<&str> = role
         .candidates
         .iter()
@@ -197,10 +200,136 @@ pub(crate) fn attach_syscalls(
             missing.join(", ")
         ));
     }
+    if !refused.is_empty() {
+        let why: Vec<String> = refused.iter().map(|(_, e)| e.to_string()).collect();
+        notes.push(format!(
+            "{}: refused in {}, not counted: {}",
+            role.role,
+            match mode {
+                Mode::Fentry => "fentry and kprobe mode",
+                _ => "kprobe mode",
+            },
+            why.join("; ")
+        ));
+    }
     Ok(Some(Attachment::Direct {
         mode,
-        functions: functions.iter().map(|f| f.name.clone()).collect(),
+        functions: functions
+            .iter()
+            .filter(|f| !refused.iter().any(|(name, _)| *name == f.name))
+            .map(|f| f.name.clone())
+            .collect(),
     }))
+}
+
+/// The fd syscalls' functions one by one in fentry mode: a function the kernel refuses (a
+/// syscall whose BTF has no argument, say) is left out and returned; an error only when every
+/// one is refused.
+fn each_fentry(
+    ebpf: &mut Ebpf,
+    btf: &Btf,
+    role: &FunctionRole,
+    functions: &[FoundFunction],
+) -> Result<Refused, ProbeError> {
+    let mut refused = Vec::new();
+    for f in functions {
+        if let Err(e) = attach_fentry(ebpf, btf, role, std::slice::from_ref(f)) {
+            refused.push((f.name.clone(), e));
+        }
+    }
+    all_refused(refused, functions.len())
+}
+
+/// The functions fentry refused, tried in kprobe mode (5.10's BTF gives some syscall
+/// functions the prototype of their `sys_ni` stub, a pointer to an undefined struct, which its
+/// verifier refuses to read): those refused there too are returned.
+fn kprobe_where_refused(
+    ebpf: &mut Ebpf,
+    role: Role,
+    refused: Refused,
+    notes: &mut Vec<String>,
+) -> Refused {
+    if refused.is_empty() {
+        return refused;
+    }
+    let functions: Vec<FoundFunction> = refused
+        .iter()
+        .map(|(name, _)| FoundFunction {
+            name: name.clone(),
+            btf: true,
+            kallsyms: true,
+        })
+        .collect();
+    let again = match each_kprobe(ebpf, role, &functions) {
+        Ok(again) => again,
+        Err(_) => return refused,
+    };
+    let moved: Vec<&str> = refused
+        .iter()
+        .filter(|(name, _)| !again.iter().any(|(n, _)| n == name))
+        .map(|(name, _)| name.as_str())
+        .collect();
+    if !moved.is_empty() {
+        let why = refused.first().map(|(_, e)| e.short()).unwrap_or_default();
+        notes.push(format!(
+            "{role}: fentry refused on {} ({why}): kprobe on them",
+            moved.join(", ")
+        ));
+    }
+    again
+}
+
+/// As [`each_fentry`], with the one kprobe/kretprobe pair attached to each function.
+fn each_kprobe(
+    ebpf: &mut Ebpf,
+    role: Role,
+    functions: &[FoundFunction],
+) -> Result<Refused, ProbeError> {
+    let (entry, exit) = role
+        .kprobe_programs()
+        .ok_or_else(|| ProbeError::Unavailable {
+            what: format!("kprobes for {}", role.name()),
+            message: "fdprof has no kprobe programs for it".into(),
+        })?;
+    with_rollback(ebpf, &[entry, exit], |ebpf| {
+        for name in [entry, exit] {
+            let p: &mut KProbe = program(ebpf, name)?;
+            p.load().map_err(|e| ProbeError::load(name, e))?;
+        }
+        let mut refused = Vec::new();
+        for f in functions {
+            // The return probe first, as for the tracepoint families (see attach.rs); taken
+            // off again if the entry probe is refused.
+            let p: &mut KProbe = program(ebpf, exit)?;
+            let exit_link = match p.attach(&f.name, 0) {
+                Ok(link) => link,
+                Err(e) => {
+                    let e = ProbeError::attach(format!("{exit} on {}", f.name), e);
+                    refused.push((f.name.clone(), e));
+                    continue;
+                }
+            };
+            let p: &mut KProbe = program(ebpf, entry)?;
+            if let Err(e) = p.attach(&f.name, 0) {
+                let e = ProbeError::attach(format!("{entry} on {}", f.name), e);
+                refused.push((f.name.clone(), e));
+                let p: &mut KProbe = program(ebpf, exit)?;
+                let _ = p.detach(exit_link);
+            }
+        }
+        all_refused(refused, functions.len())
+    })
+}
+
+/// The functions refused, each with the kernel's answer.
+type Refused = Vec<(String, ProbeError)>;
+
+/// `refused`, unless it holds all `of` the functions: then the first refusal, as the error.
+fn all_refused(mut refused: Refused, of: usize) -> Result<Refused, ProbeError> {
+    if refused.len() < of {
+        return Ok(refused);
+    }
+    Err(refused.remove(0).1)
 }
 
 /// Where `files->file_lock` is taken: the allocator and close functions found for their roles,
@@ -215,7 +344,9 @@ fn locking_functions(functions: &[(FunctionRole, Vec<FoundFunction>)]) -> Vec<St
     };
     of(Role::Allocate)
         .chain(of(Role::Close))
-        .chain(["expand_files", "expand_fdtable"].map(String::from))
+        // Before 5.11 `pick_file` takes the lock for close itself; later it is called with it
+        // held, and has no such call.
+        .chain(["expand_files", "expand_fdtable", "pick_file"].map(String::from))
         .collect()
 }
 

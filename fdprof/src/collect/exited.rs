@@ -29,6 +29,9 @@ use super::snapshot::Contention;
 pub(crate) struct Retired {
     pub processes: Processes,
     pub contention: HashMap<SiteKey, Contention>,
+    /// The frames of the slow-path sites' stacks among `contention`'s (their stacks are kept
+    /// by fdprof, not in the stack map).
+    pub stacks: HashMap<i32, Vec<u64>>,
     /// The processes whose rows these are.
     pub tgids: BTreeSet<u32>,
 }
@@ -40,6 +43,7 @@ impl Retired {
         for (key, c) in other.contention {
             self.contention.entry(key).or_default().add_up(&c);
         }
+        self.stacks.extend(other.stacks);
         self.tgids.extend(other.tgids);
     }
 }
@@ -134,6 +138,7 @@ fn ended_among_rows(ebpf: &Ebpf) -> Result<BTreeSet<u32>> {
     let sites: BpfHashMap<_, SiteKey, u32> =
         BpfHashMap::try_from(ebpf.map(map::SITE_INDEX).context("no map SITE_INDEX")?)?;
     tgids.extend(sites.keys().filter_map(Result::ok).map(|k| k.tgid));
+    tgids.extend(super::slow_sites::tgids(ebpf)?);
     tgids.remove(&0);
     Ok(tgids.into_iter().filter(|&t| !runs(t)).collect())
 }
@@ -157,6 +162,11 @@ pub(crate) fn take(ebpf: &mut Ebpf, tgids: &BTreeSet<u32>) -> Result<Retired> {
         contention: take_sites(ebpf, tgids)?,
         ..Retired::default()
     };
+    let slow = super::slow_sites::take(ebpf, tgids)?;
+    for (key, c) in slow.contention {
+        out.contention.entry(key).or_default().add_up(&c);
+    }
+    out.stacks = slow.stacks;
     let mut syscalls: PerCpuHashMap<_, ProcessSyscall, ProcessCounts> = PerCpuHashMap::try_from(
         ebpf.map_mut(map::PROCESS_SYSCALLS)
             .context("no map PROCESS_SYSCALLS")?,

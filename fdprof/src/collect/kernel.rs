@@ -22,6 +22,12 @@ pub struct Kernel {
     pub functions: Vec<(FunctionRole, Vec<FoundFunction>)>,
     /// The fd syscalls' functions present here (probed in the fentry and kprobe modes).
     pub syscall_functions: Vec<FoundFunction>,
+    /// Whether `bpf_get_current_task_btf` loads here (5.11+): the BTF-typed programs' direct
+    /// loads need it, and read through the helper without it.
+    pub task_btf: bool,
+    /// Whether the kernel has `lock:contention_begin/end` (5.19+): its tracepoint function
+    /// in BTF or kallsyms.
+    pub lock_tracepoints: bool,
 }
 
 impl Kernel {
@@ -34,6 +40,12 @@ impl Kernel {
             .map(|r| (*r, r.resolve(Some(&btf), kallsyms)))
             .collect();
         let syscall_functions = SYSCALL_ROLE.resolve(Some(&btf), kallsyms);
+        let lock_tracepoints = [
+            "__bpf_trace_contention_begin",
+            "__traceiter_contention_begin",
+        ]
+        .iter()
+        .any(|f| btf.has_func(f) || kallsyms.has_function(f));
         Ok(Self {
             offsets,
             lock_offsets: LockOffsets::from_btf(&btf),
@@ -42,6 +54,12 @@ impl Kernel {
             btf: aya::Btf::from_sys_fs().context("cannot read the kernel's BTF")?,
             functions,
             syscall_functions,
+            task_btf: crate::probe::trial::Trials::new(std::path::Path::new(
+                crate::probe::btf::SYS_FS,
+            ))
+            .task_btf()
+            .works(),
+            lock_tracepoints,
         })
     }
 

@@ -15,6 +15,7 @@ pub(crate) mod processes;
 pub(crate) mod profiler;
 pub(crate) mod refusal;
 pub(crate) mod ring;
+pub(crate) mod slow_sites;
 pub(crate) mod snapshot;
 pub(crate) mod starts;
 pub(crate) mod stats;

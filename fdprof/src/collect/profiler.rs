@@ -25,6 +25,7 @@ use super::{
     events::EventStream,
     exited::Exited,
     kernel::Kernel,
+    slow_sites,
     snapshot::{self, Snapshot},
     starts::StartStream,
     stats::{self, StatsSampler},
@@ -110,6 +111,8 @@ pub struct Profiler {
     exited: Exited,
     cgroups: CgroupTargets,
     full: FullTracing,
+    /// The slow-path probe sees every spinlock's waits (`SLOW_SITES`): no lock tracepoints.
+    slow_sites: bool,
 }
 
 /// Whether the fd syscall programs run, and their links while they do.
@@ -146,11 +149,12 @@ impl Profiler {
             let how = direct::attach_locked_sections(&mut ebpf, &kernel.functions, &mut notes);
             attachments.insert(Role::LockedSections, how);
         }
+        let slow_sites = slow_path_sees_all(&mut ebpf, &attachments)?;
         let cpu = match opts.cpu_hz {
             Some(hz) => Some((cpu::attach(&mut ebpf, hz)?, hz)),
             None => None,
         };
-        Ok(Self {
+        let mut profiler = Self {
             ebpf,
             attachments,
             notes,
@@ -165,7 +169,19 @@ impl Profiler {
             exited: Exited::default(),
             cgroups: CgroupTargets::default(),
             full,
-        })
+            slow_sites,
+        };
+        // The first window of run-time statistics opens now, so that a refusal is among the
+        // notes the figures carry from the start.
+        profiler.tick_from(profiler.attached_at);
+        if let Some(why) = &profiler.stats.refused {
+            profiler.notes.push(format!(
+                "own cost: the programs' run times are not measured: BPF_ENABLE_STATS refused \
+                 ({why}); it needs CAP_SYS_ADMIN (in a container, add SYS_ADMIN, or go without \
+                 them)"
+            ));
+        }
+        Ok(profiler)
     }
 
     /// Whether the fd syscalls are traced now.
@@ -373,6 +389,12 @@ impl Profiler {
     pub(crate) fn snapshot(&self) -> Result<Snapshot> {
         let retired = self.exited.retired();
         let mut snap = snapshot::read(&self.ebpf, (&retired.processes, &retired.contention))?;
+        snap.stacks.extend(retired.stacks.clone());
+        if self.slow_sites {
+            let slow = slow_sites::read(&self.ebpf)?;
+            snap.add_sites(&slow.contention);
+            snap.stacks.extend(slow.stacks);
+        }
         let cgroup_bound = (drop::PROBE_TARGETS * drop::COUNT + drop::CGROUP_BOUND) as usize;
         snap.drops[cgroup_bound] += self.cgroups.dropped;
         snap.programs = stats::program_costs(&self.ebpf);
@@ -423,7 +445,8 @@ fn load(kernel: &Kernel, opts: &ProfilerOptions, trace: u32, children: u32) -> R
         &kernel.lock_offsets,
         &kernel.cgroup_offsets,
     );
-    let settings: [(&str, GlobalData); 29] = [
+    let task_btf = u32::from(kernel.task_btf);
+    let settings: [(&str, GlobalData); 30] = [
         (setting::TARGET_KIND, (&kind).into()),
         (setting::TARGET_ID, (&id).into()),
         (setting::OFF_TASK_FILES, (&o.task_struct_files).into()),
@@ -462,11 +485,12 @@ fn load(kernel: &Kernel, opts: &ProfilerOptions, trace: u32, children: u32) -> R
         (setting::LATENCY, (&latency).into()),
         (setting::TRACE_ON, (&trace).into()),
         (setting::CHILDREN, (&children).into()),
+        (setting::TASK_BTF, (&task_btf).into()),
     ];
     for (name, value) in settings {
         loader.override_global(name, value, true);
     }
-    for (map, entries) in map_sizes(opts, trace) {
+    for (map, entries) in map_sizes(kernel, opts, trace)? {
         loader.map_max_entries(map, entries);
     }
     loader
@@ -475,7 +499,11 @@ fn load(kernel: &Kernel, opts: &ProfilerOptions, trace: u32, children: u32) -> R
 }
 
 /// The maps sized at load, and their sizes: the large ones get room only where used.
-fn map_sizes(opts: &ProfilerOptions, trace: u32) -> [(&'static str, u32); 6] {
+fn map_sizes(
+    kernel: &Kernel,
+    opts: &ProfilerOptions,
+    trace: u32,
+) -> Result<[(&'static str, u32); 7]> {
     let stacks = opts.cpu_hz.map_or(1, |_| fdprof_common::cpu::STACK_TRACES);
     let trace_bytes = if trace != 0 {
         fdprof_common::trace::RING_BYTES
@@ -496,14 +524,22 @@ fn map_sizes(opts: &ProfilerOptions, trace: u32) -> [(&'static str, u32); 6] {
         Filter::All | Filter::Set { .. } => fdprof_common::process::EXITED_SLOTS,
         _ => 1,
     };
-    [
+    // The slow-path probe's own sites, where it is the source of every spinlock's waits.
+    let slow_sites = if kernel.lock_tracepoints {
+        1
+    } else {
+        let cpus = aya::util::nr_cpus().map_err(|(_, e)| e)?;
+        fdprof_common::contention::SLOW_SITES_PER_CPU * cpus as u32
+    };
+    Ok([
         (fdprof_common::cpu::STACKS_MAP, stacks),
         (map::TRACE, trace_bytes),
         (map::PROCESS_STARTS, starts_bytes),
         (map::TARGETS, max_targets),
         (map::MEMBERS, member_pids),
         (map::EXITED, exited),
-    ]
+        (map::SLOW_SITES, slow_sites),
+    ])
 }
 
 /// Attaches each function role in the most direct mode that works (`opts.forced` forces one).
@@ -575,6 +611,18 @@ fn attach_families(
             Ok(links) => (Attachment::TpBtf, links),
             Err(btf_err) => {
                 notes.extend(tracefs::ensure_mounted());
+                // Before 5.19 there are no lock contention tracepoints: the waits come from the
+                // slow-path probe alone, where it attaches.
+                if family == Role::LockTracepoints && !tracefs::has_event("lock/contention_begin") {
+                    notes.push(
+                        "lock_tracepoints: this kernel has no lock:contention_begin/end (5.19+): \
+                         lock waits come only from the spinlock slow-path probe (direct modes), \
+                         and there are none in tracepoint mode"
+                            .into(),
+                    );
+                    attachments.insert(family, Attachment::Off);
+                    continue;
+                }
                 let links = attach::classic(ebpf, family, link).map_err(|e| {
                     anyhow!(
                         "cannot attach the {} probes: tp_btf: {btf_err:#}; tracepoint: {e:#}",
@@ -601,6 +649,21 @@ fn attach_families(
         attachments.insert(family, how);
     }
     Ok(full)
+}
+
+/// Where the lock contention tracepoints are missing and the slow path is probed, the slow-path
+/// probe is the source of every spinlock's waits: switched on in the programs, and read.
+fn slow_path_sees_all(ebpf: &mut Ebpf, attachments: &BTreeMap<Role, Attachment>) -> Result<bool> {
+    let all = attachments.get(&Role::LockTracepoints) == Some(&Attachment::Off)
+        && attachments
+            .get(&Role::LockSlowpath)
+            .is_some_and(Attachment::is_direct);
+    if all {
+        let mut config: Array<_, u32> =
+            Array::try_from(ebpf.map_mut(map::CONFIG).context("no map CONFIG")?)?;
+        config.set(fnops::CONFIG_SLOWPATH_ALL, 1, 0)?;
+    }
+    Ok(all)
 }
 
 fn page_size() -> u32 {

@@ -116,6 +116,25 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    /// Adds the waits of `sites` to those of the same sites, or as sites of their own.
+    pub(crate) fn add_sites(&mut self, sites: &HashMap<SiteKey, Contention>) {
+        if sites.is_empty() {
+            return;
+        }
+        let at: HashMap<SiteKey, usize> = self
+            .contention
+            .iter()
+            .enumerate()
+            .map(|(i, (key, _))| (*key, i))
+            .collect();
+        for (key, c) in sites {
+            match at.get(key) {
+                Some(&i) => self.contention[i].1.add_up(c),
+                None => self.contention.push((*key, *c)),
+            }
+        }
+    }
+
     /// Leaves out the per-process rows and contention sites of `tgids` (deleted from the maps
     /// once read: see [`super::Profiler::forget`]).
     pub(crate) fn forget(&mut self, tgids: &[u32]) {
@@ -263,21 +282,7 @@ fn add_retired(
     (processes, sites): (&Processes, &HashMap<SiteKey, Contention>),
 ) {
     snap.processes.add(processes);
-    if sites.is_empty() {
-        return;
-    }
-    let at: HashMap<SiteKey, usize> = snap
-        .contention
-        .iter()
-        .enumerate()
-        .map(|(i, (key, _))| (*key, i))
-        .collect();
-    for (key, c) in sites {
-        match at.get(key) {
-            Some(&i) => snap.contention[i].1.add_up(c),
-            None => snap.contention.push((*key, *c)),
-        }
-    }
+    snap.add_sites(sites);
 }
 
 impl Snapshot {

@@ -30,6 +30,9 @@ pub(crate) struct StatsSampler {
     /// Stack-walk time (`global::WALK_NS`) within the windows so far: the part of the lock
     /// probes' run time that the waits leave out.
     walk_ns: u64,
+    /// Why the kernel refused to switch the statistics on, the first time it did
+    /// (`BPF_ENABLE_STATS` needs `CAP_SYS_ADMIN`): then no run time is measured.
+    pub refused: Option<String>,
 }
 
 impl StatsSampler {
@@ -40,6 +43,7 @@ impl StatsSampler {
             period: Duration::from_secs(10),
             sampled: Duration::ZERO,
             walk_ns: 0,
+            refused: None,
         }
     }
 
@@ -52,9 +56,13 @@ impl StatsSampler {
         let want = phase < self.window;
         match (&self.on, want) {
             (None, true) => {
-                self.on = aya::sys::enable_stats(aya::sys::Stats::RunTime)
-                    .ok()
-                    .map(|fd| (fd, Instant::now(), walk_ns()));
+                self.on = match aya::sys::enable_stats(aya::sys::Stats::RunTime) {
+                    Ok(fd) => Some((fd, Instant::now(), walk_ns())),
+                    Err(e) => {
+                        self.refused.get_or_insert_with(|| e.to_string());
+                        None
+                    }
+                };
             }
             (Some(_), false) => self.stop(walk_ns),
             _ => {}

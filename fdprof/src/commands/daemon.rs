@@ -16,7 +16,10 @@ use crate::error::{EXIT_USAGE, fatal};
 use crate::privileges::{self, Capability};
 use crate::service::{
     self,
-    config::{self as cfg, Capture, Config, Reload, Targets, Tier, Trigger, Watch, bounds},
+    config::{
+        self as cfg, Capture, Config, Reload, Targets, Tier, TraceOn, Tracing, Trigger, Watch,
+        bounds,
+    },
     files::{self, Access},
     log, server,
 };
@@ -34,7 +37,13 @@ const CONFIG_MAX: u64 = 64 * 1024;
                   once (--max-processes), 32 target names, the last 300 intervals per name for ?seconds=N, 128 \
                   stacks per name and interval and in each name's running total (the rest are \
                   folded into one stack-less row per lock and operation; no count is lost).\n\n\
-                  Endpoints (read-only): /metrics (OpenMetrics), /report.json?seconds=N&target=, \
+                  Tiers: at rest (the default) only the lock contention programs run, the fd \
+                  syscall programs stay loaded and are linked for windows of full tracing: \
+                  --trace-window when a target's file_lock wait reaches --trace-on, when a \
+                  capture's rule fires, at SIGUSR1, or N seconds at POST /api/v1/trace?seconds=N; \
+                  at most --trace-max of them in any hour. --tier full traces the fd syscalls all \
+                  the time.\n\n\
+                  Endpoints (read-only but POST /api/v1/trace): /metrics (OpenMetrics), /report.json?seconds=N&target=, \
                   /flamegraph.svg?seconds=N&op=alloc|close|all&lock=file_lock|all&target= \
                   (&cpu=1: the on-CPU samples of --cpu), \
                   /api/v1/stream (one SSE event per interval, one per capture), /captures and \
@@ -45,10 +54,10 @@ const CONFIG_MAX: u64 = 64 * 1024;
                   it); a request whose Host is not one of the daemon's names gets 421. At most \
                   --max-connections at once; one that sends no whole request within 10 s is \
                   closed.\n\n\
-                  Signals: SIGHUP reloads --config (a broken file keeps the old config); SIGTERM \
-                  or SIGINT detaches everything and exits 0.\n\n\
+                  Signals: SIGHUP reloads --config (a broken file keeps the old config); SIGUSR1 \
+                  opens a window of full tracing; SIGTERM or SIGINT detaches everything and exits 0.\n\n\
                   Config file (TOML): one of `pid = [1234]`, `comm = [\"nginx\"]`, `cgroup = \
-                  [\"/sys/fs/cgroup/system.slice/nginx.service\"]` or `all = true`; optional `interval = \"1s\"`, `slow = \"100us\"`, `mode = \"tracepoint\"`, `lock_only = true`, `tier = \"rest\"`, `trace_window = \"30s\"`, `latency = true`, `cpu = true`, \
+                  [\"/sys/fs/cgroup/system.slice/nginx.service\"]` or `all = true`; optional `interval = \"1s\"`, `slow = \"100us\"`, `mode = \"tracepoint\"`, `lock_only = true`, `tier = \"full\"`, `trace_window = \"30s\"`, `trace_max = \"5m\"`, `trace_on = \"1ms\"`, `latency = true`, `cpu = true`, \
                   `freq = 99`, `children = true`, `capture_on = [\"shared-table\"]`, \
                   `capture_dir = \"/var/lib/fdprof/captures\"`, `capture_window = \"30s\"`, \
                   `capture_after = \"10s\"`, `capture_every = \"10m\"`, `capture_max = 50`."
@@ -118,14 +127,25 @@ pub(crate) struct DaemonArgs {
     /// are followed anyway: they carry its name)
     #[arg(long)]
     pub children: bool,
-    /// What to trace between windows of full tracing: full (the fd syscalls all the time)
-    /// or rest (lock contention only; SIGUSR1 traces the fd syscalls for --trace-window)
-    #[arg(long, value_enum, default_value = "full", conflicts_with = "lock_only")]
+    /// What to trace: rest (lock contention all the time, the fd syscalls only in windows of
+    /// full tracing) or full (the fd syscalls all the time, as record and top do)
+    #[arg(long, value_enum, default_value = Tracing::TIER, conflicts_with = "lock_only")]
     pub tier: Tier,
-    /// How long a window of full tracing lasts, under --tier rest (10 ms to 1 h)
-    #[arg(long, value_name = "DURATION", default_value = "30s",
+    /// How long a window of full tracing lasts (10 ms to 1 h); SIGUSR1, --trace-on and a
+    /// capture's rule open one, POST /api/v1/trace?seconds=N one of N seconds
+    #[arg(long, value_name = "DURATION", default_value = Tracing::WINDOW,
           value_parser = super::duration::parse_interval)]
     pub trace_window: Duration,
+    /// Full tracing at most this long in any hour, all windows together (1 s to 1 h): bounds
+    /// what the fd syscall programs cost the host however often windows are asked for
+    #[arg(long, value_name = "DURATION", default_value = Tracing::MAX,
+          value_parser = super::duration::parse_trace_max)]
+    pub trace_max: Duration,
+    /// Open a window of full tracing when a target's file_lock wait in an interval reaches
+    /// this much per second (1 µs to 1 s; `off`: never)
+    #[arg(long, value_name = "WAIT|off", default_value = Tracing::ON,
+          value_parser = super::duration::parse_trace_on)]
+    pub trace_on: TraceOn,
     /// Keep the minutes around a problem: when one of these rules fires on a target's
     /// interval (a diagnosis rule such as shared-table, long-scans, table-growth,
     /// interrupt-time, host-steal; or slow-wait: a file_lock wait past --slow), write the
@@ -179,6 +199,8 @@ struct File {
     lock_only: Option<bool>,
     tier: Option<Tier>,
     trace_window: Option<String>,
+    trace_max: Option<String>,
+    trace_on: Option<String>,
     capture_on: Option<Vec<String>>,
     capture_dir: Option<PathBuf>,
     capture_window: Option<String>,
@@ -204,8 +226,12 @@ pub(crate) fn run(args: DaemonArgs) -> Result<()> {
         slow: args.slow,
         forced: args.probe.mode.forced(),
         lock_only: args.probe.lock_only,
-        tier: args.tier,
-        trace_window: args.trace_window,
+        tracing: Tracing {
+            tier: args.tier,
+            window: args.trace_window,
+            max: args.trace_max,
+            on: args.trace_on,
+        },
         latency: args.probe.latency,
         cpu_hz,
         children: args.children,
@@ -229,8 +255,7 @@ pub(crate) fn run(args: DaemonArgs) -> Result<()> {
                 slow: args.slow,
                 forced: defaults.forced,
                 lock_only: defaults.lock_only,
-                tier: defaults.tier,
-                trace_window: defaults.trace_window,
+                tracing: defaults.tracing.clone(),
                 latency: args.probe.latency,
                 cpu_hz,
                 children: args.children,
@@ -339,8 +364,7 @@ struct Defaults {
     slow: Duration,
     forced: Option<Mode>,
     lock_only: bool,
-    tier: Tier,
-    trace_window: Duration,
+    tracing: Tracing,
     latency: bool,
     cpu_hz: Option<u64>,
     children: bool,
@@ -368,8 +392,6 @@ fn read_config(path: &Path, defaults: &Defaults) -> Result<Watch> {
         slow,
         forced,
         lock_only,
-        tier,
-        trace_window,
         latency,
         cpu_hz,
         children,
@@ -383,6 +405,7 @@ fn read_config(path: &Path, defaults: &Defaults) -> Result<Watch> {
         file_duration(key, text.as_deref(), default, range).map_err(&bad)
     };
     let capture = file_capture(&file, &defaults.capture).map_err(&bad)?;
+    let tracing = file_tracing(&file, &defaults.tracing).map_err(&bad)?;
     let interval = duration(
         "interval",
         file.interval,
@@ -404,13 +427,7 @@ fn read_config(path: &Path, defaults: &Defaults) -> Result<Watch> {
         slow: duration("slow", file.slow, slow, super::duration::SLOW)?,
         forced: file.mode.map_or(forced, ModeArg::forced),
         lock_only: file.lock_only.unwrap_or(lock_only),
-        tier: file.tier.unwrap_or(tier),
-        trace_window: duration(
-            "trace_window",
-            file.trace_window,
-            trace_window,
-            super::duration::INTERVAL,
-        )?,
+        tracing,
         latency: file.latency.unwrap_or(latency),
         children: file.children.unwrap_or(children),
         cpu_hz: match file.cpu.unwrap_or(cpu_hz.is_some()) {
@@ -436,6 +453,33 @@ fn file_duration(
 ) -> Result<Duration, String> {
     text.map_or(Ok(default), |t| super::duration::parse_in(t, range))
         .map_err(|_| format!("{key} is not {}", super::duration::hint(range)))
+}
+
+/// A config file's tracing settings over the command line's (`default`); errors quote no
+/// value.
+fn file_tracing(file: &File, default: &Tracing) -> Result<Tracing, String> {
+    use super::duration::{INTERVAL, TRACE_MAX, TRACE_ON};
+    let on = match file.trace_on.as_deref() {
+        None => default.on,
+        Some("off") => TraceOn::Off,
+        text => TraceOn::Wait(file_duration("trace_on", text, Duration::ZERO, TRACE_ON)?),
+    };
+    Ok(Tracing {
+        tier: file.tier.unwrap_or(default.tier),
+        window: file_duration(
+            "trace_window",
+            file.trace_window.as_deref(),
+            default.window,
+            INTERVAL,
+        )?,
+        max: file_duration(
+            "trace_max",
+            file.trace_max.as_deref(),
+            default.max,
+            TRACE_MAX,
+        )?,
+        on,
+    })
 }
 
 /// A config file's capture settings over the command line's (`default`), not yet checked

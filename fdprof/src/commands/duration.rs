@@ -116,6 +116,31 @@ pub(crate) const CAPTURE: Range = Range {
     max: Duration::from_secs(24 * 3600),
 };
 
+/// `daemon --trace-max`: full tracing per hour, from a second to all of it.
+pub(crate) const TRACE_MAX: Range = Range {
+    min: Duration::from_secs(1),
+    max: Duration::from_secs(3600),
+};
+
+/// `daemon --trace-on`: a `file_lock` wait per second, from 1 µs to all of it.
+pub(crate) const TRACE_ON: Range = Range {
+    min: Duration::from_micros(1),
+    max: Duration::from_secs(1),
+};
+
+pub(crate) fn parse_trace_max(text: &str) -> Result<Duration, String> {
+    parse_in(text, TRACE_MAX)
+}
+
+/// The parser for `daemon --trace-on`; `off` is none.
+pub(crate) fn parse_trace_on(text: &str) -> Result<crate::service::config::TraceOn, String> {
+    use crate::service::config::TraceOn;
+    match text.trim() {
+        "off" => Ok(TraceOn::Off),
+        _ => parse_in(text, TRACE_ON).map(TraceOn::Wait),
+    }
+}
+
 /// The parser for the daemon's capture durations; `0` is none.
 pub(crate) fn parse_capture(text: &str) -> Result<Duration, String> {
     match text.trim() {

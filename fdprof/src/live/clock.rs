@@ -1,7 +1,7 @@
 //! The interval clock of a live view (`top`, `record --interval`, the daemon).
 
 use std::pin::Pin;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::time::{Instant, Sleep};
 
@@ -34,6 +34,14 @@ impl Clock {
         let next = Instant::now() + self.every;
         self.next.as_mut().reset(next);
     }
+}
+
+/// Now, Unix time in ms: the unit recordings and windows carry.
+pub(crate) fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis() as u64
 }
 
 #[cfg(test)]

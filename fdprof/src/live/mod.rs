@@ -13,7 +13,7 @@ pub(crate) mod symbols;
 pub(crate) mod whole;
 
 pub(crate) use assembler::Assembler;
-pub(crate) use clock::Clock;
+pub(crate) use clock::{Clock, unix_ms};
 pub(crate) use facts::Facts;
 pub(crate) use stage::{LiveInterval, Stage, StageOptions, Tick};
 pub(crate) use start::{Request, SymbolsFrom, read_kernel, start};

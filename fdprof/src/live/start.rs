@@ -2,7 +2,9 @@
 //! attach by the request, put the target set's first processes in, name fdprof's own programs,
 //! then the symbolizers, the facts and the running [`Stage`].
 
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
+
+use super::clock::unix_ms;
 
 use anyhow::Result;
 
@@ -168,11 +170,4 @@ fn attach(
         }
     }
     Ok(profiler)
-}
-
-fn unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_millis() as u64
 }

@@ -66,5 +66,7 @@ pub(crate) fn recording(snap: &Snapshot, run: Run, sym: &mut Symbolizers) -> Rec
         processes: build::processes(snap),
         processes_folded: None,
         steal: snap.machine.as_ref().map(|m| m.steal().into()),
+        // The daemon at rest marks its intervals' windows itself.
+        full_tracing: None,
     }
 }

@@ -28,7 +28,7 @@ pub(crate) const STACK_BOUND_REASON: &str = "stack_bound";
 ///
 /// Left to the caller, who knows whether `other` follows `into` in time or ran beside it in
 /// another process: `target`, `started_unix_ms`, `duration_ns`, `end_reason` (unchanged),
-/// `series` and `steal` (unchanged: the machine's, over the caller's span).
+/// `series`, `steal` and `full_tracing` (unchanged: the machine's, over the caller's span).
 /// `own_cost.stats_window_ns` adds, which is right in time; across
 /// processes (whose windows overlap) the caller sets it, as it sets `duration_ns`.
 pub(crate) fn add(into: &mut Recording, other: &Recording) {
@@ -62,6 +62,7 @@ pub(crate) fn add(into: &mut Recording, other: &Recording) {
         processes,
         processes_folded,
         steal: _,
+        full_tracing: _,
     } = into;
     // `format` and `version` are this fdprof's; the rest of the facts are kept unless unknown.
     keep_unless_empty(fdprof_version, &other.fdprof_version);

@@ -200,6 +200,7 @@ fn empty_like(r: &Recording) -> Recording {
         processes: Vec::new(),
         processes_folded: None,
         steal: r.steal,
+        full_tracing: r.full_tracing.clone(),
     }
 }
 

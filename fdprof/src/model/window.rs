@@ -3,6 +3,7 @@
 //! per interval, as `record --interval` writes it. `report` reads such a recording's totals and
 //! diagnosis, `flamegraph` draws it and `top --from` plays its intervals back.
 
+use fdprof_figures::FullTracing;
 use fdprof_recording::recording::Recording;
 use fdprof_recording::series::Series;
 
@@ -23,11 +24,25 @@ pub(crate) fn total(intervals: impl IntoIterator<Item = Recording>) -> Option<Re
     let mut rec = intervals.next()?;
     for later in intervals {
         merge::add(&mut rec, &later);
+        add_full_tracing_in_time(&mut rec, &later);
         rec.duration_ns += later.duration_ns;
         merge::add_steal_in_time(&mut rec.steal, later.steal.as_ref());
         rec.end_reason = later.end_reason;
     }
     Some(rec)
+}
+
+/// Adds the windows of full tracing of `later`, which follows `into` in time (`into`'s
+/// duration not yet grown by it). A span traced throughout (no windows: `--tier full`)
+/// counts as one window over all of it once the other was at rest.
+pub(crate) fn add_full_tracing_in_time(into: &mut Recording, later: &Recording) {
+    if into.full_tracing.is_none() && later.full_tracing.is_none() {
+        return;
+    }
+    let whole = |r: &Recording| FullTracing::throughout(r.started_unix_ms, r.duration_ns);
+    let mut sum = into.full_tracing.take().unwrap_or_else(|| whole(into));
+    sum.add_later(&later.full_tracing.clone().unwrap_or_else(|| whole(later)));
+    into.full_tracing = Some(sum);
 }
 
 /// The intervals as one recording with a series of `interval_ns`: [`total`], and one sample

@@ -112,6 +112,9 @@ pub(crate) struct Capabilities {
     pub lock_tracepoints_chosen: TracepointKind,
     pub fd_syscall_tracepoints: Vec<TracepointTrial>,
     pub cpu_sampling: Outcome,
+    /// The helper `bpf_get_current_task_btf` (5.11+): without it the BTF-typed programs read
+    /// the task's fields through the read helper.
+    pub task_btf: Outcome,
     /// The overall mode `record` runs in (the allocator role's mode).
     pub mode: Mode,
     /// Mode per role, including the tracepoint roles.
@@ -247,6 +250,7 @@ impl Capabilities {
         let (lock_tracepoints, lock_tracepoints_chosen) = family(&trials, Role::LockTracepoints);
         let (fd_syscall_tracepoints, fd_syscalls_chosen) = family(&trials, Role::FdSyscalls);
         let cpu_sampling = trials.cpu_clock();
+        let task_btf = trials.task_btf();
 
         let mode = functions
             .iter()
@@ -284,6 +288,7 @@ impl Capabilities {
             lock_tracepoints_chosen,
             fd_syscall_tracepoints,
             cpu_sampling,
+            task_btf,
             mode,
             chosen,
             lock_names: LockNaming {

@@ -19,9 +19,11 @@ pub struct FunctionRole {
 
 /// Function roles, probed directly in the fentry and kprobe modes.
 pub(crate) const FUNCTION_ROLES: &[FunctionRole] = &[
+    // ≤ 5.10: `alloc_fd(start, flags)` is a wrapper of `__alloc_fd(files, …)`, which takes
+    // the lock; ≥ 5.11 has `alloc_fd` alone.
     FunctionRole {
         role: Role::Allocate,
-        candidates: &["alloc_fd", "__alloc_fd"],
+        candidates: &["__alloc_fd", "alloc_fd"],
         all_found: false,
     },
     // The first one present is the one close(2) calls: `close_fd` survives in ≥ 6.9 kernels

@@ -5,6 +5,11 @@ use std::path::Path;
 
 const TRACEFS: &str = "/sys/kernel/tracing";
 
+/// Whether the kernel has the tracepoint `group/name` (tracefs mounted).
+pub fn has_event(event: &str) -> bool {
+    Path::new(TRACEFS).join("events").join(event).is_dir()
+}
+
 /// Makes sure tracefs is mounted; returns a note when fdprof had to mount it.
 pub fn ensure_mounted() -> Option<String> {
     // The mount table, not the directory: tracefs is mode 0700, so a user with CAP_BPF and

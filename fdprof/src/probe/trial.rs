@@ -216,6 +216,16 @@ impl Trials {
         })
     }
 
+    /// Whether the kernel has the helper `bpf_get_current_task_btf` (5.11+): a tp_btf program
+    /// on `sys_enter` that calls it, loaded, not attached.
+    pub(crate) fn task_btf(&self) -> Outcome {
+        self.with_typed("fdprof_try_task_btf", |p, btf| {
+            let p: &mut BtfTracePoint = p.try_into().expect("tp_btf program");
+            p.load("sys_enter", btf)
+                .map_or_else(|e| failed("load", e), |_| Outcome::Works)
+        })
+    }
+
     pub(crate) fn cpu_clock(&self) -> Outcome {
         self.with_program("fdprof_try_perf_event", self.btf.as_ref().ok(), |p| {
             let p: &mut PerfEvent = p.try_into().expect("perf_event program");

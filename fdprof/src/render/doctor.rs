@@ -57,6 +57,11 @@ pub(crate) fn text(caps: &Capabilities) -> String {
         "cpu sampling (perf_event cpu-clock): {}",
         caps.cpu_sampling.summary()
     );
+    let _ = writeln!(
+        out,
+        "helper bpf_get_current_task_btf (direct loads of the task's fields): {}",
+        caps.task_btf.summary()
+    );
 
     let _ = writeln!(out, "\nrecord will use: {} mode", caps.mode.name());
     for (role, mode) in &caps.chosen {

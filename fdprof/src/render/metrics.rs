@@ -48,6 +48,8 @@ pub(crate) struct Exposition {
     pub attached: usize,
     /// Whether the fd syscalls were traced at the last interval's end.
     pub full_tracing: bool,
+    /// Time they were traced, over the daemon's life.
+    pub full_tracing_ns: u64,
     /// The HTTP server's own figures.
     pub http: HttpFigures,
     /// Captures written (`--capture-on`), by target and rule.
@@ -299,6 +301,18 @@ fn fd_tables(e: &Exposition, out: &mut Families) -> fmt::Result {
 
 /// Each target's lock waits by lock and operation: their count and their time.
 fn locks(e: &Exposition, out: &mut Families) -> fmt::Result {
+    out.gauges(
+        "fdprof_lock_wait_source",
+        "1 for what saw each target's lock waits: lock_tracepoints (every lock), \
+         slow_path (spinlocks only) or unavailable (no lock wait series: none measured).",
+        e.targets.iter().map(|(target, r)| {
+            let labels = [
+                ("target", target.as_str()),
+                ("source", r.contention.source.name()),
+            ];
+            (labels, 1)
+        }),
+    )?;
     out.counters(
         "fdprof_lock_contentions",
         "Lock waits, by lock (named as the report names it) and the fd-table operation that waited.",
@@ -358,10 +372,12 @@ fn daemon(e: &Exposition, out: &mut Families) -> fmt::Result {
         "fdprof_program_run",
         "Run time of each fdprof eBPF program (kernel statistics, in sampled windows).",
         Some(&Unit::Seconds),
+        // None while no window of the statistics was measured: not measured is not 0.
         e.daemon
             .own_cost
             .programs
             .iter()
+            .filter(|_| e.daemon.own_cost.stats_window_ns > 0)
             .map(|p| ([("program", p.name.as_str())], seconds(p.run_time_ns))),
     )?;
     out.counters(
@@ -380,6 +396,14 @@ fn daemon(e: &Exposition, out: &mut Families) -> fmt::Result {
         "1 while the fd syscalls are traced (--tier full, or a window of full tracing), as at \
          the last interval's end; 0 at rest, when no fd syscall figure moves.",
         [(NO_LABELS, u64::from(e.full_tracing))],
+    )?;
+    out.counters(
+        "fdprof_full_tracing",
+        "Time the fd syscalls were traced (every window of full tracing; all of it under --tier \
+         full): the fd syscall, scan and table counters count only then, so their rate while \
+         traced is rate(counter) / rate(this).",
+        Some(&Unit::Seconds),
+        [(NO_LABELS, seconds(e.full_tracing_ns))],
     )?;
     http(e, out)?;
     out.counters(

@@ -15,6 +15,8 @@ pub(crate) struct App {
     pub registry: Registry,
     /// The slots of the long-lived requests.
     pub long_lived: LongLived,
+    /// Requests for full tracing, to the main loop.
+    pub asks: tokio::sync::mpsc::Sender<super::windows::Ask>,
 }
 
 /// A handler's answer: the response, or a status and its one-line reason.

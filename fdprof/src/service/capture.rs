@@ -48,9 +48,14 @@ pub(crate) struct Recorder {
 
 impl Recorder {
     /// Checks each target's interval against `settings`' triggers; one that fires (and is past
-    /// its rate limit) becomes a pending capture.
-    pub(crate) fn check(&mut self, settings: &Capture, figures: &IntervalFigures) {
+    /// its rate limit) becomes a pending capture. Returns the captures begun, by target.
+    pub(crate) fn check(
+        &mut self,
+        settings: &Capture,
+        figures: &IntervalFigures,
+    ) -> Vec<(String, Trigger)> {
         let one = figures.names.len() == 1;
+        let mut begun = Vec::new();
         for (name, rec) in &figures.names {
             let fired = fired(settings, rec, figures, one);
             for trigger in fired {
@@ -75,8 +80,10 @@ impl Recorder {
                     dir: settings.dir.clone(),
                     max: settings.max,
                 });
+                begun.push((name.clone(), trigger));
             }
         }
+        begun
     }
 
     /// Starts writing the captures whose last interval has ended by `end_ns` (all of them when

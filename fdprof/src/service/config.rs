@@ -41,10 +41,8 @@ pub(crate) struct Watch {
     pub forced: Option<fdprof_common::probes::Mode>,
     /// `--lock-only`: lock contention only, no fd syscall or fd function probes.
     pub lock_only: bool,
-    /// `--tier`: the fd syscalls traced all the time, or only in windows.
-    pub tier: Tier,
-    /// How long a window of full tracing lasts (SIGUSR1 opens one).
-    pub trace_window: Duration,
+    /// `--tier` and its windows of full tracing.
+    pub tracing: Tracing,
     /// Time the fd syscalls entry to exit (for processes attached from now on).
     pub latency: bool,
     /// Sample processes attached from now on, on CPU, this many times a second per CPU
@@ -79,6 +77,34 @@ impl Watch {
             self.interval, self.slow
         )
     }
+}
+
+/// What the daemon traces, and when it traces the fd syscalls in full.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Tracing {
+    pub tier: Tier,
+    /// How long a window of full tracing lasts (SIGUSR1, `--trace-on`).
+    pub window: Duration,
+    /// Full tracing at most this long in any hour (every window's time added up).
+    pub max: Duration,
+    /// What a target's `file_lock` wait must reach to open a window.
+    pub on: TraceOn,
+}
+
+/// `--trace-on`: the `file_lock` wait per second of an interval that opens a window of full
+/// tracing for its target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TraceOn {
+    /// Only SIGUSR1, `POST /api/v1/trace` and captures open one.
+    Off,
+    Wait(Duration),
+}
+
+impl Tracing {
+    pub(crate) const TIER: &str = "rest";
+    pub(crate) const WINDOW: &str = "30s";
+    pub(crate) const MAX: &str = "5m";
+    pub(crate) const ON: &str = "1ms";
 }
 
 /// What the daemon traces between windows of full tracing.

@@ -37,6 +37,8 @@ pub(crate) struct IntervalFigures {
     pub daemon: Recording,
     /// The interval's events, every process's, oldest first (time since the daemon started).
     pub events: Vec<Event>,
+    /// The time the fd syscalls were traced in it (all of it under `--tier full`).
+    pub full_tracing_ns: u64,
 }
 
 /// One interval of one name (or of the daemon).
@@ -171,6 +173,7 @@ impl History {
         // The daemon's own figures are named after its targets, which come and go.
         self.total.target = rec.target.clone();
         merge::bound_sites(&mut self.total, bounds::SITES);
+        window::add_full_tracing_in_time(&mut self.total, &rec);
         self.total.duration_ns += rec.duration_ns;
         merge::add_steal_in_time(&mut self.total.steal, rec.steal.as_ref());
         self.total.own_cost.stats_window_ns = self

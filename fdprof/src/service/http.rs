@@ -1,5 +1,6 @@
-//! The daemon's HTTP endpoints, all read-only (GET): nothing a request says can attach to a
-//! process or change what is probed. Each is a sink on the same figures: the histories'
+//! The daemon's HTTP endpoints, all read-only (GET) but one: `POST /api/v1/trace` opens a
+//! window of full tracing, bounded by `--trace-max`; no request can attach to another process
+//! or change the targets. Each is a sink on the same figures: the histories'
 //! recordings, turned into figures by `analysis` and formatted by `render`.
 
 use std::convert::Infallible;
@@ -14,7 +15,7 @@ use axum::{
         IntoResponse, Response,
         sse::{Event, KeepAlive, Sse},
     },
-    routing::get,
+    routing::{get, post},
 };
 use fdprof_recording::Recording;
 use futures_util::stream::{self, Stream};
@@ -29,7 +30,7 @@ use super::access;
 use super::app::{App, Reply, bad, blocking, unknown_target};
 use super::long_lived::Slot;
 use super::state::{State, Streamed};
-use super::{log, page, profiles};
+use super::{log, page, profiles, trace_request};
 
 /// The endpoints behind the access check ([`super::access`]), every request logged with `-v`.
 pub(crate) fn router(app: Arc<App>, policy: Arc<access::Policy>) -> Router {
@@ -43,6 +44,7 @@ pub(crate) fn router(app: Arc<App>, policy: Arc<access::Policy>) -> Router {
         .route("/report.json", get(report))
         .route("/flamegraph.svg", get(flamegraph))
         .route("/api/v1/stream", get(stream))
+        .route("/api/v1/trace", post(trace_request::trace))
         .route("/captures", get(captures))
         .route("/captures/{name}", get(capture))
         .route("/debug/pprof/", get(profiles::index))

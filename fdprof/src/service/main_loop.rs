@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 use tokio::signal::unix::{Signal, SignalKind, signal};
+use tokio::sync::mpsc;
 use tokio::task::{JoinHandle, block_in_place};
 use tokio::time::{self, Instant};
 
@@ -19,6 +20,7 @@ use super::heap;
 use super::log;
 use super::state::State;
 use super::watcher::{self, Watcher};
+use super::windows::{Ask, Opener};
 
 /// How long a SIGHUP's read of the config may take before it is given up (the old config
 /// stays): the read runs beside the main loop, which never waits for it.
@@ -64,6 +66,7 @@ pub(super) async fn run(
     watcher: Watcher,
     state: Arc<State>,
     mut signals: Signals,
+    mut asks: mpsc::Receiver<Ask>,
     reload: Option<Reload>,
 ) {
     let mut collector = Collector {
@@ -82,7 +85,14 @@ pub(super) async fn run(
             _ = every.tick() => collector.interval(&mut every),
             batch = collector.watcher.next() => collector.watcher.started(batch),
             _ = signals.hup.recv() => hup(reload.as_ref(), &mut reading),
-            _ = signals.usr1.recv() => block_in_place(|| collector.watcher.trace_window("SIGUSR1")),
+            _ = signals.usr1.recv() => {
+                block_in_place(|| collector.watcher.trace_window(Opener::Signal, None));
+            }
+            Some(ask) = asks.recv() => {
+                let traced = block_in_place(|| collector.watcher.trace_window(Opener::Request, Some(ask.length)));
+                // The asker may have gone: nothing is lost.
+                let _ = ask.answer.send(traced);
+            }
             read = async { (&mut reading.as_mut().expect("guarded").task).await }, if reading.is_some() => {
                 reading = None;
                 let read = read.unwrap_or_else(|e| Err(anyhow::anyhow!("the read failed: {e}")));
@@ -140,11 +150,15 @@ impl Collector {
             figures.events.len(),
             began.elapsed()
         ));
-        let w = &self.watcher;
         let end_ns = figures.start_ns + figures.daemon.duration_ns;
-        if let Some(settings) = &w.watch().capture {
-            block_in_place(|| self.recorder.check(settings, &figures));
-        }
+        block_in_place(|| {
+            let captures = match &self.watcher.watch().capture {
+                Some(settings) => self.recorder.check(settings, &figures),
+                None => Vec::new(),
+            };
+            self.watcher.trace_if_asked(&figures, captures);
+        });
+        let w = &self.watcher;
         self.state.push(
             figures,
             (w.attached(), w.full_tracing()),

@@ -39,14 +39,21 @@ pub(super) fn registry(state: Arc<State>, counters: Arc<Counters>) -> Registry {
 /// One scrape's figures: each name's running total and the daemon's, made into reports.
 fn exposition(state: &State) -> Exposition {
     // Copied under the lock, analysed outside it: an interval is never held up by a scrape.
-    let (names, daemon, attached, full_tracing) = {
+    let (names, daemon, attached, full_tracing, full_tracing_ns) = {
         let h = state.read();
         let names: Vec<_> = h
             .names
             .iter()
             .map(|(n, hist)| (n.clone(), hist.total.clone()))
             .collect();
-        (names, h.daemon.total.clone(), h.attached, h.full_tracing)
+        let tracing = (h.full_tracing, h.full_tracing_ns);
+        (
+            names,
+            h.daemon.total.clone(),
+            h.attached,
+            tracing.0,
+            tracing.1,
+        )
     };
     let opts = ReportOptions::default();
     Exposition {
@@ -57,6 +64,7 @@ fn exposition(state: &State) -> Exposition {
         daemon: analysis::report(&daemon, &opts),
         attached,
         full_tracing,
+        full_tracing_ns,
         http: Default::default(),
         captures: Vec::new(),
     }

@@ -23,7 +23,9 @@ mod profiles;
 pub(crate) mod server;
 pub(crate) mod state;
 pub(crate) mod tls;
+mod trace_request;
 pub(crate) mod watcher;
+mod windows;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -112,13 +114,22 @@ async fn serve(
         tls.is_some(),
     );
     let https = tls.is_some();
-    let (stop, server) = start_http(listener, tls, policy, config.http.max_connections, &state);
+    // Few: each is answered at once by the main loop.
+    let (asks, asked) = tokio::sync::mpsc::channel(4);
+    let (stop, server) = start_http(
+        listener,
+        tls,
+        policy,
+        config.http.max_connections,
+        &state,
+        asks,
+    );
     log::info(&format!(
         "fdprof daemon {} listening on {}://{listen}",
         env!("CARGO_PKG_VERSION"),
         if https { "https" } else { "http" },
     ));
-    main_loop::run(watcher, state, signals, reload).await;
+    main_loop::run(watcher, state, signals, asked, reload).await;
     stop.send_replace(true);
     server.await.context("the HTTP server failed")?;
     if let Some(path) = token_saved {
@@ -160,12 +171,14 @@ fn start_http(
     policy: access::Policy,
     max_connections: usize,
     state: &Arc<State>,
+    asks: tokio::sync::mpsc::Sender<windows::Ask>,
 ) -> (watch::Sender<bool>, JoinHandle<()>) {
     let counters = Arc::new(server::Counters::default());
     let app = Arc::new(app::App {
         state: state.clone(),
         registry: metrics::registry(state.clone(), counters.clone()),
         long_lived: long_lived::LongLived::new(max_connections, counters.clone()),
+        asks,
     });
     let (stop, stopped) = watch::channel(false);
     let server = server::Server {

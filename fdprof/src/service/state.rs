@@ -28,6 +28,8 @@ pub(crate) struct Histories {
     pub attached: usize,
     /// Whether the fd syscalls were traced at the last interval's end.
     pub full_tracing: bool,
+    /// Time the fd syscalls were traced, over the daemon's life.
+    pub full_tracing_ns: u64,
     pub interval: Duration,
     /// Intervals added so far: what a cached view of the histories was made from.
     pub intervals: u64,
@@ -81,6 +83,7 @@ impl State {
                 daemon: History::new(daemon),
                 attached: 0,
                 full_tracing: false,
+                full_tracing_ns: 0,
                 interval,
                 intervals: 0,
             }),
@@ -159,6 +162,7 @@ impl State {
             names,
             daemon,
             events,
+            full_tracing_ns,
         } = figures;
         // Made only for a reader, and outside the lock: a scrape never waits for it.
         let json = (self.stream.receiver_count() > 0).then(|| {
@@ -190,6 +194,7 @@ impl State {
             );
             h.attached = attached;
             h.full_tracing = full_tracing;
+            h.full_tracing_ns = h.full_tracing_ns.saturating_add(full_tracing_ns);
             h.interval = interval;
             h.intervals += 1;
         }

@@ -7,14 +7,14 @@
 //! process's figures, which is narrowed to each target name's processes.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use fdprof_common::{
     probes::{Attachment, Mode, Role},
     session::{EndReason, TargetKind},
 };
 
-use fdprof_figures::Event;
+use fdprof_figures::{Event, FullTracing};
 use fdprof_recording::{
     Recording,
     recording::{DropCount, Target},
@@ -28,17 +28,18 @@ use crate::collect::{
     steal::{CpuTimes, tick_ns},
     target,
 };
-use crate::live::{self, Maps, Stage, StageOptions, Symbols, SymbolsFrom, Tick};
+use crate::live::{self, Maps, Stage, StageOptions, Symbols, SymbolsFrom, Tick, unix_ms};
 use crate::model::{
     assemble::{self, Run},
     merge, process,
 };
 use crate::symbolize::{KernelSymbols, UserSymbolizer};
 
-use super::config::{Targets, Tier, Watch};
+use super::config::{Targets, Tier, TraceOn, Trigger, Watch};
 use super::followed::Followed;
 use super::history::IntervalFigures;
 use super::log;
+use super::windows::{self, Opener, Traced, Windows};
 
 /// The name of the one target of `-a`.
 pub(crate) const ALL: &str = "all";
@@ -76,7 +77,7 @@ impl Settings {
             all: watch.targets == Targets::All,
             forced: watch.forced,
             lock_only: watch.lock_only,
-            rest: watch.tier == Tier::Rest,
+            rest: watch.tracing.tier == Tier::Rest,
             slow: watch.slow,
             latency: watch.latency,
             cpu_hz: watch.cpu_hz,
@@ -110,8 +111,8 @@ pub(crate) struct Watcher {
     /// The machine's CPU times at the end of the last interval, for its steal time.
     cpu_times: Option<CpuTimes>,
     index: u64,
-    /// When the window of full tracing open now ends (`--tier rest`).
-    full_until: Option<Instant>,
+    /// The windows of full tracing (`--tier rest`).
+    windows: Windows,
 }
 
 impl Watcher {
@@ -138,7 +139,7 @@ impl Watcher {
         Self {
             kernel,
             symbols: Some(symbols),
-            watch,
+            watch: watch.clone(),
             max_processes,
             stage: None,
             finished: None,
@@ -150,7 +151,7 @@ impl Watcher {
             started: Instant::now(),
             started_unix_ms: unix_ms(),
             last_end: Duration::ZERO,
-            full_until: None,
+            windows: Windows::new(watch.tracing.max),
             cpu_earlier: own_cpu_ns(),
             cpu_times: CpuTimes::read(),
             index: 0,
@@ -195,6 +196,10 @@ impl Watcher {
             .stage
             .as_ref()
             .is_some_and(|s| s.settings != Settings::of(&watch));
+        self.windows.set_max(watch.tracing.max);
+        if watch.tracing.tier == Tier::Full || watch.lock_only {
+            self.windows.close(Instant::now());
+        }
         self.watch = watch;
         self.followed.reloaded();
         if reload {
@@ -318,35 +323,90 @@ impl Watcher {
         }
         self.stage = Some(Loaded { stage, settings });
         // Programs loaded anew during a window trace fully to its end.
-        if self.full_until.is_some() {
+        if self.windows.is_open() {
             self.switch_full_tracing(true);
         }
         self.match_comms();
     }
 
-    /// Opens a window of full tracing of `--trace-window` from now (SIGUSR1), or makes the open
-    /// one last that long from now. Under `--tier full` the fd syscalls are traced anyway.
-    pub(crate) fn trace_window(&mut self, why: &str) {
-        if self.watch.tier == Tier::Full {
-            log::info(&format!(
-                "{why}: the fd syscalls are traced already (--tier full)"
-            ));
-            return;
+    /// Opens a window of full tracing of `length` (`--trace-window` when `None`) from now, or
+    /// makes the open one last that long from now, as far as `--trace-max` allows.
+    pub(crate) fn trace_window(&mut self, opener: Opener, length: Option<Duration>) -> Traced {
+        if self.watch.lock_only {
+            return Traced::Never;
         }
-        let window = self.watch.trace_window;
-        log::info(&format!("{why}: full tracing for {window:?}"));
-        self.full_until = Some(Instant::now() + window);
-        self.switch_full_tracing(true);
+        if self.watch.tracing.tier == Tier::Full {
+            return Traced::Always;
+        }
+        let length = length.unwrap_or(self.watch.tracing.window);
+        let was_open = self.windows.is_open();
+        match self.windows.ask(Instant::now(), length) {
+            Err(spent) => {
+                // Said once per window that could not open, not at every interval it is asked.
+                if !matches!(opener, Opener::Wait { .. } | Opener::Capture { .. }) {
+                    log::warn(&format!(
+                        "{opener}: no full tracing, --trace-max ({:?} an hour) is spent for {:?}",
+                        self.watch.tracing.max, spent.retry_after
+                    ));
+                }
+                Traced::Spent(spent)
+            }
+            Ok(left) => {
+                if !was_open {
+                    log::info(&format!("{opener}: full tracing for {left:?}"));
+                    self.switch_full_tracing(true);
+                } else {
+                    log::debug(&format!("{opener}: full tracing goes on for {left:?}"));
+                }
+                Traced::For(left)
+            }
+        }
     }
 
-    /// Ends the window of full tracing once its time has passed (at an interval's end, so
-    /// that every interval is wholly in a window or wholly out of it).
-    fn end_window_if_due(&mut self) {
-        if self.full_until.is_some_and(|until| Instant::now() >= until) {
-            self.full_until = None;
+    /// Opens a window when an interval asks for one: a capture begun on it (for
+    /// `--capture-after`: the capture holds the window its rule opened), or a target's
+    /// `file_lock` wait past `--trace-on`.
+    pub(crate) fn trace_if_asked(
+        &mut self,
+        figures: &IntervalFigures,
+        captures: Vec<(String, Trigger)>,
+    ) {
+        let after = self.watch.capture.as_ref().map(|c| c.after);
+        for (target, trigger) in captures {
+            let length = after.map(|a| a.max(self.watch.interval));
+            self.trace_window(Opener::Capture { target, trigger }, length);
+        }
+        if let TraceOn::Wait(on) = self.watch.tracing.on
+            && let Some(opener) = windows::wait_past(&figures.names, on)
+        {
+            self.trace_window(opener, None);
+        }
+    }
+
+    /// Ends the window of full tracing once its time has passed by `now` (at an interval's
+    /// end, so that an interval holds at most one window).
+    fn end_window_if_due(&mut self, now: Instant) {
+        if self.windows.close_if_due(now) {
             log::info("full tracing ends: its window has passed");
             self.switch_full_tracing(false);
         }
+    }
+
+    /// The time of `[from, to)` the fd syscalls were traced, as the interval's recording
+    /// states it (`None` under `--tier full`: traced throughout), and in ns.
+    fn traced_in(&self, from: Instant, to: Instant) -> (Option<FullTracing>, u64) {
+        if self.watch.lock_only {
+            return (None, 0);
+        }
+        if self.watch.tracing.tier == Tier::Full {
+            return (None, to.saturating_duration_since(from).as_nanos() as u64);
+        }
+        let unix_ms = |at: Instant| {
+            self.started_unix_ms + at.saturating_duration_since(self.started).as_millis() as u64
+        };
+        let traced = self.windows.traced_in(from, to, unix_ms);
+        let ns = traced.traced_ns;
+        (Some(traced), ns)
     }
 
     fn switch_full_tracing(&mut self, on: bool) {
@@ -427,7 +487,8 @@ impl Watcher {
     /// the daemon's. The rows of processes that left are deleted once read.
     pub(crate) fn interval(&mut self) -> IntervalFigures {
         self.sync();
-        self.end_window_if_due();
+        let now = Instant::now();
+        self.end_window_if_due(now);
         let mut whole = self.finished.take();
         let target = self.target();
         if let Some(loaded) = self.stage.as_mut() {
@@ -452,8 +513,9 @@ impl Watcher {
             }
         }
 
-        let end = self.started.elapsed();
+        let end = now.saturating_duration_since(self.started);
         let (start, duration) = (self.last_end, end.saturating_sub(self.last_end));
+        let (full_tracing, full_tracing_ns) = self.traced_in(self.started + start, now);
         self.last_end = end;
         let cpu = own_cpu_ns();
         let collector_cpu_ns = cpu.saturating_sub(self.cpu_earlier);
@@ -471,6 +533,7 @@ impl Watcher {
             merge::add(&mut daemon, &whole);
         }
         daemon.steal = steal;
+        daemon.full_tracing = full_tracing;
         let names = self.names_of(&daemon, start, duration);
         self.followed.end_interval();
         for (reason, count) in std::mem::take(&mut self.followed.dropped) {
@@ -491,6 +554,7 @@ impl Watcher {
             names,
             daemon,
             events,
+            full_tracing_ns,
         }
     }
 
@@ -653,11 +717,4 @@ fn blank(
     // Cumulative settings, not counts: merged processes bring their own.
     rec.stack_walks.refresh_every = 0;
     rec
-}
-
-fn unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_millis() as u64
 }

@@ -363,19 +363,26 @@ impl UserSymbolizer {
         } else if !m.is_file() {
             (None, None)
         } else if self.held >= MAX_HELD_FILES {
-            (None, (!m.deleted).then(|| PathBuf::from(&m.path)))
+            (None, (!m.deleted).then(|| in_its_root(pid, &m.path)))
         } else {
-            // The exact mapped file while the process lives (root), else the path.
+            // The exact mapped file while the process lives (map_files: CAP_SYS_ADMIN, or
+            // CAP_CHECKPOINT_RESTORE), else the path in the process's own root (another
+            // container's files, where fdprof runs in a container of its own), never the path
+            // in fdprof's.
             let opened = File::open(format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end))
                 .ok()
-                .or_else(|| (!m.deleted).then(|| File::open(&m.path).ok()).flatten());
+                .or_else(|| {
+                    (!m.deleted)
+                        .then(|| File::open(in_its_root(pid, &m.path)).ok())
+                        .flatten()
+                });
             match opened {
                 Some(f) => {
                     self.held += 1;
                     let path = PathBuf::from(format!("/proc/self/fd/{}", f.as_raw_fd()));
                     (Some(f), Some(path))
                 }
-                None => (None, (!m.deleted).then(|| PathBuf::from(&m.path))),
+                None => (None, (!m.deleted).then(|| in_its_root(pid, &m.path))),
             }
         };
         self.files.push(MappedFile {
@@ -386,6 +393,12 @@ impl UserSymbolizer {
         self.file_index.insert(key, self.files.len() - 1);
         self.files.len() - 1
     }
+}
+
+/// `path` as process `pid` sees it: under its root directory (`/proc/PID/root`, which follows
+/// its mount namespace and chroot).
+fn in_its_root(pid: u32, path: &str) -> PathBuf {
+    PathBuf::from(format!("/proc/{pid}/root{path}"))
 }
 
 /// Field 22 (`starttime`, clock ticks since boot) of `/proc/PID/stat`.

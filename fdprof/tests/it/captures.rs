@@ -6,10 +6,10 @@
 use crate::common;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
-use crate::common::daemon::{Daemon, fdprof_as, settled, sse_events};
+use crate::common::daemon::{Daemon, capture_dir, fdprof_as, settled, sse_events};
 use crate::common::{
     Waiting, assert_no_programs_left, fdprof, kernel_lock, one_line, require_root, run,
     start_workload_with,
@@ -17,15 +17,6 @@ use crate::common::{
 use serde_json::Value;
 
 const TIMEOUT: Duration = Duration::from_secs(60);
-
-/// A fresh directory only root can change, as `--capture-dir` wants.
-fn capture_dir(name: &str) -> PathBuf {
-    let dir = common::tmp(name);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
-    dir
-}
 
 fn workload_as(comm: &str, args: &[&str]) -> Waiting {
     start_workload_with(fdprof_as(comm), args)
@@ -54,6 +45,8 @@ fn an_episode_is_captured_once_with_the_intervals_around_it() {
     let dir = capture_dir("captures-episode");
     let (loud, quiet) = ("fdpc-loud", "fdpc-quiet");
     let daemon = Daemon::start(&[
+        "--tier",
+        "full",
         "--comm",
         loud,
         quiet,
@@ -222,6 +215,8 @@ fn captures_keep_to_the_rate_limit_and_to_capture_max() {
     std::fs::write(dir.join("notes.txt"), "mine\n").unwrap();
     let comm = "fdpc-often";
     let daemon = Daemon::start(&[
+        "--tier",
+        "full",
         "--comm",
         comm,
         "--interval",
@@ -413,6 +408,8 @@ fn a_full_disk_is_an_error_line_and_the_daemon_goes_on() {
     let _unmount = Unmount(&dir);
     let comm = "fdpc-full";
     let daemon = Daemon::start(&[
+        "--tier",
+        "full",
         "--comm",
         comm,
         "--interval",

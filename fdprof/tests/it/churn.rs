@@ -160,7 +160,7 @@ fn system_wide_daemon_frees_the_rows_of_exited_processes() {
     require_root();
     let _kernel = kernel_lock();
     let began = Instant::now();
-    let daemon = Daemon::start(&["-a", "--interval", "1s"]);
+    let daemon = Daemon::start(&["--tier", "full", "-a", "--interval", "1s"]);
     daemon.wait_line("INFO", "profiling every process");
     let took = churn(CHURN);
     // At rest: two sweeps and an interval after the last exit.
@@ -305,7 +305,7 @@ fn thousands_of_sub_cgroups_are_followed_and_freed() {
     }
     let made = began.elapsed();
     let parent = tree.parent.to_str().unwrap().to_string();
-    let daemon = Daemon::start(&["--cgroup", &parent, "--interval", "1s"]);
+    let daemon = Daemon::start(&["--tier", "full", "--cgroup", &parent, "--interval", "1s"]);
     // Once an interval has read them: none past the bound.
     let in_bound = poll(TIMEOUT, || {
         let d = dropped(&daemon, "targets", "cgroup_bound");

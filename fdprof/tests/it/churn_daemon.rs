@@ -175,7 +175,7 @@ fn new_workload_counted_exactly(daemon: &Daemon, comm: &str, counter: Option<&st
 /// endpoints within a second, then a new workload counted exactly.
 fn churn_under(args: &[&str], comm: &str, n: u64, target: &str) -> (Daemon, Report) {
     let mut all: Vec<&str> = args.to_vec();
-    all.extend(["--interval", "1s"]);
+    all.extend(["--interval", "1s", "--tier", "full"]);
     let daemon = Daemon::start(&all);
     daemon.stream(1);
     // Warm: the first scrape and report allocate what every later one reuses.
@@ -272,7 +272,14 @@ fn never_reading(addr: SocketAddr, paths: &[&str]) -> Vec<TcpStream> {
 fn never_reading_stream_clients_leave_room_for_health_and_scrapes() {
     require_root();
     let _guard = kernel_lock();
-    let daemon = Daemon::start(&["--comm", "fdpd-longlived", "--interval", "1s"]);
+    let daemon = Daemon::start(&[
+        "--tier",
+        "full",
+        "--comm",
+        "fdpd-longlived",
+        "--interval",
+        "1s",
+    ]);
     daemon.stream(1);
     let mut paths = vec!["/api/v1/stream"; 280];
     paths.extend(["/debug/pprof/mutex?seconds=3600"; 20]);

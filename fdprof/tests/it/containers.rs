@@ -100,7 +100,7 @@ fn daemons_label_a_containers_series_exactly() {
     // daemon -a: the container's own series, by its id.
     let container = Container::start(&["socket-close", "--ops", &k.to_string()]);
     let id = container.id();
-    let daemon = Daemon::start(&["-a", "--interval", "250ms"]);
+    let daemon = Daemon::start(&["--tier", "full", "-a", "--interval", "250ms"]);
     daemon.wait_line("INFO", "profiling every process");
     let prometheus = Prometheus::start(&[daemon.addr]);
     container.go();
@@ -129,7 +129,7 @@ fn daemons_label_a_containers_series_exactly() {
         .unwrap();
     let path = container.cgroup_path();
     let dir = format!("{unified}{path}");
-    let daemon = Daemon::start(&["--cgroup", &dir, "--interval", "250ms"]);
+    let daemon = Daemon::start(&["--tier", "full", "--cgroup", &dir, "--interval", "250ms"]);
     let prometheus = Prometheus::start(&[daemon.addr]);
     daemon.wait_metric("fdprof_targets", 1.0);
     container.go();

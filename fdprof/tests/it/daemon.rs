@@ -30,7 +30,7 @@ fn counts_reach_prometheus_exactly_and_stay_after_the_process_exits() {
         comm,
         &["socket-close", "-t", "1", "--ops", &ops.to_string()],
     );
-    let daemon = Daemon::start(&["--comm", comm, "--interval", "1s"]);
+    let daemon = Daemon::start(&["--tier", "full", "--comm", comm, "--interval", "1s"]);
     daemon.wait_line("INFO", &format!("profiling pid {} ({comm})", w.pid));
     let prometheus = Prometheus::start(&[daemon.addr]);
     let pid = w.pid;
@@ -73,7 +73,7 @@ fn every_dashboard_query_returns_data_from_a_real_prometheus() {
     require_root();
     let _guard = kernel_lock();
     let comm = "fdpd-dash";
-    let daemon = Daemon::start(&["--comm", comm, "--interval", "1s"]);
+    let daemon = Daemon::start(&["--tier", "full", "--comm", comm, "--interval", "1s"]);
     let w = workload_as(comm, &["opensock", "-t", "2", "-n", "4000", "-d", "60s"]);
     daemon.wait_line("INFO", &format!("profiling pid {} ({comm})", w.pid));
     let prometheus = Prometheus::start(&[daemon.addr]);
@@ -99,7 +99,14 @@ fn every_dashboard_query_returns_data_from_a_real_prometheus() {
 fn the_stream_sends_intervals_even_with_no_target() {
     require_root();
     let _guard = kernel_lock();
-    let daemon = Daemon::start(&["--comm", "fdpd-nobody", "--interval", "100ms"]);
+    let daemon = Daemon::start(&[
+        "--tier",
+        "full",
+        "--comm",
+        "fdpd-nobody",
+        "--interval",
+        "100ms",
+    ]);
     let events = daemon.stream(3);
     let ivs: Vec<Interval> = events
         .iter()
@@ -117,7 +124,7 @@ fn stream_flamegraph_and_report_show_a_contended_target() {
     require_root();
     let _guard = kernel_lock();
     let comm = "fdpd-views";
-    let daemon = Daemon::start(&["--comm", comm, "--interval", "250ms"]);
+    let daemon = Daemon::start(&["--tier", "full", "--comm", comm, "--interval", "250ms"]);
     let w = workload_as(comm, &["opensock", "-t", "2", "-n", "4000", "-d", "60s"]);
     daemon.wait_line("INFO", &format!("profiling pid {} ({comm})", w.pid));
     w.go();
@@ -178,7 +185,7 @@ fn comm_targets_come_and_go_and_sigterm_detaches() {
     require_root();
     let _guard = kernel_lock();
     let comm = "fdpd-late";
-    let mut daemon = Daemon::start(&["--comm", comm, "--interval", "250ms"]);
+    let mut daemon = Daemon::start(&["--tier", "full", "--comm", comm, "--interval", "250ms"]);
     daemon.wait_line("INFO", &format!("no process named {comm} is running"));
     daemon.wait_metric("fdprof_targets", 0.0);
     // One program set, loaded once: the processes come and go as entries of its target set.
@@ -228,7 +235,7 @@ fn sighup_keeps_the_old_config_when_broken_and_switches_when_good() {
     let config = tmp("hup.toml");
     let good = |comm: &str| format!("comm = [\"{comm}\"]\ninterval = \"250ms\"\n");
     std::fs::write(&config, good(first)).unwrap();
-    let mut daemon = Daemon::start(&["--config", config.to_str().unwrap()]);
+    let mut daemon = Daemon::start(&["--tier", "full", "--config", config.to_str().unwrap()]);
     let w1 = workload_as(first, &["socket-close", "-d", "60s"]);
     daemon.wait_line("INFO", &format!("profiling pid {} ({first})", w1.pid));
     w1.go();
@@ -275,7 +282,11 @@ fn signals_sent_while_it_starts_are_handled_once_it_can() {
     require_root();
     let _guard = kernel_lock();
     let addr = free_loopback_addr();
-    let mut daemon = Daemon::spawn(&addr.to_string(), addr, &["--comm", "fdpd-early"]);
+    let mut daemon = Daemon::spawn(
+        &addr.to_string(),
+        addr,
+        &["--tier", "full", "--comm", "fdpd-early"],
+    );
     // Once it holds them (bits of SIGHUP, SIGINT, SIGTERM in its blocked set), well before it
     // listens: reading kallsyms alone takes a while.
     let status = format!("/proc/{}/status", daemon.pid());
@@ -337,7 +348,7 @@ fn a_comm_that_never_appears_is_logged_once_and_the_daemon_serves_on() {
     require_root();
     let _guard = kernel_lock();
     let comm = "fdpd-never";
-    let mut daemon = Daemon::start(&["--comm", comm, "--interval", "100ms"]);
+    let mut daemon = Daemon::start(&["--tier", "full", "--comm", comm, "--interval", "100ms"]);
     daemon.stream(5);
     let waiting = daemon.lines("INFO", &format!("no process named {comm}"));
     assert_eq!(waiting.len(), 1, "{}", daemon.log());
@@ -376,6 +387,8 @@ fn processes_beyond_the_bound_are_logged_once_and_counted() {
         workload_as(comm, &["socket-close", "--ops", "10"]),
     );
     let daemon = Daemon::start(&[
+        "--tier",
+        "full",
         "--comm",
         comm,
         "--max-processes",
@@ -426,7 +439,11 @@ fn listening_beyond_loopback_needs_allow_remote_and_warns() {
     assert!(one_line(&stderr).contains("--allow-remote"), "{stderr}");
 
     let reach = format!("127.0.0.1:{port}").parse().unwrap();
-    let mut daemon = Daemon::spawn(&every, reach, &["--comm", "fdpd-remote", "--allow-remote"]);
+    let mut daemon = Daemon::spawn(
+        &every,
+        reach,
+        &["--tier", "full", "--comm", "fdpd-remote", "--allow-remote"],
+    );
     daemon.wait_healthy();
     daemon.wait_line("WARN", "reachable from other hosts");
     let status = daemon.stop();
@@ -466,7 +483,7 @@ fn system_wide_keeps_each_process_apart_up_to_prometheus() {
             )
         })
         .collect();
-    let daemon = Daemon::start(&["-a", "--interval", "1s"]);
+    let daemon = Daemon::start(&["--tier", "full", "-a", "--interval", "1s"]);
     daemon.wait_line("INFO", "profiling every process");
     let prometheus = Prometheus::start(&[daemon.addr]);
     let pids: Vec<u32> = workloads.iter().map(|w| w.pid).collect();

@@ -47,7 +47,7 @@ fn curl_as_nobody(args: &[&str]) -> String {
 fn protected_endpoints_answer_other_users_only_with_the_token() {
     require_root();
     let _guard = kernel_lock();
-    let daemon = Daemon::start(&["-a", "--interval", "300ms"]);
+    let daemon = Daemon::start(&["--tier", "full", "-a", "--interval", "300ms"]);
     // A contended load, so that the window has waiting stacks to draw (a flamegraph of none is
     // a 404), and an interval ended with them.
     let load = start_workload(&["opensock", "-t", "2", "-n", "4000", "-d", "60s"]);
@@ -256,7 +256,11 @@ fn a_kernel_chosen_port_is_logged_and_names_are_escaped_once() {
     let _guard = kernel_lock();
     // `--listen 127.0.0.1:0`: the log names the port the kernel gave.
     let placeholder = free_loopback_addr();
-    let mut daemon = Daemon::spawn("127.0.0.1:0", placeholder, &["--comm", "fdpd-port0"]);
+    let mut daemon = Daemon::spawn(
+        "127.0.0.1:0",
+        placeholder,
+        &["--tier", "full", "--comm", "fdpd-port0"],
+    );
     let line = daemon.wait_line("INFO", "listening on http://127.0.0.1:");
     let port: u16 = line.rsplit(':').next().unwrap().trim().parse().unwrap();
     assert_ne!(port, 0, "{line}");
@@ -285,7 +289,12 @@ fn daemons_on_one_port_at_two_addresses_keep_their_own_token_files() {
     let env = [("RUNTIME_DIRECTORY", run_dir.to_str().unwrap())];
     let start = |ip: &str| {
         let addr: std::net::SocketAddr = format!("{ip}:{port}").parse().unwrap();
-        let mut d = Daemon::spawn_env(&addr.to_string(), addr, &["--comm", "fdpd-two"], &env);
+        let mut d = Daemon::spawn_env(
+            &addr.to_string(),
+            addr,
+            &["--tier", "full", "--comm", "fdpd-two"],
+            &env,
+        );
         d.wait_healthy();
         let file = run_dir.join(format!("daemon-{ip}-{port}.token"));
         let line = d.wait_line("INFO", "requests need the token in");
@@ -354,7 +363,15 @@ fn the_log_hides_every_token_form_answers_send_no_referrer_and_metrics_escape_na
     require_root();
     let _guard = kernel_lock();
     let comm = "fdpd\x1besc";
-    let daemon = Daemon::start(&["--comm", comm, "-v", "--interval", "300ms"]);
+    let daemon = Daemon::start(&[
+        "--tier",
+        "full",
+        "--comm",
+        comm,
+        "-v",
+        "--interval",
+        "300ms",
+    ]);
     let mut busy = Command::new("python3")
         .args(["-c", ESC_COMM_SCRIPT])
         .spawn()

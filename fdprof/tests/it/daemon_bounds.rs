@@ -62,7 +62,7 @@ fn an_idle_flood_from_another_user_neither_blinds_nor_starves_the_daemon() {
     require_root();
     let _guard = kernel_lock();
     let (comm, ops) = ("fdpd-flood", 5000u64);
-    let daemon = Daemon::start(&["--comm", comm, "--interval", "1s"]);
+    let daemon = Daemon::start(&["--tier", "full", "--comm", comm, "--interval", "1s"]);
     daemon.stream(1);
     let rss_before = rss_kb(daemon.pid());
     let mut flood = Command::new("setpriv")
@@ -184,7 +184,7 @@ fn a_config_that_could_block_is_refused_and_the_daemon_goes_on() {
         "daemon.toml",
         "comm = [\"fdpd-cfg\"]\ninterval = \"300ms\"\n",
     );
-    let mut daemon = Daemon::start(&["--config", path.to_str().unwrap()]);
+    let mut daemon = Daemon::start(&["--tier", "full", "--config", path.to_str().unwrap()]);
     for (target, why) in [(&kmsg, "a file of procfs"), (&fifo, "not a regular file")] {
         std::fs::remove_file(&path).unwrap();
         std::os::unix::fs::symlink(target, &path).unwrap();

@@ -18,6 +18,7 @@ const SERIES: &[(&str, bool)] = &[
     ("fdprof_lock_wait_seconds_bucket", true),
     ("fdprof_lock_wait_seconds_sum", true),
     ("fdprof_lock_wait_seconds_count", true),
+    ("fdprof_lock_wait_source", true),
     ("fdprof_alloc_scan_bits_bucket", true),
     ("fdprof_alloc_scan_bits_sum", true),
     ("fdprof_alloc_scan_bits_count", true),
@@ -401,7 +402,8 @@ fn the_contention_alert_fires_in_a_real_prometheus() {
     common::require_root();
     let _guard = common::kernel_lock();
     let comm = "fdpd-alerts";
-    let daemon = common::daemon::Daemon::start(&["--comm", comm, "--interval", "500ms"]);
+    let daemon =
+        common::daemon::Daemon::start(&["--tier", "full", "--comm", comm, "--interval", "500ms"]);
     let load = common::start_workload_with(
         common::daemon::fdprof_as(comm),
         // Long enough for two scrapes and an evaluation; the 5-minute rate outlives it.
@@ -472,28 +474,16 @@ fn the_contention_alert_fires_in_a_real_prometheus() {
 /// Paths the daemon serves profiles at (Go's net/http/pprof convention).
 const PROFILE_PATHS: [&str; 2] = ["/debug/pprof/mutex", "/debug/pprof/profile"];
 
-/// parca.yaml read by a YAML parser (Python's, Debian's python3-yaml) and checked against the
-/// shape of Parca's config: object storage, one scrape job of the daemon with its token, and
-/// the two profiles at the daemon's paths as delta profiles, Go's runtime ones off.
-#[test]
-fn the_parca_config_has_parcas_shape_and_the_daemons_paths() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../dashboards/parca.yaml");
-    let out = common::run(Command::new("python3").args([
-        "-c",
-        "import json, sys, yaml; print(json.dumps(yaml.safe_load(open(sys.argv[1]))))",
-        path,
-    ]));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let config: Value = serde_json::from_slice(&out.stdout).unwrap();
+/// A Parca config read by a YAML parser (Python's, Debian's python3-yaml) and checked against
+/// the shape of Parca's config: object storage, one scrape job of the daemon with its token, and
+/// the two profiles at the daemon's paths as delta profiles, Go's runtime ones off. Returns the
+/// job.
+fn parca_job(path: &str) -> Value {
+    let config = common::yaml(std::path::Path::new(path));
     assert_eq!(config["object_storage"]["bucket"]["type"], "FILESYSTEM");
     let jobs = config["scrape_configs"].as_array().unwrap();
     assert_eq!(jobs.len(), 1);
     let job = &jobs[0];
-    assert_eq!(job["static_configs"][0]["targets"][0], "127.0.0.1:9464");
     assert_eq!(job["authorization"]["type"], "Bearer");
     assert!(job["authorization"]["credentials_file"].is_string());
     let profiles = job["profiling_config"]["pprof_config"].as_object().unwrap();
@@ -511,6 +501,57 @@ fn the_parca_config_has_parcas_shape_and_the_daemons_paths() {
     for off in ["memory", "block", "goroutine"] {
         assert_eq!(profiles[off]["enabled"], false, "{off}");
     }
+    job.clone()
+}
+
+#[test]
+fn the_parca_config_has_parcas_shape_and_the_daemons_paths() {
+    let job = parca_job(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../dashboards/parca.yaml"
+    ));
+    assert_eq!(job["static_configs"][0]["targets"][0], "127.0.0.1:9464");
+}
+
+/// The cluster's Parca config: the same profiles, from the pods of deploy/kubernetes/ found
+/// through the Kubernetes API (their namespace, their label, their port's name).
+#[test]
+fn the_kubernetes_parca_config_scrapes_the_daemonsets_pods() {
+    let job = parca_job(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../deploy/scrape/parca-kubernetes.yaml"
+    ));
+    let sd = &job["kubernetes_sd_configs"][0];
+    assert_eq!(sd["role"], "pod");
+    assert_eq!(sd["namespaces"]["names"][0], "fdprof");
+    let keeps: Vec<(&str, &str)> = job["relabel_configs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["action"] == "keep")
+        .map(|r| {
+            (
+                r["source_labels"][0].as_str().unwrap(),
+                r["regex"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        keeps,
+        [
+            (
+                "__meta_kubernetes_pod_label_app_kubernetes_io_name",
+                "fdprof"
+            ),
+            ("__meta_kubernetes_pod_container_port_name", "http"),
+        ]
+    );
+    let ds = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../deploy/kubernetes/daemonset.yaml"
+    ))
+    .unwrap();
+    assert!(ds.contains("app.kubernetes.io/name: fdprof") && ds.contains("- name: http"));
 }
 
 /// A block of Alloy's configuration syntax: its attributes and inner blocks, by name (`name
@@ -566,24 +607,19 @@ fn read_alloy(text: &str) -> AlloyBlock {
     stack.pop().unwrap().1
 }
 
-/// pyroscope.alloy against the shape of Alloy's `pyroscope.scrape` component: a scrape of the
-/// daemon forwarding to a `pyroscope.write` defined beside it, with the daemon's token, the
-/// two profiles at the daemon's paths as delta profiles, Go's runtime ones off.
-#[test]
-fn the_pyroscope_config_has_alloys_shape_and_the_daemons_paths() {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../dashboards/pyroscope.alloy"
-    ))
-    .unwrap();
-    let root = read_alloy(&text);
+/// An Alloy config against the shape of Alloy's `pyroscope.scrape` component: a scrape of the
+/// daemon forwarding to the `pyroscope.write` `write` defined beside it, with the daemon's
+/// token, the two profiles at the daemon's paths as delta profiles, Go's runtime ones off.
+/// Returns the file's blocks.
+fn alloy_scrape(path: &str, write: &str) -> AlloyBlock {
+    let root = read_alloy(&std::fs::read_to_string(path).unwrap());
     let scrape = root.block("pyroscope.scrape \"fdprof\"");
-    assert!(scrape.attributes["targets"].contains("\"__address__\" = \"127.0.0.1:9464\""));
     assert_eq!(
         scrape.attributes["forward_to"],
-        "[pyroscope.write.local.receiver]"
+        format!("[pyroscope.write.{write}.receiver]")
     );
-    root.block("pyroscope.write \"local\"").block("endpoint");
+    root.block(&format!("pyroscope.write \"{write}\""))
+        .block("endpoint");
     assert!(scrape.attributes.contains_key("bearer_token_file"));
     let profiles = scrape.block("profiling_config");
     for (name, path) in [("profile.mutex", 0), ("profile.process_cpu", 1)] {
@@ -596,4 +632,47 @@ fn the_pyroscope_config_has_alloys_shape_and_the_daemons_paths() {
         let p = &profiles.block(&format!("profile.{off}")).attributes;
         assert_eq!(p["enabled"], "false", "{off}");
     }
+    root
+}
+
+#[test]
+fn the_pyroscope_config_has_alloys_shape_and_the_daemons_paths() {
+    let root = alloy_scrape(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../dashboards/pyroscope.alloy"),
+        "local",
+    );
+    let scrape = root.block("pyroscope.scrape \"fdprof\"");
+    assert!(scrape.attributes["targets"].contains("\"__address__\" = \"127.0.0.1:9464\""));
+}
+
+/// The cluster's Alloy config: the same profiles, from the pods of deploy/kubernetes/ found
+/// through the Kubernetes API and kept by their port's name.
+#[test]
+fn the_kubernetes_alloy_config_scrapes_the_daemonsets_pods() {
+    let root = alloy_scrape(
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../deploy/scrape/pyroscope-kubernetes.alloy"
+        ),
+        "cluster",
+    );
+    let scrape = root.block("pyroscope.scrape \"fdprof\"");
+    assert_eq!(
+        scrape.attributes["targets"],
+        "discovery.relabel.fdprof.output"
+    );
+    let discovery = root.block("discovery.kubernetes \"fdprof\"");
+    assert_eq!(discovery.attributes["role"], "\"pod\"");
+    assert_eq!(
+        discovery.block("selectors").attributes["label"],
+        "\"app.kubernetes.io/name=fdprof\""
+    );
+    let relabel = root.block("discovery.relabel \"fdprof\"");
+    assert_eq!(
+        relabel.attributes["targets"],
+        "discovery.kubernetes.fdprof.targets"
+    );
+    let keep = relabel.block("rule");
+    assert_eq!(keep.attributes["action"], "\"keep\"");
+    assert_eq!(keep.attributes["regex"], "\"http\"");
 }

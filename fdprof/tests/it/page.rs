@@ -68,7 +68,15 @@ fn the_live_page_fills_itself_in_a_real_browser() {
     require_root();
     let _guard = kernel_lock();
     let comm = "fdpd-page";
-    let daemon = Daemon::start(&["--comm", comm, "<b>x</b>", "--interval", "500ms"]);
+    let daemon = Daemon::start(&[
+        "--tier",
+        "full",
+        "--comm",
+        comm,
+        "<b>x</b>",
+        "--interval",
+        "500ms",
+    ]);
     let load = start_workload_with(
         fdprof_as(comm),
         &["opensock", "-t", "2", "-n", "4000", "-d", "30s"],
@@ -144,6 +152,8 @@ fn the_page_links_the_flight_recorders_captures() {
     std::fs::create_dir_all(&dir).unwrap();
     let comm = "fdpd-pagecap";
     let daemon = Daemon::start(&[
+        "--tier",
+        "full",
         "--comm",
         comm,
         "--interval",

@@ -16,7 +16,7 @@ fn go_tool_pprof_reads_the_lock_waits_as_a_mutex_profile() {
     require_root();
     let _guard = kernel_lock();
     let comm = "fdpd-mutex";
-    let daemon = Daemon::start(&["--comm", comm, "--interval", "500ms"]);
+    let daemon = Daemon::start(&["--tier", "full", "--comm", comm, "--interval", "500ms"]);
     let load = start_workload_with(
         fdprof_as(comm),
         &["opensock", "-t", "2", "-n", "4000", "-d", "6s"],

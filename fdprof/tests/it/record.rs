@@ -463,7 +463,7 @@ fn lock_only_records_contention_and_nothing_else() {
     );
     assert!(status.status.success());
     let rec = read_json(&out);
-    assert_eq!(rec["modes"]["fd_syscalls"], "off (--lock-only)");
+    assert_eq!(rec["modes"]["fd_syscalls"], "off");
     assert!(rec["syscalls"].as_array().unwrap().is_empty());
     let file_lock_waits: u64 = rec["contention"]
         .as_array()

@@ -45,7 +45,7 @@ fn thirty_two_processes_of_one_name_are_counted_exactly_each_and_all() {
             )
         })
         .collect();
-    let daemon = Daemon::start(&["--comm", comm, "--interval", "250ms"]);
+    let daemon = Daemon::start(&["--tier", "full", "--comm", comm, "--interval", "250ms"]);
     let prometheus = Prometheus::start(&[daemon.addr]);
     daemon.wait_metric("fdprof_targets", 10.0);
     let held = bpf_programs_held(daemon.pid());
@@ -99,7 +99,7 @@ fn three_hundred_short_lived_processes_leave_counters_rising_and_memory_flat() {
     let _guard = kernel_lock();
     let comm = "fdpd-churn";
     let ops = 20u64;
-    let mut daemon = Daemon::start(&["--comm", comm, "--interval", "250ms"]);
+    let mut daemon = Daemon::start(&["--tier", "full", "--comm", comm, "--interval", "250ms"]);
     daemon.wait_line("INFO", &format!("no process named {comm} is running"));
     let held = bpf_programs_held(daemon.pid());
     assert!(held > 0);
@@ -287,7 +287,7 @@ fn a_departed_processs_sites_are_freed_once_read_and_its_waits_kept() {
     require_root();
     let _guard = kernel_lock();
     let comm = "fdpd-sites";
-    let daemon = Daemon::start(&["--comm", comm, "--interval", "250ms"]);
+    let daemon = Daemon::start(&["--tier", "full", "--comm", comm, "--interval", "250ms"]);
     daemon.wait_line("INFO", &format!("no process named {comm} is running"));
     // Two threads on one table, on two CPUs: file_lock waits at sites of its own.
     let w = workload_as(comm, &["opensock", "-t", "2", "-n", "4000", "-d", "3s"]);

@@ -23,6 +23,7 @@ const FORBID_ALL: &str = "#!/bin/sh\n\
 const PACKAGED_SERVICES: &[(&str, &str)] = &[
     ("prometheus", "prometheus.service"),
     ("nginx", "nginx.service"),
+    ("redis-server", "redis-server.service"),
 ];
 
 /// While alive, `/usr/sbin/policy-rc.d` forbids every service start. Dropping it (also on a

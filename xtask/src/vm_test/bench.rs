@@ -66,7 +66,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     let rounds = crate::run::rounds_arg(args, 5)?;
     let json = args.iter().any(|a| a == "--json");
     setup::host_packages()?;
-    let fdprof = setup::static_fdprof()?;
+    let fdprof = crate::run::build_static()?;
     let modes = guest::MODES;
     let initrd = vm_dir().join("bench-initramfs.cpio.gz");
     timed("initramfs for the overhead benchmark", || {

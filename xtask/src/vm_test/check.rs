@@ -2,9 +2,10 @@
 //! `expected` object, the doctor's findings, and the kernel × mode table. The guest's
 //! `report --json` is read into fdprof's typed figures ([`fdprof_figures::Report`]).
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use fdprof_figures::{Attachment, Histogram, Report, Role, SCHEMA, SCHEMA_VERSION};
+use fdprof_figures::{Attachment, Histogram, Report, Role, SCHEMA, SCHEMA_VERSION, WaitSource};
 use serde_json::Value;
 
 use super::guest::{self, GuestOutput, Scenario, Start, StepResult, Traced};
@@ -17,17 +18,20 @@ pub(super) struct Row {
     pub scenario: String,
     pub pass: bool,
     pub figures: String,
+    /// How each role was attached (`fentry (__alloc_fd)`), where the row's report says.
+    pub probes: BTreeMap<String, String>,
 }
 
 impl Row {
     /// A row that has not passed (yet), with no figures.
-    fn failed(kernel: &str, mode: &str, scenario: &str) -> Row {
+    pub(super) fn failed(kernel: &str, mode: &str, scenario: &str) -> Row {
         Row {
             kernel: kernel.to_string(),
             mode: mode.to_string(),
             scenario: scenario.to_string(),
             pass: false,
             figures: String::new(),
+            probes: BTreeMap::new(),
         }
     }
 }
@@ -60,7 +64,7 @@ fn report_of(step: &StepResult) -> Result<Report, String> {
 }
 
 /// What a failed step said: its `error:` line, else its last line.
-fn failure(what: &str, step: &StepResult) -> String {
+pub(super) fn failure(what: &str, step: &StepResult) -> String {
     let lines = step.stderr.lines().chain(step.stdout.lines());
     let said = lines
         .clone()
@@ -180,6 +184,16 @@ fn judge_contention(mode: &str, report: &Report) -> (bool, String) {
     let mut ok = report.header.mode.name() == mode;
     let tracepoint = report.contention.file_lock_count;
     let mut figures = vec![format!("tracepoint-seen file_lock waits {tracepoint}")];
+    // Without the lock tracepoints (before 5.19) the report says what saw the waits: the
+    // slow-path probe in the direct modes, nothing in tracepoint mode (never 0 as if measured).
+    let source = report.contention.source;
+    let expected = match report.header.probes.get(&Role::LockTracepoints) {
+        Some(Attachment::Off) if mode == "tracepoint" => WaitSource::Unavailable,
+        Some(Attachment::Off) => WaitSource::SlowPath,
+        _ => WaitSource::LockTracepoints,
+    };
+    ok &= source == expected;
+    figures.push(format!("lock waits {}", source.name()));
     if mode != "tracepoint" {
         let (good, text) = fd_syscalls_direct(mode, report);
         ok &= good;
@@ -188,6 +202,16 @@ fn judge_contention(mode: &str, report: &Report) -> (bool, String) {
         let slowpath: u64 = functions.iter().map(|f| f.slowpath_wait.count).sum();
         ok &= slowpath >= tracepoint;
         figures.push(format!("slow-path-seen {slowpath}"));
+        if source == WaitSource::SlowPath {
+            let ops: u64 = functions
+                .iter()
+                .filter(|f| matches!(f.operation.name(), "alloc" | "close"))
+                .map(|f| f.slowpath_wait.count)
+                .sum();
+            let (good, text) = slow_path_breakdown(report, slowpath, ops);
+            ok &= good;
+            figures.push(text);
+        }
         let ns = |v: Option<u64>| v.map_or("-".into(), |v| format!("{v}ns"));
         for op in ["alloc", "close"] {
             let empty = Histogram::default();
@@ -206,6 +230,31 @@ fn judge_contention(mode: &str, report: &Report) -> (bool, String) {
         }
     }
     (ok, figures.join(", "))
+}
+
+/// Where the slow-path probe sees every spinlock (no lock tracepoints), its file_lock waits are
+/// in the breakdown too, as many as the functions' own figures counted, those inside the
+/// allocator and close in their stacks; every lock it names is listed.
+fn slow_path_breakdown(report: &Report, slowpath: u64, in_alloc_close: u64) -> (bool, String) {
+    let c = &report.contention;
+    let in_ops: u64 = c
+        .by_lock_operation
+        .iter()
+        .filter(|r| r.lock.name == "file_lock" && matches!(r.operation.name(), "alloc" | "close"))
+        .map(|r| r.count)
+        .sum();
+    let locks: Vec<String> = c
+        .by_lock
+        .iter()
+        .map(|l| format!("{} {}", l.lock.name, l.count))
+        .collect();
+    let ok = c.file_lock_count == slowpath && in_ops == in_alloc_close;
+    let text = format!(
+        "breakdown: file_lock {} (alloc/close stacks {in_ops}), locks [{}]",
+        c.file_lock_count,
+        locks.join(", ")
+    );
+    (ok, text)
 }
 
 /// In the direct modes the fd syscalls are probed at their own functions, in the same mode, and
@@ -292,6 +341,12 @@ fn scenario_row(out: &GuestOutput, kernel: &str, mode: &str, scenario: &Scenario
             (Some(workload), Ok(report)) => {
                 let (ok, figures) = judge(scenario, mode, &workload, &report);
                 row.pass = ok;
+                row.probes = report
+                    .header
+                    .probes
+                    .iter()
+                    .map(|(role, how)| (role.to_string(), how.to_string()))
+                    .collect();
                 format!("{figures} ({:.1}s)", rec.secs)
             }
         },
@@ -501,6 +556,7 @@ pub(super) fn rows(out: &GuestOutput, kernel: &str, modes: &[&str]) -> (Vec<Row>
         scenario: "doctor".into(),
         pass: doc.is_some() && doctor.is_some_and(|d| d.rc == 0),
         figures,
+        probes: BTreeMap::new(),
     });
     for mode in modes {
         for s in guest::SCENARIOS {
@@ -509,8 +565,38 @@ pub(super) fn rows(out: &GuestOutput, kernel: &str, modes: &[&str]) -> (Vec<Row>
         for t in guest::TRACED {
             rows.push(trace_row(out, kernel, mode, t));
         }
+        rows.push(super::live::top_row(out, kernel, mode, doc.as_ref()));
+        rows.push(super::live::daemon_row(out, kernel, mode, doc.as_ref()));
     }
     (rows, doc)
+}
+
+/// How each kernel attached each role in each mode, as its guest's socket-close recording
+/// says: a Markdown table, roles by kernel and mode (docs/probe-modes.md).
+pub(super) fn roles_table(rows: &[Row]) -> String {
+    let columns: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r.scenario == "socket-close" && !r.probes.is_empty())
+        .collect();
+    let mut roles: Vec<&String> = columns.iter().flat_map(|r| r.probes.keys()).collect();
+    roles.sort();
+    roles.dedup();
+    let mut out = String::from("| role |");
+    for c in &columns {
+        let _ = write!(out, " {} {} |", c.kernel, c.mode);
+    }
+    out.push_str("\n|---|");
+    out.push_str(&"---|".repeat(columns.len()));
+    out.push('\n');
+    for role in roles {
+        let _ = write!(out, "| `{role}` |");
+        for c in &columns {
+            let how = c.probes.get(role).map_or("-", String::as_str);
+            let _ = write!(out, " {how} |");
+        }
+        out.push('\n');
+    }
+    out
 }
 
 pub(super) fn table(rows: &[Row]) -> String {

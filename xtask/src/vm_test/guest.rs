@@ -111,7 +111,21 @@ pub(super) const TRACED: &[Traced] = &[
     },
 ];
 
+/// The workload `top` and the daemon watch in every mode: its `socket` count is exact in each.
+pub(super) const LIVE_WORKLOAD: &[&str] = &["socket-close", "--ops", "2000", "--json"];
+
+/// The process name the daemon follows (`--comm`): the workload runs under it.
+pub(super) const DAEMON_COMM: &str = "fdpd-vm";
+
 pub(super) const DOCTOR_STEP: &str = "doctor";
+
+pub(super) fn top_step(mode: &str) -> String {
+    format!("top:{mode}:socket-close")
+}
+
+pub(super) fn daemon_step(mode: &str) -> String {
+    format!("daemon:{mode}:socket-close")
+}
 
 pub(super) fn record_step(mode: &str, scenario: &str) -> String {
     format!("record:{mode}:{scenario}")
@@ -201,6 +215,13 @@ pub(super) fn init_script(modes: &[&str]) -> String {
             let line: Vec<String> = words.iter().map(|w| quote(w)).collect();
             steps.push(line.join(" "));
         }
+        let workload: Vec<String> = LIVE_WORKLOAD.iter().map(|w| quote(w)).collect();
+        let workload = workload.join(" ");
+        steps.push(format!("step {} watched {mode} {workload}", top_step(mode)));
+        steps.push(format!(
+            "step {} served {mode} {DAEMON_COMM} {workload}",
+            daemon_step(mode)
+        ));
     }
     TEMPLATE.replace("@STEPS@", &steps.join("\n"))
 }

@@ -116,7 +116,7 @@ pub(super) fn build(busybox: &Path, fdprof: &Path, init: &str, out: &Path) -> Re
 }
 
 /// Whether an ELF executable runs without a dynamic loader (no `PT_INTERP` program header).
-pub(super) fn elf_is_static(path: &Path) -> Result<bool> {
+pub(crate) fn elf_is_static(path: &Path) -> Result<bool> {
     let data = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
     if data.len() < 64 || &data[..4] != b"\x7fELF" || data[4] != 2 || data[5] != 1 {
         bail!("{} is not a 64-bit little-endian ELF file", path.display());

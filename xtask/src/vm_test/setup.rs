@@ -130,9 +130,68 @@ pub(super) fn host_packages() -> Result<()> {
     Ok(())
 }
 
-/// A kernel series the matrix covers, e.g. "6.1" (Debian's `linux-image-6.1.0-N-amd64`) or
-/// "6.12" (`linux-image-6.12.N+debM-amd64`).
-pub(super) const SERIES: &[&str] = &["6.1", "6.12"];
+/// A kernel series the matrix covers, e.g. "5.10" (Debian 11's `linux-image-5.10.0-N-amd64`),
+/// "6.1" (`linux-image-6.1.0-N-amd64`) or "6.12" (`linux-image-6.12.N+debM-amd64`).
+pub(super) const SERIES: &[&str] = &["5.10", "6.1", "6.12"];
+
+/// The series `--kernel all` (and so `cargo xtask test`) boots: all of them.
+pub(super) const IN_ALL: &[&str] = SERIES;
+
+/// Debian 11 (bullseye), where 5.10 is: read through apt options pointing at a sources list
+/// and state of the project's own (under `target/vm/apt-bullseye/`), so that the host's apt
+/// sources stay as they are.
+const BULLSEYE: &str = "\
+deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bullseye main
+deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian-security bullseye-security main
+";
+
+/// The apt options that find `series`' packages: none for the host's own suite; for 5.10,
+/// bullseye's lists, read (`apt-get update`) into a state directory of the project's own.
+fn apt_options(series: &str) -> Result<Vec<String>> {
+    if series != "5.10" {
+        return Ok(Vec::new());
+    }
+    let dir = vm_dir().join("apt-bullseye");
+    for sub in [
+        "etc/sources.list.d",
+        "lists/partial",
+        "cache/archives/partial",
+    ] {
+        std::fs::create_dir_all(dir.join(sub))?;
+    }
+    std::fs::write(dir.join("etc/sources.list"), BULLSEYE)?;
+    let d = dir.display();
+    let options: Vec<String> = [
+        format!("Dir::Etc::SourceList={d}/etc/sources.list"),
+        format!("Dir::Etc::SourceParts={d}/etc/sources.list.d"),
+        format!("Dir::State::Lists={d}/lists"),
+        format!("Dir::Cache={d}/cache"),
+        // Nothing of bullseye is installed here: its packages are only downloaded.
+        "Dir::State::status=/dev/null".to_string(),
+    ]
+    .into_iter()
+    .flat_map(|o| ["-o".to_string(), o])
+    .collect();
+    let updated = timed(
+        "apt-get update (bullseye's lists, into target/vm/apt-bullseye)",
+        || {
+            let status = Command::new("apt-get")
+                .args(&options)
+                .args(["-q", "update"])
+                .status()
+                .context("cannot run apt-get update")?;
+            if !status.success() {
+                bail!("apt-get update of bullseye's lists failed ({status})");
+            }
+            Ok(())
+        },
+    );
+    if let Err(err) = updated {
+        // Offline: the lists read last time (or none, and the cache's image is used).
+        eprintln!("[vm-test] {err:#}");
+    }
+    Ok(options)
+}
 
 /// A kernel image package of `series`, generic amd64 flavour (not cloud, rt or dbg), signed or
 /// unsigned. Returns its sort key (the numbers of its version) and whether it is unsigned.
@@ -175,25 +234,49 @@ fn rank(series: &str, names: impl IntoIterator<Item = String>) -> Vec<String> {
     found.into_iter().map(|(_, _, n)| n).collect()
 }
 
-fn has_candidate(package: &str) -> bool {
-    output(Command::new("apt-cache").args(["policy", package])).is_ok_and(|out| {
+fn has_candidate(apt: &[String], package: &str) -> bool {
+    output(
+        Command::new("apt-cache")
+            .args(apt)
+            .args(["policy", package]),
+    )
+    .is_ok_and(|out| {
         out.lines()
             .find_map(|l| l.trim().strip_prefix("Candidate:"))
             .is_some_and(|c| c.trim() != "(none)")
     })
 }
 
-/// The newest downloadable image package of `series`, from apt's lists.
-fn discover(series: &str) -> Result<String> {
+/// Series booted at one image rather than the newest: 5.10 at Debian 11's 5.10.218, the last
+/// image of bullseye with `__alloc_fd(files, start, end, flags)` and `__close_fd(files, fd)`,
+/// the functions the 2015 threads name. Its next image (5.10.0-32, 5.10.223) and every later
+/// one have `alloc_fd(start, end, flags)` and `close_fd(fd)`, as 5.11 has (read from their
+/// BTF).
+const PINNED: &[(&str, &str)] = &[("5.10", "linux-image-5.10.0-30-amd64-unsigned")];
+
+/// The image package of `series`: its pinned one, else the newest downloadable, from apt's
+/// lists.
+fn discover(apt: &[String], series: &str) -> Result<String> {
+    if let Some((_, package)) = PINNED.iter().find(|(s, _)| *s == series) {
+        if has_candidate(apt, package) {
+            return Ok(package.to_string());
+        }
+        bail!("apt-cache policy {package}: not downloadable from the lists read");
+    }
     let pattern = format!("^linux-image-{}\\.", series.replace('.', "\\."));
-    let list = output(Command::new("apt-cache").args(["search", "--names-only", &pattern]))?;
+    let list =
+        output(
+            Command::new("apt-cache")
+                .args(apt)
+                .args(["search", "--names-only", &pattern]),
+        )?;
     let names = list
         .lines()
         .filter_map(|l| l.split_whitespace().next())
         .map(str::to_string);
     // The newest few only: each look-up is an apt-cache run.
     for name in rank(series, names).into_iter().take(4) {
-        if has_candidate(&name) {
+        if has_candidate(apt, &name) {
             return Ok(name);
         }
     }
@@ -226,14 +309,16 @@ pub(super) struct Kernel {
 pub(super) fn kernel(series: &'static str) -> Result<Kernel> {
     let cache = vm_dir().join("cache");
     std::fs::create_dir_all(&cache)?;
-    let package = match discover(series) {
+    let apt = apt_options(series)?;
+    let package = match discover(&apt, series) {
         Ok(p) => p,
         Err(err) => {
             // Offline: fall back to the newest image already in the cache.
             let cached = std::fs::read_dir(&cache)?
                 .filter_map(|e| e.ok()?.file_name().into_string().ok())
                 .filter(|n| n.ends_with(".deb"))
-                .filter_map(|n| n.split('_').next().map(str::to_string));
+                .filter_map(|n| n.split('_').next().map(str::to_string))
+                .filter(|n| PINNED.iter().all(|(s, p)| *s != series || p == n));
             match rank(series, cached).into_iter().next() {
                 Some(p) => {
                     eprintln!("[vm-test] {err:#}; using the cached {p}");
@@ -258,6 +343,7 @@ pub(super) fn kernel(series: &'static str) -> Result<Kernel> {
             use std::os::unix::fs::PermissionsExt;
             std::fs::set_permissions(&partial, std::fs::Permissions::from_mode(0o777))?;
             let status = Command::new("apt-get")
+                .args(&apt)
                 .args(["download", &package])
                 .current_dir(&partial)
                 .status()
@@ -313,43 +399,6 @@ pub(super) fn kernel(series: &'static str) -> Result<Kernel> {
     })
 }
 
-/// Builds fdprof statically linked (its eBPF objects embedded) into its own target directory,
-/// so the normal build is not invalidated, and checks that it needs no loader.
-pub(super) fn static_fdprof() -> Result<PathBuf> {
-    let target_dir = vm_dir().join("build");
-    let target = "x86_64-unknown-linux-gnu";
-    timed("build static fdprof (release)", || {
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let status = Command::new(cargo)
-            .current_dir(root())
-            .args(["build", "--release", "-p", "fdprof", "--target", target])
-            .arg("--target-dir")
-            .arg(&target_dir)
-            // RUSTFLAGS replaces .cargo/config.toml's target rustflags: repeat them.
-            .env(
-                "RUSTFLAGS",
-                "-C target-feature=+crt-static -C force-frame-pointers=yes",
-            )
-            .env_remove("CARGO_ENCODED_RUSTFLAGS")
-            .env_remove("CARGO_BUILD_RUSTFLAGS")
-            .env_remove("CARGO_TARGET_DIR")
-            .status()
-            .context("cannot run cargo build")?;
-        if !status.success() {
-            bail!("static build of fdprof failed ({status})");
-        }
-        Ok(())
-    })?;
-    let bin = target_dir.join(target).join("release/fdprof");
-    if !super::initramfs::elf_is_static(&bin)? {
-        bail!(
-            "{} needs a dynamic loader; it must be static",
-            bin.display()
-        );
-    }
-    Ok(bin)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -390,5 +439,21 @@ mod tests {
             ]
         );
         assert!(rank("6.12", names).len() == 1);
+        let bullseye = [
+            "linux-image-5.10.0-30-amd64-unsigned",
+            "linux-image-5.10.0-32-cloud-amd64-unsigned",
+            "linux-image-5.10.0-32-amd64",
+            "linux-image-5.10.0-32-amd64-unsigned",
+            "linux-image-5.10.0-32-rt-amd64-unsigned",
+        ]
+        .map(String::from);
+        assert_eq!(
+            rank("5.10", bullseye),
+            [
+                "linux-image-5.10.0-32-amd64-unsigned",
+                "linux-image-5.10.0-32-amd64",
+                "linux-image-5.10.0-30-amd64-unsigned"
+            ]
+        );
     }
 }

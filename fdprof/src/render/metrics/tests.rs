@@ -121,7 +121,9 @@ fn report(rec: &Recording) -> Report {
 
 /// Two targets from the fixtures; the daemon's figures are the first one's.
 fn exposition() -> Exposition {
-    let opensock = report(&testdata::recording());
+    let mut opensock = report(&testdata::recording());
+    // Run times measured in sampled windows (a recording made without them has none).
+    opensock.own_cost.stats_window_ns = 250_000_000;
     Exposition {
         targets: vec![
             ("opensock".into(), opensock.clone()),
@@ -130,6 +132,7 @@ fn exposition() -> Exposition {
         daemon: opensock,
         attached: 3,
         full_tracing: true,
+        full_tracing_ns: 12_500_000_000,
         http: HttpFigures {
             open: 2,
             refused_limit: 5,
@@ -238,6 +241,7 @@ fn counters_and_gauges_equal_the_figures() {
     assert_eq!(value(&s, "fdprof_collector_cpu_seconds_total", &[]), 0.03);
     assert_eq!(value(&s, "fdprof_targets", &[]), 3.0);
     assert_eq!(value(&s, "fdprof_full_tracing", &[]), 1.0);
+    assert_eq!(value(&s, "fdprof_full_tracing_seconds_total", &[]), 12.5);
     assert_eq!(value(&s, "fdprof_http_connections", &[]), 2.0);
     let refused = "fdprof_http_connections_refused_total";
     assert_eq!(value(&s, refused, &[("reason", "limit")]), 5.0);
@@ -251,6 +255,19 @@ fn counters_and_gauges_equal_the_figures() {
     assert_eq!(value(&s, "fdprof_captures_total", &captures), 2.0);
     let version = [("version", env!("CARGO_PKG_VERSION"))];
     assert_eq!(value(&s, "fdprof_build_info", &version), 1.0);
+}
+
+/// Where the kernel's run-time statistics never ran (refused without CAP_SYS_ADMIN), the
+/// programs' run times are not measured: no series, rather than zeros.
+#[test]
+fn unmeasured_run_times_have_no_series() {
+    let mut e = exposition();
+    e.daemon.own_cost.stats_window_ns = 0;
+    let text = encode(e);
+    assert!(
+        !text.contains("fdprof_program_run_seconds_total{"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -369,6 +386,7 @@ fn openmetrics_families_are_whole_and_eof_is_last() {
         "fdprof_collector_cpu_seconds counter",
         "fdprof_targets gauge",
         "fdprof_full_tracing gauge",
+        "fdprof_full_tracing_seconds counter",
         "fdprof_http_connections gauge",
         "fdprof_http_connections_refused counter",
         "fdprof_http_requests_refused counter",

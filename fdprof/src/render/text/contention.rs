@@ -3,10 +3,17 @@
 use crate::analysis::{LockOperation, Report};
 use crate::render::human::{self, duration, duration_f, percent};
 use crate::render::layout::{columns, section};
+use fdprof_figures::WaitSource;
 
 pub(super) fn contention(out: &mut Vec<String>, r: &Report) {
     section(out, "contention by lock and operation");
     let c = &r.contention;
+    if let Some(limit) = c.source.limit() {
+        out.push(format!("  {limit}"));
+        if c.source == WaitSource::Unavailable {
+            return;
+        }
+    }
     if c.by_lock_operation.is_empty() {
         out.push("  no lock waits recorded".into());
         return;
@@ -44,6 +51,12 @@ pub(super) fn contention(out: &mut Vec<String>, r: &Report) {
         ));
     }
     out.push(totals);
+    notes(out, r);
+}
+
+/// What the waits include or leave out: interrupts, fdprof's own programs, how stacks were taken.
+fn notes(out: &mut Vec<String>, r: &Report) {
+    let c = &r.contention;
     for (what, w) in [("irq", &c.irq), ("softirq", &c.softirq)] {
         if w.count > 0 {
             out.push(format!(

@@ -49,11 +49,41 @@ pub(super) fn header(out: &mut Vec<String>, r: &Report) {
             ),
         ));
     }
+    if let Some(t) = &r.full_tracing {
+        kv.push(("fd syscalls traced".to_string(), traced(t, h.duration_ns)));
+    }
     kv.push(("drops".to_string(), drops_summary(r)));
     out.extend(key_values(&kv, 2));
     for note in &h.notes {
         out.push(format!("  note: {note}"));
     }
+}
+
+/// The daemon at rest: how much of the recording the fd syscall figures cover, and when.
+fn traced(t: &fdprof_figures::FullTracing, duration_ns: u64) -> String {
+    const SHOWN: usize = 3;
+    let share = (duration_ns > 0).then(|| t.traced_ns as f64 / duration_ns as f64);
+    let mut text = format!(
+        "{} of {} ({}), in {} window{} of full tracing: the fd syscall, scan and table \
+         figures cover only {}",
+        duration(t.traced_ns),
+        duration(duration_ns),
+        human::percent(share),
+        t.windows.len(),
+        if t.windows.len() == 1 { "" } else { "s" },
+        if t.windows.len() == 1 { "it" } else { "them" },
+    );
+    for w in t.windows.iter().take(SHOWN) {
+        text += &format!(
+            "; {} for {}",
+            human::utc(w.from_unix_ms),
+            duration(w.to_unix_ms.saturating_sub(w.from_unix_ms) * 1_000_000)
+        );
+    }
+    if t.windows.len() > SHOWN {
+        text += &format!("; {} more", t.windows.len() - SHOWN);
+    }
+    text
 }
 
 fn drops_summary(r: &Report) -> String {

@@ -50,13 +50,35 @@ function facts(r) {
     ["target", r.target.description],
     ["window", ns(d)],
     ["probe mode", r.mode],
-    ["file_lock wait", `${ns(r.contention.file_lock_wait_ns)} (${pct(d ? r.contention.file_lock_wait_ns / d : null)} of a CPU)`],
-    ["all lock waits", `${r.contention.count} waits, ${ns(r.contention.total_wait_ns)}`],
+    ...lockWaits(r, d),
     ["dropped", r.drops.total === 0 ? "nothing" : `${r.drops.total} (figures are lower bounds)`],
     ["fdprof's cost", `programs ${pct(r.own_cost.programs_cpu_share)}, daemon ${pct(r.own_cost.collector_cpu_share)} of a CPU`],
     ["steal", r.steal ? pct(r.steal.share) : "-"],
+    ["fd syscalls traced", traced(r, d)],
   ];
   $("facts").replaceChildren(...items.flatMap(([k, v]) => [el("dt", k), el("dd", v)]));
+}
+
+// What saw the lock waits: where nothing could, the page says so instead of 0 waits.
+function lockWaits(r, d) {
+  const c = r.contention;
+  if (c.source === "unavailable") {
+    return [["lock waits", "unavailable on this kernel in this mode: no lock:contention_begin/end (5.19+), and the spinlock slow-path probe needs fentry or kprobe"]];
+  }
+  const items = [
+    ["file_lock wait", `${ns(c.file_lock_wait_ns)} (${pct(d ? c.file_lock_wait_ns / d : null)} of a CPU)`],
+    ["all lock waits", `${c.count} waits, ${ns(c.total_wait_ns)}`],
+  ];
+  if (c.source === "slow_path") items.push(["lock waits seen by", "the spinlock slow-path probe: spinlocks only, no mutex or rwsem (no lock:contention_begin/end before 5.19)"]);
+  return items;
+}
+
+// The daemon at rest traces the fd syscalls only in windows: the figures below cover those.
+function traced(r, d) {
+  const t = r.full_tracing;
+  if (!t) return r.fd_activity_recorded ? "throughout (--tier full)" : "never (--lock-only)";
+  const n = t.windows.length;
+  return `${ns(t.traced_ns)} of ${ns(d)} (${pct(d ? t.traced_ns / d : null)}), in ${n} window${n === 1 ? "" : "s"} of full tracing; at rest the rest of the time`;
 }
 
 function diagnosis(r) {

@@ -37,7 +37,10 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, state: &State) {
         format!("{:<width$} {HEAD}", "lock"),
         head_style(),
     )];
-    if rows.is_empty() {
+    if let Some(limit) = report.contention.source.limit() {
+        lines.push(Line::from(crate::escape::name(limit)));
+    }
+    if rows.is_empty() && report.contention.source != fdprof_figures::WaitSource::Unavailable {
         lines.push(Line::from("no lock waits"));
     }
     lines.extend(rows.iter().map(|r| Line::from(row(r, duration_ns, width))));

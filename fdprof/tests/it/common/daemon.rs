@@ -11,7 +11,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use super::prometheus::{free_loopback_addr, http_get, http_get_with};
+use super::prometheus::{free_loopback_addr, http_get, http_get_with, http_request};
 
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
 const EXIT_TIMEOUT: Duration = Duration::from_secs(20);
@@ -143,6 +143,15 @@ impl Daemon {
             .unwrap_or_else(|e| panic!("GET {path}: {e}\n{}", self.log()))
     }
 
+    /// POST `path` (no body), with the token unless `anonymous`: status code, response head
+    /// and body.
+    pub fn post(&self, path: &str, anonymous: bool) -> (u16, String, String) {
+        let auth = authorization();
+        let headers: &[&str] = if anonymous { &[] } else { &[auth.as_str()] };
+        http_request(self.addr, "POST", path, headers)
+            .unwrap_or_else(|e| panic!("POST {path}: {e}\n{}", self.log()))
+    }
+
     /// The value of one series of `/metrics` (text format), written exactly as the
     /// exposition writes it (`name{label="v",...}`); `None` when it is not served.
     pub fn metric(&self, series: &str) -> Option<f64> {
@@ -222,6 +231,15 @@ impl Drop for Daemon {
             let _ = self.child.wait();
         }
     }
+}
+
+/// A fresh `--capture-dir` under the tests' scratch directory: root's, mode 0700.
+pub fn capture_dir(name: &str) -> PathBuf {
+    let dir = super::tmp(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    dir
 }
 
 /// Calls `f` every 50 ms until it gives `Ok`, or its last `Err` after `timeout`.
@@ -355,6 +373,8 @@ pub fn spinning_under_daemon(name: &str) -> (Child, Daemon) {
     let target = Command::new(&spin).arg("20").spawn().unwrap();
     let pid = target.id().to_string();
     let daemon = Daemon::start(&[
+        "--tier",
+        "full",
         "--pid",
         &pid,
         "--cpu",

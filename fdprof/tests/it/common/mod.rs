@@ -106,6 +106,24 @@ pub fn one_line(stderr: &str) -> &str {
     lines[0]
 }
 
+/// A YAML file as JSON, read by Python's YAML 1.1 parser (Debian's python3-yaml), which reads
+/// `0400` as octal as Kubernetes' own parser does.
+pub fn yaml(path: &std::path::Path) -> serde_json::Value {
+    let out = run(Command::new("/usr/bin/python3")
+        .args([
+            "-c",
+            "import json, sys, yaml; print(json.dumps(yaml.safe_load(open(sys.argv[1]))))",
+        ])
+        .arg(path));
+    assert!(
+        out.status.success(),
+        "{}: {}",
+        path.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 /// `name` in the calling module's own temporary directory (made on first use): the modules
 /// were binaries of their own and reuse names (`opensock.data`), so each keeps a directory.
 #[track_caller]

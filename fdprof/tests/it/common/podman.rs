@@ -305,6 +305,136 @@ impl Drop for Container {
     }
 }
 
+/// A container run detached (`podman run -d`) from arguments a test makes, with its own storage,
+/// state and cgroup parent as [`Container`]'s; removed, with its cgroups and directory, when
+/// dropped. The test's `prepare` gets the directory first (to load an image or make a root file
+/// system there) and returns the arguments after `podman run -d --name N --cgroup-parent P`.
+pub struct Detached {
+    name: String,
+    id: String,
+    scratch: Scratch,
+}
+
+impl Detached {
+    pub fn run(prefix: &str, prepare: impl FnOnce(&Path) -> Vec<String>) -> Detached {
+        assert!(
+            available(),
+            "{PODMAN} or {RUNC} is missing: install Debian's podman and runc"
+        );
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let name = format!("{prefix}-{}-{n}", std::process::id());
+        let scratch = Scratch::new(std::env::temp_dir().join(&name));
+        let dir = scratch.0.clone();
+        assert!(
+            dir.join("run").as_os_str().len() <= 50,
+            "{}: too long",
+            dir.display()
+        );
+        fs::write(
+            dir.join("containers.conf"),
+            "[containers]\ndefault_ulimits = []\n",
+        )
+        .unwrap();
+        let args = prepare(&dir);
+        let mut container = Detached {
+            name,
+            id: String::new(),
+            scratch,
+        };
+        // Files, not pipes: conmon, which outlives `podman run -d`, keeps what it inherited.
+        let err = dir.join("podman-run.err");
+        let status = container
+            .podman()
+            .args(["run", "-d", "--name", &container.name])
+            .arg("--cgroup-parent")
+            .arg(format!("/{}", container.name))
+            .arg("--cidfile")
+            .arg(dir.join("cid"))
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(fs::File::create(&err).unwrap())
+            .status()
+            .unwrap_or_else(|e| panic!("cannot start {PODMAN}: {e}"));
+        assert!(
+            status.success(),
+            "podman run {args:?}: {}",
+            fs::read_to_string(&err).unwrap_or_default()
+        );
+        container.id = fs::read_to_string(dir.join("cid"))
+            .unwrap()
+            .trim()
+            .to_string();
+        container
+    }
+
+    /// podman on this container's storage and state.
+    pub fn podman(&self) -> Command {
+        podman(&self.scratch.0)
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// What it printed so far (stdout and stderr).
+    pub fn logs(&self) -> String {
+        let out = super::run(self.podman().args(["logs", &self.id]));
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    }
+
+    /// Its first process's PID on the host.
+    pub fn host_pid(&self) -> u32 {
+        let out = super::run(self.podman().args([
+            "inspect",
+            "--type",
+            "container",
+            "--format",
+            "{{.State.Pid}}",
+            &self.id,
+        ]));
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("no pid for {}: {}", self.name, self.logs()))
+    }
+}
+
+impl Drop for Detached {
+    fn drop(&mut self) {
+        let dir = self.scratch.0.clone();
+        let _ = self
+            .podman()
+            .args(["rm", "--force", "--ignore", "--time", "0", &self.name])
+            .output();
+        if !wait_until(CLEANUP_TIMEOUT, || processes_using(&dir).is_empty()) {
+            eprintln!(
+                "processes still use {}: {:?}",
+                dir.display(),
+                processes_using(&dir)
+            );
+        }
+        remove_cgroups(&format!("/{}", self.name));
+    }
+}
+
+/// A root file system at `rootfs` holding `bin` at `at` (an absolute path inside), its shared
+/// libraries and loader at the paths `ldd` gives, and the directories podman and runc mount on.
+pub fn rootfs_with(bin: &Path, rootfs: &Path, at: &str) {
+    for dir in ["proc", "sys", "dev", "tmp", "etc"] {
+        fs::create_dir_all(rootfs.join(dir)).unwrap();
+    }
+    place(bin, &rootfs.join(at.trim_start_matches('/')));
+    for lib in shared_libraries(bin) {
+        place(&lib, &rootfs.join(lib.strip_prefix("/").unwrap()));
+    }
+}
+
 /// The container's directory, removed when dropped unless something is still mounted in it.
 struct Scratch(PathBuf);
 
@@ -334,7 +464,7 @@ impl Drop for Scratch {
 }
 
 /// podman with the container's own storage, state and configuration in `dir`.
-fn podman(dir: &Path) -> Command {
+pub fn podman(dir: &Path) -> Command {
     let mut cmd = Command::new(PODMAN);
     cmd.env("CONTAINERS_CONF", dir.join("containers.conf"))
         .arg("--root")
@@ -349,17 +479,9 @@ fn podman(dir: &Path) -> Command {
     cmd
 }
 
-/// The container's root: the fdprof binary as /fdprof, its shared libraries and the loader at
-/// the paths `ldd` gives, and the directories podman and runc mount on.
+/// The container's root: the fdprof binary as /fdprof ([`rootfs_with`]).
 fn build_rootfs(rootfs: &Path) {
-    for dir in ["proc", "sys", "dev", "tmp", "etc"] {
-        fs::create_dir_all(rootfs.join(dir)).unwrap();
-    }
-    let bin = Path::new(env!("CARGO_BIN_EXE_fdprof"));
-    place(bin, &rootfs.join("fdprof"));
-    for lib in shared_libraries(bin) {
-        place(&lib, &rootfs.join(lib.strip_prefix("/").unwrap()));
-    }
+    rootfs_with(Path::new(env!("CARGO_BIN_EXE_fdprof")), rootfs, "/fdprof");
 }
 
 /// The absolute paths `ldd` lists for `bin`: its libraries and the dynamic loader

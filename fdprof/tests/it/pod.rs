@@ -1,0 +1,357 @@
+//! The DaemonSet's pod (deploy/kubernetes/daemonset.yaml), run by podman as a kubelet would run
+//! it: the image `cargo xtask image` built (loaded from its OCI archive), the pod template's
+//! hostPID, capabilities (every other dropped), seccomp profile, read-only root, host paths and
+//! the token Secret (a 0400 file behind kubelet's symlinks), translated into `podman run`
+//! flags. Beside it a redis-server container (from a root file system directory: no image
+//! pulled) under `redis-benchmark -k 0` from the host: the daemon in the pod counts the
+//! container's accepted sockets exactly as redis' own `total_connections_received`, labels its
+//! series with the container's id, counts a host process's sockets exactly, and names the
+//! redis binary's user frames at a path that exists only inside the redis container.
+//!
+//! Where the test departs from the template, and why: the pod shares the host's network (this
+//! podman gives a pod no network of its own to reach) and listens on a loopback port instead of
+//! 0.0.0.0:9464; `--tier full` (exact fd syscall counts need full tracing) and `--cpu` (on-CPU
+//! samples give redis' user stacks) are added to its arguments.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::common::daemon::poll;
+use crate::common::podman::{Detached, podman, rootfs_with};
+use crate::common::prometheus::{free_loopback_addr, http_get_with};
+use crate::common::*;
+
+const TIMEOUT: Duration = Duration::from_secs(90);
+/// Where redis' binary is inside its container: a path the host does not have.
+const REDIS_AT: &str = "/opt/redis-in-a-container/redis-server";
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The DaemonSet's pod template, as JSON.
+fn pod_template() -> Value {
+    yaml(&repo().join("deploy/kubernetes/daemonset.yaml"))["spec"]["template"]["spec"].clone()
+}
+
+/// A Secret volume as kubelet mounts it: the key's file (mode `mode`) in a timestamped
+/// directory, `..data` a symlink to that directory, and the key a symlink through `..data`.
+fn secret_volume(dir: &Path, key: &str, value: &str, mode: u32) -> PathBuf {
+    use std::os::unix::fs::{PermissionsExt, symlink};
+    let volume = dir.join("secret");
+    let stamped = volume.join("..2026_12_06_00_00_00.000000001");
+    std::fs::create_dir_all(&stamped).unwrap();
+    let file = stamped.join(key);
+    std::fs::write(&file, value).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
+    symlink(stamped.file_name().unwrap(), volume.join("..data")).unwrap();
+    symlink(Path::new("..data").join(key), volume.join(key)).unwrap();
+    volume
+}
+
+/// The template's container as `podman run` arguments (after `run -d --name`), its Secret
+/// volume at `secret`, listening on `listen`.
+fn podman_args(pod: &Value, secret: &Path, listen: &str) -> Vec<String> {
+    let c = &pod["containers"][0];
+    let sc = &c["securityContext"];
+    let mut args: Vec<String> = vec!["--network".into(), "host".into()];
+    if pod["hostPID"] == true {
+        args.push("--pid=host".into());
+    }
+    assert_eq!(sc["privileged"], false, "the pod is not privileged");
+    args.push("--cap-drop=all".into());
+    for cap in sc["capabilities"]["add"].as_array().unwrap() {
+        args.push(format!("--cap-add={}", cap.as_str().unwrap()));
+    }
+    if sc["readOnlyRootFilesystem"] == true {
+        args.push("--read-only".into());
+    }
+    if sc["allowPrivilegeEscalation"] == false {
+        args.extend(["--security-opt".into(), "no-new-privileges".into()]);
+    }
+    match sc["seccompProfile"]["type"].as_str() {
+        Some("Localhost") => {
+            let profile = repo()
+                .join("deploy/kubernetes/seccomp")
+                .join(sc["seccompProfile"]["localhostProfile"].as_str().unwrap());
+            args.extend([
+                "--security-opt".into(),
+                format!("seccomp={}", profile.display()),
+            ]);
+        }
+        other => panic!("seccomp profile {other:?}: translate it"),
+    }
+    args.push(format!(
+        "--user={}:{}",
+        sc["runAsUser"].as_u64().unwrap(),
+        sc["runAsGroup"].as_u64().unwrap()
+    ));
+    let volumes = pod["volumes"].as_array().unwrap();
+    for m in c["volumeMounts"].as_array().unwrap() {
+        let v = volumes.iter().find(|v| v["name"] == m["name"]).unwrap();
+        let at = m["mountPath"].as_str().unwrap();
+        let ro = if m["readOnly"] == true { ":ro" } else { "" };
+        if let Some(host) = v["hostPath"]["path"].as_str() {
+            args.push(format!("--volume={host}:{at}{ro}"));
+        } else if v["secret"].is_object() {
+            args.push(format!("--volume={}:{at}{ro}", secret.display()));
+        } else if v["emptyDir"].is_object() {
+            let size = v["emptyDir"]["sizeLimit"].as_str().unwrap_or("64Mi");
+            let bytes = size.trim_end_matches("Mi").parse::<u64>().unwrap() << 20;
+            args.push(format!("--tmpfs={at}:rw,size={bytes},mode=0700"));
+        } else {
+            panic!("volume {v}: translate it");
+        }
+    }
+    args.push(c["image"].as_str().unwrap().to_string());
+    let given: Vec<&str> = c["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    let mut i = 0;
+    while i < given.len() {
+        if given[i] == "--listen" {
+            args.extend(["--listen".into(), listen.to_string()]);
+            i += 2;
+            continue;
+        }
+        args.push(given[i].to_string());
+        i += 1;
+    }
+    args.extend(["--tier".into(), "full".into(), "--cpu".into()]);
+    args
+}
+
+/// `redis-cli -p PORT ARGS`' output.
+fn redis_cli(port: u16, args: &[&str]) -> String {
+    let out = run(Command::new("redis-cli")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+        .args(args));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A field of `INFO stats`.
+fn info_stat(port: u16, field: &str) -> u64 {
+    redis_cli(port, &["info", "stats"])
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in INFO stats"))
+}
+
+/// The functions redis-server defines (its dynamic symbols), less any name libc or a program's
+/// entry also has.
+fn redis_symbols() -> std::collections::BTreeSet<String> {
+    let defined = |path: &str| -> std::collections::BTreeSet<String> {
+        let out = run(Command::new("nm").args(["-D", "--defined-only", path]));
+        assert!(out.status.success(), "nm {path}");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| {
+                let mut f = l.split_whitespace();
+                let (_, kind, name) = (f.next()?, f.next()?, f.next()?);
+                (kind == "T").then(|| name.to_string())
+            })
+            .collect()
+    };
+    let libc = defined("/usr/lib/x86_64-linux-gnu/libc.so.6");
+    let mut own = defined("/usr/bin/redis-server");
+    own.retain(|n| {
+        !libc.contains(n) && !["main", "_start", "_init", "_fini"].contains(&n.as_str())
+    });
+    assert!(own.len() > 1000, "{} symbols", own.len());
+    own
+}
+
+/// The fds `rows` (a report's `syscalls`) allocated through accept and accept4.
+fn accepted(rows: &Value) -> u64 {
+    rows.as_array()
+        .into_iter()
+        .flatten()
+        .filter(|s| s["name"] == "accept" || s["name"] == "accept4")
+        .map(|s| s["allocs"].as_u64().unwrap_or(0))
+        .sum()
+}
+
+#[test]
+fn the_daemonsets_pod_counts_a_redis_containers_connections_and_a_host_process_exactly() {
+    require_root();
+    let _guard = kernel_lock();
+    let version = env!("CARGO_PKG_VERSION");
+    let archive = repo().join(format!("target/image/fdprof-{version}.oci.tar"));
+    assert!(
+        archive.exists(),
+        "{} is missing: `cargo xtask image` builds it (`cargo xtask test` does first)",
+        archive.display()
+    );
+    let template = pod_template();
+    let addr = free_loopback_addr();
+    let token = "0123456789abcdef0123456789abcdef".repeat(2);
+    let pod = Detached::run("fdprof-pod", |dir| {
+        let loaded = run(podman(dir).args(["load", "-i"]).arg(&archive));
+        assert!(
+            loaded.status.success(),
+            "{}",
+            String::from_utf8_lossy(&loaded.stderr)
+        );
+        let secret = secret_volume(dir, "token", &format!("{token}\n"), 0o400);
+        podman_args(&template, &secret, &addr.to_string())
+    });
+    let logs = poll(TIMEOUT, || {
+        let logs = pod.logs();
+        logs.contains("profiling every process")
+            .then_some(())
+            .ok_or(logs)
+    });
+    if let Err(logs) = logs {
+        panic!("the pod's daemon never attached:\n{logs}");
+    }
+    let auth = format!("Authorization: Bearer {token}");
+    // 200 and the body (JSON where it is), else what came back (no interval ended yet: 503).
+    let get = |path: &str| -> Result<Value, Value> {
+        let (code, _, body) = http_get_with(addr, path, &[auth.as_str()]).unwrap();
+        let body = serde_json::from_str(&body).unwrap_or(Value::String(body));
+        if code == 200 { Ok(body) } else { Err(body) }
+    };
+
+    // A host process: its sockets, exactly, in its row of the whole report (kept while it
+    // runs and for two intervals after its last figures).
+    let k = 700;
+    let host = start_workload(&["socket-close", "--ops", &k.to_string()]);
+    let host_pid = host.pid;
+    host.go();
+    assert_eq!(host.finish()["expected"]["syscalls"]["socket"], k);
+    let mut seen = false;
+    let counted = poll(TIMEOUT, || {
+        let whole = get("/report.json").map_err(Ok)?;
+        let row = whole["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["pid"] == host_pid)
+            .cloned();
+        match row {
+            Some(row) => {
+                seen = true;
+                let socket = row["syscalls"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|s| s["name"] == "socket")
+                    .and_then(|s| s["calls"].as_u64());
+                (socket == Some(k)).then_some(()).ok_or(Ok(row))
+            }
+            None if seen => Err(Err("its row went before it had every socket")),
+            None => Err(Ok(Value::Null)),
+        }
+    });
+    if let Err(why) = counted {
+        panic!("the host process {host_pid}'s {k} sockets: {why:?}");
+    }
+
+    // redis in a container of its own, under redis-benchmark from the host.
+    let port = free_loopback_addr().port();
+    let redis = Detached::run("fdprof-redis", |dir| {
+        let rootfs = dir.join("rootfs");
+        rootfs_with(Path::new("/usr/bin/redis-server"), &rootfs, REDIS_AT);
+        assert!(!Path::new(REDIS_AT).exists());
+        ["--network", "host", "--rootfs"]
+            .iter()
+            .map(|s| s.to_string())
+            .chain([rootfs.display().to_string(), REDIS_AT.into()])
+            .chain(
+                [
+                    "--port",
+                    &port.to_string(),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                    "--daemonize",
+                    "no",
+                ]
+                .iter()
+                .map(|s| s.to_string()),
+            )
+            .collect()
+    });
+    let ready = poll(TIMEOUT, || {
+        let pong = redis_cli(port, &["ping"]);
+        pong.contains("PONG").then_some(()).ok_or(pong)
+    });
+    assert!(ready.is_ok(), "redis never answered:\n{}", redis.logs());
+    let bench = run(Command::new("redis-benchmark")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+        .args(["-k", "0", "-c", "8", "-n", "3000", "-t", "ping", "-q"]));
+    assert!(
+        bench.status.success(),
+        "{}",
+        String::from_utf8_lossy(&bench.stderr)
+    );
+    // Counted by redis at accept: this connection included.
+    let connections = info_stat(port, "total_connections_received");
+    assert!(connections > 3000, "{connections}");
+
+    // The daemon's figures for the container, once its intervals have all closed.
+    let id = redis.id().to_string();
+    let narrowed = poll(TIMEOUT, || {
+        let r = get(&format!("/report.json?container={}", &id[..12]))?;
+        (accepted(&r["syscalls"]) == connections)
+            .then_some(r.clone())
+            .ok_or(r)
+    })
+    .unwrap_or_else(|r| {
+        panic!(
+            "the pod counted {} accepted sockets of the redis container, redis {connections}:\n{}",
+            accepted(&r["syscalls"]),
+            &r.to_string()[..2000.min(r.to_string().len())]
+        )
+    });
+    // /metrics: the container's series, by its id, with every allocation the report counts.
+    let metrics = get("/metrics").expect("/metrics");
+    let metrics = metrics.as_str().unwrap();
+    let line = metrics
+        .lines()
+        .find(|l| {
+            l.starts_with("fdprof_container_fd_allocations_total{")
+                && l.contains(&format!("container=\"{id}\""))
+        })
+        .unwrap_or_else(|| panic!("no container series for {id}"));
+    let allocations: u64 = narrowed["syscalls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["allocs"].as_u64().unwrap_or(0))
+        .sum();
+    let value: f64 = line.rsplit(' ').next().unwrap().parse().unwrap();
+    assert!(value >= connections as f64, "{line}");
+    assert_eq!(value, allocations as f64, "{line}");
+    assert!(line.contains("runtime=\"podman\""), "{line}");
+
+    // redis' user frames: on-CPU samples whose frames are named from the redis binary, which
+    // is at a path that only its container has (Debian builds redis without frame pointers, so
+    // its frames are the samples' own addresses, not those of its callers).
+    let own = redis_symbols();
+    let svg = get("/flamegraph.svg?cpu=1").expect("/flamegraph.svg?cpu=1");
+    let svg = svg.as_str().unwrap();
+    let named = svg
+        .split("<title>")
+        .skip(1)
+        .filter_map(|t| t.split(" (").next())
+        .filter(|f| own.contains(*f))
+        .count();
+    assert!(
+        named > 0,
+        "no frame named from redis-server in the on-CPU flamegraph"
+    );
+    drop(redis);
+    drop(pod);
+    assert_no_programs_left();
+}
