@@ -27,10 +27,29 @@ fn record_opensock(threads: &str, name: &str) -> PathBuf {
     out
 }
 
-/// Two threads contending on their file_lock, recorded once for every test here.
+/// Two threads contending on their file_lock, in both the allocator and the close path,
+/// recorded once for every test here (the scheduler decides how often they collide: a few
+/// tries at most).
 fn two_threads() -> &'static Path {
     static REC: OnceLock<PathBuf> = OnceLock::new();
-    REC.get_or_init(|| record_opensock("2", "opensock-t2.data"))
+    REC.get_or_init(|| {
+        for _ in 0..4 {
+            let rec = record_opensock("2", "opensock-t2.data");
+            let report = run(fdprof().args(["report", "--json"]).arg(&rec));
+            let report: Value = serde_json::from_slice(&report.stdout).unwrap();
+            let waited = |op: &str| {
+                report["contention"]["by_lock_operation"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|r| r["lock_kind"] == "file_lock" && r["operation"] == op)
+            };
+            if waited("alloc") && waited("close") {
+                return rec;
+            }
+        }
+        panic!("opensock -t 2 never waited for its file_lock in both alloc and close in 4 runs");
+    })
 }
 
 fn export(rec: &Path, args: &[&str], out: &Path) {
