@@ -6,7 +6,9 @@ use anyhow::{Context, Result};
 /// A capability fdprof may need, with its bit number in the kernel's capability sets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Capability {
+    SysPtrace = 19,
     SysAdmin = 21,
+    SysResource = 24,
     Syslog = 34,
     Perfmon = 38,
     Bpf = 39,
@@ -15,11 +17,18 @@ pub(crate) enum Capability {
 impl Capability {
     pub(crate) fn name(self) -> &'static str {
         match self {
+            Capability::SysPtrace => "CAP_SYS_PTRACE",
             Capability::SysAdmin => "CAP_SYS_ADMIN",
+            Capability::SysResource => "CAP_SYS_RESOURCE",
             Capability::Syslog => "CAP_SYSLOG",
             Capability::Perfmon => "CAP_PERFMON",
             Capability::Bpf => "CAP_BPF",
         }
+    }
+
+    /// As a pod spec names it (`securityContext.capabilities.add`).
+    pub(crate) fn manifest_name(self) -> &'static str {
+        self.name().trim_start_matches("CAP_")
     }
 
     fn held(self, effective: u64) -> bool {
@@ -80,12 +89,47 @@ fn and_list(names: &[&str]) -> String {
     }
 }
 
+/// The inode of the initial pid namespace (`PROC_PID_INIT_INO`): the host's.
+pub(crate) const HOST_PID_NS: u64 = 0xEFFF_FFFC;
+
+/// Whether this process runs in a container: a pid namespace of its own, a root directory
+/// other than the host's init's (seen through `/proc/1/root` where the pid namespace is the
+/// host's), or a runtime's variable (podman's `container`, every pod's
+/// `KUBERNETES_SERVICE_HOST`). Not marker files: hosts built from container images keep
+/// `/.dockerenv`.
+pub(crate) fn in_container() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let variable = ["container", "KUBERNETES_SERVICE_HOST"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some());
+    let own_pid_ns = namespace("pid").is_some_and(|n| n != HOST_PID_NS);
+    let id = |m: std::fs::Metadata| (m.dev(), m.ino());
+    let other_root = match (std::fs::metadata("/"), std::fs::metadata("/proc/1/root/")) {
+        (Ok(own), Ok(init)) => id(own) != id(init),
+        _ => false,
+    };
+    variable || own_pid_ns || other_root
+}
+
+/// The inode of this process's namespace of `kind` (`/proc/self/ns/KIND` reads `kind:[N]`).
+pub(crate) fn namespace(kind: &str) -> Option<u64> {
+    let link = std::fs::read_link(format!("/proc/self/ns/{kind}")).ok()?;
+    link.to_str()?
+        .strip_prefix(kind)?
+        .strip_prefix(":[")?
+        .strip_suffix(']')?
+        .parse()
+        .ok()
+}
+
 /// What a command needs and this process lacks. Exit code 2, like a usage error.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct MissingPrivileges {
     pub command: String,
     pub needed: Vec<Capability>,
     pub lacking: Vec<Capability>,
+    /// Whether fdprof runs in a container: then the pod spec, not sudo, gives them.
+    pub in_container: bool,
 }
 
 impl std::fmt::Display for MissingPrivileges {
@@ -94,11 +138,21 @@ impl std::fmt::Display for MissingPrivileges {
             |caps: &[Capability]| and_list(&caps.iter().map(|c| c.name()).collect::<Vec<_>>());
         write!(
             f,
-            "{} needs {} (missing: {}); run it as root, e.g. with sudo",
+            "{} needs {} (missing: {}); ",
             self.command,
             names(&self.needed),
             names(&self.lacking)
-        )
+        )?;
+        if self.in_container {
+            let added: Vec<&str> = self.lacking.iter().map(|c| c.manifest_name()).collect();
+            write!(
+                f,
+                "in a container, add securityContext.capabilities.add: [{}] to its pod spec",
+                added.join(", ")
+            )
+        } else {
+            write!(f, "run it as root, e.g. with sudo")
+        }
     }
 }
 
@@ -114,6 +168,7 @@ pub(crate) fn require(what: &str, needed: &[Capability]) -> Result<()> {
         command: what.to_string(),
         needed: needed.to_vec(),
         lacking,
+        in_container: in_container(),
     }
     .into())
 }
@@ -141,6 +196,18 @@ mod tests {
         // Root's usual set (here without CAP_SYS_RESOURCE) has them all.
         assert!(missing(0x1fffeffffff, &with_syslog).is_empty());
         assert_eq!(and_list(&["A", "B", "C"]), "A, B and C");
+        let in_a_pod = MissingPrivileges {
+            command: "fdprof daemon".into(),
+            needed: with_syslog.to_vec(),
+            lacking: vec![Capability::Syslog, Capability::Bpf],
+            in_container: true,
+        };
+        assert!(
+            in_a_pod
+                .to_string()
+                .ends_with("add securityContext.capabilities.add: [SYSLOG, BPF] to its pod spec"),
+            "{in_a_pod}"
+        );
         assert_eq!(and_list(&["A", "B"]), "A and B");
     }
 }

@@ -263,11 +263,7 @@ pub(crate) fn run(args: DaemonArgs) -> Result<()> {
             }
         }
     };
-    let mut needed = privileges::LOAD_BPF.to_vec();
-    if privileges::kallsyms_needs_syslog() {
-        needed.push(Capability::Syslog);
-    }
-    privileges::require("fdprof daemon", &needed)?;
+    may_load()?;
     log::set_verbose(args.verbose);
     let (kernel, kernel_syms) = crate::live::read_kernel()?;
     let reload: Option<Reload> = args
@@ -287,6 +283,20 @@ pub(crate) fn run(args: DaemonArgs) -> Result<()> {
         },
     };
     service::run(config, kernel, kernel_syms, reload)
+}
+
+/// Fails unless this process may load the programs (capabilities and, in a container, a
+/// seccomp filter that lets `bpf(2)` through); says what else its pod spec lacks.
+fn may_load() -> Result<()> {
+    let mut needed = privileges::LOAD_BPF.to_vec();
+    if privileges::kallsyms_needs_syslog() {
+        needed.push(Capability::Syslog);
+    }
+    privileges::require("fdprof daemon", &needed)?;
+    for gap in crate::probe::pod_spec::check_at_start()? {
+        log::warn(&format!("in a container: add {}", gap.line()));
+    }
+    Ok(())
 }
 
 /// How an error names a bad target: by its value (the command line, which the user typed), or

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 
 use crate::privileges;
-use crate::probe::{btf, capabilities::Capabilities};
+use crate::probe::{btf, capabilities::Capabilities, pod_spec::PodSpec};
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct DoctorArgs {
@@ -19,7 +19,10 @@ pub(crate) struct DoctorArgs {
 
 pub(crate) fn run(args: &DoctorArgs) -> Result<()> {
     privileges::require("fdprof doctor", &privileges::LOAD_BPF)?;
-    let caps = Capabilities::detect(&args.btf)?;
+    let mut caps = Capabilities::detect(&args.btf)?;
+    // In a container, what its pod spec lacks (the token gap: where the daemon saves one).
+    let pod = PodSpec::detect(caps.needs(Some(crate::service::access::TOKEN_DIR)));
+    caps.pod_spec = pod.in_container.then_some(pod);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&caps)?);
     } else {

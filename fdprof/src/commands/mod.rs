@@ -128,6 +128,7 @@ mod tests {
             command: "fdprof record".into(),
             needed: crate::privileges::LOAD_BPF.to_vec(),
             lacking: crate::privileges::LOAD_BPF.to_vec(),
+            in_container: false,
         });
         assert_eq!(exit_code(&privileges), 2);
         let refused = anyhow::Error::from(ProbeError::Unavailable {

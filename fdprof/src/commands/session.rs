@@ -128,6 +128,9 @@ pub(crate) fn start(
         needed.push(Capability::Syslog);
     }
     privileges::require(request.command_name, &needed)?;
+    for gap in crate::probe::pod_spec::check_at_start()? {
+        eprintln!("fdprof: in a container: add {}", gap.line());
+    }
     checks()?;
     let mut resolved = target::resolve(&request.spec)?;
     let (program, command) = match &request.spec {

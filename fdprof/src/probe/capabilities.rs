@@ -11,6 +11,7 @@ use super::{
     btf::Btf,
     kallsyms::Kallsyms,
     offsets::{KernelOffsets, LockOffsets},
+    pod_spec::{Needs, PodSpec},
     roles::{FUNCTION_ROLES, FoundFunction, Mode, Role, SYSCALL_ROLE},
     trial::{Outcome, Trials},
 };
@@ -124,6 +125,10 @@ pub(crate) struct Capabilities {
     pub lock_names: LockNaming,
     /// Things fdprof changed or could not change on the way (e.g. mounting tracefs).
     pub notes: Vec<String>,
+    /// Inside a container: what its pod spec lacks (set by the caller, who knows what it
+    /// would write).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pod_spec: Option<PodSpec>,
 }
 
 /// How `record` can name the locks waited for, beyond the target's `file_lock` (by address)
@@ -137,17 +142,7 @@ pub(crate) struct LockNaming {
     pub static_symbols: bool,
 }
 
-/// The running kernel's release, read once: every interval's recording names it.
-pub(crate) fn kernel_release() -> String {
-    static RELEASE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    RELEASE
-        .get_or_init(|| {
-            std::fs::read_to_string("/proc/sys/kernel/osrelease")
-                .map(|s| s.trim().to_string())
-                .unwrap_or_else(|_| "unknown".into())
-        })
-        .clone()
-}
+pub(crate) use crate::procfs::kernel_release;
 
 pub(crate) fn rlimit_nofile() -> Rlimit {
     let mut lim = libc::rlimit {
@@ -300,6 +295,23 @@ impl Capabilities {
             },
             offsets,
             notes,
+            pod_spec: None,
         })
+    }
+
+    /// What decides which pod spec gaps matter: a tracepoint family that only attaches as a
+    /// classic tracepoint needs tracefs; `token_dir` is where a daemon would save its token.
+    pub(crate) fn needs(&self, token_dir: Option<&'static str>) -> Needs {
+        let classic_only = |family: &[TracepointTrial]| {
+            !family.is_empty()
+                && !family
+                    .iter()
+                    .all(|t| t.tp_btf.as_ref().is_some_and(Outcome::works))
+        };
+        Needs {
+            classic_tracepoints: classic_only(&self.lock_tracepoints)
+                || classic_only(&self.fd_syscall_tracepoints),
+            token_dir,
+        }
     }
 }

@@ -5,6 +5,7 @@ pub(crate) mod capabilities;
 pub mod kallsyms;
 pub mod object;
 pub(crate) mod offsets;
+pub(crate) mod pod_spec;
 pub(crate) mod roles;
 pub(crate) mod text;
 pub mod tracefs;

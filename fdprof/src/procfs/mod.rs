@@ -28,6 +28,18 @@ pub(crate) fn stat_fields(path: &str) -> Option<Vec<String>> {
     Some(rest.split_ascii_whitespace().map(str::to_string).collect())
 }
 
+/// The running kernel's release, read once: every interval's recording names it.
+pub(crate) fn kernel_release() -> String {
+    static RELEASE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    RELEASE
+        .get_or_init(|| {
+            std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .map(|s| s.trim().to_string())
+                .unwrap_or_else(|_| "unknown".into())
+        })
+        .clone()
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

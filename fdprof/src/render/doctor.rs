@@ -43,6 +43,7 @@ pub(crate) fn text(caps: &Capabilities) -> String {
     for note in &caps.notes {
         let _ = writeln!(out, "note            {note}");
     }
+    pod_spec_lines(&mut out, caps);
     let _ = writeln!(
         out,
         "\nfunction probes (load + attach + detach tried for each):"
@@ -91,6 +92,27 @@ pub(crate) fn text(caps: &Capabilities) -> String {
         }
     }
     out
+}
+
+/// Inside a container, what its pod spec lacks, a line each in the manifest's words.
+fn pod_spec_lines(out: &mut String, caps: &Capabilities) {
+    let Some(pod) = &caps.pod_spec else {
+        return;
+    };
+    if pod.lacks.is_empty() {
+        let _ = writeln!(
+            out,
+            "pod spec        in a container; it lacks nothing fdprof uses"
+        );
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "pod spec        in a container; add to its pod spec (deploy/kubernetes/daemonset.yaml):"
+    );
+    for gap in &pod.lacks {
+        let _ = writeln!(out, "  {}", gap.line());
+    }
 }
 
 /// Each function role, its candidates found and each mode's trial.

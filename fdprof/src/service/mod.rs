@@ -216,7 +216,11 @@ fn access_token(
     let path = token.save(&dir, listen).map_err(|e| {
         fatal(
             EXIT_USAGE,
-            format!("cannot save the daemon's token: {e} (or give --token-file)"),
+            format!(
+                "cannot save the daemon's token: {e} (give --token-file FILE, or a writable \
+                 {}: in a pod, an emptyDir mounted there)",
+                dir.display()
+            ),
         )
     })?;
     log::info(&format!(

@@ -13,7 +13,7 @@ const MAY_USE: &[(&str, &[&str])] = &[
     ("output", &["error"]),
     ("procfs", &[]),
     ("privileges", &["error", "escape"]),
-    ("probe", &["procfs", "error", "escape"]),
+    ("probe", &["privileges", "procfs", "error", "escape"]),
     ("collect", &["probe", "procfs", "error", "escape"]),
     ("symbolize", &["procfs", "error", "escape"]),
     (

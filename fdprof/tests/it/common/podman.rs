@@ -388,6 +388,22 @@ impl Detached {
         )
     }
 
+    /// The cgroup runc puts it in, the same path in every hierarchy (v1 and v2).
+    pub fn cgroup_path(&self) -> String {
+        format!("/{}/libpod-{}", self.name, self.id)
+    }
+
+    /// Waits until it has exited; its exit code.
+    pub fn wait(&self) -> i64 {
+        let out = super::run(self.podman().args(["wait", &self.id]));
+        assert!(
+            out.status.success(),
+            "podman wait: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+    }
+
     /// Its first process's PID on the host.
     pub fn host_pid(&self) -> u32 {
         let out = super::run(self.podman().args([
