@@ -423,3 +423,64 @@ fn the_log_hides_every_token_form_answers_send_no_referrer_and_metrics_escape_na
     let body = found.unwrap_or_else(|()| panic!("no {escaped} in /metrics\n{}", daemon.log()));
     assert!(!body.contains('\x1b'), "a raw ESC in /metrics");
 }
+
+/// As the DaemonSet runs it behind its headless Service (`--listen 0.0.0.0:PORT --allow-remote
+/// --allow-host fdprof.fdprof.svc …`), reached here over loopback with the Host a scraper sends:
+/// the Service's names and the pod's own addresses and name are served, with the token only;
+/// any other name is refused (421), whatever it starts with.
+#[test]
+fn behind_a_service_the_host_check_takes_its_names_and_the_pods_own_addresses() {
+    require_root();
+    let _guard = kernel_lock();
+    let port = free_loopback_addr().port();
+    let every = format!("0.0.0.0:{port}");
+    let reach: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let mut daemon = Daemon::spawn(
+        &every,
+        reach,
+        &[
+            "--comm",
+            "fdpd-service",
+            "--allow-remote",
+            "--allow-host",
+            "fdprof.fdprof.svc",
+            "--allow-host",
+            "fdprof.fdprof.svc.cluster.local",
+        ],
+    );
+    daemon.wait_healthy();
+    let auth = authorization();
+    let status = |host: &str, auth: &str| -> String {
+        let head = raw_head(reach, host, "/metrics", auth);
+        head.split(' ').nth(1).unwrap_or_default().to_string()
+    };
+    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let own_address = run(Command::new("hostname").arg("-I"));
+    let own_address = String::from_utf8_lossy(&own_address.stdout)
+        .split_whitespace()
+        .find(|a| a.parse::<std::net::Ipv4Addr>().is_ok())
+        .map(String::from);
+    let served: Vec<String> = [
+        "fdprof.fdprof.svc",
+        "fdprof.fdprof.svc.cluster.local",
+        "FDPROF.fdprof.SVC",
+        hostname.trim(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain(own_address)
+    .collect();
+    for host in &served {
+        assert_eq!(status(host, &auth), "200", "Host {host} with the token");
+        assert_eq!(status(host, ""), "401", "Host {host} without the token");
+    }
+    for host in [
+        "fdprof.fdprof.svc.attacker.example",
+        "attacker.example",
+        "fdprof.other.svc",
+    ] {
+        assert_eq!(status(host, &auth), "421", "Host {host}");
+    }
+    assert!(daemon.stop().success(), "{}", daemon.log());
+    assert_no_programs_left();
+}
