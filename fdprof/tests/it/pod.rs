@@ -353,7 +353,7 @@ fn the_daemonsets_pod_counts_a_redis_containers_connections_and_a_host_process_e
     // its frames are the samples' own addresses, not those of its callers). Pipelined SETs and
     // GETs keep redis in its own code, a round at a time until a sample lands there (99 Hz).
     let own = redis_symbols();
-    let mut named = 0;
+    let (mut in_svg, mut in_report) = (0, 0);
     for _ in 0..5 {
         let load = run(Command::new("redis-benchmark")
             .args(["-h", "127.0.0.1", "-p", &port.to_string()])
@@ -362,7 +362,7 @@ fn the_daemonsets_pod_counts_a_redis_containers_connections_and_a_host_process_e
         // The round's samples are in once the interval holding them has ended.
         std::thread::sleep(Duration::from_millis(2500));
         let svg = get("/flamegraph.svg?cpu=1").expect("/flamegraph.svg?cpu=1");
-        named = svg
+        in_svg = svg
             .as_str()
             .unwrap()
             .split("<title>")
@@ -370,13 +370,27 @@ fn the_daemonsets_pod_counts_a_redis_containers_connections_and_a_host_process_e
             .filter_map(|t| t.split(" (").next())
             .filter(|f| own.contains(*f))
             .count();
-        if named > 0 {
+        // The report: user frames of redis' own functions in its module, read through the
+        // path inside its container (on-CPU samples are not narrowed to a container).
+        let report = get("/report.json").expect("report");
+        in_report = report["cpu"]["top_stacks"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|s| s["user_stack"].as_array().into_iter().flatten())
+            .filter(|f| {
+                f["module"] == "redis-server"
+                    && f["function"].as_str().is_some_and(|n| own.contains(n))
+            })
+            .count();
+        if in_svg > 0 && in_report > 0 {
             break;
         }
     }
     assert!(
-        named > 0,
-        "no frame named from redis-server in the on-CPU flamegraph; the pod's log:\n{}",
+        in_svg > 0 && in_report > 0,
+        "redis-server's own frames: {in_svg} in the on-CPU flamegraph, {in_report} in the \
+         report; the pod's log:\n{}",
         pod.logs()
     );
     drop(redis);
