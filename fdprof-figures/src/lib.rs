@@ -24,6 +24,7 @@ mod rates;
 mod report;
 mod stacks;
 mod tiers;
+mod timeline;
 
 pub use activity::{Scan, Syscall, SyscallLatency, Table};
 pub use cgroups::{CgroupGroup, Container, FileLockWaits, Identity, Runtime};
@@ -46,6 +47,7 @@ pub use rates::{RateRow, Rates};
 pub use report::{Header, Report, ReportOptions, SortKey, Target};
 pub use stacks::{Frame, TopStack};
 pub use tiers::{FullTracing, TracedWindow};
+pub use timeline::{Timeline, TimelinePoint};
 
 /// The value of [`Report::schema`]: names the document.
 pub const SCHEMA: &str = "fdprof-report";

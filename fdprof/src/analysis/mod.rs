@@ -24,6 +24,7 @@ mod scan;
 mod series;
 mod stacks;
 mod syscalls;
+mod timeline;
 mod waits;
 
 #[cfg(test)]
@@ -56,6 +57,7 @@ pub(crate) use series::rates as series_rates;
 pub use series::{playback, playback_total, series_len};
 pub(crate) use stacks::top_stacks;
 pub(crate) use syscalls::{latency_level, syscalls, syscalls_by_calls};
+pub(crate) use timeline::timeline;
 
 use fdprof_recording::Recording;
 

@@ -107,6 +107,30 @@ impl Stacks {
     }
 }
 
+/// Which kept intervals a request reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Span {
+    /// Those that end within the last `seconds`.
+    Last { seconds: u64 },
+    /// Those that overlap `[from_ms, to_ms)`, Unix time in ms.
+    Range { from_ms: u64, to_ms: u64 },
+}
+
+/// Why a span has no figures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SpanError {
+    /// No interval has ended yet.
+    NoneYet,
+    /// The range overlaps no kept interval; the kept ones cover `[kept_from_ms, kept_to_ms)`.
+    Outside { kept_from_ms: u64, kept_to_ms: u64 },
+}
+
+/// A recording's start and end, Unix time in ms.
+fn unix_ms(rec: &Recording) -> (u64, u64) {
+    let start = rec.started_unix_ms;
+    (start, start + rec.duration_ns / 1_000_000)
+}
+
 /// A name's figures so far.
 #[derive(Debug, Clone)]
 pub(crate) struct History {
@@ -216,21 +240,44 @@ impl History {
         rec
     }
 
-    /// The intervals that end within the last `seconds`, added up: their recording, starting
-    /// with the first of them. `None` when no interval is kept yet.
-    pub(crate) fn window(&self, seconds: u64) -> Option<Recording> {
-        let last = self.recent.back()?;
-        let end = last.start_ns + last.rec.duration_ns;
-        let since = end.saturating_sub(seconds.saturating_mul(1_000_000_000));
-        let within = self
-            .recent
-            .iter()
-            .skip_while(|kept| kept.start_ns + kept.rec.duration_ns <= since);
-        let mut rec = window::total(within.map(|kept| self.whole(kept)))?;
+    /// The kept intervals `span` covers, added up: their recording, starting with the first of
+    /// them; or why there is none.
+    pub(crate) fn span(&self, span: Span) -> Result<Recording, SpanError> {
+        let last = self.recent.back().ok_or(SpanError::NoneYet)?;
+        let chosen: Vec<&Kept> = match span {
+            Span::Last { seconds } => {
+                let end = last.start_ns + last.rec.duration_ns;
+                let since = end.saturating_sub(seconds.saturating_mul(1_000_000_000));
+                self.recent
+                    .iter()
+                    .skip_while(|kept| kept.start_ns + kept.rec.duration_ns <= since)
+                    .collect()
+            }
+            Span::Range { from_ms, to_ms } => self
+                .recent
+                .iter()
+                .filter(|kept| {
+                    let (start, end) = unix_ms(&kept.rec);
+                    start < to_ms && end > from_ms
+                })
+                .collect(),
+        };
+        let Some(mut rec) = window::total(chosen.into_iter().map(|kept| self.whole(kept))) else {
+            let first = self.recent.front().map_or((0, 0), |k| unix_ms(&k.rec));
+            return Err(SpanError::Outside {
+                kept_from_ms: first.0,
+                kept_to_ms: unix_ms(&last.rec).1,
+            });
+        };
         process::bound(&mut rec, PROCESS_ROWS);
         merge::bound_sites(&mut rec, bounds::SITES);
         rec.target = last.rec.target.clone();
-        Some(rec)
+        Ok(rec)
+    }
+
+    /// Each kept interval, oldest first, without its stacks: the timeline's points.
+    pub(crate) fn intervals(&self) -> impl Iterator<Item = &Recording> {
+        self.recent.iter().map(|kept| &kept.rec)
     }
 
     /// The kept intervals that overlap `[from_ns, until_ns)`, whole, oldest first: a capture's.
@@ -281,10 +328,43 @@ mod tests {
             })
             .collect();
         rec.duration_ns = 1_000_000_000;
+        rec.started_unix_ms = 1_700_000_000_000 + index * 1_000;
         Interval {
             start_ns: index * 1_000_000_000,
             rec,
         }
+    }
+
+    /// The wait of the site under the stack `f` in `r`.
+    fn wait_of(r: &Recording, f: &str) -> Option<u64> {
+        r.contention
+            .iter()
+            .find(|s| s.kernel_stack[0].function == f)
+            .map(|s| s.total_wait_ns)
+    }
+
+    #[test]
+    fn a_range_covers_the_intervals_it_overlaps_and_says_when_it_covers_none() {
+        let mut h = History::new(crate::testdata::recording());
+        let range = |from_ms, to_ms| Span::Range { from_ms, to_ms };
+        assert_eq!(h.span(range(0, 1)).unwrap_err(), SpanError::NoneYet);
+        for (i, wait) in [10, 20, 40].into_iter().enumerate() {
+            h.push(interval(i as u64, &[("a", wait)]), &HashSet::new());
+        }
+        let t0 = 1_700_000_000_000;
+        let wait = |span| wait_of(&h.span(span).unwrap(), "a");
+        // Within the second interval; across its end into the third; all three.
+        assert_eq!(wait(range(t0 + 1_200, t0 + 1_300)), Some(20));
+        assert_eq!(wait(range(t0 + 1_999, t0 + 2_001)), Some(60));
+        assert_eq!(wait(range(t0 - 5_000, t0 + 9_000)), Some(70));
+        // Ends where the first begins: none.
+        let outside = SpanError::Outside {
+            kept_from_ms: t0,
+            kept_to_ms: t0 + 3_000,
+        };
+        assert_eq!(h.span(range(t0 - 5_000, t0)).unwrap_err(), outside);
+        assert_eq!(h.span(range(t0 + 3_000, t0 + 4_000)).unwrap_err(), outside);
+        assert_eq!(h.intervals().count(), 3);
     }
 
     #[test]
@@ -292,17 +372,11 @@ mod tests {
         let mut h = History::new(crate::testdata::recording());
         h.push(interval(0, &[("a", 10), ("b", 20)]), &HashSet::new());
         h.push(interval(1, &[("a", 5)]), &HashSet::new());
-        let last = h.window(1).unwrap();
+        let last = h.span(Span::Last { seconds: 1 }).unwrap();
         assert_eq!(last.contention.len(), 1);
         assert_eq!(last.contention[0].kernel_stack[0].function, "a");
         assert_eq!(last.contention[0].user_stack, vec![frame("main")]);
-        let both = h.window(2).unwrap();
-        let wait_of = |r: &Recording, f: &str| {
-            r.contention
-                .iter()
-                .find(|s| s.kernel_stack[0].function == f)
-                .map(|s| s.total_wait_ns)
-        };
+        let both = h.span(Span::Last { seconds: 2 }).unwrap();
         assert_eq!(wait_of(&both, "a"), Some(15));
         assert_eq!(wait_of(&both, "b"), Some(20));
         assert_eq!(both.duration_ns, 2_000_000_000);
@@ -317,7 +391,10 @@ mod tests {
         // a and b rolled out with their intervals: only c's stacks remain.
         assert_eq!(h.stacks.ids.len(), 2);
         assert_eq!(h.recent.len(), bounds::INTERVALS);
-        assert_eq!(wait_of(&h.window(u64::MAX).unwrap(), "c"), Some(300));
+        assert_eq!(
+            wait_of(&h.span(Span::Last { seconds: u64::MAX }).unwrap(), "c"),
+            Some(300)
+        );
     }
 
     /// An interval of processes `pids`, each with one socket call.
@@ -346,7 +423,7 @@ mod tests {
         let gone: HashSet<u32> = (1..1001).collect();
         h.push(of_processes(1, 1001..1011), &gone);
         assert_eq!(h.total.processes.len(), 10);
-        let first = h.window(2).unwrap();
+        let first = h.span(Span::Last { seconds: 2 }).unwrap();
         assert_eq!(first.processes.len(), PROCESS_ROWS);
         let folded = first.processes_folded.as_ref().unwrap();
         assert_eq!(folded.processes, 1010 - PROCESS_ROWS as u64);

@@ -30,7 +30,7 @@ use super::access;
 use super::app::{App, Reply, bad, blocking, unknown_target};
 use super::long_lived::Slot;
 use super::state::{State, Streamed};
-use super::{log, page, profiles, trace_request};
+use super::{log, page, profiles, span, trace_request};
 
 /// The endpoints behind the access check ([`super::access`]), every request logged with `-v`.
 pub(crate) fn router(app: Arc<App>, policy: Arc<access::Policy>) -> Router {
@@ -44,6 +44,7 @@ pub(crate) fn router(app: Arc<App>, policy: Arc<access::Policy>) -> Router {
         .route("/report.json", get(report))
         .route("/flamegraph.svg", get(flamegraph))
         .route("/api/v1/stream", get(stream))
+        .route("/api/v1/timeline", get(timeline))
         .route("/api/v1/trace", post(trace_request::trace))
         .route("/captures", get(captures))
         .route("/captures/{name}", get(capture))
@@ -116,6 +117,9 @@ async fn scrape(Shared(app): Shared<Arc<App>>, headers: HeaderMap) -> Reply {
 struct Window {
     /// The last this many seconds (default: every interval kept).
     seconds: Option<String>,
+    /// A range instead, Unix time in ms: every kept interval that overlaps it.
+    from: Option<String>,
+    to: Option<String>,
     /// One target name (default: every target together).
     target: Option<String>,
     /// Only the processes of one container: its id or a prefix of 12 digits or more.
@@ -132,25 +136,17 @@ impl Window {
     /// The recording of the window, or why there is none.
     fn recording(&self, state: &State) -> Result<Recording, (StatusCode, String)> {
         let h = state.read();
-        let kept = h.daemon.kept_seconds().max(1);
-        let seconds = match &self.seconds {
-            None => kept,
-            Some(s) => s
-                .parse::<u64>()
-                .ok()
-                .filter(|&n| n > 0)
-                .ok_or_else(|| bad(format!("seconds must be a whole number > 0, not {s:?}")))?,
-        };
+        let span = span::parse(
+            self.seconds.as_deref(),
+            self.from.as_deref(),
+            self.to.as_deref(),
+            h.daemon.kept_seconds(),
+        )?;
         let history = match &self.target {
             None => &h.daemon,
             Some(name) => h.names.get(name).ok_or_else(|| unknown_target(&h, name))?,
         };
-        let rec = history.window(seconds).ok_or_else(|| {
-            (
-                StatusCode::SERVICE_UNAVAILABLE,
-                "no interval has ended yet\n".into(),
-            )
-        })?;
+        let rec = history.span(span).map_err(|e| span::refused(span, e))?;
         let Some(arg) = &self.container else {
             return Ok(rec);
         };
@@ -171,6 +167,30 @@ async fn report(Shared(app): Shared<Arc<App>>, Query(window): Query<Window>) -> 
         let rec = window.recording(&app.state)?;
         let report = analysis::report(&rec, &ReportOptions::default());
         let json = serde_json::to_string_pretty(&report)
+            .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")))?;
+        Ok(([(header::CONTENT_TYPE, "application/json")], json + "\n").into_response())
+    })
+    .await
+}
+
+/// Which history a timeline is of.
+#[derive(Debug, Deserialize)]
+struct TimelineQuery {
+    /// One target name (default: every target together).
+    target: Option<String>,
+}
+
+/// Every kept interval of a target (or of every target) as a point in time, oldest first:
+/// what the page's timeline draws, and the `from`/`to` a selection of it asks for.
+async fn timeline(Shared(app): Shared<Arc<App>>, Query(q): Query<TimelineQuery>) -> Reply {
+    blocking(move || {
+        let h = app.state.read();
+        let history = match &q.target {
+            None => &h.daemon,
+            Some(name) => h.names.get(name).ok_or_else(|| unknown_target(&h, name))?,
+        };
+        let timeline = analysis::timeline(q.target.as_deref(), history.intervals());
+        let json = serde_json::to_string(&timeline)
             .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")))?;
         Ok(([(header::CONTENT_TYPE, "application/json")], json + "\n").into_response())
     })

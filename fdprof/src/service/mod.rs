@@ -21,6 +21,7 @@ mod metrics;
 mod page;
 mod profiles;
 pub(crate) mod server;
+mod span;
 pub(crate) mod state;
 pub(crate) mod tls;
 mod trace_request;

@@ -21,6 +21,8 @@ use fdprof_recording::Recording;
 use serde::Deserialize;
 
 use super::app::{App, Reply, bad, blocking, unknown_target};
+use super::history::Span;
+use super::span;
 use crate::analysis::{self, LockFilter, OpFilter, ProfileKind, ProfileOptions};
 use crate::model::process;
 use crate::render;
@@ -33,6 +35,9 @@ pub(super) const MAX_SECONDS: u64 = 3600;
 #[derive(Debug, Deserialize)]
 pub(super) struct ProfileQuery {
     seconds: Option<String>,
+    /// A range of the kept intervals instead, Unix time in ms (no waiting).
+    from: Option<String>,
+    to: Option<String>,
     /// One target name (default: every target, each wait labelled with its own).
     target: Option<String>,
     /// `file_lock` or `all` (the mutex profile; default all).
@@ -97,6 +102,9 @@ async fn answer(app: Arc<App>, q: ProfileQuery, opts: ProfileOptions, name: &'st
         .map(process::container_prefix)
         .transpose()
         .map_err(|e| bad(format!("container: {e}")))?;
+    if seconds.is_some() && (q.from.is_some() || q.to.is_some()) {
+        return Err(bad("give seconds, or from and to, not both"));
+    }
     if let Some(n) = seconds {
         let _slot = app.long_lived.take()?;
         tokio::time::sleep(Duration::from_secs(n)).await;
@@ -113,7 +121,7 @@ fn profile(
     opts: &ProfileOptions,
     name: &str,
 ) -> Reply {
-    let Windows { facts, targets } = windows(app, q.target.as_deref(), seconds)?;
+    let Windows { facts, targets } = windows(app, q, seconds)?;
     let narrowed: Vec<(String, Recording)> = targets
         .into_iter()
         .map(|(name, rec)| match container {
@@ -150,27 +158,31 @@ struct Windows {
     targets: Vec<(String, Recording)>,
 }
 
-/// The daemon's window and each target's within it: `seconds` long, or all kept.
+/// The daemon's window and each target's within it: `seconds` long, else `q`'s range, or all
+/// kept.
 fn windows(
     app: &App,
-    target: Option<&str>,
+    q: &ProfileQuery,
     seconds: Option<u64>,
 ) -> Result<Windows, (StatusCode, String)> {
     let h = app.state.read();
-    let seconds = seconds.unwrap_or_else(|| h.daemon.kept_seconds().max(1));
-    let none_yet = || {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "no interval has ended yet\n".to_string(),
-        )
+    let span = match seconds {
+        Some(seconds) => Span::Last { seconds },
+        None => span::parse(
+            None,
+            q.from.as_deref(),
+            q.to.as_deref(),
+            h.daemon.kept_seconds(),
+        )?,
     };
-    let facts = h.daemon.window(seconds).ok_or_else(none_yet)?;
+    let facts = h.daemon.span(span).map_err(|e| span::refused(span, e))?;
+    let target = q.target.as_deref();
     let mut targets = Vec::new();
     for (name, history) in &h.names {
         if target.is_some_and(|t| t != name) {
             continue;
         }
-        if let Some(rec) = history.window(seconds) {
+        if let Ok(rec) = history.span(span) {
             targets.push((name.clone(), rec));
         }
     }

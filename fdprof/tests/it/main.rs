@@ -47,6 +47,7 @@ mod symbolize;
 mod target_set;
 mod targets;
 mod tiers;
+mod timeline;
 mod top;
 mod top_screen;
 mod trace;
