@@ -10,6 +10,7 @@
 
 mod activity;
 mod cgroups;
+mod comparison;
 mod contention;
 mod cost;
 mod counters;
@@ -28,6 +29,7 @@ mod timeline;
 
 pub use activity::{Scan, Syscall, SyscallLatency, Table};
 pub use cgroups::{CgroupGroup, Container, FileLockWaits, Identity, Runtime};
+pub use comparison::{Change, RangeComparison, Section, TimeRange};
 pub use contention::{
     Contention, Function, LockOperation, LockTotal, StackWalks, WaitShare, WaitSource,
 };

@@ -6,6 +6,7 @@
 //! `fdprof report --json` prints as it is.
 
 pub(crate) mod cgroups;
+mod compare;
 mod contention;
 mod counters;
 mod cpu;
@@ -34,6 +35,7 @@ mod tests;
 
 pub use fdprof_figures::*;
 
+pub(crate) use compare::compare;
 pub(crate) use contention::{by_lock_operation, contention, stack_walks};
 pub(crate) use counters::{counters, target_cpu};
 pub(crate) use cpu::cpu;

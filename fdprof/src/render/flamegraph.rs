@@ -208,17 +208,34 @@ pub(crate) fn diff_folded(new: &Folded, old: &Folded) -> Result<String> {
 }
 
 /// A differential flamegraph: `new`'s waits, each frame coloured by how its wait changed since
-/// `old` (red: more, blue: less, by the same filter).
+/// `old` (red: more, blue: less, by the same filter). Where `new` has none, `old`'s waits, all
+/// blue: what went away.
 pub(crate) fn diff_svg(new: &Folded, old: &Folded) -> Result<Vec<u8>> {
-    let lines = diff_folded(new, old)?;
+    let gone = new.stacks.is_empty() && !old.stacks.is_empty();
     let mut options = Options::default();
+    let lines = if gone {
+        // Drawn in the old profile's shape: its deltas negated back to "less".
+        options.negate_differentials = true;
+        diff_folded(old, new)?
+    } else {
+        diff_folded(new, old)?
+    };
     options.title = format!("{} — differential", title(new));
-    options.subtitle = Some(format!(
-        "{} · red: more than in {} ({}), blue: less",
-        subtitle(new),
-        old.header.target.description,
-        amount(old, old.total_weight)
-    ));
+    options.subtitle = Some(if gone {
+        format!(
+            "{} · none of the {} of {} is left: all blue",
+            subtitle(new),
+            amount(old, old.total_weight),
+            old.header.target.description
+        )
+    } else {
+        format!(
+            "{} · red: more than in {} ({}), blue: less",
+            subtitle(new),
+            old.header.target.description,
+            amount(old, old.total_weight)
+        )
+    });
     options.count_name = count_name(new);
     options.deterministic = true;
     options.no_sort = true;

@@ -22,7 +22,7 @@ use futures_util::stream::{self, Stream};
 use serde::Deserialize;
 use tokio::sync::broadcast::{self, error::RecvError};
 
-use crate::analysis::{self, FlamegraphOptions, LockFilter, OpFilter, ReportOptions};
+use crate::analysis::{self, FlamegraphOptions, LockFilter, OpFilter, ReportOptions, TimeRange};
 use crate::model::process;
 use crate::render::{self, metrics};
 
@@ -45,6 +45,7 @@ pub(crate) fn router(app: Arc<App>, policy: Arc<access::Policy>) -> Router {
         .route("/flamegraph.svg", get(flamegraph))
         .route("/api/v1/stream", get(stream))
         .route("/api/v1/timeline", get(timeline))
+        .route("/api/v1/compare", get(compare))
         .route("/api/v1/trace", post(trace_request::trace))
         .route("/captures", get(captures))
         .route("/captures/{name}", get(capture))
@@ -113,13 +114,16 @@ async fn scrape(Shared(app): Shared<Arc<App>>, headers: HeaderMap) -> Reply {
 }
 
 /// The window a request asks for.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 struct Window {
     /// The last this many seconds (default: every interval kept).
     seconds: Option<String>,
     /// A range instead, Unix time in ms: every kept interval that overlaps it.
     from: Option<String>,
     to: Option<String>,
+    /// The range to compare with (`/flamegraph.svg`: a differential one; `/api/v1/compare`).
+    base_from: Option<String>,
+    base_to: Option<String>,
     /// One target name (default: every target together).
     target: Option<String>,
     /// Only the processes of one container: its id or a prefix of 12 digits or more.
@@ -128,11 +132,37 @@ struct Window {
     lock: Option<String>,
     /// `1` or `true`: the on-CPU samples (`--cpu`) instead of the lock waits.
     cpu: Option<String>,
+    /// `/report.json`: how many stacks (of the waits, and of the on-CPU samples), 1 to
+    /// [`TOP_MAX`]; 10 without.
+    top: Option<String>,
     // `token=`, the credential, is checked before any handler ([`super::access`]) and is
     // ignored here as every unknown parameter is.
 }
 
 impl Window {
+    /// The same request over the base range, where one is asked for.
+    fn base(&self) -> Option<Window> {
+        (self.base_from.is_some() || self.base_to.is_some()).then(|| Window {
+            seconds: None,
+            from: self.base_from.clone(),
+            to: self.base_to.clone(),
+            base_from: None,
+            base_to: None,
+            ..self.clone()
+        })
+    }
+
+    /// The range asked for and the time its intervals cover.
+    fn range(&self, rec: &Recording) -> TimeRange {
+        let ms = |v: &Option<String>| v.as_deref().and_then(|v| v.parse().ok());
+        let start = rec.started_unix_ms;
+        TimeRange {
+            from_unix_ms: ms(&self.from).unwrap_or(start),
+            to_unix_ms: ms(&self.to).unwrap_or(start + rec.duration_ns / 1_000_000),
+            duration_ns: rec.duration_ns,
+        }
+    }
+
     /// The recording of the window, or why there is none.
     fn recording(&self, state: &State) -> Result<Recording, (StatusCode, String)> {
         let h = state.read();
@@ -162,10 +192,21 @@ impl Window {
     }
 }
 
+/// The most stacks `/report.json?top=N` lists.
+const TOP_MAX: usize = 1000;
+
 async fn report(Shared(app): Shared<Arc<App>>, Query(window): Query<Window>) -> Reply {
     blocking(move || {
+        let mut opts = ReportOptions::default();
+        if let Some(top) = &window.top {
+            opts.top = top
+                .parse()
+                .ok()
+                .filter(|n| (1..=TOP_MAX).contains(n))
+                .ok_or_else(|| bad(format!("top is 1 to {TOP_MAX}, not {top:?}")))?;
+        }
         let rec = window.recording(&app.state)?;
-        let report = analysis::report(&rec, &ReportOptions::default());
+        let report = analysis::report(&rec, &opts);
         let json = serde_json::to_string_pretty(&report)
             .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")))?;
         Ok(([(header::CONTENT_TYPE, "application/json")], json + "\n").into_response())
@@ -197,6 +238,28 @@ async fn timeline(Shared(app): Shared<Arc<App>>, Query(q): Query<TimelineQuery>)
     .await
 }
 
+/// Two ranges side by side (`base_from`, `base_to` against `from`, `to`): what changed most.
+async fn compare(Shared(app): Shared<Arc<App>>, Query(window): Query<Window>) -> Reply {
+    blocking(move || {
+        let (Some(base), Some(_), Some(_)) = (window.base(), &window.from, &window.to) else {
+            return Err(bad(
+                "compare takes from, to, base_from and base_to (Unix times in milliseconds)",
+            ));
+        };
+        let (old, new) = (base.recording(&app.state)?, window.recording(&app.state)?);
+        let opts = ReportOptions::default();
+        let comparison = analysis::compare(
+            &analysis::report(&old, &opts),
+            &analysis::report(&new, &opts),
+            (base.range(&old), window.range(&new)),
+        );
+        let json = serde_json::to_string_pretty(&comparison)
+            .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")))?;
+        Ok(([(header::CONTENT_TYPE, "application/json")], json + "\n").into_response())
+    })
+    .await
+}
+
 async fn flamegraph(Shared(app): Shared<Arc<App>>, Query(window): Query<Window>) -> Reply {
     blocking(move || flamegraph_svg(&app, &window)).await
 }
@@ -213,29 +276,45 @@ fn flamegraph_svg(app: &App, window: &Window) -> Reply {
         Some("all") => LockFilter::All,
         Some(other) => return Err(bad(format!("lock is file_lock or all, not {other:?}"))),
     };
-    let rec = window.recording(&app.state)?;
     let opts = FlamegraphOptions {
         op,
         lock,
         offsets: false,
     };
-    let graph = match window.cpu.as_deref() {
-        None | Some("0" | "false") => analysis::folded(&rec, &opts),
-        Some("1" | "true") => analysis::folded_cpu(&rec, &opts).ok_or_else(|| {
-            (
-                StatusCode::NOT_FOUND,
-                "no on-CPU samples in this window (the daemon samples with --cpu)\n".to_string(),
-            )
-        })?,
-        Some(other) => return Err(bad(format!("cpu is 1 or 0, not {other:?}"))),
+    let graph = folded(&window.recording(&app.state)?, window, &opts)?;
+    let drawn = match window.base() {
+        // Against the base range: red where the range waited more, blue where less.
+        Some(base) => {
+            let old = folded(&base.recording(&app.state)?, window, &opts)?;
+            render::flamegraph::diff_svg(&graph, &old)
+        }
+        None => render::svg(&graph),
     };
-    let svg = render::svg(&graph).map_err(|e| {
+    let svg = drawn.map_err(|e| {
         (
             StatusCode::NOT_FOUND,
             format!("{}\n", crate::escape::name(&e.to_string())),
         )
     })?;
     Ok(([(header::CONTENT_TYPE, "image/svg+xml")], svg).into_response())
+}
+
+/// The stacks of `rec` `window` asks for: the waits, or with `cpu=1` the on-CPU samples.
+fn folded(
+    rec: &Recording,
+    window: &Window,
+    opts: &FlamegraphOptions,
+) -> Result<analysis::Folded, (StatusCode, String)> {
+    match window.cpu.as_deref() {
+        None | Some("0" | "false") => Ok(analysis::folded(rec, opts)),
+        Some("1" | "true") => analysis::folded_cpu(rec, opts).ok_or_else(|| {
+            (
+                StatusCode::NOT_FOUND,
+                "no on-CPU samples in this window (the daemon samples with --cpu)\n".to_string(),
+            )
+        }),
+        Some(other) => Err(bad(format!("cpu is 1 or 0, not {other:?}"))),
+    }
 }
 
 /// The captures in `--capture-dir` (the daemon's, by their names), oldest first, as JSON.

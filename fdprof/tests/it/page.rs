@@ -63,6 +63,19 @@ fn fact<'a>(dom: &'a str, term: &str) -> &'a str {
     after.split_once("</dd>").unwrap().0
 }
 
+/// The `src` of the flamegraph's frame in a dumped DOM, its entities decoded.
+pub(crate) fn frame_src(dom: &str) -> String {
+    let frame = dom
+        .split_once("<iframe id=\"flamegraph\"")
+        .unwrap_or_else(|| panic!("no flamegraph frame in:\n{dom}"))
+        .1;
+    let src = frame
+        .split_once(" src=\"")
+        .unwrap_or_else(|| panic!("no src on the flamegraph frame in:\n{dom}"))
+        .1;
+    src.split_once('"').unwrap().0.replace("&amp;", "&")
+}
+
 #[test]
 fn the_live_page_fills_itself_in_a_real_browser() {
     require_root();
@@ -105,9 +118,20 @@ fn the_live_page_fills_itself_in_a_real_browser() {
     let (dom, log) = chromium(&url, &["--dump-dom"], "first");
     assert!(dom.contains("<td>file_lock</td><td>alloc</td>"), "{dom}");
     assert!(dom.contains("<td>file_lock</td><td>close</td>"), "{dom}");
-    let flamegraph = dom.split_once("id=\"flamegraph\"").unwrap().1;
-    assert!(flamegraph.contains("<svg"), "no flamegraph in:\n{dom}");
-    assert!(flamegraph.contains("alloc_fd"), "{flamegraph}");
+    // The flamegraph in a sandboxed frame of its own (its script zooms and searches there).
+    let src = frame_src(&dom);
+    assert!(src.starts_with("/flamegraph.svg?"), "{src}");
+    let (code, svg) = daemon.get(&src);
+    assert_eq!(code, 200, "{src}: {svg}");
+    assert!(svg.contains("alloc_fd") && svg.contains("<script"), "{svg}");
+    // The timeline: a mark an interval, each with a title a screen reader reads.
+    let timeline = dom.split_once("id=\"timeline\"").unwrap().1;
+    let timeline = timeline.split_once("</svg>").unwrap().0;
+    assert!(
+        timeline.matches("<g class=\"mark full\"><title>").count() >= 2,
+        "{timeline}"
+    );
+    assert!(timeline.contains("file_lock wait"), "{timeline}");
     let console: Vec<&str> = log.lines().filter(|l| l.contains(":CONSOLE")).collect();
     assert!(
         console.is_empty(),
@@ -185,6 +209,14 @@ fn the_page_links_the_flight_recorders_captures() {
         dom.contains(&format!("<a href=\"/captures/{name}\">{name}</a>")),
         "no link to {name} in:\n{dom}"
     );
+    // Marked on the timeline where it was written, a link to it too.
+    let timeline = dom.split_once("id=\"timeline\"").unwrap().1;
+    assert!(
+        timeline.contains(&format!(
+            "<a href=\"/captures/{name}\" class=\"capture-link\"><line"
+        )) && timeline.contains(&format!("<title>capture {name}, ")),
+        "no mark of {name} on the timeline:\n{timeline}"
+    );
     let console: Vec<&str> = log.lines().filter(|l| l.contains(":CONSOLE")).collect();
     assert!(
         console.is_empty(),
@@ -192,6 +224,172 @@ fn the_page_links_the_flight_recorders_captures() {
         console.join("\n")
     );
     load.finish();
+    drop(daemon);
+    assert_no_programs_left();
+}
+
+/// The `<tbody>` of the table `id` in a dumped DOM.
+fn tbody<'a>(dom: &'a str, id: &str) -> &'a str {
+    let table = dom
+        .split_once(&format!("<table id=\"{id}\">"))
+        .unwrap_or_else(|| panic!("no table {id} in:\n{dom}"))
+        .1;
+    let body = table.split_once("<tbody>").unwrap().1;
+    body.split_once("</tbody>").unwrap().0
+}
+
+/// The runs of intervals with fd syscalls, `[from, to)` in Unix ms, once `want` of them have
+/// ended with an interval without any after the last.
+fn wait_for_bursts(daemon: &Daemon, want: usize) -> Vec<(u64, u64)> {
+    poll(Duration::from_secs(60), || {
+        let (_, body) = daemon.get("/api/v1/timeline");
+        let t: Value = serde_json::from_str(&body).map_err(|_| body.clone())?;
+        let points = t["points"].as_array().cloned().unwrap_or_default();
+        let runs = crate::timeline::bursts(&points);
+        let quiet = points.last().is_some_and(|p| p["fd_syscalls"] == 0);
+        (quiet && runs.len() == want).then_some(runs).ok_or(body)
+    })
+    .unwrap_or_else(|t| panic!("no {want} bursts in the timeline: {t}"))
+}
+
+/// A load that runs, pauses and runs again (socket-close 3000, then 2000), then opensock with
+/// two threads and, after a pause, with one: the page's timeline shows the bursts and gaps;
+/// the page at `?from=…&to=…` shows a burst's sockets exactly and the gap's nothing; at
+/// `?base_from=…&base_to=…&from=…&to=…` (opensock -t 2 as the base, -t 1 as the range) its
+/// comparison's top row says the file_lock wait went down, its figures are each range's
+/// report's, and the flamegraph is the differential one. Screenshots kept.
+#[test]
+fn the_timeline_selects_ranges_and_compares_them() {
+    require_root();
+    let _guard = kernel_lock();
+    let comm = "fdpd-pagetl";
+    let (ops_a, ops_b) = (3_000u64, 2_000u64);
+    let workload = |args: &[&str]| start_workload_with(fdprof_as(comm), args);
+    // All ready (their setup done) before the daemon sees them: only the bursts count.
+    let a = workload(&["socket-close", "--ops", &ops_a.to_string()]);
+    let b = workload(&["socket-close", "--ops", &ops_b.to_string()]);
+    let two = workload(&["opensock", "-t", "2", "-n", "2000", "-d", "3s"]);
+    let one = workload(&["opensock", "-t", "1", "-n", "2000", "-d", "3s"]);
+    let daemon = Daemon::start(&["--tier", "full", "--comm", comm, "--interval", "1s"]);
+    daemon.wait_metric("fdprof_targets", 4.0);
+    let pause = || std::thread::sleep(Duration::from_millis(3_500));
+    a.go();
+    a.finish();
+    pause();
+    b.go();
+    b.finish();
+    pause();
+    two.go();
+    two.finish();
+    pause();
+    one.go();
+    one.finish();
+    let runs = wait_for_bursts(&daemon, 4);
+    let url = |query: &str| format!("http://{}/?token={}&{query}", daemon.addr, token());
+
+    // The whole timeline: four bursts, each mark titled.
+    let (dom, log) = chromium(&url(""), &["--dump-dom"], "timeline");
+    let timeline = dom.split_once("id=\"timeline\"").unwrap().1;
+    let timeline = timeline.split_once("</svg>").unwrap().0;
+    let marks = timeline.matches("<g class=\"mark full\"><title>").count();
+    assert!(marks >= 14, "{marks} marks in:\n{timeline}");
+    let console: Vec<&str> = log.lines().filter(|l| l.contains(":CONSOLE")).collect();
+    assert!(
+        console.is_empty(),
+        "the page logged:\n{}",
+        console.join("\n")
+    );
+
+    // A burst's range: its sockets, exactly; the gap after it: nothing.
+    let (a0, a1) = runs[0];
+    let (dom, _) = chromium(
+        &url(&format!("from={a0}&to={a1}")),
+        &["--dump-dom"],
+        "burst",
+    );
+    assert!(
+        tbody(&dom, "syscalls").contains(&format!("<tr><td>socket</td><td>{ops_a}</td>")),
+        "{}",
+        tbody(&dom, "syscalls")
+    );
+    assert!(dom.contains("<p id=\"range\">range "), "{dom}");
+    let (gap0, gap1) = (runs[0].1, runs[1].0);
+    let (dom, _) = chromium(
+        &url(&format!("from={gap0}&to={gap1}")),
+        &["--dump-dom"],
+        "gap",
+    );
+    assert_eq!(tbody(&dom, "syscalls"), "", "the gap's fd syscalls");
+    assert!(fact(&dom, "all lock waits").starts_with("0 waits"), "{dom}");
+
+    // opensock -t 2 as the base, -t 1 as the range.
+    let ((b0, b1), (r0, r1)) = (runs[2], runs[3]);
+    let compared = format!("base_from={b0}&base_to={b1}&from={r0}&to={r1}");
+    let (dom, _) = chromium(&url(&compared), &["--dump-dom"], "compare");
+    let changes = tbody(&dom, "changes");
+    let top = changes.split("</tr>").next().unwrap();
+    assert!(
+        top.starts_with("<tr><td>lock wait</td><td>file_lock ") && top.contains("class=\"down\""),
+        "the top change is not a file_lock wait that went down:\n{changes}"
+    );
+    // The figures compared are each range's report's.
+    let (code, body) = daemon.get(&format!("/api/v1/compare?{compared}"));
+    assert_eq!(code, 200, "{body}");
+    let comparison: Value = serde_json::from_str(&body).unwrap();
+    let report = |from: u64, to: u64| -> Value {
+        let (_, body) = daemon.get(&format!("/report.json?from={from}&to={to}"));
+        serde_json::from_str(&body).unwrap()
+    };
+    let (base, new) = (report(b0, b1), report(r0, r1));
+    let wait = |r: &Value, name: &str| -> u64 {
+        r["contention"]["by_lock_operation"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|l| {
+                format!(
+                    "{} {}",
+                    l["lock"].as_str().unwrap(),
+                    l["operation"].as_str().unwrap()
+                ) == name
+            })
+            .map(|l| l["total_wait_ns"].as_u64().unwrap())
+            .sum()
+    };
+    let rows = comparison["rows"].as_array().unwrap();
+    for row in rows.iter().filter(|r| r["section"] == "lock_wait") {
+        let name = row["name"].as_str().unwrap();
+        assert_eq!(row["base"].as_u64().unwrap(), wait(&base, name), "{row}");
+        assert_eq!(row["new"].as_u64().unwrap(), wait(&new, name), "{row}");
+    }
+    assert!(rows[0]["change"].as_i64().unwrap() < 0, "{}", rows[0]);
+    // The flamegraph against the base: the differential one.
+    let src = frame_src(&dom);
+    assert!(src.contains("base_from=") && src.contains("from="), "{src}");
+    let (code, svg) = daemon.get(&src);
+    assert_eq!(code, 200, "{src}: {svg}");
+    assert!(
+        svg.contains("differential"),
+        "{}",
+        &svg[..svg.len().min(2000)]
+    );
+
+    for (name, query) in [
+        ("page-timeline.png", compared.as_str()),
+        ("page-range.png", &format!("from={a0}&to={a1}")),
+    ] {
+        let shot = tmp(name);
+        chromium(
+            &url(query),
+            &[
+                "--window-size=1280,2400",
+                &format!("--screenshot={}", shot.display()),
+            ],
+            name,
+        );
+        assert!(std::fs::metadata(&shot).unwrap().len() > 10_000);
+        eprintln!("screenshot: {}", shot.display());
+    }
     drop(daemon);
     assert_no_programs_left();
 }

@@ -372,7 +372,7 @@ fn the_daemonsets_pod_counts_a_redis_containers_connections_and_a_host_process_e
             .count();
         // The report: user frames of redis' own functions in its module, read through the
         // path inside its container (on-CPU samples are not narrowed to a container).
-        let report = get("/report.json").expect("report");
+        let report = get("/report.json?top=1000").expect("report");
         in_report = report["cpu"]["top_stacks"]
             .as_array()
             .into_iter()

@@ -36,7 +36,7 @@ fn sockets(report: &Value) -> u64 {
 }
 
 /// The runs of consecutive points with fd syscalls: each one's `[from, to)` in Unix ms.
-fn bursts(points: &[Value]) -> Vec<(u64, u64)> {
+pub(crate) fn bursts(points: &[Value]) -> Vec<(u64, u64)> {
     let mut runs: Vec<(u64, u64)> = Vec::new();
     let mut open = false;
     for p in points {
