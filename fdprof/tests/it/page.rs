@@ -374,15 +374,18 @@ fn the_timeline_selects_ranges_and_compares_them() {
         &svg[..svg.len().min(2000)]
     );
 
-    for (name, query) in [
-        ("page-timeline.png", compared.as_str()),
-        ("page-range.png", &format!("from={a0}&to={a1}")),
+    // The top of the page (the README's picture), the whole of it, and a range alone.
+    let range_a = format!("from={a0}&to={a1}");
+    for (name, query, size) in [
+        ("page-timeline.png", compared.as_str(), "1280,1150"),
+        ("page-whole.png", compared.as_str(), "1280,4200"),
+        ("page-range.png", range_a.as_str(), "1280,2400"),
     ] {
         let shot = tmp(name);
         chromium(
             &url(query),
             &[
-                "--window-size=1280,2400",
+                &format!("--window-size={size}"),
                 &format!("--screenshot={}", shot.display()),
             ],
             name,
