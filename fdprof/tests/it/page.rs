@@ -393,6 +393,67 @@ fn the_timeline_selects_ranges_and_compares_them() {
         assert!(std::fs::metadata(&shot).unwrap().len() > 10_000);
         eprintln!("screenshot: {}", shot.display());
     }
+    drag_and_keys(&url(""), runs[0], ops_a);
     drop(daemon);
     assert_no_programs_left();
+}
+
+/// In Chromium driven as a person would: a drag over the first burst selects it (its sockets,
+/// exactly, and the range in the page's URL); from the keyboard, Esc clears, ← selects the last
+/// interval, `b` makes it the base, ← ← selects a range to compare with it.
+fn drag_and_keys(url: &str, (a0, a1): (u64, u64), ops_a: u64) {
+    let mut page = crate::common::cdp::Browser::open(url, tmp("chromium-driven"));
+    page.wait_until(
+        "points.length > 0 && document.querySelectorAll('#timeline g.mark').length > 0",
+    );
+    // Where a time is on the screen, as the timeline draws it.
+    let x_of = |page: &mut crate::common::cdp::Browser, ms: u64| -> f64 {
+        page.eval(&format!(
+            "(() => {{ const b = $('timeline').getBoundingClientRect(); \
+               return b.left + scale().x({ms}) / 1000 * b.width; }})()"
+        ))
+        .as_f64()
+        .unwrap()
+    };
+    let y = page
+        .eval("(() => { const b = $('timeline').getBoundingClientRect(); return b.top + b.height / 2; })()")
+        .as_f64()
+        .unwrap();
+    // Inside the burst's first and last intervals.
+    let (from, to) = (x_of(&mut page, a0 + 200), x_of(&mut page, a1 - 200));
+    page.mouse("mousePressed", from, y, 0);
+    page.mouse("mouseMoved", (from + to) / 2.0, y, 0);
+    page.mouse("mouseReleased", to, y, 0);
+    page.wait_until("location.search.includes('from=') && !location.search.includes('token=')");
+    page.wait_until(&format!(
+        "[...document.querySelectorAll('#syscalls tbody tr')].some((r) => \
+           r.cells[0].textContent === 'socket' && r.cells[1].textContent === '{ops_a}')"
+    ));
+    let search = page.eval("location.search");
+    assert!(search.as_str().unwrap().contains("&to="), "{search}");
+
+    // The keyboard.
+    page.eval("$('timeline').focus()");
+    page.key("Escape", 27, 0);
+    page.wait_until(
+        "!location.search.includes('from=') && $('range').textContent.startsWith('showing')",
+    );
+    page.key("ArrowLeft", 37, 0);
+    page.wait_until("location.search.includes('from=') && chosen.range !== null");
+    page.key("b", 66, 0);
+    page.wait_until("location.search.includes('base_from=') && chosen.range === null");
+    page.key("ArrowLeft", 37, 0);
+    page.key("ArrowLeft", 37, 8);
+    page.wait_until("chosen.range !== null && chosen.base !== null && !$('comparison').hidden");
+    // The flamegraph shows the difference; the comparison the page asked for was answered.
+    page.wait_until("$('flamegraph').getAttribute('src').includes('base_from=')");
+    page.wait_until(
+        "(async () => (await fetch('/api/v1/compare?' + query({ base_from: chosen.base.from, \
+           base_to: chosen.base.to }))).status === 200)()",
+    );
+    let range = page
+        .eval("chosen.range.to - chosen.range.from")
+        .as_f64()
+        .unwrap();
+    assert!(range > 0.0);
 }

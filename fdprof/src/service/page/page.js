@@ -356,6 +356,8 @@ function timelineInput(view) {
   const interval = (ms) => points.findIndex((p) => p.start_unix_ms <= ms && ms < ends(p));
   view.addEventListener("pointerdown", (e) => {
     if (e.target.closest && e.target.closest("a")) return;
+    e.preventDefault(); // no text selected while dragging, so focus by hand
+    view.focus();
     drag = { from: at(e), base: e.shiftKey };
     view.setPointerCapture(e.pointerId);
   });

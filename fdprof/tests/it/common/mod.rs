@@ -352,6 +352,7 @@ pub fn raw_totals(raw: &str) -> Vec<u64> {
     totals
 }
 
+pub mod cdp;
 pub mod daemon;
 pub mod podman;
 pub mod prometheus;
