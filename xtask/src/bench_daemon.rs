@@ -175,6 +175,11 @@ impl Daemon {
         get(self.addr, &self.auth, path)
     }
 
+    /// The `Authorization` header its endpoints need.
+    pub(crate) fn auth(&self) -> &str {
+        &self.auth
+    }
+
     /// Where it listens.
     pub(crate) fn addr(&self) -> SocketAddr {
         self.addr

@@ -8,6 +8,7 @@ mod bench_daemon_targets;
 mod bench_export;
 mod bench_floor;
 mod bench_overhead;
+mod bench_page;
 mod bench_remedies;
 mod bench_syscost;
 mod bench_tiers;
@@ -54,10 +55,11 @@ enum Task {
     /// `top` (fdprof top's own CPU and memory), `daemon` (the daemon's overhead, scrape latency,
     /// memory and cost against its number of targets), `churn` (the daemon's scrape cost and
     /// memory at 1k, 10k and 100k short processes seen), `export` (how long `fdprof export`
-    /// takes), `remedies` (each remedy against its load, measured by fdprof) or `vm-overhead`
-    /// (cost of each probe mode inside the qemu guests)
+    /// takes), `remedies` (each remedy against its load, measured by fdprof), `page` (the
+    /// daemon page's requests and the browser's CPU with 32 names and 300 intervals kept) or
+    /// `vm-overhead` (cost of each probe mode inside the qemu guests)
     Bench {
-        #[arg(value_parser = ["workload", "overhead", "top", "daemon", "churn", "export", "remedies", "vm-overhead"])]
+        #[arg(value_parser = ["workload", "overhead", "top", "daemon", "churn", "export", "remedies", "page", "vm-overhead"])]
         what: String,
         /// Passed to the benchmark (e.g. --rounds 7)
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -117,6 +119,7 @@ fn main() {
             "churn" => bench_churn::run(&args),
             "export" => bench_export::run(&args),
             "remedies" => bench_remedies::run(&args),
+            "page" => bench_page::run(&args),
             _ => bench_overhead::run(&args),
         }),
         Task::Install { prefix } => package::prefix_arg(prefix).and_then(|p| package::install(&p)),
