@@ -1,6 +1,8 @@
 //! The privileges checked before anything is loaded: capabilities, not the user id, so a
 //! non-root process given the capabilities fdprof needs is let through.
 
+use std::path::Path;
+
 use anyhow::{Context, Result};
 
 /// A capability fdprof may need, with its bit number in the kernel's capability sets.
@@ -53,8 +55,8 @@ pub(crate) fn missing(effective: u64, needed: &[Capability]) -> Vec<Capability> 
 
 /// The effective capability set of the calling thread (`CapEff` of `/proc/thread-self/status`).
 pub(crate) fn effective() -> Result<u64> {
-    let status = std::fs::read_to_string("/proc/thread-self/status")
-        .context("cannot read /proc/thread-self/status")?;
+    let status =
+        crate::procfs::own::thread_status().context("cannot read /proc/thread-self/status")?;
     status
         .lines()
         .find_map(|l| l.strip_prefix("CapEff:"))
@@ -63,11 +65,7 @@ pub(crate) fn effective() -> Result<u64> {
 }
 
 fn sysctl(name: &str) -> Option<i64> {
-    std::fs::read_to_string(format!("/proc/sys/kernel/{name}"))
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
+    crate::procfs::kernel_setting(name)?.parse().ok()
 }
 
 /// Whether `/proc/kallsyms` shows symbol addresses only to CAP_SYSLOG, as the kernel decides
@@ -104,7 +102,10 @@ pub(crate) fn in_container() -> bool {
         .any(|v| std::env::var_os(v).is_some());
     let own_pid_ns = namespace("pid").is_some_and(|n| n != HOST_PID_NS);
     let id = |m: std::fs::Metadata| (m.dev(), m.ino());
-    let other_root = match (std::fs::metadata("/"), std::fs::metadata("/proc/1/root/")) {
+    let other_root = match (
+        std::fs::metadata("/"),
+        std::fs::metadata(crate::procfs::in_root(1, Path::new("/"))),
+    ) {
         (Ok(own), Ok(init)) => id(own) != id(init),
         _ => false,
     };
@@ -113,7 +114,7 @@ pub(crate) fn in_container() -> bool {
 
 /// The inode of this process's namespace of `kind` (`/proc/self/ns/KIND` reads `kind:[N]`).
 pub(crate) fn namespace(kind: &str) -> Option<u64> {
-    let link = std::fs::read_link(format!("/proc/self/ns/{kind}")).ok()?;
+    let link = crate::procfs::own::namespace(kind)?;
     link.to_str()?
         .strip_prefix(kind)?
         .strip_prefix(":[")?

@@ -85,8 +85,8 @@ fn on_cgroup_fs(dir: &Path) -> bool {
 /// The cgroup mount `dir` lies under (the deepest) and its hierarchy's id: 0 for cgroup2;
 /// for a v1 mount, the line of `/proc/self/cgroup` whose controllers its options name.
 fn mount_of(dir: &Path) -> Option<(PathBuf, u32)> {
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let mountinfo = crate::procfs::own::mountinfo()?;
+    let own = crate::procfs::own::cgroup()?;
     let mut best: Option<(PathBuf, u32)> = None;
     for line in mountinfo.lines() {
         // `ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER`

@@ -31,7 +31,7 @@ pub struct Steal {
 impl CpuTimes {
     /// `/proc/stat` now; `None` where it cannot be read.
     pub(crate) fn read() -> Option<Self> {
-        Self::parse(&std::fs::read_to_string("/proc/stat").ok()?)
+        Self::parse(&crate::procfs::stat()?)
     }
 
     pub(crate) fn parse(stat: &str) -> Option<Self> {

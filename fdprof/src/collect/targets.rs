@@ -189,9 +189,8 @@ pub(crate) fn forget(ebpf: &mut Ebpf, tgids: &[u32]) -> Result<()> {
 /// `MEMBERS`' size: the host's `pid_max` (pids are below it), at most `MAX_MEMBER_PIDS`; where
 /// it cannot be read, the largest.
 pub(crate) fn member_pids() -> u32 {
-    std::fs::read_to_string("/proc/sys/kernel/pid_max")
-        .ok()
-        .and_then(|s| s.trim().parse::<u32>().ok())
+    crate::procfs::kernel_setting("pid_max")
+        .and_then(|s| s.parse::<u32>().ok())
         .unwrap_or(MAX_MEMBER_PIDS)
         .clamp(1, MAX_MEMBER_PIDS)
 }

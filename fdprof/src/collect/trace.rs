@@ -110,16 +110,9 @@ const O_CLOEXEC: u32 = 0o2_000_000;
 /// read is left out.
 pub(crate) fn proc_table(pid: u32) -> Result<ProcTable> {
     let read_from_ns = super::profiler::monotonic_ns();
-    let dir = format!("/proc/{pid}/fd");
     let mut fds = Vec::new();
-    for entry in std::fs::read_dir(&dir).with_context(|| format!("cannot read {dir}"))? {
-        let Some(fd) = entry
-            .ok()
-            .and_then(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
-        else {
-            continue;
-        };
-        let Ok(info) = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}")) else {
+    for fd in crate::procfs::fds(pid).with_context(|| format!("cannot read /proc/{pid}/fd"))? {
+        let Some(info) = crate::procfs::fdinfo(pid, fd) else {
             continue;
         };
         let flags = info

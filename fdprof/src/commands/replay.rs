@@ -113,10 +113,8 @@ fn synthetic(args: &ReplayArgs, pattern: Synthetic, choice: ModelChoice) -> Resu
     }
     let kernel = match &args.kernel {
         Some(k) => k.clone(),
-        None => std::fs::read_to_string("/proc/sys/kernel/osrelease")
-            .context("cannot read the running kernel's release (give --kernel)")?
-            .trim()
-            .to_string(),
+        None => crate::procfs::kernel_setting("osrelease")
+            .context("cannot read the running kernel's release (give --kernel)")?,
     };
     let Some(mainline) = Version::for_kernel(&kernel) else {
         bail!("--kernel {kernel:?} is not a kernel release such as 6.1.0 or 6.12.5");

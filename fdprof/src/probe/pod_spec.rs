@@ -165,7 +165,7 @@ fn gaps(needs: Needs) -> Vec<Gap> {
             path: "/sys/kernel/tracing",
         });
     }
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mountinfo = crate::procfs::own::mountinfo().unwrap_or_default();
     let host_cgroup_ns = namespace("cgroup") == Some(HOST_CGROUP_NS);
     if !hosts_cgroups(&mountinfo, host_cgroup_ns) {
         lacks.push(Gap::HostPath {
@@ -244,7 +244,7 @@ fn writable(dir: &str) -> bool {
 /// Whether `bpf(BPF_MAP_CREATE)` of a one-element array fails with EPERM under a seccomp
 /// filter: with the capabilities held, only the filter refuses it.
 fn seccomp_refuses_bpf() -> bool {
-    let filtered = std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+    let filtered = crate::procfs::own::status().is_some_and(|s| {
         s.lines()
             .any(|l| l.strip_prefix("Seccomp:").is_some_and(|v| v.trim() == "2"))
     });

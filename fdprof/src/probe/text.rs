@@ -86,7 +86,7 @@ pub(crate) struct Kcore {
 
 impl Kcore {
     pub(crate) fn open() -> Result<Self> {
-        let file = File::open("/proc/kcore").context("cannot open /proc/kcore")?;
+        let file = crate::procfs::kcore().context("cannot open /proc/kcore")?;
         let mut header = [0u8; 64];
         file.read_exact_at(&mut header, 0)
             .context("cannot read /proc/kcore")?;

@@ -13,7 +13,7 @@ pub fn has_event(event: &str) -> bool {
 /// Whether tracefs is mounted. The mount table, not the directory: tracefs is mode 0700, so
 /// a user with CAP_BPF and CAP_PERFMON but not root cannot look inside it, mounted or not.
 pub fn is_mounted() -> bool {
-    mounted(&std::fs::read_to_string("/proc/self/mounts").unwrap_or_default())
+    mounted(&crate::procfs::own::mounts().unwrap_or_default())
         || Path::new(TRACEFS).join("events").is_dir()
         || Path::new("/sys/kernel/debug/tracing/events").is_dir()
 }

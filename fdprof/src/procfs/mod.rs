@@ -1,12 +1,33 @@
 //! Every read of `/proc` in one place, each with its bound: the processes `/proc` lists,
-//! `/proc/PATH/stat` (a task's state and times), a process's tasks, comm, status, cgroup and
-//! maps (`task`), and `/proc/kallsyms` (`kallsyms`).
+//! `/proc/PATH/stat` (a task's state and times), a process's tasks, comm, status, cgroup, maps,
+//! fds and root (`task`), fdprof's own mounts, cgroup, status and namespaces (`own`), the
+//! kernel's settings, CPU times and image (`system`), and `/proc/kallsyms` (`kallsyms`).
 
 mod kallsyms;
+pub(crate) mod own;
+mod system;
 mod task;
 
+use std::io::Read;
+
 pub(crate) use kallsyms::kallsyms;
-pub(crate) use task::{cgroup, comm, exe, maps, status, tasks};
+pub(crate) use system::{kcore, kernel_release, kernel_setting, stat};
+pub(crate) use task::{cgroup, comm, exe, fdinfo, fds, in_root, map_file, maps, status, tasks};
+
+/// Bytes of a small file read (`status`, `cgroup`, `fdinfo`, a setting): a few hundred in
+/// practice.
+const FILE_BYTES: u64 = 64 << 10;
+
+/// The first `bytes` of the file at `path`; `None` where it cannot be read.
+fn read_bounded(path: &str, bytes: u64) -> Option<String> {
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .ok()?
+        .take(bytes)
+        .read_to_string(&mut text)
+        .ok()?;
+    Some(text)
+}
 
 /// The pids of the processes alive now, at most `limit` of them.
 pub(crate) fn pids(limit: usize) -> Vec<u32> {
@@ -26,18 +47,6 @@ pub(crate) fn stat_fields(path: &str) -> Option<Vec<String>> {
     let stat = std::fs::read_to_string(format!("/proc/{path}/stat")).ok()?;
     let rest = &stat[stat.rfind(')')? + 1..];
     Some(rest.split_ascii_whitespace().map(str::to_string).collect())
-}
-
-/// The running kernel's release, read once: every interval's recording names it.
-pub(crate) fn kernel_release() -> String {
-    static RELEASE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    RELEASE
-        .get_or_init(|| {
-            std::fs::read_to_string("/proc/sys/kernel/osrelease")
-                .map(|s| s.trim().to_string())
-                .unwrap_or_else(|_| "unknown".into())
-        })
-        .clone()
 }
 
 #[cfg(test)]

@@ -304,11 +304,9 @@ impl Followed {
 /// Processes (not threads) whose comm is one of `comms`, but not fdprof itself.
 fn processes_named(comms: &[String]) -> Vec<(u32, String)> {
     let me = std::process::id();
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+    // Every process alive: pid_max bounds them.
+    crate::procfs::pids(usize::MAX)
+        .into_iter()
         .filter(|&pid| pid != me)
         .filter_map(|pid| {
             let comm = target::comm_of(pid)?;

@@ -85,9 +85,8 @@ impl KernelSymbols {
     pub fn from_kallsyms(text: &str) -> Result<Self> {
         let started = Instant::now();
         let mut symbols = Self::parse(text).map_err(|e| {
-            let restrict = std::fs::read_to_string("/proc/sys/kernel/kptr_restrict")
-                .map(|s| s.trim().to_string())
-                .unwrap_or_else(|_| "?".into());
+            let restrict =
+                crate::procfs::kernel_setting("kptr_restrict").unwrap_or_else(|| "?".into());
             // SAFETY: geteuid has no preconditions.
             let euid = unsafe { libc::geteuid() };
             e.context(format!(

@@ -122,19 +122,10 @@ impl SystemMaps {
     /// Snapshots the maps of processes new since the last pass, or that exec'd since; forgets
     /// the gone. Returns how many were snapshotted now.
     pub(crate) fn pass(&mut self, user: &mut UserSymbolizer) -> usize {
-        let Ok(dir) = std::fs::read_dir("/proc") else {
-            return 0;
-        };
         let mut alive = Vec::new();
         let mut taken = 0;
-        for entry in dir.flatten() {
-            let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|n| n.parse::<u32>().ok())
-            else {
-                continue;
-            };
+        // Every process alive: pid_max bounds them.
+        for pid in crate::procfs::pids(usize::MAX) {
             if pid == self.own {
                 continue;
             }

@@ -369,7 +369,7 @@ impl UserSymbolizer {
             // CAP_CHECKPOINT_RESTORE), else the path in the process's own root (another
             // container's files, where fdprof runs in a container of its own), never the path
             // in fdprof's.
-            let opened = File::open(format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end))
+            let opened = crate::procfs::map_file(pid, m.start, m.end)
                 .ok()
                 .or_else(|| {
                     (!m.deleted)
@@ -379,7 +379,7 @@ impl UserSymbolizer {
             match opened {
                 Some(f) => {
                     self.held += 1;
-                    let path = PathBuf::from(format!("/proc/self/fd/{}", f.as_raw_fd()));
+                    let path = crate::procfs::own::fd_path(f.as_raw_fd());
                     (Some(f), Some(path))
                 }
                 None => (None, (!m.deleted).then(|| in_its_root(pid, &m.path))),
@@ -398,7 +398,7 @@ impl UserSymbolizer {
 /// `path` as process `pid` sees it: under its root directory (`/proc/PID/root`, which follows
 /// its mount namespace and chroot).
 fn in_its_root(pid: u32, path: &str) -> PathBuf {
-    PathBuf::from(format!("/proc/{pid}/root{path}"))
+    crate::procfs::in_root(pid, std::path::Path::new(path))
 }
 
 /// Field 22 (`starttime`, clock ticks since boot) of `/proc/PID/stat`.

@@ -42,7 +42,7 @@ impl Vdso {
 
     /// Where blazesym reads the image.
     pub(super) fn path(&self) -> PathBuf {
-        PathBuf::from(format!("/proc/self/fd/{}", self.file.as_raw_fd()))
+        crate::procfs::own::fd_path(self.file.as_raw_fd())
     }
 
     /// The open image, to keep readable through [`Vdso::path`].

@@ -10,9 +10,9 @@ use std::path::Path;
 /// Each top-level module and the modules it may use, besides itself and the test fixtures.
 const MAY_USE: &[(&str, &[&str])] = &[
     ("error", &[]),
-    ("output", &["error"]),
+    ("output", &["procfs", "error"]),
     ("procfs", &[]),
-    ("privileges", &["error", "escape"]),
+    ("privileges", &["procfs", "error", "escape"]),
     ("probe", &["privileges", "procfs", "error", "escape"]),
     ("collect", &["probe", "procfs", "error", "escape"]),
     ("symbolize", &["procfs", "error", "escape"]),
@@ -137,6 +137,64 @@ fn no_module_uses_a_later_stage() {
         "imports against the data path:\n{}",
         wrong.join("\n")
     );
+}
+
+/// The places in `text` (outside its unit tests) where a file under `/proc` is opened, read,
+/// listed or followed by a path spelt there.
+fn proc_reads(text: &str) -> Vec<String> {
+    let code = text
+        .split("\n#[cfg(test)]\nmod tests")
+        .next()
+        .unwrap_or(text);
+    let calls = [
+        "open(",
+        "read_to_string(",
+        "read_dir(",
+        "read_link(",
+        "metadata(",
+    ];
+    let mut found = Vec::new();
+    for (n, line) in code.lines().enumerate() {
+        for call in calls {
+            for (at, _) in line.match_indices(call) {
+                let arg = line[at + call.len()..].trim_start();
+                let arg = arg.strip_prefix("format!(").unwrap_or(arg);
+                let arg = arg.strip_prefix("&format!(").unwrap_or(arg);
+                if arg.starts_with("\"/proc") {
+                    found.push(format!("line {}: {}", n + 1, line.trim()));
+                }
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn proc_is_read_through_procfs() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    let mut wrong = Vec::new();
+    for file in &files {
+        let rel = file.strip_prefix(&src).unwrap();
+        if rel.starts_with("procfs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(file).unwrap();
+        for place in proc_reads(&text) {
+            wrong.push(format!("{} {place}", rel.display()));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "/proc read outside procfs/:\n{}",
+        wrong.join("\n")
+    );
+    let sample = "let a = std::fs::read_to_string(format!(\"/proc/{pid}/fdinfo/{fd}\"));\n\
+                  let b = File::open(\"/proc/kcore\");\n\
+                  let c = std::fs::read_dir(\"/sys/fs/cgroup\");\n\
+                  let d = thing.context(\"cannot open /proc/kcore\");";
+    assert_eq!(proc_reads(sample).len(), 2, "{:?}", proc_reads(sample));
 }
 
 #[test]
