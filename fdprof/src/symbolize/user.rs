@@ -108,8 +108,6 @@ enum FileKey {
 
 #[derive(Debug)]
 struct MappedFile {
-    /// File name, reported as the frame's module.
-    module: String,
     /// Kept open so the mapped file stays readable after it is replaced or unlinked.
     _held: Option<File>,
     /// What blazesym opens: `/proc/self/fd/N` of the held file, or the path. `None` for pseudo
@@ -123,6 +121,9 @@ struct Mapping {
     end: u64,
     offset: u64,
     file: usize,
+    /// The frame's module: the file name this process mapped it by (in `names`). A file has
+    /// as many names as it has hard links, and each process's frames carry its own.
+    module: u32,
 }
 
 #[derive(Debug)]
@@ -164,6 +165,9 @@ pub struct UserSymbolizer {
     files: Vec<MappedFile>,
     file_index: HashMap<FileKey, usize>,
     held: usize,
+    /// The mapped files' names, each once.
+    names: Vec<String>,
+    name_index: HashMap<String, u32>,
 }
 
 impl Default for UserSymbolizer {
@@ -195,6 +199,8 @@ impl UserSymbolizer {
             files: Vec::new(),
             file_index: HashMap::new(),
             held: 0,
+            names: Vec::new(),
+            name_index: HashMap::new(),
         }
     }
 
@@ -229,6 +235,7 @@ impl UserSymbolizer {
                 end: m.end,
                 offset: m.offset,
                 file: self.file_for(pid, m),
+                module: self.name_of(&m.path),
             })
             .collect();
         maps.sort_by_key(|m| m.start);
@@ -304,7 +311,7 @@ impl UserSymbolizer {
         for (i, &addr) in addrs.iter().enumerate() {
             let Some(m) = snap.find(addr) else { continue };
             let file_offset = addr - m.start + m.offset;
-            frames[i].module = Some(self.files[m.file].module.clone());
+            frames[i].module = Some(self.names[m.module as usize].clone());
             frames[i].offset = file_offset;
             let entry = by_file.entry(m.file).or_default();
             entry.0.push(i);
@@ -339,7 +346,9 @@ impl UserSymbolizer {
         frames
     }
 
-    /// Index of the file behind `m`, opening it the first time it is seen.
+    /// Index of the file behind `m`, opening it the first time it is seen. A file seen before
+    /// and not held open is opened again through this process: the path it was first found by
+    /// goes with the process that mapped it then (a short-lived one, an `ldd`, may be gone).
     fn file_for(&mut self, pid: u32, m: &ExecMapping) -> usize {
         let key = if m.is_file() && m.inode != 0 {
             FileKey::Inode(m.dev, m.inode)
@@ -348,9 +357,18 @@ impl UserSymbolizer {
             FileKey::Pseudo(format!("{} {}", m.path, m.end - m.start))
         };
         if let Some(&idx) = self.file_index.get(&key) {
+            let file = &self.files[idx];
+            if m.is_file() && file._held.is_none() && (file.source.is_none() || self.can_hold()) {
+                let (held, source) = self.open_file(pid, m);
+                if source.is_some() {
+                    self.files[idx] = MappedFile {
+                        _held: held,
+                        source,
+                    };
+                }
+            }
             return idx;
         }
-        let module = m.path.rsplit('/').next().unwrap_or(&m.path).to_string();
         let (held, source) = if m.path == VDSO {
             // fdprof's own image, if this process maps one of the same length.
             match super::vdso::Vdso::own().filter(|v| v.len == m.end - m.start) {
@@ -360,38 +378,61 @@ impl UserSymbolizer {
                 }
                 None => (None, None),
             }
-        } else if !m.is_file() {
-            (None, None)
-        } else if self.held >= MAX_HELD_FILES {
-            (None, (!m.deleted).then(|| in_its_root(pid, &m.path)))
         } else {
-            // The exact mapped file while the process lives (map_files: CAP_SYS_ADMIN, or
-            // CAP_CHECKPOINT_RESTORE), else the path in the process's own root (another
-            // container's files, where fdprof runs in a container of its own), never the path
-            // in fdprof's.
-            let opened = crate::procfs::map_file(pid, m.start, m.end)
-                .ok()
-                .or_else(|| {
-                    (!m.deleted)
-                        .then(|| File::open(in_its_root(pid, &m.path)).ok())
-                        .flatten()
-                });
-            match opened {
-                Some(f) => {
-                    self.held += 1;
-                    let path = crate::procfs::own::fd_path(f.as_raw_fd());
-                    (Some(f), Some(path))
-                }
-                None => (None, (!m.deleted).then(|| in_its_root(pid, &m.path))),
-            }
+            self.open_file(pid, m)
         };
         self.files.push(MappedFile {
-            module,
             _held: held,
             source,
         });
         self.file_index.insert(key, self.files.len() - 1);
         self.files.len() - 1
+    }
+
+    fn can_hold(&self) -> bool {
+        self.held < MAX_HELD_FILES
+    }
+
+    /// The file of mapping `m` of `pid`, held open where the bound allows, and what blazesym
+    /// opens for it.
+    fn open_file(&mut self, pid: u32, m: &ExecMapping) -> (Option<File>, Option<PathBuf>) {
+        if !m.is_file() {
+            return (None, None);
+        }
+        if !self.can_hold() {
+            return (None, (!m.deleted).then(|| in_its_root(pid, &m.path)));
+        }
+        // The exact mapped file while the process lives (map_files: CAP_SYS_ADMIN, or
+        // CAP_CHECKPOINT_RESTORE), else the path in the process's own root (another
+        // container's files, where fdprof runs in a container of its own), never the path
+        // in fdprof's.
+        let opened = crate::procfs::map_file(pid, m.start, m.end)
+            .ok()
+            .or_else(|| {
+                (!m.deleted)
+                    .then(|| File::open(in_its_root(pid, &m.path)).ok())
+                    .flatten()
+            });
+        match opened {
+            Some(f) => {
+                self.held += 1;
+                let path = crate::procfs::own::fd_path(f.as_raw_fd());
+                (Some(f), Some(path))
+            }
+            None => (None, (!m.deleted).then(|| in_its_root(pid, &m.path))),
+        }
+    }
+
+    /// The index in `names` of the file name of `path` (the whole of a pseudo mapping's).
+    fn name_of(&mut self, path: &str) -> u32 {
+        let name = path.rsplit('/').next().unwrap_or(path);
+        if let Some(&i) = self.name_index.get(name) {
+            return i;
+        }
+        self.names.push(name.to_string());
+        let i = (self.names.len() - 1) as u32;
+        self.name_index.insert(name.to_string(), i);
+        i
     }
 }
 
@@ -484,6 +525,34 @@ ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0  [vsyscall]
     }
 
     #[test]
+    fn a_file_first_seen_through_a_gone_process_is_opened_through_a_live_one() {
+        let text = crate::procfs::maps("self").unwrap();
+        let exe = parse_maps(&text).into_iter().find(|m| m.is_file()).unwrap();
+        let mut u = UserSymbolizer::new();
+        // As an `ldd` that mapped the file and exited before it was opened.
+        let gone = u32::MAX - 7;
+        let idx = u.file_for(gone, &exe);
+        assert!(u.files[idx]._held.is_none());
+        assert_eq!(u.files[idx].source, Some(in_its_root(gone, &exe.path)));
+        let own = std::process::id();
+        assert_eq!(u.file_for(own, &exe), idx, "one file, one entry");
+        assert!(
+            u.files[idx]._held.is_some(),
+            "held through the live process"
+        );
+        // A hard link of it: the same file, named by the path its process mapped.
+        let linked = ExecMapping {
+            path: "/elsewhere/another-name".into(),
+            ..exe.clone()
+        };
+        assert_eq!(u.file_for(own, &linked), idx);
+        let (a, b) = (u.name_of(&exe.path), u.name_of(&linked.path));
+        assert_ne!(a, b);
+        assert_eq!(u.names[b as usize], "another-name");
+        assert_eq!(u.name_of(&linked.path), b, "each name once");
+    }
+
+    #[test]
     fn translation_through_a_snapshot_of_an_exited_process() {
         let mut u = UserSymbolizer::new();
         // A pid that cannot exist: only the injected snapshot is there.
@@ -499,6 +568,7 @@ ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0  [vsyscall]
                     m.deleted = true; // nothing is opened by path
                     u.file_for(pid, &m)
                 },
+                module: u.name_of(&m.path),
             })
             .collect();
         u.procs.insert(

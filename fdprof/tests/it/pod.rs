@@ -354,6 +354,7 @@ fn the_daemonsets_pod_counts_a_redis_containers_connections_and_a_host_process_e
     // GETs keep redis in its own code, a round at a time until a sample lands there (99 Hz).
     let own = redis_symbols();
     let (mut in_svg, mut in_report, mut stacks) = (0, 0, Value::Null);
+    let mut seen = std::collections::BTreeMap::new();
     for _ in 0..5 {
         let round = std::time::Instant::now();
         let load = run(Command::new("redis-benchmark")
@@ -379,11 +380,22 @@ fn the_daemonsets_pod_counts_a_redis_containers_connections_and_a_host_process_e
         // path inside its container (on-CPU samples are not narrowed to a container).
         let report = get(&format!("/report.json?top=1000&seconds={seconds}")).expect("report");
         stacks = report["cpu"]["stacks_total"].clone();
-        in_report = report["cpu"]["top_stacks"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .flat_map(|s| s["user_stack"].as_array().into_iter().flatten())
+        let user_frames = || {
+            report["cpu"]["top_stacks"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .flat_map(|s| s["user_stack"].as_array().into_iter().flatten())
+        };
+        // For the failure's message: the modules of redis-like frames and what they name.
+        for f in user_frames() {
+            let (module, function) = (f["module"].to_string(), f["function"].to_string());
+            let named = f["function"].as_str().is_some_and(|n| own.contains(n));
+            if named || module.contains("redis") {
+                *seen.entry((module, function)).or_insert(0) += 1;
+            }
+        }
+        in_report = user_frames()
             .filter(|f| {
                 f["module"] == "redis-server"
                     && f["function"].as_str().is_some_and(|n| own.contains(n))
@@ -397,7 +409,9 @@ fn the_daemonsets_pod_counts_a_redis_containers_connections_and_a_host_process_e
     assert!(
         in_svg > 0 && in_report > 0,
         "redis-server's own frames: {in_svg} in the on-CPU flamegraph, {in_report} in the \
-         report's top 1000 of {stacks} stacks; the pod's log:\n{}",
+         report's top 1000 of {stacks} stacks; (module, function) of the frames that look like \
+         redis': {:?}; the pod's log:\n{}",
+        seen.iter().take(40).collect::<Vec<_>>(),
         pod.logs()
     );
     drop(redis);
