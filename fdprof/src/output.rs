@@ -14,7 +14,7 @@ use std::fmt;
 use std::fs::{File, Permissions};
 use std::io::{self, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
@@ -299,12 +299,8 @@ impl<'a> Target<'a> {
         let dir = self.dir.as_raw_fd();
         if temp.name.is_none() {
             let name = self.temp_name().map_err(io)?;
-            let proc_path = CString::new(
-                crate::procfs::own::fd_path(temp.file.as_raw_fd())
-                    .into_os_string()
-                    .into_vec(),
-            )
-            .expect("no NUL");
+            let proc_path = crate::procfs::own::fd_path(temp.file.as_raw_fd());
+            let proc_path = CString::new(proc_path.as_os_str().as_bytes()).expect("no NUL");
             // SAFETY: valid fds and C strings.
             let r = unsafe {
                 libc::linkat(

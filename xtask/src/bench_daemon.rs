@@ -101,6 +101,34 @@ pub(crate) fn spawn_idle(sleep: &Path, n: usize, secs: &str, into: &mut Vec<Chil
 }
 
 /// A copy of `program` named `name`: a process run from it has that comm.
+/// One `opensock -t 2` under each of `names` (a copy of `fdprof` by that name) for `duration`,
+/// at the lowest priority: dozens of busy threads on this host would otherwise starve the
+/// daemon, and its latency would measure the scheduler, not the daemon.
+pub(crate) fn niced_opensock(
+    fdprof: &Path,
+    dir: &Path,
+    names: &[String],
+    duration: &str,
+) -> Result<Vec<std::process::Child>> {
+    let mut workloads = Vec::new();
+    for name in names {
+        let program = named_copy(fdprof, dir, name)?;
+        workloads.push(
+            Command::new("nice")
+                .args(["-n", "19"])
+                .arg(program)
+                .args([
+                    "workload", "opensock", "-t", "2", "-n", "500", "-d", duration,
+                ])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .context("cannot run a workload")?,
+        );
+    }
+    Ok(workloads)
+}
+
 pub(crate) fn named_copy(program: &Path, dir: &Path, name: &str) -> Result<PathBuf> {
     let path = dir.join(name);
     let _ = std::fs::remove_file(&path);
@@ -332,22 +360,7 @@ fn scrapes(fdprof: &Path, dir: &Path) -> Result<()> {
         .map(|i| format!("fdpd-s{i:02}"))
         .collect();
     let daemon = Daemon::start(fdprof, dir, &names, &[])?;
-    let mut workloads = Vec::new();
-    for name in &names {
-        let program = named_copy(fdprof, dir, name)?;
-        // At the lowest priority: 40 busy threads on this host would otherwise starve the
-        // daemon, and the latency would measure the scheduler, not the daemon.
-        workloads.push(
-            Command::new("nice")
-                .args(["-n", "19"])
-                .arg(program)
-                .args(["workload", "opensock", "-t", "2", "-n", "500", "-d", "90s"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .context("cannot run a workload")?,
-        );
-    }
+    let workloads = niced_opensock(fdprof, dir, &names, "90s")?;
     let result = (|| {
         daemon.wait_attached(SCRAPE_TARGETS)?;
         // Some intervals for the stacks to build up, and the daemon's CPU without scrapes.

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-use crate::bench_daemon::{Daemon, named_copy};
+use crate::bench_daemon::{Daemon, niced_opensock};
 use crate::run::{build_release, cpu_secs, fdprof_release, median, root};
 
 const NAMES: usize = 32;
@@ -32,20 +32,7 @@ pub(crate) fn run(_args: &[String]) -> Result<()> {
         &names,
         &["--tier", "full", "--interval", "100ms"],
     )?;
-    let mut workloads = Vec::new();
-    for name in &names {
-        let program = named_copy(&fdprof, &dir, name)?;
-        workloads.push(
-            Command::new("nice")
-                .args(["-n", "19"])
-                .arg(program)
-                .args(["workload", "opensock", "-t", "2", "-n", "500", "-d", "600s"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .context("cannot run a workload")?,
-        );
-    }
+    let workloads = niced_opensock(&fdprof, &dir, &names, "600s")?;
     let result = measure(&daemon, &dir);
     for mut w in workloads {
         let _ = w.kill();

@@ -338,8 +338,8 @@ impl UserSymbolizer {
                         }
                     }
                 }
-                // Not an ELF file, or unreadable: its frames stay `[unknown]` and it is not
-                // tried again.
+                // Not an ELF file, or unreadable: its frames stay `[unknown]`, and it is not
+                // tried again until another process's snapshot maps it.
                 Err(_) => self.files[file].source = None,
             }
         }
