@@ -32,6 +32,9 @@ pub mod map {
     pub const PROCESS_COMMS: &str = "PROCESS_COMMS";
     /// Per-CPU hash of tgid → `process::ProcessScan` (`-a` only).
     pub const PROCESS_SCANS: &str = "PROCESS_SCANS";
+    /// Array of `process::ThreadRow`s, mmapable (`process::THREAD_SLOTS`): running threads'
+    /// figures not yet added to `PROCESS_SYSCALLS` and `PROCESS_SCANS` (`-a`, a target set).
+    pub const THREAD_ROWS: &str = "THREAD_ROWS";
     /// Ring buffer of `process::ProcessStart`s: forks and execs to snapshot (`-a` only).
     pub const PROCESS_STARTS: &str = "PROCESS_STARTS";
     /// Hash of tgid → `targets::TargetEntry`: the target set.
@@ -48,7 +51,7 @@ pub mod map {
     /// LRU hash of (`signal_struct` address, tgid) → 1: processes whose end was claimed (one
     /// thread's exit ends it); an entry of `EXITED`'s is deleted with its process's rows.
     pub const ENDED: &str = "ENDED";
-    pub const ALL: [&str; 24] = [
+    pub const ALL: [&str; 25] = [
         STACKS,
         SITE_INDEX,
         SITE_WAITS,
@@ -66,6 +69,7 @@ pub mod map {
         PROCESS_SYSCALLS,
         PROCESS_COMMS,
         PROCESS_SCANS,
+        THREAD_ROWS,
         PROCESS_STARTS,
         TARGETS,
         MEMBERS,

@@ -67,6 +67,44 @@ impl Default for ProcessScan {
     }
 }
 
+/// `THREAD_ROWS` slots: a thread's figures are kept in the slot of its tid's low bits while
+/// it runs (a plain array the programs index without a call, where a row of the hashes above
+/// costs a lookup call on every fd syscall), and added to its process's rows when it ends. A
+/// thread whose slot another thread holds counts straight into the hashes. 376 bytes a slot,
+/// not per CPU: a thread runs on one CPU at a time.
+pub const THREAD_SLOTS: u32 = 4096;
+
+/// Syscalls a thread's slot keeps apart; a thread's other fd syscalls count straight into
+/// its process's rows.
+pub const THREAD_SYSCALLS: usize = 4;
+
+/// One syscall of a thread's slot.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ThreadSyscall {
+    /// The syscall's index in `FD_SYSCALLS` plus one; 0 when free.
+    pub index_plus_one: u32,
+    pub _pad: u32,
+    pub counts: ProcessCounts,
+}
+
+/// `THREAD_ROWS` value: what one thread counted that is not yet in its process's rows. User
+/// space adds a slot to the rows of the process it names, when they exist (they are made when
+/// a slot first counts for them, so a slot left by a thread whose end was missed is never
+/// added to a process that ended).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ThreadRow {
+    /// The thread holding the slot; 0 when free.
+    pub tid: u32,
+    pub tgid: u32,
+    pub syscalls: [ThreadSyscall; THREAD_SYSCALLS],
+    /// 1 when `scan` counts for the process's `PROCESS_SCANS` row.
+    pub has_scan: u32,
+    pub _pad: u32,
+    pub scan: ProcessScan,
+}
+
 /// `TASK_COMM_LEN`.
 pub const COMM_LEN: usize = 16;
 
@@ -105,4 +143,5 @@ mod pod {
     unsafe impl aya::Pod for super::ProcessSyscall {}
     unsafe impl aya::Pod for super::ProcessScan {}
     unsafe impl aya::Pod for super::ProcessStart {}
+    unsafe impl aya::Pod for super::ThreadRow {}
 }

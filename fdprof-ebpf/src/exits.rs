@@ -37,6 +37,11 @@ static ENDED: LruHashMap<[u64; 2], u8> = LruHashMap::with_max_entries(4096, 0);
 
 #[inline(always)]
 fn exited() {
+    // First, whatever it is now: a thread that left the target set still holds its slot.
+    let current = bpf_get_current_pid_tgid();
+    if kernel::process_of(current).is_some() {
+        maps::flush_thread(current as u32, (current >> 32) as u32);
+    }
     let Some(pid_tgid) = kernel::target_pid_tgid() else {
         return;
     };
@@ -79,21 +84,30 @@ pub fn fdprof_tp_task_exit(_ctx: TracePointContext) -> u32 {
 /// The trace's exec events come from here in every mode: direct modes probe no raw syscall
 /// exit, and this fires once the exec has closed its close-on-exec fds.
 #[btf_tracepoint(function = "sched_process_exec")]
-pub fn fdprof_task_exec(_ctx: BtfTracePointContext) -> i32 {
-    executed();
+pub fn fdprof_task_exec(ctx: BtfTracePointContext) -> i32 {
+    let old_pid: i32 = ctx.arg(1);
+    executed(old_pid as u32);
     0
 }
 
+/// `old_pid` at 16 in the record.
 #[tracepoint]
-pub fn fdprof_tp_task_exec(_ctx: TracePointContext) -> u32 {
-    executed();
+pub fn fdprof_tp_task_exec(ctx: TracePointContext) -> u32 {
+    let old_pid = unsafe { ctx.read_at::<i32>(16) }.unwrap_or(0);
+    executed(old_pid as u32);
     0
 }
 
 /// An exec: for the trace, and under `-a` a start to snapshot (the new program is mapped by
 /// now; the libraries its loader maps are caught by the next pass if it lives that long).
+/// `old_pid`: the thread's tid before the exec; a thread other than the leader takes the
+/// leader's tid, so the slot of its old one is flushed here, or nothing would.
 #[inline(always)]
-fn executed() {
+fn executed(old_pid: u32) {
+    let current = bpf_get_current_pid_tgid();
+    if old_pid != current as u32 && kernel::process_of(current).is_some() {
+        maps::flush_thread(old_pid, (current >> 32) as u32);
+    }
     targets::executed();
     if kernel::trace_on() {
         trace::executed();

@@ -3,7 +3,7 @@
 use aya_ebpf::{
     helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
     macros::map,
-    maps::{HashMap, PerCpuArray, PerCpuHashMap, Queue, RingBuf, StackTrace},
+    maps::{Array, HashMap, PerCpuArray, PerCpuHashMap, Queue, RingBuf, StackTrace},
 };
 use fdprof_common::{
     HIST_SLOTS,
@@ -14,7 +14,7 @@ use fdprof_common::{
     log2_slot,
     process::{
         COMM_LEN, EXITED_SLOTS, PROCESS_ROWS, PROCESSES, ProcessCounts, ProcessScan, ProcessStart,
-        ProcessSyscall, STARTS_RING_BYTES,
+        ProcessSyscall, STARTS_RING_BYTES, THREAD_SLOTS, THREAD_SYSCALLS, ThreadRow,
     },
 };
 
@@ -48,6 +48,13 @@ pub static PROCESS_COMMS: HashMap<u32, [u8; COMM_LEN]> = HashMap::with_max_entri
 #[map]
 pub static PROCESS_SCANS: PerCpuHashMap<u32, ProcessScan> =
     PerCpuHashMap::with_max_entries(PROCESSES, 0);
+
+/// `BPF_F_MMAPABLE`: user space reads the array through a mapping, without a call per slot.
+const BPF_F_MMAPABLE: u32 = 1 << 10;
+
+/// Running threads' figures not yet in their process's rows (`process::ThreadRow`).
+#[map]
+pub static THREAD_ROWS: Array<ThreadRow> = Array::with_max_entries(THREAD_SLOTS, BPF_F_MMAPABLE);
 
 /// Processes that ended (`-a`, a target set): user space frees their rows above once it has
 /// read them.
@@ -251,5 +258,127 @@ pub fn process_table(row: Option<*mut ProcessScan>, max_fds: u64, grew: bool) {
             }
             (*s).expansions += u64::from(grew);
         }
+    }
+}
+
+/// The current thread's slot of `THREAD_ROWS`, taken if free; `None` when another thread holds
+/// it (its figures then go straight into the hashes). Two threads of the same low tid bits
+/// taking a free slot in the same instant can both see it free: the one whose write lands
+/// second holds it, and the other's first syscall counts in it.
+#[inline(always)]
+pub fn thread_row(pid_tgid: u64) -> Option<*mut ThreadRow> {
+    let (tid, tgid) = (pid_tgid as u32, (pid_tgid >> 32) as u32);
+    let row = THREAD_ROWS.get_ptr_mut(tid & (THREAD_SLOTS - 1))?;
+    // SAFETY: a valid map value; the tid says whose it is.
+    unsafe {
+        if (*row).tid != tid || (*row).tgid != tgid {
+            if (*row).tid != 0 {
+                return None;
+            }
+            (*row).tgid = tgid;
+            (*row).tid = tid;
+        }
+    }
+    Some(row)
+}
+
+/// The counters of syscall `index` in the thread's `row`, taken if a place is free: the
+/// process's row is made first (with its name), since user space adds a slot only to rows
+/// that exist. With every place taken, the process's row itself; `None` when the hash is full.
+#[inline(always)]
+pub fn thread_counts(row: *mut ThreadRow, index: u32) -> Option<*mut ProcessCounts> {
+    let want = index + 1;
+    // SAFETY: this thread's own slot.
+    unsafe {
+        for k in 0..THREAD_SYSCALLS {
+            if (*row).syscalls[k].index_plus_one == want {
+                return Some(&mut (*row).syscalls[k].counts);
+            }
+        }
+        for k in 0..THREAD_SYSCALLS {
+            if (*row).syscalls[k].index_plus_one == 0 {
+                process_row((*row).tgid, index)?;
+                (*row).syscalls[k].index_plus_one = want;
+                return Some(&mut (*row).syscalls[k].counts);
+            }
+        }
+        process_row((*row).tgid, index)
+    }
+}
+
+/// The scan figures of the thread's `row`, the process's `PROCESS_SCANS` row made first. Where
+/// the hash is full (a counted drop), the slot's figures are not marked for user space and are
+/// cleared when they are (always a pointer: an `Option` here left the verifier a register
+/// without a value on the `None` path).
+#[inline(always)]
+pub fn thread_scan(row: *mut ThreadRow) -> *mut ProcessScan {
+    // SAFETY: this thread's own slot.
+    unsafe {
+        if (*row).has_scan == 0 && process_scan((*row).tgid).is_some() {
+            (*row).scan = ProcessScan::default();
+            (*row).has_scan = 1;
+        }
+        &mut (*row).scan
+    }
+}
+
+/// Thread `tid` of `tgid` ended (or exec'd under its leader's tid): what its slot holds goes
+/// into its process's rows, and the slot is freed. Each part is cleared before it is added, so
+/// user space (which reads the hashes, then the slots) can miss it for one read, never count it
+/// twice. Rows user space already freed are not made again.
+#[inline(always)]
+pub fn flush_thread(tid: u32, tgid: u32) {
+    let Some(row) = THREAD_ROWS.get_ptr_mut(tid & (THREAD_SLOTS - 1)) else {
+        return;
+    };
+    // SAFETY: the slot of thread `tid`, which has ended or is the current thread.
+    unsafe {
+        if (*row).tid != tid || (*row).tgid != tgid {
+            return;
+        }
+        for k in 0..THREAD_SYSCALLS {
+            let place = &mut (*row).syscalls[k];
+            if place.index_plus_one == 0 {
+                continue;
+            }
+            let key = ProcessSyscall {
+                tgid,
+                index: place.index_plus_one - 1,
+            };
+            let counts = place.counts;
+            place.counts = [0; per_syscall::COUNT as usize];
+            place.index_plus_one = 0;
+            core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
+            if let Some(p) = PROCESS_SYSCALLS.get_ptr_mut(&key) {
+                for (sum, n) in (*p).iter_mut().zip(counts) {
+                    *sum += n;
+                }
+            }
+        }
+        if (*row).has_scan != 0 {
+            let scan = (*row).scan;
+            (*row).scan = ProcessScan::default();
+            (*row).has_scan = 0;
+            core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
+            if let Some(p) = PROCESS_SCANS.get_ptr_mut(&tgid) {
+                add_scan(&mut *p, &scan);
+            }
+        }
+        (*row).tgid = 0;
+        (*row).tid = 0;
+    }
+}
+
+#[inline(always)]
+fn add_scan(sum: &mut ProcessScan, s: &ProcessScan) {
+    sum.allocations += s.allocations;
+    sum.next_fd_hits += s.next_fd_hits;
+    sum.below_origin += s.below_origin;
+    if sum.max_fds < s.max_fds {
+        sum.max_fds = s.max_fds;
+    }
+    sum.expansions += s.expansions;
+    for k in 0..fdprof_common::process::SCAN_SLOTS {
+        sum.bits[k] += s.bits[k];
     }
 }

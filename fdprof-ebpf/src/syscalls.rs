@@ -12,7 +12,7 @@ use aya_ebpf::{
 use fdprof_common::{
     counters::{drop, global, per_syscall},
     events::{EventRecord, kind},
-    process::{ProcessCounts, ProcessScan},
+    process::{ProcessCounts, ProcessScan, ThreadRow},
     syscalls::{
         CLOSE_RANGE_CLOEXEC, EFFECT_BY_INDEX, Effect, F_DUPFD, F_DUPFD_CLOEXEC, IN_FLIGHT_SLOTS,
         MAX_NR, NOT_TRACED, SYSCALL_INDEX, SyscallEntry,
@@ -56,12 +56,15 @@ pub(crate) fn needs_args(effect: Effect) -> bool {
 }
 
 /// The counters one syscall's exit adds to: the machine's, and (`-a`, a target set) its
-/// process's row, looked up once for all of them.
+/// process's, in the thread's slot (`THREAD_ROWS`) or else its process's row, found once for
+/// all of them.
 #[derive(Clone, Copy)]
 struct Counts {
     index: u32,
     /// The process the figures are kept under (`-a`, a target set).
     tgid: Option<u32>,
+    /// The thread's slot, when it holds it.
+    thread: Option<*mut ThreadRow>,
     row: Option<*mut ProcessCounts>,
 }
 
@@ -70,10 +73,25 @@ impl Counts {
     #[inline(always)]
     fn of(index: u32, pid_tgid: u64) -> Self {
         let tgid = kernel::process_of(pid_tgid);
+        let thread = tgid.and_then(|_| maps::thread_row(pid_tgid));
+        let row = tgid.and_then(|tgid| match thread {
+            Some(t) => maps::thread_counts(t, index),
+            None => maps::process_row(tgid, index),
+        });
         Self {
             index,
             tgid,
-            row: tgid.and_then(|tgid| maps::process_row(tgid, index)),
+            thread,
+            row,
+        }
+    }
+
+    /// The process's scan figures (`-a`, a target set): in the thread's slot, or its row.
+    #[inline(always)]
+    fn scan(self) -> Option<*mut ProcessScan> {
+        match self.thread {
+            Some(t) => Some(maps::thread_scan(t)),
+            None => self.tgid.and_then(maps::process_scan),
         }
     }
 
@@ -274,7 +292,7 @@ pub(crate) fn on_exit(ret: i64) {
     // up here once for that and the scan figures rather than at entry and again here.
     let scan = match effect {
         Effect::Close => None,
-        _ => counts.tgid.and_then(maps::process_scan),
+        _ => counts.scan(),
     };
     maps::process_table(scan, u64::from(entry.max_fds), false);
     if ret < 0 {

@@ -22,6 +22,7 @@ pub(crate) mod stats;
 pub(crate) mod steal;
 pub(crate) mod target;
 pub mod targets;
+pub(crate) mod thread_rows;
 pub mod trace;
 
 pub use events::{EventStream, RawEvent, RawKind};

@@ -10,7 +10,7 @@ use aya::{
 };
 use fdprof_common::{
     probes::map,
-    process::{COMM_LEN, ProcessCounts, ProcessScan, ProcessSyscall},
+    process::{COMM_LEN, ProcessCounts, ProcessScan, ProcessSyscall, ThreadRow},
 };
 
 /// Every process's counters, and the names the kernel kept.
@@ -35,7 +35,9 @@ impl Processes {
             let (tgid, comm) = entry?;
             comms.insert(tgid, comm_string(&comm));
         }
-        let scans = per_cpu_sums(ebpf, map::PROCESS_SCANS, add_scan)?;
+        let mut scans = per_cpu_sums(ebpf, map::PROCESS_SCANS, add_scan)?;
+        let mut syscalls = syscalls;
+        add_threads(&super::thread_rows::held(ebpf)?, &mut syscalls, &mut scans);
         Ok(Self {
             syscalls,
             scans,
@@ -99,6 +101,32 @@ impl Processes {
             syscalls,
             scans,
             comms: self.comms.clone(),
+        }
+    }
+}
+
+/// Adds what running threads hold in their slots to the rows that exist: a slot counts for a
+/// process only once its rows are made, and a slot left by a thread whose end was missed never
+/// revives a process whose rows were freed.
+fn add_threads(
+    threads: &[ThreadRow],
+    syscalls: &mut BTreeMap<ProcessSyscall, ProcessCounts>,
+    scans: &mut BTreeMap<u32, ProcessScan>,
+) {
+    for row in threads {
+        for place in row.syscalls.iter().filter(|p| p.index_plus_one != 0) {
+            let key = ProcessSyscall {
+                tgid: row.tgid,
+                index: place.index_plus_one - 1,
+            };
+            if let Some(sum) = syscalls.get_mut(&key) {
+                add_counts(sum, &place.counts);
+            }
+        }
+        if row.has_scan != 0
+            && let Some(sum) = scans.get_mut(&row.tgid)
+        {
+            add_scan(sum, &row.scan);
         }
     }
 }
@@ -176,6 +204,44 @@ mod tests {
             [(key(1, 5), [2, 1, 1, 0, 1]), (key(3, 1), [2, 0, 0, 2, 0])].into()
         );
         assert_eq!(d.comms.len(), 2);
+    }
+
+    #[test]
+    fn thread_slots_add_to_rows_that_exist_and_revive_none() {
+        use fdprof_common::process::{THREAD_SYSCALLS, ThreadSyscall};
+        let key = |tgid, index| ProcessSyscall { tgid, index };
+        let slot = |tid, tgid, index_plus_one, n| {
+            let mut syscalls = [ThreadSyscall::default(); THREAD_SYSCALLS];
+            syscalls[1] = ThreadSyscall {
+                index_plus_one,
+                _pad: 0,
+                counts: [n, 0, n, 0, n],
+            };
+            ThreadRow {
+                tid,
+                tgid,
+                syscalls,
+                has_scan: 1,
+                _pad: 0,
+                scan: ProcessScan {
+                    allocations: n,
+                    max_fds: 256,
+                    ..Default::default()
+                },
+            }
+        };
+        let mut syscalls: BTreeMap<_, ProcessCounts> = [(key(7, 2), [1, 0, 1, 0, 1])].into();
+        let mut scans: BTreeMap<_, ProcessScan> = [(7, ProcessScan::default())].into();
+        // Two threads of process 7 (index 2 is place 3), and one of process 9, whose rows
+        // were freed when it ended.
+        add_threads(
+            &[slot(70, 7, 3, 5), slot(71, 7, 3, 2), slot(90, 9, 3, 4)],
+            &mut syscalls,
+            &mut scans,
+        );
+        assert_eq!(syscalls, [(key(7, 2), [8, 0, 8, 0, 8])].into());
+        assert_eq!(scans.len(), 1);
+        assert_eq!((scans[&7].allocations, scans[&7].max_fds), (7, 256));
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The kernel's per-process and per-cgroup maps through churn, on the real kernel: under
 //! `daemon -a`, 10,000 short processes (started as nobody) leave at most a few hundred entries
 //! in every per-process map once they are gone, no map is ever full, and a new process is
-//! counted exactly; under `daemon --cgroup`, a process in the last of 5,000 sub-cgroups is
+//! counted exactly, and no thread slot is left to a thread that ended; under `daemon --cgroup`, a process in the last of 5,000 sub-cgroups is
 //! counted exactly, and once they are all removed a new cgroup's process is too, with no error
 //! logged. Each map is read with bpftool, by the ids of the maps the daemon holds open.
 
@@ -52,6 +52,30 @@ fn site_processes(id: u64) -> std::collections::BTreeSet<u32> {
             u32::from_le_bytes(key[24..28].try_into().unwrap())
         })
         .filter(|&tgid| tgid != 0)
+        .collect()
+}
+
+/// The threads holding a slot of `THREAD_ROWS` (map `id`): (tid, tgid), the value's first two
+/// words; free slots (tid 0) left out.
+fn held_thread_slots(id: u64) -> Vec<(u32, u32)> {
+    bpftool(&["map", "dump", "id", &id.to_string()])
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| {
+            let word = |k: usize| -> u32 {
+                let b: Vec<u8> = e["value"].as_array().unwrap()[4 * k..4 * k + 4]
+                    .iter()
+                    .map(|b| {
+                        u8::from_str_radix(b.as_str().unwrap().trim_start_matches("0x"), 16)
+                            .unwrap()
+                    })
+                    .collect();
+                u32::from_le_bytes(b.try_into().unwrap())
+            };
+            let (tid, tgid) = (word(0), word(1));
+            (tid != 0).then_some((tid, tgid))
+        })
         .collect()
 }
 
@@ -179,6 +203,21 @@ fn system_wide_daemon_frees_the_rows_of_exited_processes() {
             "no map {name} among {maps:?}"
         );
     }
+    // A thread's slot is freed when it ends: every slot held is a thread still running (one
+    // that ended between the dump and the look is looked at again in a second dump).
+    let slots = maps.iter().find(|m| m.name == "THREAD_ROWS").unwrap().id;
+    let gone = |held: Vec<(u32, u32)>| -> Vec<(u32, u32)> {
+        held.into_iter()
+            .filter(|(tid, tgid)| !Path::new(&format!("/proc/{tgid}/task/{tid}")).exists())
+            .collect()
+    };
+    let first = gone(held_thread_slots(slots));
+    let again = held_thread_slots(slots);
+    let left: Vec<&(u32, u32)> = first.iter().filter(|t| again.contains(t)).collect();
+    assert!(
+        left.is_empty(),
+        "THREAD_ROWS slots held by threads that ended: {left:?}"
+    );
     // Contention sites are per (lock, stacks, process): a process alive may hold many. Those
     // of the processes that had ended are gone two sweeps later.
     let sites = hashes.iter().find(|m| m.name == "SITE_INDEX").unwrap().id;
