@@ -402,8 +402,9 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     let fdprof = fdprof_release();
     let out: PathBuf = root().join("target/bench/overhead");
     std::fs::create_dir_all(&out)?;
+    let before = before_arg(args)?;
     if only_syscost(args) {
-        return crate::bench_syscost::run(&fdprof, &out, rounds);
+        return crate::bench_syscost::run(&fdprof, before.as_deref(), &out, rounds);
     }
     let variants = selected(variants(), args)?;
     // Each variant runs between two baseline runs and is compared with their mean: this VM's
@@ -490,7 +491,20 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     if args.iter().any(|a| a == "--only") {
         return Ok(());
     }
-    crate::bench_syscost::run(&fdprof, &out, rounds)
+    crate::bench_syscost::run(&fdprof, before.as_deref(), &out, rounds)
+}
+
+/// `--before PATH`: another build of fdprof (an executable file) for the syscost statistics'
+/// `record -a` row, so a change is measured against what it changed in the same run.
+fn before_arg(args: &[String]) -> Result<Option<PathBuf>> {
+    let Some(i) = args.iter().position(|a| a == "--before") else {
+        return Ok(None);
+    };
+    let path = PathBuf::from(args.get(i + 1).context("--before takes a path to fdprof")?);
+    if !path.is_file() {
+        bail!("--before {}: not a file", path.display());
+    }
+    Ok(Some(path))
 }
 
 /// The `record --trace` row's recording.

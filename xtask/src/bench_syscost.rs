@@ -2,6 +2,7 @@
 //! dup+close (fd syscalls) runs bare, under empty programs on `sys_enter`/`sys_exit` (the
 //! kernel's dispatch floor) and under `fdprof record`. Stable to a few ns where the
 //! throughput ratios of the overhead bench move by percents, so it shows where the cost is.
+//! Then the same programs by the kernel's statistics (`bench_syscost_stats`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -42,7 +43,8 @@ pub(crate) fn compile(out: &Path) -> Result<PathBuf> {
     Ok(bin)
 }
 
-pub(crate) fn run(fdprof: &Path, out: &Path, rounds: usize) -> Result<()> {
+/// `before`: another build of fdprof, whose `record -a` the statistics table measures too.
+pub(crate) fn run(fdprof: &Path, before: Option<&Path>, out: &Path, rounds: usize) -> Result<()> {
     let bin = compile(out)?;
     let bare = vec![bin.display().to_string()];
     let record = vec![
@@ -97,5 +99,5 @@ pub(crate) fn run(fdprof: &Path, out: &Path, rounds: usize) -> Result<()> {
             add(*f, base_f)
         );
     }
-    Ok(())
+    crate::bench_syscost_stats::run(fdprof, before, &bin, out, rounds)
 }

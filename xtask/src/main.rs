@@ -11,6 +11,7 @@ mod bench_overhead;
 mod bench_page;
 mod bench_remedies;
 mod bench_syscost;
+mod bench_syscost_stats;
 mod bench_tiers;
 mod bench_top;
 mod bench_workload;
