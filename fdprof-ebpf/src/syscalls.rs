@@ -57,15 +57,16 @@ pub(crate) fn needs_args(effect: Effect) -> bool {
 
 /// The counters one syscall's exit adds to: the machine's, and (`-a`, a target set) its
 /// process's, in the thread's slot (`THREAD_ROWS`) or else its process's row, found once for
-/// all of them.
+/// all of them. The pointers are null for none, not `Option`s: an `Option` of a pointer kept on
+/// the stack leaves its pointer unwritten when `None`, a read 5.10's verifier refuses.
 #[derive(Clone, Copy)]
 struct Counts {
     index: u32,
     /// The process the figures are kept under (`-a`, a target set).
     tgid: Option<u32>,
     /// The thread's slot, when it holds it.
-    thread: Option<*mut ThreadRow>,
-    row: Option<*mut ProcessCounts>,
+    thread: *mut ThreadRow,
+    row: *mut ProcessCounts,
 }
 
 impl Counts {
@@ -73,25 +74,29 @@ impl Counts {
     #[inline(always)]
     fn of(index: u32, pid_tgid: u64) -> Self {
         let tgid = kernel::process_of(pid_tgid);
-        let thread = tgid.and_then(|_| maps::thread_row(pid_tgid));
-        let row = tgid.and_then(|tgid| match thread {
-            Some(t) => maps::thread_counts(t, index),
-            None => maps::process_row(tgid, index),
-        });
+        let thread = match tgid {
+            Some(_) => maps::thread_row(pid_tgid).unwrap_or(core::ptr::null_mut()),
+            None => core::ptr::null_mut(),
+        };
+        let row = match tgid {
+            Some(_) if !thread.is_null() => maps::thread_counts(thread, index),
+            Some(tgid) => maps::process_row(tgid, index),
+            None => None,
+        };
         Self {
             index,
             tgid,
             thread,
-            row,
+            row: row.unwrap_or(core::ptr::null_mut()),
         }
     }
 
     /// The process's scan figures (`-a`, a target set): in the thread's slot, or its row.
     #[inline(always)]
     fn scan(self) -> Option<*mut ProcessScan> {
-        match self.thread {
-            Some(t) => Some(maps::thread_scan(t)),
-            None => self.tgid.and_then(maps::process_scan),
+        match self.thread.is_null() {
+            false => Some(maps::thread_scan(self.thread)),
+            true => self.tgid.and_then(maps::process_scan),
         }
     }
 
@@ -102,11 +107,9 @@ impl Counts {
             self.index * per_syscall::COUNT + counter,
             n,
         );
-        if let Some(row) = self.row
-            && counter < per_syscall::COUNT
-        {
+        if !self.row.is_null() && counter < per_syscall::COUNT {
             // SAFETY: per-CPU value, this CPU only; the counter is checked above.
-            unsafe { (*row)[counter as usize] += n };
+            unsafe { (*self.row)[counter as usize] += n };
         }
     }
 }
