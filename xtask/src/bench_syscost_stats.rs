@@ -14,6 +14,7 @@ use anyhow::{Context, Result, bail};
 use crate::bench_daemon::Daemon;
 use crate::bench_floor::{EmptyPrograms, bpf};
 use crate::lock_reference::StatsWindow;
+use crate::run::median;
 
 const BPF_PROG_GET_NEXT_ID: i64 = 11;
 const BPF_PROG_GET_FD_BY_ID: i64 = 13;
@@ -194,13 +195,6 @@ impl Profiler {
     }
 }
 
-/// CPU time of process `pid` so far (utime + stime), in clock ticks.
-fn cpu_ticks(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
-}
-
 /// Waits until the profiler has settled (its start-up pass over `/proc` done: under 5 % of a
 /// CPU over half a second), at most 30 s: on two CPUs its start-up work slows the loop and
 /// preempts the programs it times.
@@ -208,11 +202,14 @@ fn wait_settled(profiler: &Profiler) {
     let Some(pid) = profiler.pid() else { return };
     let started = Instant::now();
     while started.elapsed() < Duration::from_secs(30) {
-        let Some(before) = cpu_ticks(pid) else { return };
+        let Ok(before) = crate::run::cpu_secs(pid) else {
+            return;
+        };
         std::thread::sleep(Duration::from_millis(500));
-        let Some(after) = cpu_ticks(pid) else { return };
-        // 100 ticks a second: 5 % of half a second is 2.5 ticks.
-        if after.saturating_sub(before) <= 2 {
+        let Ok(after) = crate::run::cpu_secs(pid) else {
+            return;
+        };
+        if after - before <= 0.025 {
             return;
         }
     }
@@ -310,11 +307,6 @@ fn run_once(variant: Variant, builds: &Builds, bin: &Path, out: &Path) -> Result
     })
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 /// The table: ns a run of each program, and what fdprof adds above the floor per fd syscall
 /// (each fd syscall runs both programs once). `before`: another build's `record -a` too.
 pub(crate) fn run(
@@ -349,9 +341,9 @@ pub(crate) fn run(
         .into_iter()
         .map(|runs| {
             [
-                median(runs.iter().map(|r| r.enter).collect()),
-                median(runs.iter().map(|r| r.exit).collect()),
-                median(runs.iter().map(|r| r.loop_ns).collect()),
+                median(&mut runs.iter().map(|r| r.enter).collect::<Vec<_>>()),
+                median(&mut runs.iter().map(|r| r.exit).collect::<Vec<_>>()),
+                median(&mut runs.iter().map(|r| r.loop_ns).collect::<Vec<_>>()),
             ]
         })
         .collect();
