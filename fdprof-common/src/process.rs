@@ -67,6 +67,32 @@ impl Default for ProcessScan {
     }
 }
 
+impl ProcessScan {
+    /// Adds `other` (another CPU's, thread's or process's row): counts add, the table size is
+    /// the largest.
+    #[inline(always)]
+    pub fn add(&mut self, other: &Self) {
+        self.allocations += other.allocations;
+        self.next_fd_hits += other.next_fd_hits;
+        self.below_origin += other.below_origin;
+        if self.max_fds < other.max_fds {
+            self.max_fds = other.max_fds;
+        }
+        self.expansions += other.expansions;
+        for k in 0..SCAN_SLOTS {
+            self.bits[k] += other.bits[k];
+        }
+    }
+}
+
+/// Adds `other`'s `per_syscall` counters (another CPU's, thread's or process's) to `sum`.
+#[inline(always)]
+pub fn add_counts(sum: &mut ProcessCounts, other: &ProcessCounts) {
+    for k in 0..per_syscall::COUNT as usize {
+        sum[k] += other[k];
+    }
+}
+
 /// `THREAD_ROWS` slots: a thread's figures are kept in the slot of its tid's low bits while
 /// it runs (a plain array the programs index without a call, where a row of the hashes above
 /// costs a lookup call on every fd syscall), and added to its process's rows when it ends. A

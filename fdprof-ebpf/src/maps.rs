@@ -14,7 +14,7 @@ use fdprof_common::{
     log2_slot,
     process::{
         COMM_LEN, EXITED_SLOTS, PROCESS_ROWS, PROCESSES, ProcessCounts, ProcessScan, ProcessStart,
-        ProcessSyscall, STARTS_RING_BYTES, THREAD_SLOTS, THREAD_SYSCALLS, ThreadRow,
+        ProcessSyscall, STARTS_RING_BYTES, THREAD_SLOTS, THREAD_SYSCALLS, ThreadRow, add_counts,
     },
 };
 
@@ -350,9 +350,7 @@ pub fn flush_thread(tid: u32, tgid: u32) {
             place.index_plus_one = 0;
             core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
             if let Some(p) = PROCESS_SYSCALLS.get_ptr_mut(&key) {
-                for (sum, n) in (*p).iter_mut().zip(counts) {
-                    *sum += n;
-                }
+                add_counts(&mut *p, &counts);
             }
         }
         if (*row).has_scan != 0 {
@@ -361,24 +359,10 @@ pub fn flush_thread(tid: u32, tgid: u32) {
             (*row).has_scan = 0;
             core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
             if let Some(p) = PROCESS_SCANS.get_ptr_mut(&tgid) {
-                add_scan(&mut *p, &scan);
+                (*p).add(&scan);
             }
         }
         (*row).tgid = 0;
         (*row).tid = 0;
-    }
-}
-
-#[inline(always)]
-fn add_scan(sum: &mut ProcessScan, s: &ProcessScan) {
-    sum.allocations += s.allocations;
-    sum.next_fd_hits += s.next_fd_hits;
-    sum.below_origin += s.below_origin;
-    if sum.max_fds < s.max_fds {
-        sum.max_fds = s.max_fds;
-    }
-    sum.expansions += s.expansions;
-    for k in 0..fdprof_common::process::SCAN_SLOTS {
-        sum.bits[k] += s.bits[k];
     }
 }

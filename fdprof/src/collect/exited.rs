@@ -18,10 +18,10 @@ use fdprof_common::{
     contention::{SiteKey, SiteWaits},
     counters::drop,
     probes::map,
-    process::{COMM_LEN, ProcessCounts, ProcessScan, ProcessSyscall},
+    process::{COMM_LEN, ProcessCounts, ProcessScan, ProcessSyscall, add_counts},
 };
 
-use super::processes::{Processes, add_counts, add_scan, comm_string};
+use super::processes::{Processes, comm_string};
 use super::snapshot::Contention;
 
 /// Rows taken out of the kernel maps.
@@ -190,7 +190,7 @@ pub(crate) fn take(ebpf: &mut Ebpf, tgids: &BTreeSet<u32>) -> Result<Retired> {
     for tgid in tgids {
         if let Ok(per_cpu) = scans.get(tgid, 0) {
             let sum = out.processes.scans.entry(*tgid).or_default();
-            per_cpu.iter().for_each(|cpu| add_scan(sum, cpu));
+            per_cpu.iter().for_each(|cpu| sum.add(cpu));
             let _ = scans.remove(tgid);
         }
     }

@@ -10,7 +10,7 @@ use aya::{
 };
 use fdprof_common::{
     probes::map,
-    process::{COMM_LEN, ProcessCounts, ProcessScan, ProcessSyscall, ThreadRow},
+    process::{COMM_LEN, ProcessCounts, ProcessScan, ProcessSyscall, ThreadRow, add_counts},
 };
 
 /// Every process's counters, and the names the kernel kept.
@@ -35,7 +35,7 @@ impl Processes {
             let (tgid, comm) = entry?;
             comms.insert(tgid, comm_string(&comm));
         }
-        let mut scans = per_cpu_sums(ebpf, map::PROCESS_SCANS, add_scan)?;
+        let mut scans = per_cpu_sums(ebpf, map::PROCESS_SCANS, ProcessScan::add)?;
         let mut syscalls = syscalls;
         add_threads(&super::thread_rows::held(ebpf)?, &mut syscalls, &mut scans);
         Ok(Self {
@@ -52,7 +52,7 @@ impl Processes {
             add_counts(self.syscalls.entry(*key).or_default(), counts);
         }
         for (tgid, scan) in &other.scans {
-            add_scan(self.scans.entry(*tgid).or_default(), scan);
+            self.scans.entry(*tgid).or_default().add(scan);
         }
         for (tgid, comm) in &other.comms {
             self.comms.entry(*tgid).or_insert_with(|| comm.clone());
@@ -126,7 +126,7 @@ fn add_threads(
         if row.has_scan != 0
             && let Some(sum) = scans.get_mut(&row.tgid)
         {
-            add_scan(sum, &row.scan);
+            sum.add(&row.scan);
         }
     }
 }
@@ -156,24 +156,6 @@ fn per_cpu_sums<K: Pod + Ord, V: Pod + Default>(
 pub(crate) fn comm_string(comm: &[u8; COMM_LEN]) -> String {
     let len = comm.iter().position(|&b| b == 0).unwrap_or(COMM_LEN);
     String::from_utf8_lossy(&comm[..len]).into_owned()
-}
-
-/// Adds one CPU's (or one process's) syscall counters.
-pub(crate) fn add_counts(sum: &mut ProcessCounts, cpu: &ProcessCounts) {
-    for (s, v) in sum.iter_mut().zip(cpu) {
-        *s += v;
-    }
-}
-
-pub(crate) fn add_scan(sum: &mut ProcessScan, cpu: &ProcessScan) {
-    sum.allocations += cpu.allocations;
-    sum.next_fd_hits += cpu.next_fd_hits;
-    sum.below_origin += cpu.below_origin;
-    sum.max_fds = sum.max_fds.max(cpu.max_fds);
-    sum.expansions += cpu.expansions;
-    for (s, c) in sum.bits.iter_mut().zip(&cpu.bits) {
-        *s += c;
-    }
 }
 
 #[cfg(test)]
