@@ -3,8 +3,8 @@
 
 use fdprof_common::probes::Mode;
 
-use crate::analysis::{LockFilter, OpFilter};
-use crate::collect::TargetSpec;
+use fdprof_profiler::analysis::{LockFilter, OpFilter};
+use fdprof_profiler::collect::TargetSpec;
 
 /// What to profile (record, top): the launched command, positional and last, is each
 /// subcommand's own.

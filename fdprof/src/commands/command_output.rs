@@ -67,7 +67,7 @@ impl CommandOutput {
             false => "all of it".to_string(),
         };
         let mut out = format!("fdprof: the command's output while the screen was up ({what}):\n");
-        out += &crate::escape::text(&text);
+        out += &fdprof_recording::escape::text(&text);
         if !out.ends_with('\n') {
             out.push('\n');
         }

@@ -11,11 +11,7 @@ use serde::Deserialize;
 use fdprof_common::probes::Mode;
 
 use super::args::{ModeArg, ProbeArgs};
-use crate::collect::cgroups::Cgroup;
-use crate::error::{EXIT_USAGE, fatal};
-use crate::privileges::{self, Capability};
-use crate::service::{
-    self,
+use fdprof_daemon::{
     config::{
         self as cfg, Capture, Config, Reload, Targets, Tier, TraceOn, Tracing, Trigger, Watch,
         bounds,
@@ -23,6 +19,9 @@ use crate::service::{
     files::{self, Access},
     log, server,
 };
+use fdprof_profiler::collect::cgroups::Cgroup;
+use fdprof_profiler::error::{EXIT_USAGE, fatal};
+use fdprof_profiler::privileges::{self, Capability};
 
 /// A comm is at most this many bytes (TASK_COMM_LEN less its NUL): a longer name never matches.
 const COMM_MAX: usize = 15;
@@ -210,7 +209,7 @@ struct File {
 }
 
 pub(crate) fn run(args: DaemonArgs) -> Result<()> {
-    service::hold_signals();
+    fdprof_daemon::hold_signals();
     if !args.listen.ip().is_loopback() && !args.allow_remote {
         return Err(fatal(
             EXIT_USAGE,
@@ -265,7 +264,7 @@ pub(crate) fn run(args: DaemonArgs) -> Result<()> {
     };
     may_load()?;
     log::set_verbose(args.verbose);
-    let (kernel, kernel_syms) = crate::live::read_kernel()?;
+    let (kernel, kernel_syms) = fdprof_profiler::live::read_kernel()?;
     let reload: Option<Reload> = args
         .config
         .clone()
@@ -282,7 +281,7 @@ pub(crate) fn run(args: DaemonArgs) -> Result<()> {
             max_connections: args.max_connections,
         },
     };
-    service::run(config, kernel, kernel_syms, reload)
+    fdprof_daemon::run(config, kernel, kernel_syms, reload)
 }
 
 /// Fails unless this process may load the programs (capabilities and, in a container, a
@@ -293,7 +292,7 @@ fn may_load() -> Result<()> {
         needed.push(Capability::Syslog);
     }
     privileges::require("fdprof daemon", &needed)?;
-    for gap in crate::probe::pod_spec::check_at_start()? {
+    for gap in fdprof_profiler::probe::pod_spec::check_at_start()? {
         log::warn(&format!("in a container: add {}", gap.line()));
     }
     Ok(())
@@ -356,7 +355,7 @@ fn targets(
     for (i, c) in comms.iter().enumerate() {
         if c.is_empty() || c.len() > COMM_MAX {
             let which = match shown {
-                Shown::Value => format!("{:?}", crate::escape::name(c)),
+                Shown::Value => format!("{:?}", fdprof_recording::escape::name(c)),
                 Shown::Key => format!("entry {}", i + 1),
             };
             return Err(fatal(

@@ -4,8 +4,8 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 
-use crate::privileges;
-use crate::probe::{btf, capabilities::Capabilities, pod_spec::PodSpec};
+use fdprof_profiler::privileges;
+use fdprof_profiler::probe::{btf, capabilities::Capabilities, pod_spec::PodSpec};
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct DoctorArgs {
@@ -21,14 +21,14 @@ pub(crate) fn run(args: &DoctorArgs) -> Result<()> {
     privileges::require("fdprof doctor", &privileges::LOAD_BPF)?;
     let mut caps = Capabilities::detect(&args.btf)?;
     // In a container, what its pod spec lacks (the token gap: where the daemon saves one).
-    let pod = PodSpec::detect(caps.needs(Some(crate::service::access::TOKEN_DIR)));
+    let pod = PodSpec::detect(caps.needs(Some(fdprof_daemon::access::TOKEN_DIR)));
     caps.pod_spec = pod.in_container.then_some(pod);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&caps)?);
     } else {
         print!(
             "{}",
-            crate::escape::text(&crate::render::doctor::text(&caps))
+            fdprof_recording::escape::text(&fdprof_profiler::render::doctor::text(&caps))
         );
     }
     Ok(())

@@ -91,7 +91,7 @@ fn shown(d: Duration) -> String {
     if d.as_secs() >= DAY && d.as_secs().is_multiple_of(DAY) && d.subsec_nanos() == 0 {
         format!("{} days", d.as_secs() / DAY)
     } else {
-        crate::render::human::duration(d.as_nanos() as u64)
+        fdprof_profiler::render::human::duration(d.as_nanos() as u64)
     }
 }
 
@@ -133,8 +133,8 @@ pub(crate) fn parse_trace_max(text: &str) -> Result<Duration, String> {
 }
 
 /// The parser for `daemon --trace-on`; `off` is none.
-pub(crate) fn parse_trace_on(text: &str) -> Result<crate::service::config::TraceOn, String> {
-    use crate::service::config::TraceOn;
+pub(crate) fn parse_trace_on(text: &str) -> Result<fdprof_daemon::config::TraceOn, String> {
+    use fdprof_daemon::config::TraceOn;
     match text.trim() {
         "off" => Ok(TraceOn::Off),
         _ => parse_in(text, TRACE_ON).map(TraceOn::Wait),

@@ -7,9 +7,9 @@ use std::path::PathBuf;
 use anyhow::{Result, bail};
 
 use super::args::{LockArg, OpArg};
-use crate::analysis::{self, FlamegraphOptions, NoProfile, ProfileKind, ProfileOptions};
-use crate::output::Output;
-use crate::render;
+use fdprof_profiler::analysis::{self, FlamegraphOptions, NoProfile, ProfileKind, ProfileOptions};
+use fdprof_profiler::output::Output;
+use fdprof_profiler::render;
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct ExportArgs {
@@ -88,7 +88,7 @@ fn trace_jsonl(
     let Some(trace) = &rec.trace else {
         bail!(
             "{} has no fd trace: record with --trace",
-            crate::escape::name(&args.input.display().to_string())
+            fdprof_recording::escape::name(&args.input.display().to_string())
         );
     };
     // Written as it is made: the lines take several times the rows they come from.
@@ -181,7 +181,7 @@ pub(crate) fn run(args: &ExportArgs) -> Result<()> {
                     Some(graph) => graph,
                     None => bail!(
                         "{} has no on-CPU samples: record with `fdprof record --cpu` to export them",
-                        crate::escape::name(&args.input.display().to_string())
+                        fdprof_recording::escape::name(&args.input.display().to_string())
                     ),
                 }
             } else {
@@ -200,7 +200,7 @@ pub(crate) fn run(args: &ExportArgs) -> Result<()> {
                 Ok(p) => p,
                 Err(NoProfile::NoCpuSamples) => bail!(
                     "{} has no on-CPU samples: record with `fdprof record --cpu` to export them",
-                    crate::escape::name(&args.input.display().to_string())
+                    fdprof_recording::escape::name(&args.input.display().to_string())
                 ),
             };
             if args.format == Format::Pprof {

@@ -7,9 +7,9 @@ use anyhow::{Result, bail};
 use fdprof_recording::Recording;
 
 use super::args::{LockArg, OpArg};
-use crate::analysis::{self, FlamegraphOptions};
-use crate::output::Output;
-use crate::render;
+use fdprof_profiler::analysis::{self, FlamegraphOptions};
+use fdprof_profiler::output::Output;
+use fdprof_profiler::render;
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct FlamegraphArgs {
@@ -81,7 +81,7 @@ fn graph_of(
         Some(graph) => Ok(graph),
         None => bail!(
             "{} has no on-CPU samples: record with `fdprof record --cpu` to draw them",
-            crate::escape::name(&path.display().to_string())
+            fdprof_recording::escape::name(&path.display().to_string())
         ),
     }
 }

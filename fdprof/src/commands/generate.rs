@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use clap_complete::Shell;
 
-use crate::output::Output;
+use fdprof_profiler::output::Output;
 
 #[derive(Args)]
 pub(crate) struct GenerateArgs {
@@ -67,7 +67,7 @@ fn visible_cli() -> clap::Command {
     let full = super::cli();
     // Rebuilt from the top: clap can add subcommands but not remove one.
     let mut visible = clap::Command::new(full.get_name().to_string())
-        .version(crate::VERSION)
+        .version(fdprof_profiler::VERSION)
         .about(full.get_about().cloned().unwrap_or_default())
         .subcommand_required(true);
     for sub in full.get_subcommands().filter(|s| !s.is_hide_set()) {
@@ -87,7 +87,7 @@ fn man_pages() -> Result<Vec<(String, Vec<u8>)>> {
         let page = sub
             .clone()
             .name(name.clone())
-            .version(crate::VERSION)
+            .version(fdprof_profiler::VERSION)
             .display_name(name.clone());
         pages.push((name, render(page)?));
     }

@@ -20,12 +20,12 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
 
-use crate::error::Fatal;
+use fdprof_profiler::error::Fatal;
 
 #[derive(Parser)]
 #[command(
     name = "fdprof",
-    version = crate::VERSION,
+    version = fdprof_profiler::VERSION,
     about = "Profile the Linux fd table: alloc_fd, close and files->file_lock"
 )]
 struct Cli {
@@ -66,7 +66,7 @@ pub(crate) fn cli() -> clap::Command {
 }
 
 /// Runs the program; every error becomes one line on stderr and a non-zero exit code.
-pub fn main() -> ExitCode {
+pub(crate) fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Doctor(args) => self::doctor::run(&args),
@@ -86,7 +86,7 @@ pub fn main() -> ExitCode {
             // Errors quote paths, names and file contents: escape them like any name.
             eprintln!(
                 "fdprof: error: {}",
-                crate::escape::name(&format!("{err:#}"))
+                fdprof_recording::escape::name(&format!("{err:#}"))
             );
             ExitCode::from(exit_code(&err))
         }
@@ -99,10 +99,10 @@ fn exit_code(err: &anyhow::Error) -> u8 {
     if let Some(f) = err.downcast_ref::<Fatal>() {
         return f.code;
     }
-    if err.is::<crate::collect::target::TargetError>()
-        || err.is::<crate::privileges::MissingPrivileges>()
+    if err.is::<fdprof_profiler::collect::target::TargetError>()
+        || err.is::<fdprof_profiler::privileges::MissingPrivileges>()
     {
-        return crate::error::EXIT_USAGE;
+        return fdprof_profiler::error::EXIT_USAGE;
     }
     1
 }
@@ -110,8 +110,8 @@ fn exit_code(err: &anyhow::Error) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::collect::refusal::ProbeError;
-    use crate::collect::target::{TargetError, TaskKind};
+    use fdprof_profiler::collect::refusal::ProbeError;
+    use fdprof_profiler::collect::target::{TargetError, TaskKind};
 
     #[test]
     fn each_typed_error_keeps_its_exit_code_through_context() {
@@ -124,10 +124,10 @@ mod tests {
         let gone = gone.context("cannot profile").unwrap_err();
         assert_eq!(exit_code(&gone), 2);
         assert_eq!(format!("{gone:#}"), "cannot profile: no process with id 7");
-        let privileges = anyhow::Error::from(crate::privileges::MissingPrivileges {
+        let privileges = anyhow::Error::from(fdprof_profiler::privileges::MissingPrivileges {
             command: "fdprof record".into(),
-            needed: crate::privileges::LOAD_BPF.to_vec(),
-            lacking: crate::privileges::LOAD_BPF.to_vec(),
+            needed: fdprof_profiler::privileges::LOAD_BPF.to_vec(),
+            lacking: fdprof_profiler::privileges::LOAD_BPF.to_vec(),
             in_container: false,
         });
         assert_eq!(exit_code(&privileges), 2);
@@ -136,6 +136,9 @@ mod tests {
             message: "ENOENT".into(),
         });
         assert_eq!(exit_code(&refused), 1);
-        assert_eq!(exit_code(&crate::error::fatal(127, "x: not found")), 127);
+        assert_eq!(
+            exit_code(&fdprof_profiler::error::fatal(127, "x: not found")),
+            127
+        );
     }
 }

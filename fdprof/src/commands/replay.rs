@@ -10,7 +10,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, ValueEnum};
 use fdprof_recording::Recording;
 
-use crate::analysis::replay::{self, ModelChoice, ReplayReport};
+use fdprof_profiler::analysis::replay::{self, ModelChoice, ReplayReport};
 use fdprof_replay::Version;
 use fdprof_replay::synthetic::{Params, Pattern};
 
@@ -84,7 +84,7 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
         (Some(path), _) => {
             let rec = Recording::read(path)?;
             let shown = path.display().to_string();
-            let name = crate::escape::name(&shown);
+            let name = fdprof_recording::escape::name(&shown);
             replay::recorded(&rec, &name, choice, args.seed).map_err(|e| anyhow!(e))?
         }
         (None, Some(pattern)) => synthetic(args, pattern, choice)?,
@@ -95,7 +95,7 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
     } else {
         print!(
             "{}",
-            crate::escape::text(&crate::render::replay::text(&report))
+            fdprof_recording::escape::text(&fdprof_profiler::render::replay::text(&report))
         );
     }
     Ok(())
@@ -113,7 +113,7 @@ fn synthetic(args: &ReplayArgs, pattern: Synthetic, choice: ModelChoice) -> Resu
     }
     let kernel = match &args.kernel {
         Some(k) => k.clone(),
-        None => crate::procfs::kernel_setting("osrelease")
+        None => fdprof_profiler::procfs::kernel_setting("osrelease")
             .context("cannot read the running kernel's release (give --kernel)")?,
     };
     let Some(mainline) = Version::for_kernel(&kernel) else {

@@ -7,9 +7,9 @@ use std::io::Write;
 use anyhow::Result;
 use fdprof_recording::Recording;
 
-use crate::analysis::{self, ReportOptions, SortKey};
-use crate::model;
-use crate::render;
+use fdprof_profiler::analysis::{self, ReportOptions, SortKey};
+use fdprof_profiler::model;
+use fdprof_profiler::render;
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct ReportArgs {
@@ -60,7 +60,7 @@ pub(crate) fn run(args: &ReportArgs) -> Result<()> {
     if args.cpu && rec.cpu.is_none() {
         anyhow::bail!(
             "{} has no on-CPU samples: record with `fdprof record --cpu` to report them",
-            crate::escape::name(&args.input.display().to_string())
+            fdprof_recording::escape::name(&args.input.display().to_string())
         );
     }
     let opts = ReportOptions {
@@ -76,9 +76,12 @@ pub(crate) fn run(args: &ReportArgs) -> Result<()> {
         writeln!(out)?;
         out.flush()?;
     } else if args.cpu {
-        print!("{}", crate::escape::text(&render::cpu_text(&report)));
+        print!(
+            "{}",
+            fdprof_recording::escape::text(&render::cpu_text(&report))
+        );
     } else {
-        print!("{}", crate::escape::text(&render::text(&report)));
+        print!("{}", fdprof_recording::escape::text(&render::text(&report)));
     }
     Ok(())
 }
@@ -87,7 +90,7 @@ pub(crate) fn run(args: &ReportArgs) -> Result<()> {
 /// (any selects).
 fn only_processes(rec: Recording, args: &ReportArgs) -> Result<Recording> {
     let path = args.input.display().to_string();
-    let file = crate::escape::name(&path);
+    let file = fdprof_recording::escape::name(&path);
     if rec.processes.is_empty() {
         anyhow::bail!(
             "{file} has no per-process figures: --pid/--comm/--cgroup/--container select \
@@ -129,11 +132,11 @@ fn selection(args: &ReportArgs) -> String {
     let comms = args
         .comm
         .iter()
-        .map(|c| format!("comm {}", crate::escape::name(c)));
+        .map(|c| format!("comm {}", fdprof_recording::escape::name(c)));
     let cgroups = args
         .cgroup
         .iter()
-        .map(|c| format!("cgroup {}", crate::escape::name(c)));
+        .map(|c| format!("cgroup {}", fdprof_recording::escape::name(c)));
     let containers = args.container.iter().map(|c| format!("container {c}"));
     pids.chain(comms)
         .chain(cgroups)

@@ -15,17 +15,17 @@ use fdprof_common::{
 };
 use fdprof_recording::recording::Target;
 
-use crate::collect::{
+use fdprof_profiler::collect::{
     Kernel, ProfilerOptions, Resolved, TargetSpec,
     cgroups::CgroupSet,
     launch::{self, Launched, Program},
     target,
 };
-use crate::live::{
+use fdprof_profiler::live::{
     self, LiveInterval, Maps, Stage, StageOptions, SymbolsFrom, Tick, start::Started,
 };
-use crate::privileges::{self, Capability};
-use crate::symbolize::{KernelSymbols, SystemMaps};
+use fdprof_profiler::privileges::{self, Capability};
+use fdprof_profiler::symbolize::{KernelSymbols, SystemMaps};
 
 /// Stop signals (SIGINT, SIGTERM, SIGHUP) received.
 static STOP_SIGNALS: AtomicU32 = AtomicU32::new(0);
@@ -58,7 +58,7 @@ pub(super) fn install_signal_handlers() {
     }
 }
 
-pub(crate) use crate::collect::launch::Streams;
+pub(crate) use fdprof_profiler::collect::launch::Streams;
 
 /// What to profile and how to attach.
 pub(crate) struct Request<'a> {
@@ -128,7 +128,7 @@ pub(crate) fn start(
         needed.push(Capability::Syslog);
     }
     privileges::require(request.command_name, &needed)?;
-    for gap in crate::probe::pod_spec::check_at_start()? {
+    for gap in fdprof_profiler::probe::pod_spec::check_at_start()? {
         eprintln!("fdprof: in a container: add {}", gap.line());
     }
     checks()?;
@@ -338,8 +338,8 @@ impl Session {
     /// thread, or a launched command's one (held) thread, named after its program; none
     /// system-wide.
     pub(crate) fn counted_threads(&self) -> Option<Vec<(u32, String)>> {
-        use crate::collect::counters::{comm, threads_of};
         use fdprof_common::session::TargetKind;
+        use fdprof_profiler::collect::counters::{comm, threads_of};
         let pid = self.resolved.pid?;
         Some(match self.target.kind {
             TargetKind::All | TargetKind::Name | TargetKind::Pids | TargetKind::Cgroup => {

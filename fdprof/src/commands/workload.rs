@@ -8,7 +8,7 @@ use anyhow::Result;
 use clap::ValueEnum;
 use clap::builder::PossibleValue;
 
-use crate::error::{EXIT_USAGE, fatal};
+use fdprof_profiler::error::{EXIT_USAGE, fatal};
 use fdprof_workload::{DEFAULT_DURATION, MAX_TASKS, Options, Plan, Scenario, UsageError, Variant};
 
 const AFTER_HELP: &str = "\
@@ -256,7 +256,7 @@ mod tests {
             .args;
         let err = run(args).unwrap_err();
         let fatal = err
-            .downcast_ref::<crate::error::Fatal>()
+            .downcast_ref::<fdprof_profiler::error::Fatal>()
             .expect("exit code");
         assert_eq!(fatal.code, EXIT_USAGE);
         assert_eq!(fatal.message, "--hole 2 is stdio: use 3 or more");
@@ -264,7 +264,7 @@ mod tests {
             .unwrap()
             .args;
         let err = run(args).unwrap_err();
-        let fatal = err.downcast_ref::<crate::error::Fatal>().unwrap();
+        let fatal = err.downcast_ref::<fdprof_profiler::error::Fatal>().unwrap();
         assert_eq!(
             fatal.message,
             "--reserve is a variant of holes, not of opensock"

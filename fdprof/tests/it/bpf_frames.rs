@@ -3,10 +3,10 @@
 //! Real kernel, root.
 
 use crate::common::*;
-use fdprof::collect::{Filter, Kernel, Profiler, ProfilerOptions};
-use fdprof::model::own;
-use fdprof::probe::kallsyms::Kallsyms;
-use fdprof::symbolize::KernelSymbols;
+use fdprof_profiler::collect::{Filter, Kernel, Profiler, ProfilerOptions};
+use fdprof_profiler::model::own;
+use fdprof_profiler::probe::kallsyms::Kallsyms;
+use fdprof_profiler::symbolize::KernelSymbols;
 
 /// The address kallsyms text gives `symbol`.
 fn address_in(kallsyms: &str, symbol: &str) -> Option<u64> {

@@ -552,14 +552,14 @@ fn system_wide_keeps_each_process_apart_up_to_prometheus() {
         });
     let exposed = sample_values(&pids_exposed);
     assert!(
-        exposed.len() == 1 && exposed[0] <= fdprof::render::metrics::PROCESS_SERIES as f64,
+        exposed.len() == 1 && exposed[0] <= fdprof_profiler::render::metrics::PROCESS_SERIES as f64,
         "{pids_exposed}"
     );
     let help = run(fdprof().args(["daemon", "--help"]));
     let help = String::from_utf8_lossy(&help.stdout);
     let stated = format!(
         "first {} processes",
-        fdprof::render::metrics::PROCESS_SERIES
+        fdprof_profiler::render::metrics::PROCESS_SERIES
     );
     assert!(help.contains(&stated), "--help does not state {stated:?}");
     // Steal: in each streamed interval, and one counter, within what /proc/stat counted

@@ -5,14 +5,14 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use crate::common::*;
-use fdprof::collect::{
-    EventStream, Filter, Kernel, Profiler, ProfilerOptions, RawEvent, RawKind, launch,
-};
-use fdprof::probe::kallsyms::Kallsyms;
 use fdprof_common::{
     contention::lock_class,
     counters::{drop, global},
 };
+use fdprof_profiler::collect::{
+    EventStream, Filter, Kernel, Profiler, ProfilerOptions, RawEvent, RawKind, launch,
+};
+use fdprof_profiler::probe::kallsyms::Kallsyms;
 use serde_json::Value;
 
 fn kernel() -> Kernel {
@@ -232,17 +232,17 @@ fn classic_tracepoint_fallbacks_load_and_attach() {
     let _guard = kernel_lock();
     // Classic tracepoints are attached through tracefs, which the profiler mounts where it is
     // missing: so does this test, which may be the first to need it since boot.
-    fdprof::probe::tracefs::ensure_mounted();
+    fdprof_profiler::probe::tracefs::ensure_mounted();
     {
         let mut ebpf = aya::EbpfLoader::new()
-            .load(fdprof::probe::object::PROFILER)
+            .load(fdprof_profiler::probe::object::PROFILER)
             .unwrap();
         for family in [
             fdprof_common::probes::Role::LockTracepoints,
             fdprof_common::probes::Role::FdSyscalls,
             fdprof_common::probes::Role::TaskExits,
         ] {
-            fdprof::collect::attach::classic(&mut ebpf, family, true)
+            fdprof_profiler::collect::attach::classic(&mut ebpf, family, true)
                 .unwrap_or_else(|e| panic!("{family}: {e:#}"));
         }
     }

@@ -118,7 +118,7 @@ fn pprof_cpu_profile_is_read_by_go_tool_pprof() {
     let rec = tmp("cpu.data");
     std::fs::write(
         &rec,
-        serde_json::to_vec(&fdprof::testdata::cpu_recording()).unwrap(),
+        serde_json::to_vec(&fdprof_recording::testdata::cpu_recording()).unwrap(),
     )
     .unwrap();
     let file = tmp("cpu.pb.gz");
@@ -137,7 +137,7 @@ fn pprof_cpu_profile_is_read_by_go_tool_pprof() {
 
 #[test]
 fn kernel_addresses_leave_only_when_asked_twice() {
-    let mut rec = fdprof::testdata::recording();
+    let mut rec = fdprof_recording::testdata::recording();
     rec.raw_addrs = true;
     rec.contention[0].kernel_stack[0].address = Some(0xffff_ffff_8123_4567);
     let file = tmp("raw-addrs.data");
@@ -218,7 +218,7 @@ fn speedscope_files_follow_speedscopes_schema() {
     let rec = tmp("cpu-speedscope.data");
     std::fs::write(
         &rec,
-        serde_json::to_vec(&fdprof::testdata::cpu_recording()).unwrap(),
+        serde_json::to_vec(&fdprof_recording::testdata::cpu_recording()).unwrap(),
     )
     .unwrap();
     let cpu = tmp("cpu.speedscope.json");
@@ -244,7 +244,7 @@ fn folded_export_is_flamegraphs_folded() {
     let cpu_rec = tmp("cpu-folded.data");
     std::fs::write(
         &cpu_rec,
-        serde_json::to_vec(&fdprof::testdata::cpu_recording()).unwrap(),
+        serde_json::to_vec(&fdprof_recording::testdata::cpu_recording()).unwrap(),
     )
     .unwrap();
     let cpu_file = tmp("cpu.folded");
@@ -355,7 +355,7 @@ fn bad_input_is_one_clear_line() {
     let rec = tmp("no-cpu.data");
     std::fs::write(
         &rec,
-        serde_json::to_vec(&fdprof::testdata::recording()).unwrap(),
+        serde_json::to_vec(&fdprof_recording::testdata::recording()).unwrap(),
     )
     .unwrap();
     let out = tmp("no-cpu.pb.gz");

@@ -27,7 +27,6 @@ mod diagnosis;
 mod doctor;
 mod events;
 mod export;
-mod function_length;
 mod input;
 mod layers;
 mod locks;

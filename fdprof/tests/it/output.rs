@@ -12,7 +12,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common::{fdprof, kernel_lock, parse_svg, require_root};
-use fdprof::testdata::TempDir;
+use fdprof_recording::testdata::TempDir;
 
 /// A fresh directory for one test, removed when dropped.
 fn temp_dir(test: &str) -> TempDir {
@@ -22,7 +22,7 @@ fn temp_dir(test: &str) -> TempDir {
 /// The fixture recording, written into `dir` by the test itself.
 fn recording_in(dir: &TempDir) -> PathBuf {
     let path = dir.join("rec.data");
-    let rec = fdprof::testdata::recording();
+    let rec = fdprof_recording::testdata::recording();
     std::fs::write(&path, serde_json::to_vec_pretty(&rec).unwrap()).unwrap();
     path
 }

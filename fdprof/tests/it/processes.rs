@@ -145,7 +145,7 @@ fn process_filters_need_a_system_wide_recording() {
     let out = tmp("processes-one.data");
     std::fs::write(
         &out,
-        serde_json::to_vec(&fdprof::testdata::recording()).unwrap(),
+        serde_json::to_vec(&fdprof_recording::testdata::recording()).unwrap(),
     )
     .unwrap();
     let o = run(fdprof().arg("report").arg(&out).args(["--pid", "1"]));

@@ -100,7 +100,7 @@ fn bad_arguments_are_one_line() {
 /// A recording whose fd trace is one table's snapshot (`open`, `max_fds`) and `rows`, written
 /// to `name`: its path and size.
 fn traced_recording(name: &str, open: u32, max_fds: u32, rows: &[codec::Row]) -> (PathBuf, u64) {
-    let mut rec = fdprof::testdata::recording();
+    let mut rec = fdprof_recording::testdata::recording();
     rec.kernel_release = "6.12.0".into();
     rec.trace = Some(Trace {
         encoding: ENCODING.into(),

@@ -136,7 +136,7 @@ fn a_series_adds_up_to_the_recording_and_plays_back() {
 
 /// A recording with a hand-made series of three intervals.
 fn with_series() -> Recording {
-    let mut rec = fdprof::testdata::recording();
+    let mut rec = fdprof_recording::testdata::recording();
     rec.end_reason = fdprof_figures::EndReason::Interrupted;
     let sample = |i: u64, calls: u64| Sample {
         start_ns: i * 1_000_000,
@@ -185,7 +185,7 @@ fn top_from_a_recording_without_a_series_fails_in_one_line() {
     let path = tmp("no-series.data");
     std::fs::write(
         &path,
-        serde_json::to_vec(&fdprof::testdata::recording()).unwrap(),
+        serde_json::to_vec(&fdprof_recording::testdata::recording()).unwrap(),
     )
     .unwrap();
     let out = run(fdprof().args(["top", "--jsonl", "--from"]).arg(&path));

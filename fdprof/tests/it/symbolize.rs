@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use fdprof::symbolize::Frame;
-use fdprof::symbolize::{KernelSymbols, UNKNOWN, UserSymbolizer};
+use fdprof_profiler::symbolize::Frame;
+use fdprof_profiler::symbolize::{KernelSymbols, UNKNOWN, UserSymbolizer};
 
 const CHILD_ENV: &str = "FDPROF_SYMBOLIZE_TEST_CHILD";
 

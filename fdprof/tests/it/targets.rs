@@ -8,7 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common::*;
-use fdprof::analysis::ExitStatus;
+use fdprof_profiler::analysis::ExitStatus;
 use serde_json::Value;
 
 fn calls(rec: &Value, name: &str) -> u64 {
@@ -244,7 +244,8 @@ fn the_command_exit_status_is_kept() {
         assert!(line.ends_with(text), "{line}");
         // The JSON report, read through its type.
         let json = run(fdprof().arg("report").arg("--json").arg(&out));
-        let report: fdprof::analysis::Report = serde_json::from_slice(&json.stdout).unwrap();
+        let report: fdprof_profiler::analysis::Report =
+            serde_json::from_slice(&json.stdout).unwrap();
         let want = match key {
             "code" => ExitStatus::Code(value),
             _ => ExitStatus::Signal(value),

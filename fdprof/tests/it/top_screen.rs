@@ -281,7 +281,7 @@ fn a_launched_commands_output_waits_until_the_screen_is_gone() {
 fn a_played_back_series_shows_its_contention_and_quits_cleanly() {
     use fdprof_common::{contention::LockKind, fnops::Operation};
     use fdprof_recording::series::{Sample, SampleWaits, Series};
-    let mut rec = fdprof::testdata::recording();
+    let mut rec = fdprof_recording::testdata::recording();
     rec.series = Some(Series {
         interval_ns: 200_000_000,
         samples: (0..3u64)

@@ -6,8 +6,8 @@
 use std::process::Stdio;
 
 use crate::common::*;
-use fdprof::collect::trace::{Drained, ProcTable};
 use fdprof_common::trace::{TraceRecord, op};
+use fdprof_profiler::collect::trace::{Drained, ProcTable};
 use fdprof_recording::trace::Trace;
 use serde_json::Value;
 
@@ -326,14 +326,14 @@ fn small_trace() -> Trace {
         read_from_ns: 500,
         read_until_ns: 600,
     };
-    fdprof::model::trace::build(&drained, &[table], 0, 100, 0, false)
+    fdprof_profiler::model::trace::build(&drained, &[table], 0, 100, 0, false)
 }
 
 fn write_with(trace: Option<Trace>, name: &str) -> std::path::PathBuf {
-    let mut rec = fdprof::testdata::recording();
+    let mut rec = fdprof_recording::testdata::recording();
     rec.trace = trace;
     let path = tmp(name);
-    fdprof::output::Output::File(path.clone())
+    fdprof_profiler::output::Output::File(path.clone())
         .write_with(|out| rec.write(out))
         .unwrap();
     path

@@ -7,8 +7,8 @@
 
 use std::io::Write;
 
-use fdprof::analysis::replay::{self, ModelChoice};
-use fdprof::render;
+use fdprof_profiler::analysis::replay::{self, ModelChoice};
+use fdprof_profiler::render;
 use fdprof_recording::budget;
 use fdprof_recording::trace::{ENCODING, TableSnapshot, Trace, TraceTable, codec, order};
 
@@ -176,7 +176,7 @@ fn hostile_traces_never_panic() {
         if order::events(&trace).is_ok() {
             decoded += 1;
         }
-        let mut rec = fdprof::testdata::recording();
+        let mut rec = fdprof_recording::testdata::recording();
         rec.kernel_release = "6.12.0".into();
         rec.trace = Some(trace);
         // What the reader checks, then what a replay checks with the rows (inside `recorded`).
@@ -211,7 +211,7 @@ fn deflate_bombs_stop_at_their_declared_rows() {
         let streamed: Vec<_> = trace.stream().unwrap().collect();
         assert_eq!(streamed.len() as u64, declared + 1);
         assert_eq!(streamed.last().unwrap().as_ref().unwrap_err(), &want);
-        let mut rec = fdprof::testdata::recording();
+        let mut rec = fdprof_recording::testdata::recording();
         rec.kernel_release = "6.12.0".into();
         rec.trace = Some(trace);
         let err = replay::recorded(&rec, "bomb", ModelChoice::All, 1).unwrap_err();

@@ -14,9 +14,9 @@ use super::args::ProbeArgs;
 use super::args::TargetArgs;
 use super::session::{self, Live, Next, Request, Session, Streams};
 mod trace;
-use crate::collect::{TargetSpec, counters::ThreadCounters, stats::own_cpu_ns};
-use crate::live::stage::Finished;
-use crate::output::Output;
+use fdprof_profiler::collect::{TargetSpec, counters::ThreadCounters, stats::own_cpu_ns};
+use fdprof_profiler::live::stage::Finished;
+use fdprof_profiler::output::Output;
 
 #[derive(clap::Args, Debug)]
 #[command(group(clap::ArgGroup::new("target").required(true).args(["pid", "cgroup", "tid", "all", "command"])))]
@@ -74,8 +74,8 @@ impl RecordArgs {
 
 pub(crate) fn run(args: RecordArgs) -> Result<()> {
     if args.trace && matches!(args.target(), TargetSpec::Pids { .. }) {
-        return Err(crate::error::fatal(
-            crate::error::EXIT_USAGE,
+        return Err(fdprof_profiler::error::fatal(
+            fdprof_profiler::error::EXIT_USAGE,
             "--trace follows one process and its forks: give -p once, without --children",
         ));
     }
@@ -121,7 +121,7 @@ pub(crate) fn run(args: RecordArgs) -> Result<()> {
         .unwrap_or_default();
     eprintln!(
         "fdprof: wrote {} ({:.2}s, {}{command_status}): {calls} fd syscalls, {waits} lock waits, {} dropped",
-        crate::escape::name(&args.output.to_string()),
+        fdprof_recording::escape::name(&args.output.to_string()),
         duration.as_secs_f64(),
         end.name(),
         recording.total_drops()

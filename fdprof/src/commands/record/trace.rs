@@ -6,11 +6,11 @@ use fdprof_common::counters::drop;
 use fdprof_recording::{Recording, trace::Trace};
 
 use super::session::Session;
-use crate::collect::{
+use fdprof_profiler::collect::{
     Profiler, Snapshot,
     trace::{ProcTable, TraceReader, proc_table},
 };
-use crate::model;
+use fdprof_profiler::model;
 
 /// A trace under way.
 pub(super) struct Tracing {

@@ -21,13 +21,13 @@ use super::args::ProbeArgs;
 use super::args::TargetArgs;
 use super::command_output::CommandOutput;
 use super::session::{self, Live, Next, Request, Session, Streams};
-use crate::analysis::{self, Interval, ReportOptions};
-use crate::collect::{Snapshot, TargetSpec, target};
-use crate::live::{Assembler, LiveInterval};
-use crate::model::{merge, window};
-use crate::output::Output;
-use crate::render::human;
-use crate::tui::{self, Action};
+use fdprof_profiler::analysis::{self, Interval, ReportOptions};
+use fdprof_profiler::collect::{Snapshot, TargetSpec, target};
+use fdprof_profiler::live::{Assembler, LiveInterval};
+use fdprof_profiler::model::{merge, window};
+use fdprof_profiler::output::Output;
+use fdprof_profiler::render::human;
+use fdprof_top::Action;
 
 #[derive(clap::Args, Debug)]
 #[command(
@@ -99,11 +99,11 @@ pub(super) enum Sink {
     /// The screen, on a thread of its own; it sets `quit` when the user quits, `reset` when
     /// the totals are to start anew and `save` when the intervals kept are to be written.
     Screen {
-        updates: tokio::sync::mpsc::Sender<tui::Update>,
+        updates: tokio::sync::mpsc::Sender<fdprof_top::Update>,
         quit: Arc<AtomicBool>,
         reset: Arc<AtomicBool>,
         save: Arc<AtomicBool>,
-        thread: std::thread::JoinHandle<Result<tui::Exit>>,
+        thread: std::thread::JoinHandle<Result<fdprof_top::Exit>>,
     },
 }
 
@@ -129,11 +129,12 @@ impl Sink {
                 let runtime = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()?;
-                let exit = runtime.block_on(tui::run(feed, playing, |action| match action {
-                    Action::ResetTotals => reset_asked.store(true, Ordering::Relaxed),
-                    Action::Save => save_asked.store(true, Ordering::Relaxed),
-                    Action::Quit | Action::Continue => {}
-                }));
+                let exit =
+                    runtime.block_on(fdprof_top::run(feed, playing, |action| match action {
+                        Action::ResetTotals => reset_asked.store(true, Ordering::Relaxed),
+                        Action::Save => save_asked.store(true, Ordering::Relaxed),
+                        Action::Quit | Action::Continue => {}
+                    }));
                 quit_seen.store(true, Ordering::Relaxed);
                 exit
             });
@@ -181,9 +182,9 @@ impl Sink {
                 print(&(line + "\n"))
             }
             // Names (the target's command line, comms, symbols) escaped, as report does.
-            Sink::Batch => print(&crate::escape::text(&crate::render::live::interval(
-                interval,
-            ))),
+            Sink::Batch => print(&fdprof_recording::escape::text(
+                &fdprof_profiler::render::live::interval(interval),
+            )),
             Sink::Screen { .. } => Ok(()),
         })
     }
@@ -331,7 +332,7 @@ impl View {
                     self.since = live.total.clone();
                 }
                 merge::bound_sites(&mut recording, KEPT_SITES);
-                if self.kept.len() == tui::state::HISTORY {
+                if self.kept.len() == fdprof_top::state::HISTORY {
                     self.kept.pop_front();
                 }
                 self.kept.push_back(window::Timed {
@@ -341,7 +342,7 @@ impl View {
                 let whole = assembler.cumulative(live, &self.since);
                 let cumulative = analysis::report(&whole, &ReportOptions::default());
                 // A closed screen is noticed at the top of the loop.
-                let _ = updates.blocking_send(tui::Update::Interval {
+                let _ = updates.blocking_send(fdprof_top::Update::Interval {
                     interval,
                     cumulative,
                 });
@@ -362,7 +363,7 @@ impl View {
         };
         if save.swap(false, Ordering::Relaxed) {
             let saved = self.write_kept().map_err(|e| format!("{e:#}"));
-            let _ = updates.blocking_send(tui::Update::Saved(saved));
+            let _ = updates.blocking_send(fdprof_top::Update::Saved(saved));
         }
     }
 
@@ -371,8 +372,11 @@ impl View {
     fn write_kept(&self) -> Result<String> {
         let first = self.kept.front().context("nothing to write yet")?;
         let stamp = human::utc_stamp(first.rec.started_unix_ms);
-        let path =
-            crate::output::unused_path(Path::new(""), &format!("fdprof-top-{stamp}"), "data")?;
+        let path = fdprof_profiler::output::unused_path(
+            Path::new(""),
+            &format!("fdprof-top-{stamp}"),
+            "data",
+        )?;
         let kept = self.kept.iter().cloned().collect();
         let rec = window::with_series(kept, self.interval_ns).context("nothing to write yet")?;
         Output::File(path.clone()).write_with(|out| rec.write(out))?;

@@ -12,9 +12,8 @@ use fdprof_recording::Recording;
 
 use super::session;
 use super::{Sink, TopArgs};
-use crate::analysis;
-use crate::error::{EXIT_USAGE, fatal};
-use crate::tui;
+use fdprof_profiler::analysis;
+use fdprof_profiler::error::{EXIT_USAGE, fatal};
 
 /// How often a paced playback checks for a quit or a signal.
 const POLL: Duration = Duration::from_millis(20);
@@ -61,7 +60,7 @@ pub(super) fn run(args: &TopArgs, path: &Path) -> Result<()> {
                 }
                 let cumulative = analysis::playback_total(&rec, since, index)
                     .context("a sample went missing")?;
-                let _ = updates.blocking_send(tui::Update::Interval {
+                let _ = updates.blocking_send(fdprof_top::Update::Interval {
                     interval,
                     cumulative,
                 });

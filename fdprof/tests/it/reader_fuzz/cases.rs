@@ -1,6 +1,5 @@
 //! The fixed hostile cases and the seeds the random ones grow from.
 
-use fdprof::testdata::{self, frame, hist, site};
 use fdprof_common::{
     contention::LockKind,
     probes::{Attachment, Mode, Role},
@@ -11,6 +10,7 @@ use fdprof_recording::bounded;
 use fdprof_recording::read::MAX_BYTES;
 use fdprof_recording::recording::{Frame, FunctionStats, StackWalks, Target};
 use fdprof_recording::series::{Sample, SampleSyscall, SampleWaits, Series};
+use fdprof_recording::testdata::{self, frame, hist, site};
 use serde_json::{Value, json};
 
 use super::mutate::max_numbers;

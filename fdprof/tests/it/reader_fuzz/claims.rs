@@ -9,8 +9,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use fdprof::testdata::{self, TempDir};
 use fdprof_common::trace::op;
+use fdprof_recording::testdata::{self, TempDir};
 use fdprof_recording::trace::{ENCODING, TableSnapshot, Trace, TraceTable, codec};
 
 use crate::common::load_lock;

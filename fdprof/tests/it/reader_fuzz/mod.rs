@@ -24,11 +24,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use fdprof::analysis::{self, FlamegraphOptions, LockFilter, OpFilter, ReportOptions, SortKey};
-use fdprof::render;
-use fdprof::testdata::{self, TempDir};
+use fdprof_profiler::analysis::{
+    self, FlamegraphOptions, LockFilter, OpFilter, ReportOptions, SortKey,
+};
+use fdprof_profiler::render;
 use fdprof_recording::Recording;
 use fdprof_recording::read::MAX_BYTES;
+use fdprof_recording::testdata::{self, TempDir};
 use serde_json::{Value, json};
 
 use crate::common::load_lock;

@@ -1,0 +1,234 @@
+//! `fdprof daemon`: an always-on service. One tokio runtime runs the collector ([`watcher`]:
+//! a profiler per target process, attached and finished as processes come and go, their deltas
+//! added up per target name each interval into [`history`]) and the read-only HTTP endpoints
+//! ([`http`]) that serve those figures: Prometheus metrics, reports, flamegraphs and a stream.
+//! SIGHUP reloads the config; SIGTERM and SIGINT detach everything and end it.
+
+#![warn(unreachable_pub)]
+
+pub mod access;
+mod app;
+pub(crate) mod capture;
+mod capture_dir;
+pub mod config;
+pub mod files;
+mod followed;
+mod heap;
+pub(crate) mod history;
+pub(crate) mod http;
+pub mod log;
+mod long_lived;
+mod main_loop;
+mod metrics;
+mod page;
+mod profiles;
+pub mod server;
+mod span;
+pub(crate) mod state;
+pub(crate) mod tls;
+mod trace_request;
+pub(crate) mod watcher;
+mod windows;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_rustls::TlsAcceptor;
+
+use fdprof_profiler::collect::Kernel;
+use fdprof_profiler::error::{EXIT_USAGE, fatal};
+use fdprof_profiler::symbolize::KernelSymbols;
+
+use config::{Config, Reload};
+use state::State;
+use watcher::Watcher;
+
+/// The signals the daemon handles; until [`run`] has its handlers in place they are held
+/// pending (see [`hold_signals`]).
+const HANDLED: [libc::c_int; 4] = [libc::SIGHUP, libc::SIGTERM, libc::SIGINT, libc::SIGUSR1];
+
+/// Holds SIGHUP, SIGTERM and SIGINT pending until [`run`] handles them: their default action
+/// would kill the daemon during its start (reading kallsyms takes a while), so a SIGHUP sent
+/// right after start would end it and a SIGTERM would not exit 0. Call it before any thread is
+/// started: threads inherit the mask, and [`run`] unblocks only the thread that serves.
+pub fn hold_signals() {
+    set_signal_mask(libc::SIG_BLOCK);
+}
+
+fn set_signal_mask(how: libc::c_int) {
+    // SAFETY: a sigset_t on the stack, filled by sigemptyset and sigaddset; pthread_sigmask
+    // changes only this thread's mask.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for signal in HANDLED {
+            libc::sigaddset(&mut set, signal);
+        }
+        libc::pthread_sigmask(how, &set, std::ptr::null_mut());
+    }
+}
+
+/// Serves until SIGTERM or SIGINT; everything is detached when it returns.
+pub fn run(
+    config: Config,
+    kernel: Kernel,
+    kernel_syms: KernelSymbols,
+    reload: Option<Reload>,
+) -> Result<()> {
+    log::set_verbose(config.verbose);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("fdprof-daemon")
+        .enable_all()
+        .build()
+        .context("cannot start the daemon's runtime")?;
+    runtime.block_on(serve(config, kernel, kernel_syms, reload))
+}
+
+async fn serve(
+    config: Config,
+    kernel: Kernel,
+    kernel_syms: KernelSymbols,
+    reload: Option<Reload>,
+) -> Result<()> {
+    let (listener, tls, listen) = listen(&config).await?;
+    let (token, token_saved) = access_token(&config.http, listen)?;
+    log::info(&format!("watching {}", config.watch.describe()));
+    let signals = main_loop::Signals::new()?;
+    // Handled from now on (this is the thread `block_on` runs on): any held pending arrive.
+    set_signal_mask(libc::SIG_UNBLOCK);
+    let watcher = Watcher::new(
+        kernel,
+        kernel_syms,
+        config.watch.clone(),
+        config.max_processes,
+    );
+    let state = State::new(watcher.empty_history(None), config.watch.interval);
+    state.set_capture_dir(config.watch.capture.as_ref().map(|c| c.dir.clone()));
+    let policy = access::Policy::new(
+        token.clone(),
+        listen,
+        &config.http.allow_hosts,
+        tls.is_some(),
+    );
+    let https = tls.is_some();
+    // Few: each is answered at once by the main loop.
+    let (asks, asked) = tokio::sync::mpsc::channel(4);
+    let (stop, server) = start_http(
+        listener,
+        tls,
+        policy,
+        config.http.max_connections,
+        &state,
+        asks,
+    );
+    log::info(&format!(
+        "fdprof daemon {} listening on {}://{listen}",
+        env!("CARGO_PKG_VERSION"),
+        if https { "https" } else { "http" },
+    ));
+    main_loop::run(watcher, state, signals, asked, reload).await;
+    stop.send_replace(true);
+    server.await.context("the HTTP server failed")?;
+    if let Some(path) = token_saved {
+        token.remove_saved(&path);
+    }
+    log::info("stopped");
+    Ok(())
+}
+
+/// The listening socket, and the TLS acceptor with `--tls-cert`; the address bound (its port
+/// is the kernel's pick under `--listen HOST:0`).
+async fn listen(config: &Config) -> Result<(TcpListener, Option<TlsAcceptor>, SocketAddr)> {
+    server::reserve_descriptors(config.http.max_connections).map_err(|e| fatal(EXIT_USAGE, e))?;
+    let tls = match &config.http.tls {
+        None => None,
+        Some((cert, key)) => Some(tls::acceptor(cert, key).map_err(|e| fatal(EXIT_USAGE, e))?),
+    };
+    let listener = TcpListener::bind(config.listen).await.map_err(|e| {
+        fatal(
+            EXIT_USAGE,
+            format!("cannot listen on {}: {e}", config.listen),
+        )
+    })?;
+    let listen = listener.local_addr().unwrap_or(config.listen);
+    // Logged once the port is ours: a daemon that cannot listen says only that, on one line.
+    if !listen.ip().is_loopback() {
+        log::warn(&format!(
+            "serving on {listen}, reachable from other hosts (--allow-remote)",
+        ));
+    }
+    Ok((listener, tls, listen))
+}
+
+/// Starts serving the endpoints on `listener`; `true` sent on the channel returned stops the
+/// server, whose task ends once the answers being sent are done.
+fn start_http(
+    listener: TcpListener,
+    tls: Option<TlsAcceptor>,
+    policy: access::Policy,
+    max_connections: usize,
+    state: &Arc<State>,
+    asks: tokio::sync::mpsc::Sender<windows::Ask>,
+) -> (watch::Sender<bool>, JoinHandle<()>) {
+    let counters = Arc::new(server::Counters::default());
+    let app = Arc::new(app::App {
+        state: state.clone(),
+        registry: metrics::registry(state.clone(), counters.clone()),
+        long_lived: long_lived::LongLived::new(max_connections, counters.clone()),
+        asks,
+    });
+    let (stop, stopped) = watch::channel(false);
+    let server = server::Server {
+        listener,
+        router: http::router(app, Arc::new(policy)),
+        tls,
+        max: max_connections,
+        counters,
+    };
+    (stop, tokio::spawn(server.run(stopped)))
+}
+
+/// The daemon's token: `--token-file`'s, else a new one saved where root alone can read it
+/// (its path logged; removed at exit).
+fn access_token(
+    http: &config::Http,
+    listen: SocketAddr,
+) -> Result<(access::Token, Option<PathBuf>)> {
+    if let Some(file) = &http.token_file {
+        let token = access::Token::read(file).map_err(|e| {
+            fatal(
+                EXIT_USAGE,
+                format!("bad --token-file {}: {e}", file.display()),
+            )
+        })?;
+        log::info(&format!("requests need the token in {}", file.display()));
+        return Ok((token, None));
+    }
+    let token = access::Token::generate().map_err(|e| fatal(EXIT_USAGE, e))?;
+    // systemd's RuntimeDirectory= (the first, when it names several).
+    let dir = std::env::var("RUNTIME_DIRECTORY")
+        .ok()
+        .and_then(|d| d.split(':').next().map(PathBuf::from))
+        .unwrap_or_else(|| access::TOKEN_DIR.into());
+    let path = token.save(&dir, listen).map_err(|e| {
+        fatal(
+            EXIT_USAGE,
+            format!(
+                "cannot save the daemon's token: {e} (give --token-file FILE, or a writable \
+                 {}: in a pod, an emptyDir mounted there)",
+                dir.display()
+            ),
+        )
+    })?;
+    log::info(&format!(
+        "requests need the token in {} (new at each start; --token-file keeps one)",
+        path.display()
+    ));
+    Ok((token, Some(path)))
+}

@@ -1,0 +1,204 @@
+//! The daemon's main loop: at each tick, an interval's figures into the histories and the
+//! flight recorder and the processes found anew; at SIGHUP, the config read again beside the
+//! loop; at SIGTERM or SIGINT, everything detached and the pending captures written.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Result;
+use tokio::signal::unix::{Signal, SignalKind, signal};
+use tokio::sync::mpsc;
+use tokio::task::{JoinHandle, block_in_place};
+use tokio::time::{self, Instant};
+
+use fdprof_profiler::live::Clock;
+use fdprof_profiler::model::merge;
+
+use super::capture::Recorder;
+use super::config::{Reload, Watch};
+use super::heap;
+use super::log;
+use super::state::State;
+use super::watcher::{self, Watcher};
+use super::windows::{Ask, Opener};
+
+/// How long a SIGHUP's read of the config may take before it is given up (the old config
+/// stays): the read runs beside the main loop, which never waits for it.
+const RELOAD_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The signals the loop answers.
+pub(super) struct Signals {
+    hup: Signal,
+    term: Signal,
+    int: Signal,
+    usr1: Signal,
+}
+
+impl Signals {
+    /// Handlers for SIGHUP, SIGTERM, SIGINT and SIGUSR1: from now on they no longer end the
+    /// process.
+    pub(super) fn new() -> Result<Self> {
+        Ok(Self {
+            hup: signal(SignalKind::hangup())?,
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+            usr1: signal(SignalKind::user_defined1())?,
+        })
+    }
+}
+
+/// The collector and what its figures feed.
+struct Collector {
+    watcher: Watcher,
+    state: Arc<State>,
+    recorder: Recorder,
+}
+
+/// A SIGHUP's read of the config, while it runs.
+struct Reading {
+    task: JoinHandle<Result<Watch>>,
+    began: Instant,
+}
+
+/// Runs until SIGTERM or SIGINT; everything is detached and the pending captures are written
+/// when it returns.
+pub(super) async fn run(
+    watcher: Watcher,
+    state: Arc<State>,
+    mut signals: Signals,
+    mut asks: mpsc::Receiver<Ask>,
+    reload: Option<Reload>,
+) {
+    let mut collector = Collector {
+        watcher,
+        state,
+        recorder: Recorder::default(),
+    };
+    block_in_place(|| collector.watcher.discover());
+    let mut every = Clock::new(collector.watcher.watch().interval);
+    let mut reading: Option<Reading> = None;
+    loop {
+        let give_up = reading
+            .as_ref()
+            .map_or_else(Instant::now, |r| r.began + RELOAD_TIMEOUT);
+        tokio::select! {
+            _ = every.tick() => collector.interval(&mut every),
+            batch = collector.watcher.next() => collector.watcher.started(batch),
+            _ = signals.hup.recv() => hup(reload.as_ref(), &mut reading),
+            _ = signals.usr1.recv() => {
+                block_in_place(|| collector.watcher.trace_window(Opener::Signal, None));
+            }
+            Some(ask) = asks.recv() => {
+                let traced = block_in_place(|| collector.watcher.trace_window(Opener::Request, Some(ask.length)));
+                // The asker may have gone: nothing is lost.
+                let _ = ask.answer.send(traced);
+            }
+            read = async { (&mut reading.as_mut().expect("guarded").task).await }, if reading.is_some() => {
+                reading = None;
+                let read = read.unwrap_or_else(|e| Err(anyhow::anyhow!("the read failed: {e}")));
+                if let Some(timer) = collector.reloaded(read) {
+                    every = timer;
+                }
+            }
+            _ = time::sleep_until(give_up), if reading.is_some() => {
+                // The thread may stay blocked (a hung file system); the loop goes on without it.
+                reading = None;
+                log::error(&format!(
+                    "config not reloaded, the old one stays: its read took over {RELOAD_TIMEOUT:?}"
+                ));
+            }
+            _ = signals.term.recv() => break,
+            _ = signals.int.recv() => break,
+        }
+    }
+    collector.stop().await;
+}
+
+/// SIGHUP: starts reading the config again, unless there is none or a read is still running.
+fn hup(reload: Option<&Reload>, reading: &mut Option<Reading>) {
+    match (reload, &reading) {
+        (None, _) => log::warn("SIGHUP: no --config file to reload"),
+        (Some(_), Some(_)) => log::warn("SIGHUP: the last reload is still reading the config"),
+        (Some(read), None) => {
+            let read = read.clone();
+            *reading = Some(Reading {
+                task: tokio::task::spawn_blocking(move || read()),
+                began: Instant::now(),
+            });
+        }
+    }
+}
+
+impl Collector {
+    /// Ends an interval: its figures go to the histories and the flight recorder; then the
+    /// processes started since are found.
+    fn interval(&mut self, clock: &mut Clock) {
+        let began = std::time::Instant::now();
+        let mut figures = block_in_place(|| self.watcher.interval());
+        clock.cut();
+        merge::add_drop(
+            &mut figures.daemon.drops,
+            watcher::DAEMON_PROBE,
+            watcher::CAPTURE_FAILED,
+            self.state.take_capture_failures(),
+        );
+        log::debug(&format!(
+            "interval {}: {} processes, {} contention sites, {} events, read in {:?}",
+            figures.index,
+            self.watcher.attached(),
+            figures.daemon.contention.len(),
+            figures.events.len(),
+            began.elapsed()
+        ));
+        let end_ns = figures.start_ns + figures.daemon.duration_ns;
+        block_in_place(|| {
+            let captures = match &self.watcher.watch().capture {
+                Some(settings) => self.recorder.check(settings, &figures),
+                None => Vec::new(),
+            };
+            self.watcher.trace_if_asked(&figures, captures);
+        });
+        let w = &self.watcher;
+        self.state.push(
+            figures,
+            (w.attached(), w.full_tracing()),
+            w.watch().interval,
+            |name| w.empty_history(Some(name)),
+            |pid| w.follows(pid),
+        );
+        self.recorder
+            .write_due(&self.state, Some(end_ns), w.watch().interval);
+        block_in_place(|| self.watcher.discover());
+        heap::give_back();
+    }
+
+    /// Applies a SIGHUP's read of the config; a new interval timer when the interval changed.
+    fn reloaded(&mut self, read: Result<Watch>) -> Option<Clock> {
+        let watch = match read {
+            Ok(watch) => watch,
+            Err(e) => {
+                log::error(&format!("config not reloaded, the old one stays: {e:#}"));
+                return None;
+            }
+        };
+        log::info(&format!("config reloaded: {}", watch.describe()));
+        let timer =
+            (watch.interval != self.watcher.watch().interval).then(|| Clock::new(watch.interval));
+        block_in_place(|| {
+            self.watcher.reload(watch);
+            self.watcher.discover();
+        });
+        let capture = self.watcher.watch().capture.as_ref();
+        self.state.set_capture_dir(capture.map(|c| c.dir.clone()));
+        timer
+    }
+
+    /// Detaches everything, then writes what is pending with the intervals there are: the
+    /// episode may be why the daemon is being stopped.
+    async fn stop(mut self) {
+        log::info("stopping: detaching every program");
+        block_in_place(|| self.watcher.shutdown());
+        let interval = self.watcher.watch().interval;
+        self.recorder.finish(&self.state, interval).await;
+    }
+}

@@ -1,0 +1,230 @@
+//! What the collector shares with the HTTP endpoints: the histories (behind a lock held only
+//! to add an interval or to copy what a request needs) and the stream of interval JSON.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
+use std::time::Duration;
+
+use fdprof_recording::Recording;
+use serde::Serialize;
+use tokio::sync::broadcast;
+
+use fdprof_profiler::analysis::{self, ReportOptions};
+
+use fdprof_profiler::model::process;
+
+use super::history::{History, Interval, IntervalFigures, PROCESS_ROWS};
+
+/// Intervals the SSE stream buffers for a slow reader before it skips ahead.
+const STREAM_BUFFER: usize = 16;
+
+pub(crate) struct Histories {
+    /// By target name.
+    pub names: BTreeMap<String, History>,
+    /// Every name together, plus what only the daemon has (its drops, its CPU).
+    pub daemon: History,
+    /// Processes attached now.
+    pub attached: usize,
+    /// Whether the fd syscalls were traced at the last interval's end.
+    pub full_tracing: bool,
+    /// Time the fd syscalls were traced, over the daemon's life.
+    pub full_tracing_ns: u64,
+    pub interval: Duration,
+    /// Intervals added so far: what a cached view of the histories was made from.
+    pub intervals: u64,
+}
+
+pub(crate) struct State {
+    histories: RwLock<Histories>,
+    /// Each interval's figures and each capture as JSON, one SSE event each.
+    stream: broadcast::Sender<Streamed>,
+    captures: Mutex<Captures>,
+    /// The processes of the last interval: their rows stay in the running totals one interval
+    /// more, so that a scrape every interval sees an exited process's last counts.
+    last_pids: Mutex<HashSet<u32>>,
+}
+
+/// One SSE event's JSON.
+#[derive(Debug, Clone)]
+pub(crate) enum Streamed {
+    Interval(Arc<str>),
+    Capture(Arc<str>),
+}
+
+/// What the `capture` SSE event and the log say of a capture written.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Written {
+    pub name: String,
+    pub path: String,
+    pub target: String,
+    pub rule: &'static str,
+    pub fired_unix_ms: u64,
+    pub intervals: usize,
+    pub bytes: usize,
+}
+
+/// What the flight recorder ([`super::capture`]) has done, for `/metrics` and `/captures`.
+#[derive(Debug, Default)]
+struct Captures {
+    /// `--capture-dir` now.
+    dir: Option<PathBuf>,
+    /// Captures written, by target and rule.
+    written: BTreeMap<(String, &'static str), u64>,
+    /// Captures that could not be written since the last interval took them.
+    failed: u64,
+}
+
+impl State {
+    pub(crate) fn new(daemon: Recording, interval: Duration) -> Arc<Self> {
+        Arc::new(Self {
+            histories: RwLock::new(Histories {
+                names: BTreeMap::new(),
+                daemon: History::new(daemon),
+                attached: 0,
+                full_tracing: false,
+                full_tracing_ns: 0,
+                interval,
+                intervals: 0,
+            }),
+            stream: broadcast::channel(STREAM_BUFFER).0,
+            captures: Mutex::default(),
+            last_pids: Mutex::default(),
+        })
+    }
+
+    pub(crate) fn read(&self) -> RwLockReadGuard<'_, Histories> {
+        self.histories.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn subscribe(&self) -> broadcast::Receiver<Streamed> {
+        self.stream.subscribe()
+    }
+
+    fn captures(&self) -> std::sync::MutexGuard<'_, Captures> {
+        self.captures.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Where captures go now (`None`: no `--capture-dir`).
+    pub(crate) fn set_capture_dir(&self, dir: Option<PathBuf>) {
+        self.captures().dir = dir;
+    }
+
+    pub(crate) fn capture_dir(&self) -> Option<PathBuf> {
+        self.captures().dir.clone()
+    }
+
+    /// Counts a capture written and tells the stream.
+    pub(crate) fn capture_written(&self, written: Written) {
+        *self
+            .captures()
+            .written
+            .entry((written.target.clone(), written.rule))
+            .or_default() += 1;
+        if let Ok(json) = serde_json::to_string(&written) {
+            let _ = self.stream.send(Streamed::Capture(json.into()));
+        }
+    }
+
+    pub(crate) fn capture_failed(&self) {
+        self.captures().failed += 1;
+    }
+
+    /// The captures that failed since the last call: a drop of the next interval.
+    pub(crate) fn take_capture_failures(&self) -> u64 {
+        std::mem::take(&mut self.captures().failed)
+    }
+
+    /// Captures written so far, by target and rule.
+    pub(crate) fn capture_counts(&self) -> Vec<(String, &'static str, u64)> {
+        self.captures()
+            .written
+            .iter()
+            .map(|((target, rule), n)| (target.clone(), *rule, *n))
+            .collect()
+    }
+
+    /// Adds an interval's figures; `empty` gives the recording a new name's history starts
+    /// from, `follows` whether a process is still profiled (the running totals keep the rows of
+    /// those and of this interval's and the last one's). Sends the daemon's interval to the
+    /// stream.
+    pub(crate) fn push(
+        &self,
+        figures: IntervalFigures,
+        (attached, full_tracing): (usize, bool),
+        interval: Duration,
+        empty: impl Fn(&str) -> Recording,
+        follows: impl Fn(u32) -> bool,
+    ) {
+        let IntervalFigures {
+            index,
+            start_ns,
+            names,
+            daemon,
+            events,
+            full_tracing_ns,
+        } = figures;
+        // Made only for a reader, and outside the lock: a scrape never waits for it.
+        let json = (self.stream.receiver_count() > 0).then(|| {
+            let mut shown = daemon.clone();
+            process::bound(&mut shown, PROCESS_ROWS);
+            serde_json::to_string(&fdprof_figures::Interval {
+                index,
+                start_ns,
+                duration_ns: daemon.duration_ns,
+                report: analysis::report(&shown, &ReportOptions::default()),
+                events,
+            })
+        });
+        let gone = self.gone(&daemon, follows);
+        {
+            let mut h = self.histories.write().unwrap_or_else(|e| e.into_inner());
+            for (name, rec) in names {
+                h.names
+                    .entry(name.clone())
+                    .or_insert_with(|| History::new(empty(&name)))
+                    .push(Interval { start_ns, rec }, &gone);
+            }
+            h.daemon.push(
+                Interval {
+                    start_ns,
+                    rec: daemon,
+                },
+                &gone,
+            );
+            h.attached = attached;
+            h.full_tracing = full_tracing;
+            h.full_tracing_ns = h.full_tracing_ns.saturating_add(full_tracing_ns);
+            h.interval = interval;
+            h.intervals += 1;
+        }
+        if let Some(Ok(json)) = json {
+            // Nobody listening is not an error.
+            let _ = self.stream.send(Streamed::Interval(json.into()));
+        }
+    }
+
+    /// The processes of the running totals that are in neither `interval` nor the one before
+    /// and are not followed any more: their rows go. Checked outside the lock (under `-a`, each
+    /// one's `/proc`).
+    fn gone(&self, interval: &Recording, follows: impl Fn(u32) -> bool) -> HashSet<u32> {
+        let now: HashSet<u32> = interval.processes.iter().map(|p| p.pid).collect();
+        let last = std::mem::replace(
+            &mut *self.last_pids.lock().unwrap_or_else(|e| e.into_inner()),
+            now.clone(),
+        );
+        let held: Vec<u32> = {
+            let h = self.read();
+            // The daemon's total holds every name's processes.
+            h.daemon
+                .total
+                .processes
+                .iter()
+                .map(|p| p.pid)
+                .filter(|&pid| !process::is_gone_in_container(pid))
+                .filter(|pid| !now.contains(pid) && !last.contains(pid))
+                .collect()
+        };
+        held.into_iter().filter(|&pid| !follows(pid)).collect()
+    }
+}

@@ -1,0 +1,150 @@
+//! `fdprof doctor` as text: what this kernel offers and which probes `record` will use.
+
+use std::fmt::Write as _;
+
+use crate::probe::{
+    capabilities::{Capabilities, TracepointTrial},
+    offsets::KernelOffsets,
+};
+
+fn tracepoint_lines(out: &mut String, trials: &[TracepointTrial]) {
+    for t in trials {
+        let _ = write!(
+            out,
+            "    {:<24} tracepoint: {}",
+            t.name,
+            t.tracepoint.summary()
+        );
+        if let Some(btf) = &t.tp_btf {
+            let _ = write!(out, "; tp_btf: {}", btf.summary());
+        }
+        out.push('\n');
+    }
+}
+
+/// The human-readable report.
+pub fn text(caps: &Capabilities) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "fdprof          {}", caps.fdprof_version);
+    let _ = writeln!(out, "kernel          {}", caps.kernel_release);
+    match &caps.btf_error {
+        None => {
+            let _ = writeln!(out, "BTF             {}", caps.btf_path);
+        }
+        Some(e) => {
+            let _ = writeln!(out, "BTF             unusable: {e}");
+        }
+    }
+    let _ = writeln!(
+        out,
+        "RLIMIT_NOFILE   soft {}, hard {}",
+        caps.rlimit_nofile.soft, caps.rlimit_nofile.hard
+    );
+    for note in &caps.notes {
+        let _ = writeln!(out, "note            {note}");
+    }
+    pod_spec_lines(&mut out, caps);
+    let _ = writeln!(
+        out,
+        "\nfunction probes (load + attach + detach tried for each):"
+    );
+    function_lines(&mut out, caps);
+    let _ = writeln!(out, "\nlock contention tracepoints:");
+    tracepoint_lines(&mut out, &caps.lock_tracepoints);
+    let _ = writeln!(out, "fd syscall tracepoints:");
+    tracepoint_lines(&mut out, &caps.fd_syscall_tracepoints);
+    let _ = writeln!(
+        out,
+        "cpu sampling (perf_event cpu-clock): {}",
+        caps.cpu_sampling.summary()
+    );
+    let _ = writeln!(
+        out,
+        "helper bpf_get_current_task_btf (direct loads of the task's fields): {}",
+        caps.task_btf.summary()
+    );
+
+    let _ = writeln!(out, "\nrecord will use: {} mode", caps.mode.name());
+    for (role, mode) in &caps.chosen {
+        let _ = writeln!(out, "  {role:<18} {mode}");
+    }
+    let yes = |b: bool| if b { "yes" } else { "no" };
+    let _ = writeln!(
+        out,
+        "\nlock names: the target's file_lock by address; mmap_lock, siglock by kind: {}; \
+         static locks by symbol: {}; the others by the first caller below the lock functions",
+        yes(caps.lock_names.by_kind),
+        if caps.lock_names.static_symbols {
+            "yes"
+        } else {
+            "no (kallsyms lists no kernel data: CONFIG_KALLSYMS_ALL is off)"
+        }
+    );
+    let _ = writeln!(out, "\nstruct offsets (bytes, from BTF):");
+    match &caps.offsets {
+        Some(offsets) => {
+            for ((s, f), v) in KernelOffsets::FIELDS.iter().zip(offsets.values()) {
+                let _ = writeln!(out, "  {:<28} {v}", format!("{s}.{f}"));
+            }
+        }
+        None => {
+            let _ = writeln!(out, "  unknown without BTF");
+        }
+    }
+    out
+}
+
+/// Inside a container, what its pod spec lacks, a line each in the manifest's words.
+fn pod_spec_lines(out: &mut String, caps: &Capabilities) {
+    let Some(pod) = &caps.pod_spec else {
+        return;
+    };
+    if pod.lacks.is_empty() {
+        let _ = writeln!(
+            out,
+            "pod spec        in a container; it lacks nothing fdprof uses"
+        );
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "pod spec        in a container; add to its pod spec (deploy/kubernetes/daemonset.yaml):"
+    );
+    for gap in &pod.lacks {
+        let _ = writeln!(out, "  {}", gap.line());
+    }
+}
+
+/// Each function role, its candidates found and each mode's trial.
+fn function_lines(out: &mut String, caps: &Capabilities) {
+    for role in &caps.functions {
+        let _ = writeln!(out, "  {} -> {}", role.role.name(), role.chosen.name());
+        if role.functions.is_empty() {
+            let _ = writeln!(
+                out,
+                "    none of {} found in BTF or kallsyms",
+                role.candidates.join(", ")
+            );
+        }
+        for f in &role.functions {
+            let seen: Vec<&str> = [("BTF", f.function.btf), ("kallsyms", f.function.kallsyms)]
+                .iter()
+                .filter(|(_, yes)| *yes)
+                .map(|(name, _)| *name)
+                .collect();
+            let _ = writeln!(out, "    {} (in {})", f.function.name, seen.join(", "));
+            let _ = writeln!(
+                out,
+                "      fentry: {}; fexit: {}",
+                f.fentry.summary(),
+                f.fexit.summary()
+            );
+            let _ = writeln!(
+                out,
+                "      kprobe: {}; kretprobe: {}",
+                f.kprobe.summary(),
+                f.kretprobe.summary()
+            );
+        }
+    }
+}

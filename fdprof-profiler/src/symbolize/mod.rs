@@ -1,0 +1,17 @@
+//! Stack symbolization: kernel addresses through `/proc/kallsyms`, user addresses through
+//! snapshots of `/proc/PID/maps` and the mapped files' ELF symbols (blazesym).
+//!
+//! Frames carry the raw address only when the caller asks for it (`--raw-addrs`): kernel
+//! addresses reveal the KASLR offset and must not leave the machine otherwise.
+
+mod frame;
+pub(crate) mod kernel;
+pub(crate) mod system;
+pub(crate) mod user;
+mod vdso;
+
+pub use frame::Frame;
+
+pub use kernel::{KernelSymbols, UNKNOWN};
+pub use system::SystemMaps;
+pub use user::UserSymbolizer;
