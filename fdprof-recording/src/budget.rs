@@ -13,12 +13,8 @@
 //! no command expands everything at once (`replay` orders and models the trace, `report` folds
 //! the stacks).
 //!
-//! Memory is not all a file can claim: a few bytes can ask for much work (an exec row makes a
-//! replay read every word of its table, 16384 words at a million fds, under each model). So
-//! work has a budget too ([`Work`]): a replay counts what ordering and modelling the trace take
-//! (rows, open fds and bitmap words visited: [`Work::bound`]) and stops, in one line, once
-//! they come to more than [`WORK_PER_BYTE`] operations per byte of the trace, or
-//! [`WORK_FLOOR`] for a small one.
+//! Memory is not all a file can claim: a few bytes can ask for much work. So work has a budget
+//! too ([`Work`], defined with the trace whose ordering counts it: [`crate::trace::work`]).
 
 use std::collections::HashSet;
 use std::fmt;
@@ -28,6 +24,8 @@ use fdprof_common::trace::op;
 use super::bounded::TRACE_MAX_FDS;
 use super::recording::{Frame, Recording};
 use super::trace::{Trace, codec::Row, order::ORDER_BYTES_PER_ROW};
+// The work budget, defined with the trace whose ordering counts it, beside the memory budget.
+pub use super::trace::work::{WORK_FLOOR, WORK_PER_BYTE, Work, trace_bytes};
 
 /// What a recording may take once expanded: 512 MiB. fdprof's commands run within 1 GiB of
 /// address space (`fdprof/tests/it/reader_fuzz/`); besides the expansion that holds the program (~20 MB)
@@ -64,78 +62,6 @@ const FRAME_BYTES: u64 = 170;
 /// A frame's function and module names are copied into the folded stacks and the report's
 /// stacks: 64 MiB of names take 69 to 139 MB more than reading them (measured).
 const NAME_COPIES: u64 = 2;
-
-/// Operations a replay may take per byte of its fd trace ([`trace_bytes`]): a real trace's rows
-/// take a few bytes each and a few dozen operations each under all the models.
-pub const WORK_PER_BYTE: u64 = 256;
-/// Operations any trace may take, however small: a second or so of a release build.
-pub const WORK_FLOOR: u64 = 1 << 27;
-
-/// The bytes an fd trace takes in its recording, as far as they ask for work: its rows' data,
-/// 16 a snapshot run (two numbers in JSON) and 64 a table and snapshot.
-pub fn trace_bytes(trace: &Trace) -> u64 {
-    let runs: usize = trace
-        .snapshots
-        .iter()
-        .map(|s| s.open.len() + s.cloexec.len())
-        .sum();
-    let records = trace.tables.len() + trace.snapshots.len();
-    (trace.data.len() as u64)
-        .saturating_add(16 * runs as u64)
-        .saturating_add(64 * records as u64)
-}
-
-/// Work done on a trace against its bound: rows, open fds, bitmap words and candidate rows
-/// visited, one operation each.
-#[derive(Debug, Clone)]
-pub struct Work {
-    bound: u64,
-    spent: u64,
-    bytes: u64,
-}
-
-impl Work {
-    /// The work `trace` is worth: [`WORK_PER_BYTE`] per byte of it, at least [`WORK_FLOOR`].
-    pub fn bound(trace: &Trace) -> Work {
-        let bytes = trace_bytes(trace);
-        Work {
-            bound: bytes.saturating_mul(WORK_PER_BYTE).max(WORK_FLOOR),
-            spent: 0,
-            bytes,
-        }
-    }
-
-    /// No bound (a synthetic trace, whose size its flags bound).
-    pub fn unbounded() -> Work {
-        Work {
-            bound: u64::MAX,
-            spent: 0,
-            bytes: 0,
-        }
-    }
-
-    pub fn add(&mut self, n: u64) {
-        self.spent = self.spent.saturating_add(n);
-    }
-
-    /// Operations left before the bound (0 once past it).
-    pub fn left(&self) -> u64 {
-        self.bound.saturating_sub(self.spent)
-    }
-
-    pub fn over(&self) -> bool {
-        self.spent > self.bound
-    }
-
-    /// The one line a replay stopped with, `name` the recording and `at` what it was doing.
-    pub fn refusal(&self, name: &str, at: &str) -> String {
-        format!(
-            "{name}: its fd trace would take more than {} operations to replay, the most its {} \
-             bytes are worth ({WORK_PER_BYTE} a byte, at least {WORK_FLOOR}): stopped {at}",
-            self.bound, self.bytes
-        )
-    }
-}
 
 /// What expanding a recording would take, claim by claim.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -8,23 +8,11 @@ use crate::cost::{Cost, Meter};
 use crate::event::{TableId, TraceEvent, TraceOp};
 use crate::fastalloc::Fastalloc;
 use crate::fdmap::FdMap;
-use crate::mainline::{Mainline, Version};
+use crate::mainline::Mainline;
 use crate::model::{self, Fdt, Limits, Model};
+use crate::model_kind::ModelKind;
 use crate::report::{CostHistograms, Divergence, ModelResult, PosixCheck};
 use crate::viro::Viro;
-use serde::{Deserialize, Serialize};
-
-/// The models a trace can be replayed under.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum ModelKind {
-    Mainline(Version),
-    Viro,
-    /// Every allocation with start 0 flagged `O_FD_FASTALLOC`, over the `base` allocator.
-    Fastalloc {
-        base: Version,
-        seed: u64,
-    },
-}
 
 /// Replays `events` under one model. They may be references into a list or made one at a time
 /// (a recorded trace builds each from its compact row as it is replayed).

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use crate::cost::Cost;
-use crate::replay::ModelKind;
+use crate::model_kind::ModelKind;
 use serde::{Deserialize, Serialize};
 
 /// Exact counts of small values, a map for the rare large ones.

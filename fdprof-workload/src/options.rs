@@ -88,6 +88,30 @@ impl Options {
     /// Checks the options, fixed ranges first (the command line's parser already enforces
     /// those), then what depends on the scenario.
     pub(crate) fn config(&self) -> Result<Config> {
+        self.check_ranges()?;
+        let scenario = self.scenario;
+        let fds = self.fds.unwrap_or(scenario.default_fds());
+        self.check_mode()?;
+        self.check_scenario_args(fds)?;
+        let path = CString::new(self.path.as_os_str().as_bytes())
+            .map_err(|_| usage("--path contains a NUL byte"))?;
+        if self.verify_table && self.processes {
+            return Err(usage("--verify-table works in threads mode only"));
+        }
+        Ok(Config {
+            scenario,
+            fds,
+            hole: self.hole,
+            path,
+            prealloc: self.prealloc,
+            processes: self.processes,
+            pin: self.pin,
+            variant: self.variant,
+        })
+    }
+
+    /// The ranges the command line's parser enforces: task counts, `--ops`, `--prealloc`.
+    fn check_ranges(&self) -> Result<()> {
         let in_range = |n: u32| (1..=MAX_TASKS).contains(&n);
         if !in_range(self.threads) {
             return Err(usage(format!(
@@ -112,12 +136,15 @@ impl Options {
         if self.prealloc == Some(0) {
             return Err(usage("--prealloc 0: a table has at least one slot"));
         }
+        Ok(())
+    }
 
-        let max_tasks = self.max_tasks();
+    /// Whether the scenario runs as the tasks are asked to: threads sharing a table, or
+    /// processes.
+    fn check_mode(&self) -> Result<()> {
         let scenario = self.scenario;
         let name = scenario.name();
-        let fds = self.fds.unwrap_or(scenario.default_fds());
-        if !self.processes && max_tasks > 1 && !scenario.threads_share_table() {
+        if !self.processes && self.max_tasks() > 1 && !scenario.threads_share_table() {
             return Err(usage(format!(
                 "{name} owns fixed fd numbers and cannot share a table between threads: use -t 1 or --processes"
             )));
@@ -135,6 +162,13 @@ impl Options {
                 "{name} reads the clocks of threads of its own process: drop --processes"
             )));
         }
+        Ok(())
+    }
+
+    /// Whether `--hole`, `-n` (`fds`) and the variant fit the scenario.
+    fn check_scenario_args(&self, fds: u32) -> Result<()> {
+        let scenario = self.scenario;
+        let name = scenario.name();
         if scenario.fills_below_n() {
             if self.hole < 3 {
                 return Err(usage(format!(
@@ -162,26 +196,13 @@ impl Options {
                 "close-loop closes -n fds an op: -n must be at least 1",
             ));
         }
+        let max_tasks = self.max_tasks();
         if scenario == Scenario::Opensock && fds < max_tasks {
             return Err(usage(format!(
                 "opensock needs at least one socket per task: -n {fds} is less than {max_tasks} tasks"
             )));
         }
-        let path = CString::new(self.path.as_os_str().as_bytes())
-            .map_err(|_| usage("--path contains a NUL byte"))?;
-        if self.verify_table && self.processes {
-            return Err(usage("--verify-table works in threads mode only"));
-        }
-        Ok(Config {
-            scenario,
-            fds,
-            hole: self.hole,
-            path,
-            prealloc: self.prealloc,
-            processes: self.processes,
-            pin: self.pin,
-            variant: self.variant,
-        })
+        Ok(())
     }
 }
 

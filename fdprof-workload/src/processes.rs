@@ -256,44 +256,8 @@ fn kill_children(pids: &[libc::pid_t]) {
 pub(crate) fn run(cfg: &Config, tasks: u32, ctl: &Control) -> Result<Outcome> {
     let shared = Shared::new(tasks as usize)?;
     let header = shared.header();
-    let mut pids = Vec::with_capacity(tasks as usize);
-    for index in 0..tasks as usize {
-        // SAFETY: this process is single-threaded here (processes mode starts no threads), so
-        // the child may allocate; it leaves only through _exit.
-        let pid = unsafe { libc::fork() };
-        if pid < 0 {
-            let err = std::io::Error::last_os_error();
-            kill_children(&pids);
-            bail!("fork() failed: {err}");
-        }
-        if pid == 0 {
-            let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                child(cfg, ctl, &shared, index, tasks)
-            }))
-            .unwrap_or(101);
-            // SAFETY: ends the child without running the parent's exit handlers.
-            unsafe { libc::_exit(code) };
-        }
-        pids.push(pid);
-    }
-
-    while !wait_count(&header.ready, tasks, Duration::from_millis(100)) {
-        for &pid in &pids {
-            let mut status = 0;
-            // SAFETY: polling our own child.
-            if unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } == pid {
-                kill_children(&pids);
-                bail!("a worker process ended during setup (wait status {status:#x})");
-            }
-        }
-    }
-    if let Some(i) =
-        (0..tasks as usize).find(|&i| shared.slot(i).status.load(Ordering::Acquire) == FAILED)
-    {
-        let message = shared.message(i);
-        kill_children(&pids);
-        bail!("worker process {i}: {message}");
-    }
+    let pids = fork_children(cfg, ctl, &shared, tasks)?;
+    await_setup(&shared, &pids, tasks)?;
     if ctl.wait_signal {
         announce_and_wait(&pids)?;
     }
@@ -316,7 +280,65 @@ pub(crate) fn run(cfg: &Config, tasks: u32, ctl: &Control) -> Result<Outcome> {
         // SAFETY: reaping our own child.
         unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
     }
+    outcome(cfg, &shared, tasks)
+}
 
+/// Forks the `tasks` children, each running [`child`] and leaving through `_exit`; returns
+/// their pids (none left behind on failure).
+fn fork_children(
+    cfg: &Config,
+    ctl: &Control,
+    shared: &Shared,
+    tasks: u32,
+) -> Result<Vec<libc::pid_t>> {
+    let mut pids = Vec::with_capacity(tasks as usize);
+    for index in 0..tasks as usize {
+        // SAFETY: this process is single-threaded here (processes mode starts no threads), so
+        // the child may allocate; it leaves only through _exit.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            let err = std::io::Error::last_os_error();
+            kill_children(&pids);
+            bail!("fork() failed: {err}");
+        }
+        if pid == 0 {
+            let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                child(cfg, ctl, shared, index, tasks)
+            }))
+            .unwrap_or(101);
+            // SAFETY: ends the child without running the parent's exit handlers.
+            unsafe { libc::_exit(code) };
+        }
+        pids.push(pid);
+    }
+    Ok(pids)
+}
+
+/// Waits until every child has set up its table; one that died or failed there fails the
+/// run, its siblings killed.
+fn await_setup(shared: &Shared, pids: &[libc::pid_t], tasks: u32) -> Result<()> {
+    while !wait_count(&shared.header().ready, tasks, Duration::from_millis(100)) {
+        for &pid in pids {
+            let mut status = 0;
+            // SAFETY: polling our own child.
+            if unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } == pid {
+                kill_children(pids);
+                bail!("a worker process ended during setup (wait status {status:#x})");
+            }
+        }
+    }
+    if let Some(i) =
+        (0..tasks as usize).find(|&i| shared.slot(i).status.load(Ordering::Acquire) == FAILED)
+    {
+        let message = shared.message(i);
+        kill_children(pids);
+        bail!("worker process {i}: {message}");
+    }
+    Ok(())
+}
+
+/// What the reaped children reported in their slots.
+fn outcome(cfg: &Config, shared: &Shared, tasks: u32) -> Result<Outcome> {
     let mut results = Vec::with_capacity(tasks as usize);
     let (mut first, mut last) = (u64::MAX, 0u64);
     let (mut fds_held, mut max_fds) = (0u64, 0u32);

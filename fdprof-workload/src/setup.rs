@@ -2,6 +2,7 @@
 //! and the per-task states.
 
 use std::ffi::CString;
+use std::ops::Range;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
@@ -65,137 +66,184 @@ pub(crate) fn prepare(cfg: &Config, first: u32, count: u32, total: u32) -> Resul
     }
     let mut held = Vec::new();
     let mut ops = Vec::with_capacity(count as usize * 2);
-    let fds_held;
-    match cfg.scenario {
+    let tasks = first..first + count;
+    let fds_held = match cfg.scenario {
         Scenario::Opensock if cfg.variant == Variant::IoUringDirect => {
-            for task in first..first + count {
-                let share = opensock_share(cfg.fds, total, task);
-                let ring = UringOpensock::new(share, XorShift::for_task(task))
-                    .map_err(|e| anyhow::anyhow!("{e}"))
-                    .context("setting up a ring of fixed-slot sockets")?;
-                ops.push(TaskOp::UringOpensock(Box::new(ring)));
-            }
-            // The sockets live in the rings' fixed slots; the table holds the rings' fds.
-            fds_held = u64::from(count);
+            uring_opensock(cfg, tasks, total, &mut ops)?
         }
-        Scenario::Opensock => {
-            let mut sum = 0u64;
-            for task in first..first + count {
-                let share = opensock_share(cfg.fds, total, task);
-                let slots = fill_sockets(share).context("pre-filling opensock's sockets")?;
-                sum += u64::from(share);
-                ops.push(TaskOp::Opensock(Opensock {
-                    slots,
-                    rng: XorShift::for_task(task),
-                }));
-            }
-            fds_held = sum;
-        }
-        Scenario::Holes | Scenario::Dup2Worst => {
-            fill_below(cfg.fds, &mut held).context("opening fds 0..N-1")?;
-            fds_held = u64::from(cfg.fds);
-            let hole = cfg.hole as i32;
-            ops.push(if cfg.variant == Variant::Reserve {
-                TaskOp::HolesReserve(HolesReserve {
-                    hole,
-                    path: cfg.path.clone(),
-                })
-            } else if cfg.scenario == Scenario::Holes {
-                TaskOp::Holes(Holes {
-                    hole,
-                    path: cfg.path.clone(),
-                })
-            } else {
-                TaskOp::Dup2Worst(Dup2Worst { hole })
-            });
-        }
-        Scenario::CloseLoop => {
-            let src = open_dev_null()?;
-            held.push(src);
-            fds_held = 1;
-            let first = consecutive_free(cfg.fds)?;
-            // The table the process inherits from its parent can be of any size: grow it
-            // now for the N fds, so that the measured phase never does.
-            prealloc(first + cfg.fds).context("sizing the table for close-loop's fds")?;
-            ops.push(TaskOp::CloseLoop(CloseLoop {
-                src,
-                fds: vec![-1; cfg.fds as usize],
-                range: cfg.variant == Variant::CloseRange,
-            }));
-        }
-        Scenario::Accept => {
-            hold_extra(cfg.fds, &mut held)?;
-            let (listener, addr) = listen_loopback()?;
-            held.push(listener);
-            fds_held = u64::from(cfg.fds) + 1;
-            let shared = Arc::new(AcceptShared::new(count as usize, count as usize));
-            for index in 0..count as usize {
-                ops.push(TaskOp::Acceptor(Acceptor {
-                    listener,
-                    index,
-                    shared: shared.clone(),
-                }));
-            }
-            for index in 0..count as usize {
-                ops.push(TaskOp::Connector(Connector {
-                    addr,
-                    index,
-                    shared: shared.clone(),
-                }));
-            }
-        }
-        Scenario::Cputime => {
-            hold_extra(cfg.fds, &mut held)?;
-            fds_held = u64::from(cfg.fds);
-            let clocks = Arc::new(CpuClocks::new(count as usize));
-            for index in 0..count as usize {
-                ops.push(TaskOp::Cputime(Cputime {
-                    index,
-                    clocks: clocks.clone(),
-                }));
-            }
-        }
-        Scenario::UdpLoopback => {
-            hold_extra(cfg.fds, &mut held)?;
-            let (receiver, to) = bind_loopback()?;
-            held.push(receiver);
-            fds_held = u64::from(cfg.fds) + 1 + u64::from(count);
-            for _ in 0..count {
-                ops.push(TaskOp::UdpLoopback(UdpLoopback::new(receiver, to)?));
-            }
-        }
-        tight => {
-            let first_held = hold_extra(cfg.fds, &mut held)?;
-            let mut total_held = u64::from(cfg.fds);
-            let dup_src = match (tight, first_held) {
-                (Scenario::DupClose, Some(fd)) => fd,
-                (Scenario::DupClose, None) => {
-                    let fd = open_dev_null()?;
-                    held.push(fd);
-                    total_held += 1;
-                    fd
-                }
-                _ => -1,
-            };
-            fds_held = total_held;
-            for _ in 0..count {
-                ops.push(match tight {
-                    Scenario::SocketClose => TaskOp::SocketClose(SocketClose),
-                    Scenario::OpenClose => TaskOp::OpenClose(OpenClose {
-                        path: cfg.path.clone(),
-                    }),
-                    Scenario::DupClose => TaskOp::DupClose(DupClose { src: dup_src }),
-                    Scenario::Pipe => TaskOp::Pipe(Pipe),
-                    _ => TaskOp::SocketPair(SocketPair),
-                });
-            }
-        }
-    }
+        Scenario::Opensock => opensock(cfg, tasks, total, &mut ops)?,
+        Scenario::Holes | Scenario::Dup2Worst => holes(cfg, &mut ops, &mut held)?,
+        Scenario::CloseLoop => close_loop(cfg, &mut ops, &mut held)?,
+        Scenario::Accept => accept(cfg, count, &mut ops, &mut held)?,
+        Scenario::Cputime => cputime(cfg, count, &mut ops, &mut held)?,
+        Scenario::UdpLoopback => udp_loopback(cfg, count, &mut ops, &mut held)?,
+        tight => tight_loop(cfg, tight, count, &mut ops, &mut held)?,
+    };
     Ok(Prepared {
         ops,
         held,
         fds_held,
     })
+}
+
+// Each scenario's setup below adds its tasks' states to `ops` and the fds no task owns to
+// `held`, and returns the fds the scenario holds open besides the per-op ones.
+
+/// opensock over io_uring: a ring per task, its share of the sockets in fixed slots.
+fn uring_opensock(
+    cfg: &Config,
+    tasks: Range<u32>,
+    total: u32,
+    ops: &mut Vec<TaskOp>,
+) -> Result<u64> {
+    let count = tasks.len() as u64;
+    for task in tasks {
+        let share = opensock_share(cfg.fds, total, task);
+        let ring = UringOpensock::new(share, XorShift::for_task(task))
+            .map_err(|e| anyhow::anyhow!("{e}"))
+            .context("setting up a ring of fixed-slot sockets")?;
+        ops.push(TaskOp::UringOpensock(Box::new(ring)));
+    }
+    // The sockets live in the rings' fixed slots; the table holds the rings' fds.
+    Ok(count)
+}
+
+/// opensock: each task's share of the sockets, in its own slots.
+fn opensock(cfg: &Config, tasks: Range<u32>, total: u32, ops: &mut Vec<TaskOp>) -> Result<u64> {
+    let mut sum = 0u64;
+    for task in tasks {
+        let share = opensock_share(cfg.fds, total, task);
+        let slots = fill_sockets(share).context("pre-filling opensock's sockets")?;
+        sum += u64::from(share);
+        ops.push(TaskOp::Opensock(Opensock {
+            slots,
+            rng: XorShift::for_task(task),
+        }));
+    }
+    Ok(sum)
+}
+
+/// holes and dup2-worst: fds 0..N-1 open around the hole the one task refills.
+fn holes(cfg: &Config, ops: &mut Vec<TaskOp>, held: &mut Vec<i32>) -> Result<u64> {
+    fill_below(cfg.fds, held).context("opening fds 0..N-1")?;
+    let hole = cfg.hole as i32;
+    ops.push(if cfg.variant == Variant::Reserve {
+        TaskOp::HolesReserve(HolesReserve {
+            hole,
+            path: cfg.path.clone(),
+        })
+    } else if cfg.scenario == Scenario::Holes {
+        TaskOp::Holes(Holes {
+            hole,
+            path: cfg.path.clone(),
+        })
+    } else {
+        TaskOp::Dup2Worst(Dup2Worst { hole })
+    });
+    Ok(u64::from(cfg.fds))
+}
+
+/// close-loop: the fd its dups are made of, and a table already large enough for them.
+fn close_loop(cfg: &Config, ops: &mut Vec<TaskOp>, held: &mut Vec<i32>) -> Result<u64> {
+    let src = open_dev_null()?;
+    held.push(src);
+    let first = consecutive_free(cfg.fds)?;
+    // The table the process inherits from its parent can be of any size: grow it now for the
+    // N fds, so that the measured phase never does.
+    prealloc(first + cfg.fds).context("sizing the table for close-loop's fds")?;
+    ops.push(TaskOp::CloseLoop(CloseLoop {
+        src,
+        fds: vec![-1; cfg.fds as usize],
+        range: cfg.variant == Variant::CloseRange,
+    }));
+    Ok(1)
+}
+
+/// accept: a loopback listener, and per task an acceptor and the connector feeding it.
+fn accept(cfg: &Config, count: u32, ops: &mut Vec<TaskOp>, held: &mut Vec<i32>) -> Result<u64> {
+    hold_extra(cfg.fds, held)?;
+    let (listener, addr) = listen_loopback()?;
+    held.push(listener);
+    let shared = Arc::new(AcceptShared::new(count as usize, count as usize));
+    for index in 0..count as usize {
+        ops.push(TaskOp::Acceptor(Acceptor {
+            listener,
+            index,
+            shared: shared.clone(),
+        }));
+    }
+    for index in 0..count as usize {
+        ops.push(TaskOp::Connector(Connector {
+            addr,
+            index,
+            shared: shared.clone(),
+        }));
+    }
+    Ok(u64::from(cfg.fds) + 1)
+}
+
+/// cputime: the clocks the tasks read of each other.
+fn cputime(cfg: &Config, count: u32, ops: &mut Vec<TaskOp>, held: &mut Vec<i32>) -> Result<u64> {
+    hold_extra(cfg.fds, held)?;
+    let clocks = Arc::new(CpuClocks::new(count as usize));
+    for index in 0..count as usize {
+        ops.push(TaskOp::Cputime(Cputime {
+            index,
+            clocks: clocks.clone(),
+        }));
+    }
+    Ok(u64::from(cfg.fds))
+}
+
+/// udp-loopback: one receiving socket, and a sending socket per task.
+fn udp_loopback(
+    cfg: &Config,
+    count: u32,
+    ops: &mut Vec<TaskOp>,
+    held: &mut Vec<i32>,
+) -> Result<u64> {
+    hold_extra(cfg.fds, held)?;
+    let (receiver, to) = bind_loopback()?;
+    held.push(receiver);
+    for _ in 0..count {
+        ops.push(TaskOp::UdpLoopback(UdpLoopback::new(receiver, to)?));
+    }
+    Ok(u64::from(cfg.fds) + 1 + u64::from(count))
+}
+
+/// The tight loops (socket-close, open-close, dup-close, pipe, socketpair): stateless tasks,
+/// dup-close's dups all made of one held fd.
+fn tight_loop(
+    cfg: &Config,
+    tight: Scenario,
+    count: u32,
+    ops: &mut Vec<TaskOp>,
+    held: &mut Vec<i32>,
+) -> Result<u64> {
+    let first_held = hold_extra(cfg.fds, held)?;
+    let mut total_held = u64::from(cfg.fds);
+    let dup_src = match (tight, first_held) {
+        (Scenario::DupClose, Some(fd)) => fd,
+        (Scenario::DupClose, None) => {
+            let fd = open_dev_null()?;
+            held.push(fd);
+            total_held += 1;
+            fd
+        }
+        _ => -1,
+    };
+    for _ in 0..count {
+        ops.push(match tight {
+            Scenario::SocketClose => TaskOp::SocketClose(SocketClose),
+            Scenario::OpenClose => TaskOp::OpenClose(OpenClose {
+                path: cfg.path.clone(),
+            }),
+            Scenario::DupClose => TaskOp::DupClose(DupClose { src: dup_src }),
+            Scenario::Pipe => TaskOp::Pipe(Pipe),
+            _ => TaskOp::SocketPair(SocketPair),
+        });
+    }
+    Ok(total_held)
 }
 
 /// Closes what [`prepare`] opened (between the runs of a sweep).

@@ -1,5 +1,5 @@
 //! `cargo xtask ebpf [--check]`: builds fdprof-ebpf for `bpfel-unknown-none` into the objects
-//! kept in the repository (`fdprof/ebpf/*.bpf.o`, which the library embeds, so that building
+//! kept in the repository (`fdprof-profiler/ebpf/*.bpf.o`, which the library embeds, so that building
 //! fdprof needs only cargo), or checks that the committed objects are what the sources build.
 //!
 //! The build is reproducible byte for byte with one toolchain: the checkout, cargo's home and
@@ -15,7 +15,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
-use crate::run::{root, step};
+use crate::workspace::{root, step};
 
 /// Each object: the binary fdprof-ebpf builds and the file it is kept as.
 const OBJECTS: [(&str, &str); 2] = [
@@ -32,7 +32,7 @@ const FIX: &str = "cargo xtask ebpf";
 /// Where the objects are committed (inside the fdprof package, so `cargo install --path
 /// fdprof` and `cargo package` find them).
 pub(crate) fn committed_dir() -> PathBuf {
-    root().join("fdprof/ebpf")
+    root().join("fdprof-profiler/ebpf")
 }
 
 /// `cargo xtask ebpf`: rebuilds the objects and writes them over the committed ones.
@@ -65,7 +65,7 @@ pub(crate) fn check() -> Result<()> {
         match std::fs::read(&committed) {
             Ok(old) if old == fresh => {}
             Ok(old) => wrong.push(format!(
-                "fdprof/ebpf/{file} differs from what the sources build; sections that differ: {}",
+                "fdprof-profiler/ebpf/{file} differs from what the sources build; sections that differ: {}",
                 differing_sections(&old, &fresh)
             )),
             Err(e) => wrong.push(format!("cannot read {}: {e}", committed.display())),
@@ -88,7 +88,7 @@ pub(crate) fn check() -> Result<()> {
         )
     };
     bail!(
-        "{}\n{why}\nrun `{FIX}` and commit fdprof/ebpf/ with the source change",
+        "{}\n{why}\nrun `{FIX}` and commit fdprof-profiler/ebpf/ with the source change",
         wrong.join("\n")
     )
 }

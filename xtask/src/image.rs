@@ -12,7 +12,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
-use crate::run::root;
+use crate::workspace::root;
 
 pub(crate) const PODMAN: &str = "/usr/bin/podman";
 
@@ -125,7 +125,7 @@ pub(crate) fn build() -> Result<Image> {
     if !Path::new(PODMAN).is_file() {
         crate::bootstrap::apt_get(&["install", "-y", "podman", "runc"])?;
     }
-    let bin = crate::run::build_static()?;
+    let bin = crate::static_fdprof::build_static()?;
     let (version, _) = version_of(&bin)?;
     let revision = revision();
     let dir = image_dir();

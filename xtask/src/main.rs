@@ -2,26 +2,17 @@
 //! install | uninstall | deb | image`.
 #![warn(unreachable_pub)]
 
-mod bench_churn;
-mod bench_daemon;
-mod bench_daemon_targets;
-mod bench_export;
-mod bench_floor;
-mod bench_overhead;
-mod bench_page;
-mod bench_remedies;
-mod bench_syscost;
-mod bench_syscost_stats;
-mod bench_tiers;
-mod bench_top;
-mod bench_workload;
+mod bench;
 mod bootstrap;
 mod ebpf;
+#[cfg(test)]
+mod house_rules;
 mod image;
-mod lock_reference;
 mod package;
 mod run;
+mod static_fdprof;
 mod vm_test;
+mod workspace;
 
 use anyhow::Result;
 use bootstrap::Needs;
@@ -38,7 +29,7 @@ struct Cli {
 enum Task {
     /// Install what rebuilding the eBPF objects and running the tests needs (idempotent)
     Bootstrap,
-    /// Rebuild the committed eBPF objects (fdprof/ebpf/) from fdprof-ebpf, installing the eBPF
+    /// Rebuild the committed eBPF objects (fdprof-profiler/ebpf/) from fdprof-ebpf, installing the eBPF
     /// toolchain where missing
     Ebpf {
         /// Only check that the committed objects are what the sources build (CI)
@@ -112,17 +103,7 @@ fn main() {
         Task::Build => run::build_release(),
         Task::Demo => run::demo(),
         Task::Test => bootstrap::run().and_then(|()| run::test()),
-        Task::Bench { what, args } => bootstrap::run().and_then(|()| match what.as_str() {
-            "workload" => bench_workload::run(&args),
-            "vm-overhead" => vm_test::bench::run(&args),
-            "top" => bench_top::run(&args),
-            "daemon" => bench_daemon::run(&args),
-            "churn" => bench_churn::run(&args),
-            "export" => bench_export::run(&args),
-            "remedies" => bench_remedies::run(&args),
-            "page" => bench_page::run(&args),
-            _ => bench_overhead::run(&args),
-        }),
+        Task::Bench { what, args } => bootstrap::run().and_then(|()| bench::run(&what, &args)),
         Task::Install { prefix } => package::prefix_arg(prefix).and_then(|p| package::install(&p)),
         Task::Uninstall { prefix } => {
             package::prefix_arg(prefix).and_then(|p| package::uninstall(&p))

@@ -15,7 +15,8 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
-use crate::run::{build_release, fdprof_release, root};
+use crate::run::{build_release, fdprof_release};
+use crate::workspace::root;
 
 /// Where the package's files go (Debian's paths) or an install's (under its prefix).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -481,7 +482,7 @@ pub(crate) fn deb() -> Result<PathBuf> {
         .mode(0o755)
         .create(&out_dir)?;
     let deb = out_dir.join(format!("fdprof_{}_{arch}.deb", version()));
-    crate::run::step(
+    crate::workspace::step(
         "dpkg-deb --build",
         Command::new("dpkg-deb")
             .args(["--root-owner-group", "-Zxz", "--build"])

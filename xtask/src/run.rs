@@ -1,41 +1,12 @@
 //! Build, demo and test: thin sequences of cargo and fdprof commands, each step announced.
 
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 
-/// The workspace root (xtask lives one level below it).
-pub(crate) fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-/// Runs a command in the workspace root, showing it and how long it took.
-pub(crate) fn step(what: &str, cmd: &mut Command) -> Result<()> {
-    eprintln!("==> {what}: {cmd:?}");
-    let start = Instant::now();
-    let status = cmd
-        .current_dir(root())
-        .status()
-        .with_context(|| format!("cannot start {cmd:?}"))?;
-    eprintln!(
-        "==> {what}: {} in {:.1}s",
-        if status.success() { "done" } else { "FAILED" },
-        start.elapsed().as_secs_f64()
-    );
-    if !status.success() {
-        bail!("{what} failed ({status})");
-    }
-    Ok(())
-}
-
-fn cargo() -> Command {
-    Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-}
+use crate::workspace::{cargo, root, step};
 
 pub(crate) fn fdprof_release() -> PathBuf {
     root().join("target/release/fdprof")
@@ -268,109 +239,4 @@ fn cargo_test() -> Result<(u64, u64)> {
         failed += 1; // a build failure or a crashed test binary
     }
     Ok((passed, failed))
-}
-
-/// `--rounds N` among a benchmark's arguments, else `default`.
-/// Runs `argv` with stderr dropped and returns the first line of its stdout that contains
-/// `marker`: a bench program's one-line JSON result, whatever a profiler around it prints.
-pub(crate) fn result_line(argv: &[String], marker: &str) -> Result<String> {
-    let output = Command::new(&argv[0])
-        .args(&argv[1..])
-        .stderr(Stdio::null())
-        .output()
-        .with_context(|| format!("cannot run {}", argv[0]))?;
-    if !output.status.success() {
-        bail!("{} failed ({})", argv.join(" "), output.status);
-    }
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .find(|l| l.contains(marker))
-        .map(str::to_string)
-        .with_context(|| format!("{} printed no {marker}", argv.join(" ")))
-}
-
-pub(crate) fn rounds_arg(args: &[String], default: usize) -> Result<usize> {
-    args.iter()
-        .position(|a| a == "--rounds")
-        .and_then(|i| args.get(i + 1))
-        .map_or(Ok(default), |s| s.parse())
-        .context("--rounds takes a number")
-}
-
-/// `--minutes N` among a benchmark's arguments (a whole number > 0), else 1.
-pub(crate) fn minutes_arg(args: &[String]) -> Result<u64> {
-    match args.iter().position(|a| a == "--minutes") {
-        None => Ok(1),
-        Some(i) => match args.get(i + 1).map(|s| s.parse()) {
-            Some(Ok(n)) if n > 0 => Ok(n),
-            _ => bail!("--minutes takes a whole number of minutes > 0"),
-        },
-    }
-}
-
-/// The middle value (the upper one of an even count); sorts `v`.
-pub(crate) fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
-/// Seconds of CPU (user + system) `pid` has used, all its threads, not its children.
-pub(crate) fn cpu_secs(pid: u32) -> Result<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    // Fields after the command name, which is in parentheses and may hold spaces.
-    let rest = stat.rsplit_once(')').context("unreadable stat")?.1;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: u64 = fields[11].parse::<u64>()? + fields[12].parse::<u64>()?;
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    Ok(ticks as f64 / hz)
-}
-
-/// `pid`'s resident memory, kB.
-pub(crate) fn rss_kb(pid: u32) -> Result<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .context("no VmRSS")
-}
-
-/// Builds fdprof statically linked (its eBPF objects embedded) into its own target directory,
-/// so the normal build is not invalidated, and checks that it needs no loader: the binary the
-/// qemu guests run and the container image holds.
-pub(crate) fn build_static() -> Result<PathBuf> {
-    let target_dir = root().join("target/static");
-    let target = "x86_64-unknown-linux-gnu";
-    eprintln!("==> build static fdprof (release) ...");
-    let start = Instant::now();
-    let status = cargo()
-        .args(["build", "--release", "-p", "fdprof", "--target", target])
-        .arg("--target-dir")
-        .arg(&target_dir)
-        // RUSTFLAGS replaces .cargo/config.toml's target rustflags: repeat them.
-        .env(
-            "RUSTFLAGS",
-            "-C target-feature=+crt-static -C force-frame-pointers=yes",
-        )
-        .env_remove("CARGO_ENCODED_RUSTFLAGS")
-        .env_remove("CARGO_BUILD_RUSTFLAGS")
-        .env_remove("CARGO_TARGET_DIR")
-        .status()
-        .context("cannot run cargo build")?;
-    if !status.success() {
-        bail!("static build of fdprof failed ({status})");
-    }
-    eprintln!(
-        "==> build static fdprof (release): done in {:.1}s",
-        start.elapsed().as_secs_f64()
-    );
-    let bin = target_dir.join(target).join("release/fdprof");
-    if !crate::vm_test::elf_is_static(&bin)? {
-        bail!(
-            "{} needs a dynamic loader; it must be static",
-            bin.display()
-        );
-    }
-    Ok(bin)
 }

@@ -14,6 +14,7 @@ mod guest;
 mod initramfs;
 mod live;
 mod qemu;
+mod row;
 mod setup;
 
 use std::path::Path;
@@ -23,8 +24,10 @@ use anyhow::{Context, Result, bail};
 use clap::builder::PossibleValuesParser;
 use serde_json::{Value, json};
 
-use check::Row;
-pub(crate) use initramfs::elf_is_static;
+use crate::static_fdprof::elf_is_static;
+use guest::GuestOutput;
+use qemu::Boot;
+use row::Row;
 use setup::{Kernel, timed, vm_dir};
 
 /// Values of `--kernel`: the series, or all of them.
@@ -75,7 +78,6 @@ fn boot_and_check(
     modes: &[&str],
     opts: &Options,
 ) -> Result<KernelRun> {
-    let timeout = opts.timeout;
     let series = kernel.series;
     let log = vm_dir().join(format!("{series}.serial.log"));
     eprintln!(
@@ -87,24 +89,47 @@ fn boot_and_check(
         } else {
             "one thread"
         },
-        timeout.as_secs(),
+        opts.timeout.as_secs(),
         log.display()
     );
-    let boot = qemu::boot(&kernel.vmlinuz, initrd, &log, timeout, opts.mttcg, |line| {
-        progress(series, line)
-    })?;
+    let boot = qemu::boot(
+        &kernel.vmlinuz,
+        initrd,
+        &log,
+        opts.timeout,
+        opts.mttcg,
+        |line| progress(series, line),
+    )?;
     let out = guest::parse(&boot.lines);
-    let wall = boot.wall.as_secs_f64();
     let fmt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}s"));
     eprintln!(
-        "[vm-test] kernel {}: guest {} in {wall:.1}s (wall); /init at {} and done at {} guest uptime",
+        "[vm-test] kernel {}: guest {} in {:.1}s (wall); /init at {} and done at {} guest uptime",
         kernel.release,
         if boot.timed_out { "killed" } else { "finished" },
+        boot.wall.as_secs_f64(),
         fmt(out.init_uptime),
         fmt(out.done_uptime)
     );
     let mut rows = Vec::new();
-    let problem = if boot.timed_out {
+    if let Some(problem) = boot_problem(&boot, &out, opts.timeout) {
+        rows.push(Row {
+            figures: format!("{problem}; see {}", log.display()),
+            ..Row::failed(&kernel.release, "-", "boot")
+        });
+    }
+    let (checks, doctor) = check::rows(&out, &kernel.release, modes);
+    rows.extend(checks);
+    let summary = boot_summary(kernel, &boot, &out, &log, doctor.as_ref());
+    Ok(KernelRun {
+        rows,
+        doctor,
+        summary,
+    })
+}
+
+/// Why the guest's run cannot be judged whole, if it cannot.
+fn boot_problem(boot: &Boot, out: &GuestOutput, timeout: Duration) -> Option<String> {
+    if boot.timed_out {
         Some(format!(
             "guest killed after {}s without finishing",
             timeout.as_secs()
@@ -118,37 +143,34 @@ fn boot_and_check(
         Some("guest stopped before its last step".to_string())
     } else {
         None
-    };
-    if let Some(problem) = &problem {
-        rows.push(Row {
-            figures: format!("{problem}; see {}", log.display()),
-            ..Row::failed(&kernel.release, "-", "boot")
-        });
     }
-    let (checks, doctor) = check::rows(&out, &kernel.release, modes);
-    rows.extend(checks);
+}
+
+/// One kernel's entry in `vm-test.json`: the boot, each step's exit code and time, the doctor.
+fn boot_summary(
+    kernel: &Kernel,
+    boot: &Boot,
+    out: &GuestOutput,
+    log: &Path,
+    doctor: Option<&Value>,
+) -> Value {
     let steps: serde_json::Map<String, Value> = out
         .steps
         .iter()
         .map(|(id, s)| (id.clone(), json!({"rc": s.rc, "secs": s.secs})))
         .collect();
-    let summary = json!({
-        "series": series,
+    json!({
+        "series": kernel.series,
         "package": kernel.package,
         "release": kernel.release,
         "guest_release": out.release,
-        "wall_secs": wall,
+        "wall_secs": boot.wall.as_secs_f64(),
         "init_uptime_secs": out.init_uptime,
         "done_uptime_secs": out.done_uptime,
         "timed_out": boot.timed_out,
         "log": log,
         "steps": steps,
         "doctor": doctor,
-    });
-    Ok(KernelRun {
-        rows,
-        doctor,
-        summary,
     })
 }
 
@@ -181,7 +203,7 @@ pub(crate) fn run(kernel: &str, mode: &str, opts: &Options) -> Result<(usize, us
     std::fs::create_dir_all(vm_dir())?;
 
     setup::host_packages()?;
-    if !initramfs::elf_is_static(Path::new(setup::BUSYBOX))? {
+    if !elf_is_static(Path::new(setup::BUSYBOX))? {
         bail!(
             "{} is not static: install busybox-static (it replaces busybox)",
             setup::BUSYBOX
@@ -191,7 +213,7 @@ pub(crate) fn run(kernel: &str, mode: &str, opts: &Options) -> Result<(usize, us
         .iter()
         .map(|s| setup::kernel(s))
         .collect::<Result<Vec<_>>>()?;
-    let fdprof = crate::run::build_static()?;
+    let fdprof = crate::static_fdprof::build_static()?;
     let initrd = vm_dir().join("initramfs.cpio.gz");
     timed("initramfs (busybox, static fdprof, /init)", || {
         initramfs::build(
@@ -211,9 +233,29 @@ pub(crate) fn run(kernel: &str, mode: &str, opts: &Options) -> Result<(usize, us
         summaries.push(run.summary);
         doctors.push((k.release.clone(), run.doctor));
     }
+    print_doctors(&doctors);
+    print!("{}", check::table(&rows));
+    let failed = rows.iter().filter(|r| !r.pass).count();
+    let roles = vm_dir().join("roles.md");
+    std::fs::write(&roles, check::roles_table(&rows))
+        .with_context(|| format!("writing {}", roles.display()))?;
+    let report = vm_dir().join("vm-test.json");
+    write_report(&report, &modes, summaries, &rows)?;
+    println!(
+        "vm-test: {} passed, {failed} failed in {:.1}s; details in {}, roles by kernel and \
+         mode in {}",
+        rows.len() - failed,
+        start.elapsed().as_secs_f64(),
+        report.display(),
+        roles.display()
+    );
+    Ok((rows.len() - failed, failed))
+}
 
+/// Each guest's doctor findings, before the table.
+fn print_doctors(doctors: &[(String, Option<Value>)]) {
     println!();
-    for (release, doc) in &doctors {
+    for (release, doc) in doctors {
         println!("fdprof doctor in the {release} guest:");
         match doc {
             Some(doc) => print!("{}", check::doctor_details(doc)),
@@ -221,12 +263,10 @@ pub(crate) fn run(kernel: &str, mode: &str, opts: &Options) -> Result<(usize, us
         }
         println!();
     }
-    print!("{}", check::table(&rows));
-    let failed = rows.iter().filter(|r| !r.pass).count();
-    let roles = vm_dir().join("roles.md");
-    std::fs::write(&roles, check::roles_table(&rows))
-        .with_context(|| format!("writing {}", roles.display()))?;
-    let report = vm_dir().join("vm-test.json");
+}
+
+/// `vm-test.json`: the modes, each kernel's summary and every row.
+fn write_report(report: &Path, modes: &[&str], summaries: Vec<Value>, rows: &[Row]) -> Result<()> {
     let rows_json: Vec<Value> = rows
         .iter()
         .map(|r| {
@@ -241,19 +281,10 @@ pub(crate) fn run(kernel: &str, mode: &str, opts: &Options) -> Result<(usize, us
         })
         .collect();
     std::fs::write(
-        &report,
+        report,
         serde_json::to_string_pretty(
             &json!({"modes": modes, "kernels": summaries, "rows": rows_json}),
         )?,
     )
-    .with_context(|| format!("writing {}", report.display()))?;
-    println!(
-        "vm-test: {} passed, {failed} failed in {:.1}s; details in {}, roles by kernel and \
-         mode in {}",
-        rows.len() - failed,
-        start.elapsed().as_secs_f64(),
-        report.display(),
-        roles.display()
-    );
-    Ok((rows.len() - failed, failed))
+    .with_context(|| format!("writing {}", report.display()))
 }

@@ -1,11 +1,12 @@
 //! The fd-table trace of a recording (`record --trace`): every operation of the target on its
 //! tables, as compact rows ([`codec`]), the tables renumbered so no kernel address is kept
 //! unless `--raw-addrs`, and each table's state at attach. [`order`] turns it into the
-//! `fdprof_replay` events a replay runs.
+//! `fdprof_replay` events a replay runs, within the [`work`] the trace is worth.
 
 pub mod codec;
 pub mod order;
 pub mod ordered;
+pub mod work;
 
 use serde::{Deserialize, Serialize};
 

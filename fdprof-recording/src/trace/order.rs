@@ -14,8 +14,8 @@ use std::collections::HashMap;
 
 use fdprof_common::trace::{flag, op};
 
+use super::work::Work;
 use super::{TableSnapshot, Trace, codec::Row};
-use crate::budget::Work;
 
 use super::ordered::{AMBIGUOUS, SNAPSHOT, Step, snapshot_event, trace_op};
 pub use super::ordered::{MAX_SNAPSHOT_FDS, ORDER_BYTES_PER_ROW, Ordered};

@@ -10,7 +10,8 @@ use std::time::Duration;
 use anyhow::Result;
 
 use super::{
-    guest, initramfs, qemu,
+    guest::{self, GuestOutput},
+    initramfs, qemu,
     setup::{self, timed, vm_dir},
 };
 
@@ -62,11 +63,11 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
     v.get(v.len() / 2).copied()
 }
 
-pub(crate) fn run(args: &[String]) -> Result<()> {
-    let rounds = crate::run::rounds_arg(args, 5)?;
-    let json = args.iter().any(|a| a == "--json");
+/// `rounds` (`--rounds N`) and `json` (`--json`) are read by `cargo xtask bench`'s dispatch,
+/// with the other benches' options.
+pub(crate) fn run(rounds: usize, json: bool) -> Result<()> {
     setup::host_packages()?;
-    let fdprof = crate::run::build_static()?;
+    let fdprof = crate::static_fdprof::build_static()?;
     let modes = guest::MODES;
     let initrd = vm_dir().join("bench-initramfs.cpio.gz");
     timed("initramfs for the overhead benchmark", || {
@@ -90,67 +91,89 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         let boot = qemu::boot(&kernel.vmlinuz, &initrd, &log, timeout, false, |_| {})?;
         let out = guest::parse(&boot.lines);
         for (workload, _) in WORKLOADS {
-            let ops = |mode: &str| {
-                let runs: Vec<f64> = (1..=rounds)
-                    .filter_map(|r| out.steps.get(&guest::bench_step(workload, mode, r)))
-                    .filter(|s| s.rc == 0)
-                    .filter_map(|s| ops_per_sec(&s.stdout))
-                    .collect();
-                (runs.len(), median(runs))
-            };
-            let share = |mode: &str| {
-                let shares: Vec<f64> = (1..=rounds)
-                    .filter_map(|r| {
-                        out.steps
-                            .get(&guest::cost_step(&guest::bench_step(workload, mode, r)))
-                    })
-                    .filter(|s| s.rc == 0)
-                    .filter_map(|s| programs_share(&s.stdout))
-                    .collect();
-                median(shares)
-            };
-            let (_, bare) = ops("bare");
-            for mode in std::iter::once("bare").chain(modes.iter().copied()) {
-                let (runs, ops_per_sec) = ops(mode);
-                // ns per op: bare, recorded, and of that the programs' own.
-                let programs_ns_per_op = ops_per_sec.zip(share(mode)).map(|(o, s)| s * 1e9 / o);
-                let hooks_only_ratio =
-                    bare.zip(ops_per_sec)
-                        .zip(programs_ns_per_op)
-                        .map(|((b, o), p)| {
-                            let (bare_ns, rec_ns) = (1e9 / b, 1e9 / o);
-                            bare_ns / (rec_ns - p).max(bare_ns)
-                        });
-                table.push(Row {
-                    kernel: kernel.release.clone(),
-                    workload,
-                    mode: mode.to_string(),
-                    runs,
-                    ops_per_sec,
-                    ratio: ops_per_sec.zip(bare).map(|(m, b)| m / b),
-                    programs_ns_per_op,
-                    hooks_only_ratio,
-                });
-            }
+            table.extend(workload_rows(&kernel.release, &out, workload, rounds));
         }
     }
     if json {
-        for r in &table {
-            let row = serde_json::json!({
-                "kernel": r.kernel,
-                "mode": r.mode,
-                "workload": r.workload,
-                "runs": r.runs,
-                "rounds": rounds,
-                "ops_per_sec": r.ops_per_sec,
-                "ratio_to_bare": r.ratio,
-                "programs_ns_per_op": r.programs_ns_per_op,
-                "hooks_only_ratio": r.hooks_only_ratio,
-            });
-            println!("{row}");
-        }
-        return Ok(());
+        print_json(&table, rounds);
+    } else {
+        print_table(&table, rounds);
     }
+    Ok(())
+}
+
+/// One guest's rows for `workload`: bare, then each mode.
+fn workload_rows(
+    kernel: &str,
+    out: &GuestOutput,
+    workload: &'static str,
+    rounds: usize,
+) -> Vec<Row> {
+    let ops = |mode: &str| {
+        let runs: Vec<f64> = (1..=rounds)
+            .filter_map(|r| out.steps.get(&guest::bench_step(workload, mode, r)))
+            .filter(|s| s.rc == 0)
+            .filter_map(|s| ops_per_sec(&s.stdout))
+            .collect();
+        (runs.len(), median(runs))
+    };
+    let share = |mode: &str| {
+        let shares: Vec<f64> = (1..=rounds)
+            .filter_map(|r| {
+                out.steps
+                    .get(&guest::cost_step(&guest::bench_step(workload, mode, r)))
+            })
+            .filter(|s| s.rc == 0)
+            .filter_map(|s| programs_share(&s.stdout))
+            .collect();
+        median(shares)
+    };
+    let (_, bare) = ops("bare");
+    let mut rows = Vec::new();
+    for mode in std::iter::once("bare").chain(guest::MODES.iter().copied()) {
+        let (runs, ops_per_sec) = ops(mode);
+        // ns per op: bare, recorded, and of that the programs' own.
+        let programs_ns_per_op = ops_per_sec.zip(share(mode)).map(|(o, s)| s * 1e9 / o);
+        let hooks_only_ratio = bare
+            .zip(ops_per_sec)
+            .zip(programs_ns_per_op)
+            .map(|((b, o), p)| {
+                let (bare_ns, rec_ns) = (1e9 / b, 1e9 / o);
+                bare_ns / (rec_ns - p).max(bare_ns)
+            });
+        rows.push(Row {
+            kernel: kernel.to_string(),
+            workload,
+            mode: mode.to_string(),
+            runs,
+            ops_per_sec,
+            ratio: ops_per_sec.zip(bare).map(|(m, b)| m / b),
+            programs_ns_per_op,
+            hooks_only_ratio,
+        });
+    }
+    rows
+}
+
+/// `--json`: one object a row.
+fn print_json(table: &[Row], rounds: usize) {
+    for r in table {
+        let row = serde_json::json!({
+            "kernel": r.kernel,
+            "mode": r.mode,
+            "workload": r.workload,
+            "runs": r.runs,
+            "rounds": rounds,
+            "ops_per_sec": r.ops_per_sec,
+            "ratio_to_bare": r.ratio,
+            "programs_ns_per_op": r.programs_ns_per_op,
+            "hooks_only_ratio": r.hooks_only_ratio,
+        });
+        println!("{row}");
+    }
+}
+
+fn print_table(table: &[Row], rounds: usize) {
     println!("\n2 s per run, {rounds} interleaved rounds per kernel (medians)");
     for (workload, args) in WORKLOADS {
         println!("  {workload}: fdprof workload {}", args.join(" "));
@@ -163,7 +186,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         "{:<24} {:<13} {:<12} {:>5} {:>12} {:>8} {:>11} {:>11}",
         "kernel", "workload", "mode", "runs", "ops/s", "ratio", "prog ns/op", "hooks only"
     );
-    for r in &table {
+    for r in table {
         let show = |v: Option<f64>, p: usize| v.map_or("-".to_string(), |v| format!("{v:.p$}"));
         println!(
             "{:<24} {:<13} {:<12} {:>5} {:>12} {:>8} {:>11} {:>11}",
@@ -177,5 +200,4 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
             show(r.hooks_only_ratio, 3)
         );
     }
-    Ok(())
 }

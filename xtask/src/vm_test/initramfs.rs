@@ -115,28 +115,6 @@ pub(super) fn build(busybox: &Path, fdprof: &Path, init: &str, out: &Path) -> Re
     Ok(())
 }
 
-/// Whether an ELF executable runs without a dynamic loader (no `PT_INTERP` program header).
-pub(crate) fn elf_is_static(path: &Path) -> Result<bool> {
-    let data = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    if data.len() < 64 || &data[..4] != b"\x7fELF" || data[4] != 2 || data[5] != 1 {
-        bail!("{} is not a 64-bit little-endian ELF file", path.display());
-    }
-    let u16_at = |o: usize| u16::from_le_bytes([data[o], data[o + 1]]) as usize;
-    let phoff = u64::from_le_bytes(data[0x20..0x28].try_into().unwrap()) as usize;
-    let (phentsize, phnum) = (u16_at(0x36), u16_at(0x38));
-    const PT_INTERP: u32 = 3;
-    for i in 0..phnum {
-        let at = phoff + i * phentsize;
-        let Some(header) = data.get(at..at + 4) else {
-            bail!("{}: truncated program headers", path.display());
-        };
-        if u32::from_le_bytes(header.try_into().unwrap()) == PT_INTERP {
-            return Ok(false);
-        }
-    }
-    Ok(true)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

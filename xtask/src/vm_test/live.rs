@@ -4,8 +4,8 @@
 use fdprof_figures::WaitSource;
 use serde_json::Value;
 
-use super::check::{Row, failure};
 use super::guest::{self, GuestOutput, StepResult};
+use super::row::{Row, failure};
 
 /// The JSON lines a step printed.
 fn json_lines(step: &StepResult) -> Vec<Value> {

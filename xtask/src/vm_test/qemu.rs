@@ -3,8 +3,9 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::sync::mpsc::{RecvTimeoutError, channel};
+use std::process::{ChildStdout, Command, Stdio};
+use std::sync::mpsc::{RecvTimeoutError, Sender, channel};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -40,48 +41,16 @@ pub(super) fn boot(
     let mut log_file =
         std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
     let stderr_log = std::fs::File::create(log.with_extension("qemu-stderr"))?;
-    let mut cmd = Command::new(QEMU);
-    let accel = if mttcg {
-        "tcg,thread=multi"
-    } else {
-        "tcg,thread=single"
-    };
-    cmd.args(["-accel", accel, "-m", "2G", "-smp", "2"])
-        // Without `-hypervisor` the guest takes the test-and-set lock fallback, which never
-        // reaches the lock contention tracepoints.
-        .args(["-cpu", "qemu64,-hypervisor"])
-        .args(["-nographic", "-no-reboot", "-nic", "none"])
-        .arg("-kernel")
-        .arg(vmlinuz)
-        .arg("-initrd")
-        .arg(initrd)
-        .args(["-append", "console=ttyS0 panic=-1 quiet"])
-        .stdin(Stdio::null())
+    let mut cmd = qemu(vmlinuz, initrd, mttcg);
+    cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(stderr_log);
     let start = Instant::now();
     let mut child = cmd
         .spawn()
         .with_context(|| format!("cannot start {QEMU}"))?;
-    let stdout = child.stdout.take().unwrap();
     let (tx, rx) = channel::<String>();
-    let reader = std::thread::spawn(move || {
-        let mut r = BufReader::new(stdout);
-        let mut buf = Vec::new();
-        loop {
-            buf.clear();
-            match r.read_until(b'\n', &mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {
-                    let line = String::from_utf8_lossy(&buf);
-                    let line = line.trim_end_matches(['\n', '\r']).replace('\r', "");
-                    if tx.send(line).is_err() {
-                        break;
-                    }
-                }
-            }
-        }
-    });
+    let reader = console_lines(child.stdout.take().unwrap(), tx);
 
     let deadline = start + timeout;
     let mut lines = Vec::new();
@@ -114,5 +83,47 @@ pub(super) fn boot(
         wall: start.elapsed(),
         timed_out,
         status: if timed_out { None } else { status },
+    })
+}
+
+/// qemu for `vmlinuz` and `initrd`: TCG, 2 vCPUs, 2 GiB, no network, console on stdout.
+fn qemu(vmlinuz: &Path, initrd: &Path, mttcg: bool) -> Command {
+    let mut cmd = Command::new(QEMU);
+    let accel = if mttcg {
+        "tcg,thread=multi"
+    } else {
+        "tcg,thread=single"
+    };
+    cmd.args(["-accel", accel, "-m", "2G", "-smp", "2"])
+        // Without `-hypervisor` the guest takes the test-and-set lock fallback, which never
+        // reaches the lock contention tracepoints.
+        .args(["-cpu", "qemu64,-hypervisor"])
+        .args(["-nographic", "-no-reboot", "-nic", "none"])
+        .arg("-kernel")
+        .arg(vmlinuz)
+        .arg("-initrd")
+        .arg(initrd)
+        .args(["-append", "console=ttyS0 panic=-1 quiet"]);
+    cmd
+}
+
+/// A thread sending each line of the console to `tx`, `\r` removed, until it closes.
+fn console_lines(stdout: ChildStdout, tx: Sender<String>) -> JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut r = BufReader::new(stdout);
+        let mut buf = Vec::new();
+        loop {
+            buf.clear();
+            match r.read_until(b'\n', &mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    let line = String::from_utf8_lossy(&buf);
+                    let line = line.trim_end_matches(['\n', '\r']).replace('\r', "");
+                    if tx.send(line).is_err() {
+                        break;
+                    }
+                }
+            }
+        }
     })
 }

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 
-use crate::run::root;
+use crate::workspace::root;
 
 pub(super) const QEMU: &str = "qemu-system-x86_64";
 pub(super) const BUSYBOX: &str = "/bin/busybox";
@@ -310,24 +310,7 @@ pub(super) fn kernel(series: &'static str) -> Result<Kernel> {
     let cache = vm_dir().join("cache");
     std::fs::create_dir_all(&cache)?;
     let apt = apt_options(series)?;
-    let package = match discover(&apt, series) {
-        Ok(p) => p,
-        Err(err) => {
-            // Offline: fall back to the newest image already in the cache.
-            let cached = std::fs::read_dir(&cache)?
-                .filter_map(|e| e.ok()?.file_name().into_string().ok())
-                .filter(|n| n.ends_with(".deb"))
-                .filter_map(|n| n.split('_').next().map(str::to_string))
-                .filter(|n| PINNED.iter().all(|(s, p)| *s != series || p == n));
-            match rank(series, cached).into_iter().next() {
-                Some(p) => {
-                    eprintln!("[vm-test] {err:#}; using the cached {p}");
-                    p
-                }
-                None => return Err(err),
-            }
-        }
-    };
+    let package = package(series, &apt, &cache)?;
     eprintln!("[vm-test] kernel {series}: {package}");
     let deb = match cached_deb(&cache, &package) {
         Some(deb) => {
@@ -335,31 +318,69 @@ pub(super) fn kernel(series: &'static str) -> Result<Kernel> {
             deb
         }
         None => timed(&format!("apt-get download {package}"), || {
-            // Into a scratch directory first, so an interrupted download leaves no half file.
-            let partial = cache.join("partial");
-            let _ = std::fs::remove_dir_all(&partial);
-            std::fs::create_dir_all(&partial)?;
-            // apt fetches as the `_apt` user when it may write there (else it warns).
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&partial, std::fs::Permissions::from_mode(0o777))?;
-            let status = Command::new("apt-get")
-                .args(&apt)
-                .args(["download", &package])
-                .current_dir(&partial)
-                .status()
-                .context("cannot run apt-get download")?;
-            if !status.success() {
-                bail!("apt-get download {package} failed ({status})");
-            }
-            let got = cached_deb(&partial, &package)
-                .with_context(|| format!("apt-get download left no {package}_*.deb"))?;
-            let deb = cache.join(got.file_name().unwrap());
-            std::fs::rename(&got, &deb)?;
-            let _ = std::fs::remove_dir_all(&partial);
-            Ok(deb)
+            download(&apt, &package, &cache)
         })?,
     };
+    let vmlinuz = unpacked_vmlinuz(&deb)?;
+    let release = vmlinuz.file_name().unwrap().to_string_lossy()["vmlinuz-".len()..].to_string();
+    Ok(Kernel {
+        series,
+        package,
+        vmlinuz,
+        release,
+    })
+}
 
+/// The image package of `series`: the archive's newest, or offline the newest in the cache.
+fn package(series: &str, apt: &[String], cache: &Path) -> Result<String> {
+    match discover(apt, series) {
+        Ok(p) => Ok(p),
+        Err(err) => {
+            // Offline: fall back to the newest image already in the cache.
+            let cached = std::fs::read_dir(cache)?
+                .filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .filter(|n| n.ends_with(".deb"))
+                .filter_map(|n| n.split('_').next().map(str::to_string))
+                .filter(|n| PINNED.iter().all(|(s, p)| *s != series || p == n));
+            match rank(series, cached).into_iter().next() {
+                Some(p) => {
+                    eprintln!("[vm-test] {err:#}; using the cached {p}");
+                    Ok(p)
+                }
+                None => Err(err),
+            }
+        }
+    }
+}
+
+/// `apt-get download PACKAGE` into the cache: its `.deb` there.
+fn download(apt: &[String], package: &str, cache: &Path) -> Result<PathBuf> {
+    // Into a scratch directory first, so an interrupted download leaves no half file.
+    let partial = cache.join("partial");
+    let _ = std::fs::remove_dir_all(&partial);
+    std::fs::create_dir_all(&partial)?;
+    // apt fetches as the `_apt` user when it may write there (else it warns).
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&partial, std::fs::Permissions::from_mode(0o777))?;
+    let status = Command::new("apt-get")
+        .args(apt)
+        .args(["download", package])
+        .current_dir(&partial)
+        .status()
+        .context("cannot run apt-get download")?;
+    if !status.success() {
+        bail!("apt-get download {package} failed ({status})");
+    }
+    let got = cached_deb(&partial, package)
+        .with_context(|| format!("apt-get download left no {package}_*.deb"))?;
+    let deb = cache.join(got.file_name().unwrap());
+    std::fs::rename(&got, &deb)?;
+    let _ = std::fs::remove_dir_all(&partial);
+    Ok(deb)
+}
+
+/// The kernel image of `deb`, its `./boot` unpacked (once) under `target/vm/kernels/`.
+fn unpacked_vmlinuz(deb: &Path) -> Result<PathBuf> {
     let stem = deb.file_stem().unwrap().to_string_lossy().into_owned();
     let dir = vm_dir().join("kernels").join(&stem);
     if !dir.join("boot").is_dir() {
@@ -371,7 +392,7 @@ pub(super) fn kernel(series: &'static str) -> Result<Kernel> {
             let script = "dpkg-deb --fsys-tarfile \"$1\" | tar -x -C \"$2\" ./boot";
             let status = Command::new("sh")
                 .args(["-c", script, "sh"])
-                .arg(&deb)
+                .arg(deb)
                 .arg(&tmp)
                 .status()?;
             if !status.success() {
@@ -382,21 +403,14 @@ pub(super) fn kernel(series: &'static str) -> Result<Kernel> {
             Ok(())
         })?;
     }
-    let vmlinuz = std::fs::read_dir(dir.join("boot"))?
+    std::fs::read_dir(dir.join("boot"))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .find(|p| {
             p.file_name()
                 .and_then(|n| n.to_str())
                 .is_some_and(|n| n.starts_with("vmlinuz-"))
         })
-        .with_context(|| format!("no boot/vmlinuz-* in {}", deb.display()))?;
-    let release = vmlinuz.file_name().unwrap().to_string_lossy()["vmlinuz-".len()..].to_string();
-    Ok(Kernel {
-        series,
-        package,
-        vmlinuz,
-        release,
-    })
+        .with_context(|| format!("no boot/vmlinuz-* in {}", deb.display()))
 }
 
 #[cfg(test)]

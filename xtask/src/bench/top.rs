@@ -12,7 +12,11 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use fdprof_figures::Interval;
 
-use crate::run::{build_release, cpu_secs, fdprof_release, median, minutes_arg, rss_kb};
+use super::harness::args::minutes_arg;
+use super::harness::figures::FigureTable;
+use super::harness::process::{cpu_secs, rss_kb};
+use super::harness::stats::{highest, median};
+use crate::run::{build_release, fdprof_release};
 
 const WORKLOAD_SECS: u64 = 30;
 const RSS_EVERY: Duration = Duration::from_secs(10);
@@ -80,43 +84,35 @@ fn cpu(fdprof: &Path) -> Result<()> {
     if stacks.is_empty() {
         bail!("top printed no whole interval");
     }
-    let max_stacks = stacks.iter().copied().fold(0.0, f64::max);
+    let max_stacks = highest(&stacks);
     println!(
         "\nfdprof top --jsonl --interval 1s -- fdprof workload opensock -t 8 -n 4000 -d \
          {WORKLOAD_SECS}s ({} whole intervals)",
         stacks.len()
     );
-    println!("{:<44} {:>10}", "figure", "value");
-    println!(
-        "{:<44} {:>10.0}",
+    let table = FigureTable::start(44, 10);
+    table.row(
         "live stacks per interval (median)",
-        median(&mut stacks)
+        format!("{:.0}", median(&mut stacks)),
     );
-    println!(
-        "{:<44} {:>10.0}",
-        "live stacks per interval (max)", max_stacks
-    );
-    println!(
-        "{:<44} {:>9.2}%",
+    table.row("live stacks per interval (max)", format!("{max_stacks:.0}"));
+    table.row(
         "CPU of one CPU, whole run (/proc stat)",
-        100.0 * total.1 / total.0
+        format!("{:.2}%", 100.0 * total.1 / total.0),
     );
-    println!(
-        "{:<44} {:>9.2}%",
+    table.row(
         "CPU of one CPU, first to last interval",
-        100.0 * steady
+        format!("{:.2}%", 100.0 * steady),
     );
     if !shares.is_empty() {
-        let max = shares.iter().copied().fold(0.0, f64::max);
-        println!(
-            "{:<44} {:>9.2}%",
+        let max = highest(&shares);
+        table.row(
             "collector_cpu_share per interval (median)",
-            100.0 * median(&mut shares)
+            format!("{:.2}%", 100.0 * median(&mut shares)),
         );
-        println!(
-            "{:<44} {:>9.2}%",
+        table.row(
             "collector_cpu_share per interval (max)",
-            100.0 * max
+            format!("{:.2}%", 100.0 * max),
         );
     }
     Ok(())
@@ -144,17 +140,17 @@ fn rss(fdprof: &Path, minutes: u64) -> Result<()> {
     eprintln!("==> fdprof top -a for {minutes} min, VmRSS every 10 s");
     let started = Instant::now();
     let end = started + Duration::from_secs(60 * minutes);
-    let mut samples: Vec<(f64, f64)> = Vec::new();
+    let mut samples: Vec<(f64, u64)> = Vec::new();
     let mut next = started + RSS_EVERY;
     while next <= end {
         std::thread::sleep(next.saturating_duration_since(Instant::now()));
         if let Some(status) = child.try_wait()? {
             bail!("fdprof top -a ended early ({status})");
         }
-        let kb = rss_kb(pid)? as f64;
+        let kb = rss_kb(pid)?;
         let t = started.elapsed().as_secs_f64();
         if samples.len() % 6 == 5 {
-            eprintln!("  {:>5.0} s  {kb:>8.0} kB", t);
+            eprintln!("  {:>5.0} s  {kb:>8} kB", t);
         }
         samples.push((t, kb));
         next += RSS_EVERY;
@@ -163,36 +159,24 @@ fn rss(fdprof: &Path, minutes: u64) -> Result<()> {
     unsafe { libc::kill(pid as i32, libc::SIGTERM) };
     wait_ok(child, "fdprof top -a")?;
     let (intervals, max_stacks) = reader.join().expect("the reader thread");
-    let (start, last) = (samples[0], samples[samples.len() - 1]);
-    let max = samples.iter().map(|s| s.1).fold(0.0, f64::max);
     println!(
         "\nfdprof top --jsonl --interval 1s -a for {minutes} min: {intervals} intervals, up to \
          {max_stacks} stacks in one; VmRSS every 10 s"
     );
-    println!("{:<28} {:>12}", "figure", "value");
-    println!(
-        "{:<28} {:>9.0} kB",
-        format!("start (at {:.0} s)", start.0),
-        start.1
-    );
-    println!(
-        "{:<28} {:>9.0} kB",
-        format!("end (at {:.0} s)", last.0),
-        last.1
-    );
-    println!("{:<28} {:>9.0} kB", "max", max);
-    println!(
-        "{:<28} {:>6.1} kB/min",
+    let table = FigureTable::start(28, 12);
+    table.rss_rows(&samples);
+    let points: Vec<(f64, f64)> = samples.iter().map(|&(t, kb)| (t, kb as f64)).collect();
+    // A value wider than the column is printed whole: these keep their own width.
+    table.row(
         "slope (least squares)",
-        slope(&samples) * 60.0
+        format!("{:>6.1} kB/min", slope(&points) * 60.0),
     );
     // Caches that fill up to a bound (the kernel's maps are bounded) grow early and then stop:
     // the second half's slope tells a plateau from a leak.
-    let second_half = &samples[samples.len() / 2..];
-    println!(
-        "{:<28} {:>6.1} kB/min",
-        format!("slope from {:.0} s", second_half[0].0),
-        slope(second_half) * 60.0
+    let second_half = &points[points.len() / 2..];
+    table.row(
+        &format!("slope from {:.0} s", second_half[0].0),
+        format!("{:>6.1} kB/min", slope(second_half) * 60.0),
     );
     Ok(())
 }
@@ -217,14 +201,5 @@ mod tests {
         assert!((slope(&line) - 3.0).abs() < 1e-9);
         assert_eq!(slope(&[(0.0, 5.0), (10.0, 5.0), (20.0, 5.0)]), 0.0);
         assert_eq!(slope(&[(1.0, 5.0)]), 0.0);
-    }
-
-    #[test]
-    fn minutes_default_and_bad_values() {
-        assert_eq!(minutes_arg(&[]).unwrap(), 1);
-        let args = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(minutes_arg(&args(&["--minutes", "10"])).unwrap(), 10);
-        assert!(minutes_arg(&args(&["--minutes", "0"])).is_err());
-        assert!(minutes_arg(&args(&["--minutes"])).is_err());
     }
 }

@@ -2,15 +2,19 @@
 //! dup+close (fd syscalls) runs bare, under empty programs on `sys_enter`/`sys_exit` (the
 //! kernel's dispatch floor) and under `fdprof record`. Stable to a few ns where the
 //! throughput ratios of the overhead bench move by percents, so it shows where the cost is.
-//! Then the same programs by the kernel's statistics (`bench_syscost_stats`).
+//! Then the same programs by the kernel's statistics ([`stats`]).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod stats;
+
 use anyhow::{Context, Result};
 
-use crate::bench_floor::EmptyPrograms;
-use crate::run::{result_line, root, step};
+use super::floor::EmptyPrograms;
+use super::harness::stats::median;
+use super::harness::workloads::result_line;
+use crate::workspace::{root, step};
 
 const SYSCALL_HOOKS: &[&str] = &["sys_enter", "sys_exit"];
 
@@ -23,11 +27,6 @@ pub(crate) fn run_once(argv: &[String]) -> Result<(f64, f64)> {
             .with_context(|| format!("syscost result without {k}"))
     };
     Ok((get("getppid_ns")?, get("fd_syscall_ns")?))
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 /// The syscall-cost loop, compiled into `out`.
@@ -76,7 +75,7 @@ pub(crate) fn run(fdprof: &Path, before: Option<&Path>, out: &Path, rounds: usiz
     }
     let medians: Vec<(f64, f64)> = got
         .into_iter()
-        .map(|(g, f)| (median(g), median(f)))
+        .map(|(mut g, mut f)| (median(&mut g), median(&mut f)))
         .collect();
     let (base_g, base_f) = medians[0];
     println!("\ncost of one syscall, {rounds} interleaved rounds (medians; + is added to bare)");
@@ -99,5 +98,5 @@ pub(crate) fn run(fdprof: &Path, before: Option<&Path>, out: &Path, rounds: usiz
             add(*f, base_f)
         );
     }
-    crate::bench_syscost_stats::run(fdprof, before, &bin, out, rounds)
+    stats::run(fdprof, before, &bin, out, rounds)
 }

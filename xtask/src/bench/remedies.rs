@@ -13,10 +13,12 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
 use anyhow::{Context, Result, bail};
-use fdprof_figures::Report;
 use serde_json::Value;
 
-use crate::run::{build_release, fdprof_release, median, rounds_arg};
+use super::harness::args::{rounds_arg, whole_arg};
+use super::harness::stats::median;
+use super::harness::workloads::report_of;
+use crate::run::{build_release, fdprof_release};
 
 /// A before/after group: the load, then its remedies.
 struct Group {
@@ -64,14 +66,7 @@ struct Run {
 
 pub(crate) fn run(args: &[String]) -> Result<()> {
     let rounds = rounds_arg(args, 3)?;
-    let secs: u64 = match args.iter().position(|a| a == "--secs") {
-        None => 3,
-        Some(i) => args
-            .get(i + 1)
-            .and_then(|s| s.parse().ok())
-            .filter(|&n| n > 0)
-            .context("--secs takes a whole number of seconds > 0")?,
-    };
+    let secs = whole_arg(args, "--secs", 3, "seconds")?;
     build_release()?;
     let fdprof = fdprof_release();
     let dir = std::env::temp_dir().join(format!("fdprof-bench-remedies-{}", std::process::id()));
@@ -161,14 +156,7 @@ fn measure(fdprof: &Path, workload: &[&str], secs: u64, out: &Path) -> Result<Ru
         bail!("fdprof record of {} failed", workload.join(" "));
     }
     let result: Value = serde_json::from_str(result.trim()).context("the workload's result")?;
-    let report = Command::new(fdprof)
-        .args(["report", "--json"])
-        .arg(out)
-        .output()?;
-    if !report.status.success() {
-        bail!("fdprof report failed");
-    }
-    let r: Report = serde_json::from_slice(&report.stdout)?;
+    let r = report_of(fdprof, out)?;
     let ops = result["ops"].as_f64().unwrap_or(0.0).max(1.0);
     let calls: u64 = r.syscalls.iter().map(|s| s.calls).sum();
     let duration = (r.header.duration_ns as f64 / 1e9).max(1e-9);

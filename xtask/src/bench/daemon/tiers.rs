@@ -20,8 +20,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use serde_json::json;
 
-use crate::bench_daemon::Daemon;
-use crate::run::median;
+use crate::bench::harness::daemon::Daemon;
+use crate::bench::harness::stats::{median, range};
+use crate::bench::harness::workloads::{ops_per_sec, result_line};
 
 const WORKERS: usize = 16;
 const REQUESTS: usize = 20_000;
@@ -113,7 +114,7 @@ impl Drop for Nginx {
 
 /// The unrelated loop: `fdprof workload socket-close -t 1`, its ops a second.
 fn socket_loop(fdprof: &Path) -> Result<f64> {
-    let line = crate::run::result_line(
+    let line = result_line(
         &[
             fdprof.display().to_string(),
             "workload".into(),
@@ -126,9 +127,7 @@ fn socket_loop(fdprof: &Path) -> Result<f64> {
         ],
         "ops_per_sec",
     )?;
-    serde_json::from_str::<serde_json::Value>(&line)?["ops_per_sec"]
-        .as_f64()
-        .context("cannot parse ops_per_sec")
+    ops_per_sec(&line)
 }
 
 /// Both loads once: (nginx requests/s, loop ops/s).
@@ -176,11 +175,6 @@ pub(crate) fn run(fdprof: &Path, dir: &Path, rounds: usize) -> Result<()> {
     let mut rows = Vec::new();
     let mut short = Vec::new();
     for ((name, _), (n, l)) in DAEMONS.iter().zip(ratios.iter_mut()) {
-        let range = |v: &[f64]| {
-            let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
-            let hi = v.iter().copied().fold(0.0, f64::max);
-            (lo, hi)
-        };
         let (nr, lr) = (range(n), range(l));
         let (nm, lm) = (median(n), median(l));
         println!(

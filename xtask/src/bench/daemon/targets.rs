@@ -26,15 +26,20 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use fdprof_figures::Report;
-use serde_json::json;
+use serde_json::{Value, json};
 
-use crate::bench_daemon::{Daemon, WORKLOAD_SECS, named_copy, opensock, spawn_idle};
-use crate::run::{cpu_secs, median, rss_kb};
+use super::WORKLOAD_SECS;
+use crate::bench::harness::args::list_arg;
+use crate::bench::harness::daemon::Daemon;
+use crate::bench::harness::process::{Children, CpuSince, named_copy, rss_kb, spawn_idle};
+use crate::bench::harness::stats::{median, range};
+use crate::bench::harness::workloads::opensock;
+use crate::bench::syscost;
 
 const DEFAULT_COUNTS: [usize; 3] = [1, 32, 256];
 const IDLE_SECS: u64 = 20;
@@ -63,29 +68,17 @@ fn name_of(n: usize) -> String {
 
 /// `--targets N,N,…`: the numbers of idle targets to measure, else 1,32,256.
 pub(crate) fn counts_arg(args: &[String]) -> Result<Vec<usize>> {
-    let Some(i) = args.iter().position(|a| a == "--targets") else {
+    const USAGE: &str = "--targets takes numbers of targets, comma-separated (e.g. 1,32,256)";
+    let Some(counts) = list_arg(args, "--targets", USAGE)? else {
         return Ok(DEFAULT_COUNTS.to_vec());
     };
-    args.get(i + 1)
-        .context("--targets takes numbers of targets, comma-separated (e.g. 1,32,256)")?
-        .split(',')
+    counts
+        .into_iter()
         .map(|s| match s.trim().parse::<usize>() {
             Ok(n) if (1..100_000).contains(&n) => Ok(n),
             _ => bail!("--targets: {s:?} is not a whole number from 1 to 99999"),
         })
         .collect()
-}
-
-/// Processes started for the bench, killed (by PID) on drop.
-struct Children(Vec<Child>);
-
-impl Drop for Children {
-    fn drop(&mut self) {
-        for child in &mut self.0 {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
 }
 
 /// N's figures.
@@ -130,8 +123,7 @@ impl Row {
     }
 
     fn range(&self) -> (f64, f64) {
-        let lo = self.ratios.iter().copied().fold(f64::INFINITY, f64::min);
-        (lo, self.ratios.iter().copied().fold(0.0, f64::max))
+        range(&self.ratios)
     }
 }
 
@@ -142,7 +134,7 @@ pub(crate) fn run(fdprof: &Path, dir: &Path, rounds: usize, counts: &[usize]) ->
     let mut idle = Children(Vec::with_capacity(counts.iter().sum()));
     for &n in counts {
         let sleep = named_copy(Path::new("/bin/sleep"), &sleep_dir, &name_of(n))?;
-        spawn_idle(&sleep, n, "3600", &mut idle.0)?;
+        spawn_idle(&sleep, n, "3600", &mut idle)?;
     }
     let mut rows = Vec::new();
     for &n in counts {
@@ -150,12 +142,12 @@ pub(crate) fn run(fdprof: &Path, dir: &Path, rounds: usize, counts: &[usize]) ->
         rows.push(alone(fdprof, dir, n)?);
     }
     eprintln!("==> an unrelated process, each N in turn, {rounds} rounds");
-    let syscost = vec![crate::bench_syscost::compile(dir)?.display().to_string()];
+    let syscost_loop = vec![syscost::compile(dir)?.display().to_string()];
     // The fastest of a few runs: what other tenants of the host add only slows a run down.
     let fd_ns = || -> Result<f64> {
         let mut best = f64::INFINITY;
         for _ in 0..LOOP_RUNS {
-            best = best.min(crate::bench_syscost::run_once(&syscost)?.1);
+            best = best.min(syscost::run_once(&syscost_loop)?.1);
         }
         Ok(best)
     };
@@ -204,9 +196,9 @@ fn alone(fdprof: &Path, dir: &Path, n: usize) -> Result<Row> {
     )?;
     daemon.wait_attached(n)?;
     let programs = programs_held(daemon.pid())?;
-    let (cpu, started) = (cpu_secs(daemon.pid())?, Instant::now());
+    let idle = CpuSince::start(daemon.pid())?;
     std::thread::sleep(Duration::from_secs(IDLE_SECS));
-    let cpu = (cpu_secs(daemon.pid())? - cpu) / started.elapsed().as_secs_f64();
+    let cpu = idle.share()?;
     let rss_kb = rss_kb(daemon.pid())?;
     eprintln!(
         "    {programs} programs held; idle: daemon CPU {:.2}%, VmRSS {rss_kb} kB",
@@ -233,7 +225,7 @@ fn alone(fdprof: &Path, dir: &Path, n: usize) -> Result<Row> {
 /// then two intervals for the daemon to read and symbolize what they left. Its idle rate
 /// (`idle_cpu`, of one CPU) over the same time is taken off.
 fn join_cost(daemon: &Daemon, busy: &Path, idle_cpu: f64) -> Result<f64> {
-    let (cpu, started) = (cpu_secs(daemon.pid())?, Instant::now());
+    let cpu = CpuSince::start(daemon.pid())?;
     for _ in 0..JOINERS {
         let status = Command::new(busy)
             .args([
@@ -248,7 +240,7 @@ fn join_cost(daemon: &Daemon, busy: &Path, idle_cpu: f64) -> Result<f64> {
         }
     }
     std::thread::sleep(Duration::from_secs(2));
-    let spent = cpu_secs(daemon.pid())? - cpu - idle_cpu * started.elapsed().as_secs_f64();
+    let spent = cpu.beyond(idle_cpu)?;
     let per_ms = 1e3 * spent.max(0.0) / JOINERS as f64;
     eprintln!("    {JOINERS} short targets taken on: {per_ms:.2} ms of daemon CPU each");
     Ok(per_ms)
@@ -328,7 +320,29 @@ fn busy_cost(daemon: &Daemon, busy: &Path) -> Result<Busy> {
     })
 }
 
+/// The table and the checks on stdout, the same as JSON in `json_path`.
 fn report(rows: &[Row], rounds: usize, json_path: &Path) -> Result<()> {
+    print_table(rows, rounds);
+    let checks = checks(rows);
+    for (what, pass) in &checks {
+        println!("{} {what}", if *pass { "PASS" } else { "FAIL" });
+    }
+    let json = json!({
+        "daemon": "--comm fdpd-idle-N --interval 1s",
+        "workload": format!("opensock -t 2 -n 4000 -d {WORKLOAD_SECS}"),
+        "rounds": rounds,
+        "idle_secs": IDLE_SECS,
+        "rows": rows.iter().map(row_json).collect::<Vec<_>>(),
+        "checks": checks.iter().map(|(what, pass)| json!({"check": what, "pass": pass}))
+            .collect::<Vec<_>>(),
+    });
+    std::fs::write(json_path, serde_json::to_string_pretty(&json)? + "\n")
+        .with_context(|| format!("cannot write {json_path:?}"))?;
+    eprintln!("==> {}", json_path.display());
+    Ok(())
+}
+
+fn print_table(rows: &[Row], rounds: usize) {
     println!(
         "\nfdprof daemon --comm fdpd-idle-N --interval 1s, N idle targets (sleep); ratio: \
          opensock -t 2 -n 4000 -d {WORKLOAD_SECS}, not a target, with the daemon to the bare \
@@ -372,43 +386,29 @@ fn report(rows: &[Row], rounds: usize, json_path: &Path) -> Result<()> {
          of one CPU over {IDLE_SECS} s idle; busy ns/syscall: the programs' run time per syscall \
          while one opensock target is busy, from the kernel's sampled statistics)"
     );
-    let checks = checks(rows);
-    for (what, pass) in &checks {
-        println!("{} {what}", if *pass { "PASS" } else { "FAIL" });
-    }
-    let json = json!({
-        "daemon": "--comm fdpd-idle-N --interval 1s",
-        "workload": format!("opensock -t 2 -n 4000 -d {WORKLOAD_SECS}"),
-        "rounds": rounds,
-        "idle_secs": IDLE_SECS,
-        "rows": rows.iter().map(|r| {
-            let (lo, hi) = r.range();
-            json!({
-                "targets": r.n,
-                "programs_held": r.programs,
-                "ratio_median": r.ratio(),
-                "ratio_min": lo,
-                "ratio_max": hi,
-                "ratios": r.ratios,
-                "unrelated_fd_syscall_added_ns_median": r.added_ns(),
-                "unrelated_fd_syscall_added_ns": r.added_ns,
-                "unrelated_fd_loop_ratio_median": r.loop_ratio(),
-                "unrelated_fd_loop_ratios": r.loop_ratios,
-                "daemon_cpu_share_idle": r.cpu,
-                "daemon_cpu_ms_per_joining_target": r.join_ms,
-                "rss_kb": r.rss_kb,
-                "program_ns_per_syscall_busy": r.busy.ns_per_syscall,
-                "program_ns_per_target_fd_syscall": r.busy.ns_per_fd_syscall,
-                "program_ns_per_run": r.busy.ns_per_run,
-            })
-        }).collect::<Vec<_>>(),
-        "checks": checks.iter().map(|(what, pass)| json!({"check": what, "pass": pass}))
-            .collect::<Vec<_>>(),
-    });
-    std::fs::write(json_path, serde_json::to_string_pretty(&json)? + "\n")
-        .with_context(|| format!("cannot write {json_path:?}"))?;
-    eprintln!("==> {}", json_path.display());
-    Ok(())
+}
+
+/// One N's entry in the JSON.
+fn row_json(r: &Row) -> Value {
+    let (lo, hi) = r.range();
+    json!({
+        "targets": r.n,
+        "programs_held": r.programs,
+        "ratio_median": r.ratio(),
+        "ratio_min": lo,
+        "ratio_max": hi,
+        "ratios": r.ratios,
+        "unrelated_fd_syscall_added_ns_median": r.added_ns(),
+        "unrelated_fd_syscall_added_ns": r.added_ns,
+        "unrelated_fd_loop_ratio_median": r.loop_ratio(),
+        "unrelated_fd_loop_ratios": r.loop_ratios,
+        "daemon_cpu_share_idle": r.cpu,
+        "daemon_cpu_ms_per_joining_target": r.join_ms,
+        "rss_kb": r.rss_kb,
+        "program_ns_per_syscall_busy": r.busy.ns_per_syscall,
+        "program_ns_per_target_fd_syscall": r.busy.ns_per_fd_syscall,
+        "program_ns_per_run": r.busy.ns_per_run,
+    })
 }
 
 /// The requirements, each a line and whether it holds: findings, not errors.

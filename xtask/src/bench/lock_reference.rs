@@ -6,16 +6,11 @@
 
 use anyhow::{Context, Result, bail};
 
-use crate::bench_floor::bpf;
+use super::bpf::{attach_raw_tracepoint, bpf, load_raw_tracepoint, prog_info};
 
 const BPF_MAP_CREATE: i64 = 0;
 const BPF_MAP_LOOKUP_ELEM: i64 = 1;
 const BPF_MAP_GET_NEXT_KEY: i64 = 4;
-const BPF_PROG_LOAD: i64 = 5;
-const BPF_OBJ_GET_INFO_BY_FD: i64 = 15;
-const BPF_RAW_TRACEPOINT_OPEN: i64 = 17;
-const BPF_ENABLE_STATS: i64 = 32;
-const BPF_PROG_TYPE_RAW_TRACEPOINT: u32 = 17;
 const BPF_MAP_TYPE_PERCPU_HASH: u32 = 5;
 const BPF_MAP_TYPE_PERCPU_ARRAY: u32 = 6;
 
@@ -129,17 +124,6 @@ fn create_map(kind: u32, key: u32, value: u32, entries: u32) -> Result<i32> {
     bpf(BPF_MAP_CREATE, &mut attr).context("cannot create the reference's map")
 }
 
-fn load(code: &[u8], name: &[u8]) -> Result<i32> {
-    let license = c"GPL";
-    let mut attr = [0u8; 128];
-    attr[0..4].copy_from_slice(&BPF_PROG_TYPE_RAW_TRACEPOINT.to_ne_bytes());
-    attr[4..8].copy_from_slice(&((code.len() / 8) as u32).to_ne_bytes());
-    attr[8..16].copy_from_slice(&(code.as_ptr() as u64).to_ne_bytes());
-    attr[16..24].copy_from_slice(&(license.as_ptr() as u64).to_ne_bytes());
-    attr[48..48 + name.len()].copy_from_slice(name);
-    bpf(BPF_PROG_LOAD, &mut attr).context("cannot load the reference program")
-}
-
 /// What the reference's `contention_begin` does after its clock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Reference {
@@ -149,6 +133,90 @@ pub(crate) enum Reference {
     /// wait by task and call site: the current task's ids, the task, and a 40-byte read of
     /// kernel memory (fdprof reads the saved user registers).
     WithSite,
+}
+
+/// Registers the programs below use.
+const R0: u8 = 0;
+const R1: u8 = 1;
+const R2: u8 = 2;
+const R3: u8 = 3;
+const R4: u8 = 4;
+const R6: u8 = 6;
+const R7: u8 = 7;
+const R8: u8 = 8;
+const R10: u8 = 10;
+
+/// `contention_begin`: now first (then, with the site, its helper calls); then, for a spinning
+/// waiter, START = {lock, now}.
+fn begin_program(kind: Reference, start: i32) -> Program {
+    let mut begin = Program::new();
+    begin.clock_first();
+    if kind == Reference::WithSite {
+        begin
+            .op(insn(CALL, 0, 0, 0, GET_CURRENT_PID_TGID))
+            .op(insn(CALL, 0, 0, 0, GET_CURRENT_TASK))
+            .op(insn(MOV_REG, R3, R0, 0, 0))
+            .op(insn(MOV_REG, R1, R10, 0, 0))
+            .op(insn(ADD_IMM, R1, 0, 0, -64))
+            .op(insn(MOV_IMM, R2, 0, 0, 40))
+            .op(insn(CALL, 0, 0, 0, PROBE_READ_KERNEL));
+    }
+    begin
+        .op(insn(LDX_DW, R1, R6, 8, 0))
+        .op(insn(AND_IMM, R1, 0, 0, LCB_F_SPIN))
+        .jump(insn(JEQ_IMM, R1, 0, 0, 0), "out")
+        .op(insn(ST_W, R10, 0, -4, 0))
+        .lookup(start, -4)
+        .jump(insn(JEQ_IMM, R0, 0, 0, 0), "out")
+        .op(insn(LDX_DW, R1, R6, 0, 0))
+        .op(insn(STX_DW, R0, R1, 0, 0))
+        .op(insn(STX_DW, R0, R7, 8, 0))
+        .label("out")
+        .op(insn(MOV_IMM, R0, 0, 0, 0))
+        .op(insn(EXIT, 0, 0, 0, 0));
+    begin
+}
+
+/// `contention_end`: now first; if START holds this lock, add now - start to WAITS[lock].
+fn end_program(start: i32, waits: i32) -> Program {
+    let mut end = Program::new();
+    end.clock_first()
+        .op(insn(ST_W, R10, 0, -4, 0))
+        .lookup(start, -4)
+        .jump(insn(JEQ_IMM, R0, 0, 0, 0), "out")
+        .op(insn(MOV_REG, R8, R0, 0, 0))
+        .op(insn(LDX_DW, R1, R6, 0, 0))
+        .op(insn(LDX_DW, R2, R8, 0, 0))
+        .jump(insn(JNE_REG, R1, R2, 0, 0), "out")
+        .op(insn(LDX_DW, R3, R8, 8, 0))
+        .op(insn(SUB_REG, R7, R3, 0, 0))
+        .op(insn(MOV_IMM, R3, 0, 0, 0))
+        .op(insn(STX_DW, R8, R3, 0, 0))
+        .op(insn(STX_DW, R10, R1, -16, 0))
+        .lookup(waits, -16)
+        .jump(insn(JEQ_IMM, R0, 0, 0, 0), "insert")
+        .op(insn(LDX_DW, R1, R0, 0, 0))
+        .op(insn(ADD_IMM, R1, 0, 0, 1))
+        .op(insn(STX_DW, R0, R1, 0, 0))
+        .op(insn(LDX_DW, R1, R0, 8, 0))
+        .op(insn(ADD_REG, R1, R7, 0, 0))
+        .op(insn(STX_DW, R0, R1, 8, 0))
+        .jump(insn(JA, 0, 0, 0, 0), "out")
+        .label("insert")
+        .op(insn(MOV_IMM, R1, 0, 0, 1))
+        .op(insn(STX_DW, R10, R1, -32, 0))
+        .op(insn(STX_DW, R10, R7, -24, 0))
+        .ld_map(R1, waits)
+        .op(insn(MOV_REG, R2, R10, 0, 0))
+        .op(insn(ADD_IMM, R2, 0, 0, -16))
+        .op(insn(MOV_REG, R3, R10, 0, 0))
+        .op(insn(ADD_IMM, R3, 0, 0, -32))
+        .op(insn(MOV_IMM, R4, 0, 0, 0))
+        .op(insn(CALL, 0, 0, 0, MAP_UPDATE))
+        .label("out")
+        .op(insn(MOV_IMM, R0, 0, 0, 0))
+        .op(insn(EXIT, 0, 0, 0, 0));
+    end
 }
 
 /// The reference programs, attached while this lives (dropping it closes every fd).
@@ -177,93 +245,27 @@ impl LockReference {
         let waits = create_map(BPF_MAP_TYPE_PERCPU_HASH, 8, 16, LOCKS)?;
         this.fds.push(waits);
         this.waits = waits;
-        let (r0, r1, r2, r3, r4, r6, r7, r8, r10) = (0, 1, 2, 3, 4, 6, 7, 8, 10);
-
-        // begin: now first (then, with the site, its helper calls); then, for a spinning waiter,
-        // START = {lock, now}.
-        let mut begin = Program::new();
-        begin.clock_first();
-        if kind == Reference::WithSite {
-            begin
-                .op(insn(CALL, 0, 0, 0, GET_CURRENT_PID_TGID))
-                .op(insn(CALL, 0, 0, 0, GET_CURRENT_TASK))
-                .op(insn(MOV_REG, r3, r0, 0, 0))
-                .op(insn(MOV_REG, r1, r10, 0, 0))
-                .op(insn(ADD_IMM, r1, 0, 0, -64))
-                .op(insn(MOV_IMM, r2, 0, 0, 40))
-                .op(insn(CALL, 0, 0, 0, PROBE_READ_KERNEL));
-        }
-        begin
-            .op(insn(LDX_DW, r1, r6, 8, 0))
-            .op(insn(AND_IMM, r1, 0, 0, LCB_F_SPIN))
-            .jump(insn(JEQ_IMM, r1, 0, 0, 0), "out")
-            .op(insn(ST_W, r10, 0, -4, 0))
-            .lookup(start, -4)
-            .jump(insn(JEQ_IMM, r0, 0, 0, 0), "out")
-            .op(insn(LDX_DW, r1, r6, 0, 0))
-            .op(insn(STX_DW, r0, r1, 0, 0))
-            .op(insn(STX_DW, r0, r7, 8, 0))
-            .label("out")
-            .op(insn(MOV_IMM, r0, 0, 0, 0))
-            .op(insn(EXIT, 0, 0, 0, 0));
-
-        // end: now first; if START holds this lock, add now - start to WAITS[lock].
-        let mut end = Program::new();
-        end.clock_first()
-            .op(insn(ST_W, r10, 0, -4, 0))
-            .lookup(start, -4)
-            .jump(insn(JEQ_IMM, r0, 0, 0, 0), "out")
-            .op(insn(MOV_REG, r8, r0, 0, 0))
-            .op(insn(LDX_DW, r1, r6, 0, 0))
-            .op(insn(LDX_DW, r2, r8, 0, 0))
-            .jump(insn(JNE_REG, r1, r2, 0, 0), "out")
-            .op(insn(LDX_DW, r3, r8, 8, 0))
-            .op(insn(SUB_REG, r7, r3, 0, 0))
-            .op(insn(MOV_IMM, r3, 0, 0, 0))
-            .op(insn(STX_DW, r8, r3, 0, 0))
-            .op(insn(STX_DW, r10, r1, -16, 0))
-            .lookup(waits, -16)
-            .jump(insn(JEQ_IMM, r0, 0, 0, 0), "insert")
-            .op(insn(LDX_DW, r1, r0, 0, 0))
-            .op(insn(ADD_IMM, r1, 0, 0, 1))
-            .op(insn(STX_DW, r0, r1, 0, 0))
-            .op(insn(LDX_DW, r1, r0, 8, 0))
-            .op(insn(ADD_REG, r1, r7, 0, 0))
-            .op(insn(STX_DW, r0, r1, 8, 0))
-            .jump(insn(JA, 0, 0, 0, 0), "out")
-            .label("insert")
-            .op(insn(MOV_IMM, r1, 0, 0, 1))
-            .op(insn(STX_DW, r10, r1, -32, 0))
-            .op(insn(STX_DW, r10, r7, -24, 0))
-            .ld_map(r1, waits)
-            .op(insn(MOV_REG, r2, r10, 0, 0))
-            .op(insn(ADD_IMM, r2, 0, 0, -16))
-            .op(insn(MOV_REG, r3, r10, 0, 0))
-            .op(insn(ADD_IMM, r3, 0, 0, -32))
-            .op(insn(MOV_IMM, r4, 0, 0, 0))
-            .op(insn(CALL, 0, 0, 0, MAP_UPDATE))
-            .label("out")
-            .op(insn(MOV_IMM, r0, 0, 0, 0))
-            .op(insn(EXIT, 0, 0, 0, 0));
-
         // The end goes in first, so no begin is left without its end.
         for (code, name, hook, slot) in [
-            (end.finish(), &b"fdprof_ref_end"[..], "contention_end", 1),
             (
-                begin.finish(),
+                end_program(start, waits).finish(),
+                &b"fdprof_ref_end"[..],
+                "contention_end",
+                1,
+            ),
+            (
+                begin_program(kind, start).finish(),
                 &b"fdprof_ref_beg"[..],
                 "contention_begin",
                 0,
             ),
         ] {
-            let prog = load(&code, name)?;
+            let prog =
+                load_raw_tracepoint(&code, name).context("cannot load the reference program")?;
             this.fds.push(prog);
             this.programs[slot] = prog;
             let hook = std::ffi::CString::new(hook)?;
-            let mut attr = [0u8; 128];
-            attr[0..8].copy_from_slice(&(hook.as_ptr() as u64).to_ne_bytes());
-            attr[8..12].copy_from_slice(&(prog as u32).to_ne_bytes());
-            let link = bpf(BPF_RAW_TRACEPOINT_OPEN, &mut attr)
+            let link = attach_raw_tracepoint(&hook, prog)
                 .with_context(|| format!("cannot attach the reference to {hook:?}"))?;
             this.fds.push(link);
         }
@@ -310,58 +312,15 @@ impl LockReference {
 
 impl LockReference {
     /// The begin and end programs' mean run time, ns a run, over the time run-time statistics
-    /// were on ([`StatsWindow`]); `None` for a program that did not run then.
+    /// were on ([`super::bpf::StatsWindow`]); `None` for a program that did not run then.
     pub(crate) fn run_times(&self) -> Result<[Option<f64>; 2]> {
         let mut out = [None; 2];
         for (slot, &prog) in self.programs.iter().enumerate() {
-            // `struct bpf_prog_info`: run_time_ns at 192, run_cnt at 200.
-            let mut info = [0u8; 232];
-            let mut attr = [0u8; 128];
-            attr[0..4].copy_from_slice(&(prog as u32).to_ne_bytes());
-            attr[4..8].copy_from_slice(&(info.len() as u32).to_ne_bytes());
-            attr[8..16].copy_from_slice(&(info.as_mut_ptr() as u64).to_ne_bytes());
-            bpf(BPF_OBJ_GET_INFO_BY_FD, &mut attr)
-                .context("cannot read the reference program's statistics")?;
-            let at = |o: usize| u64::from_ne_bytes(info[o..o + 8].try_into().unwrap());
-            let (time, runs) = (at(192), at(200));
+            let info = prog_info(prog).context("cannot read the reference program's statistics")?;
+            let (time, runs) = (info.run_time_ns, info.run_cnt);
             out[slot] = (runs > 0).then(|| time as f64 / runs as f64);
         }
         Ok(out)
-    }
-}
-
-/// Kernel BPF run-time statistics held on while this lives, or for its first `window` only.
-/// The kernel counts the holders: fdprof's own sampler switching its statistics off does not
-/// switch these off.
-pub(crate) struct StatsWindow(Option<std::thread::JoinHandle<()>>, Option<i32>);
-
-impl StatsWindow {
-    pub(crate) fn start(window: Option<std::time::Duration>) -> Result<Self> {
-        let mut attr = [0u8; 128]; // enable_stats.type = BPF_STATS_RUN_TIME (0)
-        let fd = bpf(BPF_ENABLE_STATS, &mut attr).context("cannot enable BPF statistics")?;
-        Ok(match window {
-            Some(window) => Self(
-                Some(std::thread::spawn(move || {
-                    std::thread::sleep(window);
-                    // SAFETY: the statistics fd, closed once.
-                    unsafe { libc::close(fd) };
-                })),
-                None,
-            ),
-            None => Self(None, Some(fd)),
-        })
-    }
-}
-
-impl Drop for StatsWindow {
-    fn drop(&mut self) {
-        if let Some(t) = self.0.take() {
-            let _ = t.join();
-        }
-        if let Some(fd) = self.1.take() {
-            // SAFETY: the statistics fd, closed once.
-            unsafe { libc::close(fd) };
-        }
     }
 }
 

@@ -12,7 +12,10 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 
-use crate::run::{build_release, fdprof_release, median, root};
+use super::harness::args::rounds_arg;
+use super::harness::release_and_dir;
+use super::harness::stats::median;
+use crate::workspace::root;
 
 const FORMATS: &[&str] = &["pprof", "speedscope", "folded"];
 
@@ -55,11 +58,8 @@ fn record(fdprof: &Path, out: &Path) -> Result<()> {
 }
 
 pub(crate) fn run(args: &[String]) -> Result<()> {
-    let rounds = crate::run::rounds_arg(args, 5)?.max(1);
-    build_release()?;
-    let fdprof = fdprof_release();
-    let out = root().join("target/bench/export");
-    std::fs::create_dir_all(&out)?;
+    let rounds = rounds_arg(args, 5)?.max(1);
+    let (fdprof, out) = release_and_dir("export")?;
     let recording = match largest_recording(&root().join("target/bench")) {
         Some((path, _)) => path,
         None => {

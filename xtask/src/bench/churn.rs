@@ -17,8 +17,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-use crate::bench_daemon::{Daemon, named_copy};
-use crate::run::{build_release, fdprof_release, median, root, rss_kb};
+use super::harness::args::value_arg;
+use super::harness::daemon::Daemon;
+use super::harness::process::{named_copy, rss_kb};
+use super::harness::release_and_dir;
+use super::harness::stats::{highest, median};
 
 /// The churned processes' comm.
 const NAME: &str = "fdpd-churn";
@@ -34,11 +37,8 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         .transpose()?
         .unwrap_or(100_000);
     let interval = value_arg(args, "--interval")?.unwrap_or("1s");
-    build_release()?;
-    let fdprof = fdprof_release();
+    let (fdprof, dir) = release_and_dir("churn")?;
     let daemon = value_arg(args, "--daemon")?.map_or_else(|| fdprof.clone(), Into::into);
-    let dir = root().join("target/bench/churn");
-    std::fs::create_dir_all(&dir)?;
     let churn = named_copy(&fdprof, &dir, NAME)?;
     println!("daemon: {}", daemon.display());
     println!(
@@ -63,17 +63,6 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     }
     println!("(medians and maxima of {SAMPLES}; the churn's processes each make 2 sockets)");
     Ok(())
-}
-
-/// `--NAME VALUE`'s value, if given.
-fn value_arg<'a>(args: &'a [String], name: &str) -> Result<Option<&'a str>> {
-    match args.iter().position(|a| a == name) {
-        None => Ok(None),
-        Some(i) => Ok(Some(
-            args.get(i + 1)
-                .with_context(|| format!("{name} takes a value"))?,
-        )),
-    }
 }
 
 /// `n` short processes of the churn, started by uid 65534.
@@ -130,7 +119,7 @@ fn timed(n: usize, pause: Duration, mut f: impl FnMut() -> Result<()>) -> Result
         f()?;
         ms.push(began.elapsed().as_secs_f64() * 1000.0);
     }
-    let max = ms.iter().copied().fold(0.0, f64::max);
+    let max = highest(&ms);
     Ok((median(&mut ms), max))
 }
 

@@ -11,14 +11,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-use crate::bench_daemon::Daemon;
-use crate::bench_floor::{EmptyPrograms, bpf};
-use crate::lock_reference::StatsWindow;
-use crate::run::median;
+use crate::bench::bpf::{StatsWindow, bpf, prog_info};
+use crate::bench::floor::EmptyPrograms;
+use crate::bench::harness::daemon::Daemon;
+use crate::bench::harness::process::cpu_secs;
+use crate::bench::harness::stats::median;
 
 const BPF_PROG_GET_NEXT_ID: i64 = 11;
 const BPF_PROG_GET_FD_BY_ID: i64 = 13;
-const BPF_OBJ_GET_INFO_BY_FD: i64 = 15;
 
 /// What runs the syscall programs while the loop runs.
 #[derive(Clone, Copy, PartialEq)]
@@ -89,26 +89,15 @@ fn programs(prefix: &str, part: &str) -> Result<Vec<ProgStats>> {
         let Ok(fd) = bpf(BPF_PROG_GET_FD_BY_ID, &mut attr) else {
             continue; // unloaded meanwhile
         };
-        // `struct bpf_prog_info`: name at 64 (16 bytes), run_time_ns at 192, run_cnt at 200.
-        let mut info = [0u8; 232];
-        let mut attr = [0u8; 128];
-        attr[0..4].copy_from_slice(&(fd as u32).to_ne_bytes());
-        attr[4..8].copy_from_slice(&(info.len() as u32).to_ne_bytes());
-        attr[8..16].copy_from_slice(&(info.as_mut_ptr() as u64).to_ne_bytes());
-        let read = bpf(BPF_OBJ_GET_INFO_BY_FD, &mut attr);
+        let info = prog_info(fd);
         // SAFETY: the fd the kernel just gave us, closed once.
         unsafe { libc::close(fd) };
-        read.context("cannot read a program's statistics")?;
-        let name = &info[64..80];
-        let name =
-            String::from_utf8_lossy(&name[..name.iter().position(|&b| b == 0).unwrap_or(16)])
-                .into_owned();
-        if name.starts_with(prefix) && name.contains(part) {
-            let at = |o: usize| u64::from_ne_bytes(info[o..o + 8].try_into().unwrap());
+        let info = info.context("cannot read a program's statistics")?;
+        if info.name.starts_with(prefix) && info.name.contains(part) {
             out.push(ProgStats {
                 id,
-                run_time_ns: at(192),
-                run_cnt: at(200),
+                run_time_ns: info.run_time_ns,
+                run_cnt: info.run_cnt,
             });
         }
     }
@@ -202,11 +191,11 @@ fn wait_settled(profiler: &Profiler) {
     let Some(pid) = profiler.pid() else { return };
     let started = Instant::now();
     while started.elapsed() < Duration::from_secs(30) {
-        let Ok(before) = crate::run::cpu_secs(pid) else {
+        let Ok(before) = cpu_secs(pid) else {
             return;
         };
         std::thread::sleep(Duration::from_millis(500));
-        let Ok(after) = crate::run::cpu_secs(pid) else {
+        let Ok(after) = cpu_secs(pid) else {
             return;
         };
         if after - before <= 0.025 {

@@ -12,8 +12,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-use crate::bench_daemon::{Daemon, niced_opensock};
-use crate::run::{build_release, cpu_secs, fdprof_release, median, root};
+use super::harness::daemon::Daemon;
+use super::harness::process::CpuSince;
+use super::harness::release_and_dir;
+use super::harness::stats::{highest, median};
+use super::harness::workloads::niced_opensock;
 
 const NAMES: usize = 32;
 const KEPT: usize = 300;
@@ -21,10 +24,7 @@ const ASKS: usize = 20;
 const CHROMIUM: &str = "/usr/bin/chromium";
 
 pub(crate) fn run(_args: &[String]) -> Result<()> {
-    build_release()?;
-    let fdprof = fdprof_release();
-    let dir = root().join("target/bench/page");
-    std::fs::create_dir_all(&dir)?;
+    let (fdprof, dir) = release_and_dir("page")?;
     let names: Vec<String> = (0..NAMES).map(|i| format!("fdpd-p{i:02}")).collect();
     let daemon = Daemon::start(
         &fdprof,
@@ -32,13 +32,8 @@ pub(crate) fn run(_args: &[String]) -> Result<()> {
         &names,
         &["--tier", "full", "--interval", "100ms"],
     )?;
-    let workloads = niced_opensock(&fdprof, &dir, &names, "600s")?;
-    let result = measure(&daemon, &dir);
-    for mut w in workloads {
-        let _ = w.kill();
-        let _ = w.wait();
-    }
-    result
+    let _workloads = niced_opensock(&fdprof, &dir, &names, "600s")?;
+    measure(&daemon, &dir)
 }
 
 /// The kept intervals' span once every name keeps [`KEPT`]: Unix ms.
@@ -64,9 +59,9 @@ fn filled(daemon: &Daemon) -> Result<(u64, u64)> {
 fn measure(daemon: &Daemon, dir: &Path) -> Result<()> {
     daemon.wait_attached(NAMES)?;
     filled(daemon)?;
-    let idle = (cpu_secs(daemon.pid())?, Instant::now());
+    let idle = CpuSince::start(daemon.pid())?;
     std::thread::sleep(Duration::from_secs(5));
-    let idle_rate = (cpu_secs(daemon.pid())? - idle.0) / idle.1.elapsed().as_secs_f64();
+    let idle_rate = idle.share()?;
     // {base} and {range} are filled in from the kept intervals just before a path's asks: the
     // intervals roll on while earlier paths are asked.
     let paths = [
@@ -94,14 +89,14 @@ fn measure(daemon: &Daemon, dir: &Path) -> Result<()> {
         let path = template.replace("{base}", &base).replace("{range}", &range);
         let mut times = Vec::new();
         let mut bytes = 0;
-        let cpu = (cpu_secs(daemon.pid())?, Instant::now());
+        let cpu = CpuSince::start(daemon.pid())?;
         for _ in 0..ASKS {
             let started = Instant::now();
             bytes = daemon.get(&path)?.len();
             times.push(started.elapsed().as_secs_f64() * 1e3);
         }
-        let spent = cpu_secs(daemon.pid())? - cpu.0 - idle_rate * cpu.1.elapsed().as_secs_f64();
-        let max = times.iter().copied().fold(0.0, f64::max);
+        let spent = cpu.beyond(idle_rate)?;
+        let max = highest(&times);
         let p50 = median(&mut times);
         let base = *baseline.get_or_insert(p50);
         let shown: String = template.chars().take(44).collect();
@@ -137,12 +132,7 @@ fn browser(daemon: &Daemon, dir: &Path, query: &str) -> Result<()> {
     if !Path::new(CHROMIUM).exists() {
         bail!("{CHROMIUM} is missing: `cargo xtask bootstrap` installs it");
     }
-    let token = daemon
-        .auth()
-        .strip_prefix("Authorization: Bearer ")
-        .context("no token")?
-        .to_string();
-    let page = format!("http://{}/?token={token}&{query}", daemon.addr());
+    let page = format!("http://{}/?token={}&{query}", daemon.addr(), daemon.token());
     let cpu = |url: &str, run: usize| -> Result<f64> {
         let before = children_cpu();
         let status = Command::new(CHROMIUM)

@@ -10,6 +10,9 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
+use super::harness::stats::mean_median;
+use crate::workspace::root;
+
 /// fdprof must reach this fraction of the C rate.
 const MIN_RATIO: f64 = 0.97;
 
@@ -117,13 +120,6 @@ fn parse(args: &[String]) -> Result<Options> {
     Ok(opts)
 }
 
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("xtask lives in the workspace")
-        .to_path_buf()
-}
-
 fn target_dir(root: &Path) -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from)
 }
@@ -163,17 +159,6 @@ fn number_after(text: &str, key: &str) -> Result<f64> {
         .with_context(|| format!("bad number after {key} in {text:?}"))
 }
 
-fn median(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
 /// Per-round ops/s of both programs for one case.
 #[derive(Default)]
 struct Rates {
@@ -183,7 +168,7 @@ struct Rates {
 
 impl Rates {
     fn ratio(&self) -> f64 {
-        median(&self.fdprof) / median(&self.c)
+        mean_median(&self.fdprof) / mean_median(&self.c)
     }
 
     /// Runs `rounds` interleaved rounds of the C program and fdprof.
@@ -227,7 +212,7 @@ impl Rates {
 
 pub(crate) fn run(args: &[String]) -> Result<()> {
     let opts = parse(args)?;
-    let root = workspace_root();
+    let root = root();
     let target = target_dir(&root);
 
     eprintln!("bench: building fdprof (release)");
@@ -269,7 +254,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
             );
             rates.measure(case, 2 * opts.rounds, &c_bin, &fdprof, opts.secs)?;
         }
-        let (c, r) = (median(&rates.c), median(&rates.fdprof));
+        let (c, r) = (mean_median(&rates.c), mean_median(&rates.fdprof));
         eprintln!(
             "bench: {:<13} C {c:>12.0}  fdprof {r:>12.0}  ratio {:.3}",
             case.label,
@@ -308,15 +293,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parses_numbers_and_medians() {
+    fn parses_numbers_and_options() {
         assert_eq!(
             number_after("ops_per_sec=123.5\n", "ops_per_sec=").unwrap(),
             123.5
         );
         let json = r#"{"ops":10,"ops_per_sec":1.5e6,"ops_per_sec_per_task":2}"#;
         assert_eq!(number_after(json, "\"ops_per_sec\":").unwrap(), 1.5e6);
-        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
         assert!(parse(&["--rounds".into(), "0".into()]).is_err());
         assert!(parse(&["--only".into(), "nope".into()]).is_err());
     }
