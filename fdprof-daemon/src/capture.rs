@@ -20,7 +20,7 @@ use fdprof_profiler::render::human;
 
 use super::capture_dir;
 use super::config::{Capture, Trigger};
-use super::history::IntervalFigures;
+use super::interval::IntervalFigures;
 use super::log;
 use super::state::{State, Written};
 

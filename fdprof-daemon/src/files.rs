@@ -11,7 +11,7 @@ use std::path::Path;
 
 /// Who may see the file besides root.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Access {
+pub(crate) enum Access {
     /// A config: anyone may read it, only root may change it. It holds no secret (a token has
     /// a file of its own), so one that group or others may not read is refused: it may be
     /// another program's secret (`/etc/shadow`, 0640; an ssh key, 0600), which a daemon run by
@@ -36,7 +36,7 @@ const PSEUDO_FILE_SYSTEMS: [(i64, &str); 8] = [
 
 /// Reads `path` as UTF-8 text, refusing what [`Access`] and the rules above forbid; the error is
 /// one line (without the path: callers name the file their own way).
-pub fn read_text(path: &Path, access: Access, max: u64) -> Result<String, String> {
+pub(crate) fn read_text(path: &Path, access: Access, max: u64) -> Result<String, String> {
     // O_NONBLOCK: a FIFO opens at once instead of waiting for a writer (and is refused below).
     let file = OpenOptions::new()
         .read(true)

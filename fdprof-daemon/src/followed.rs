@@ -97,6 +97,15 @@ impl Followed {
         self.members.contains_key(&pid) && !self.left.contains(&pid)
     }
 
+    /// The processes followed now.
+    pub(super) fn pids(&self) -> std::collections::HashSet<u32> {
+        self.members
+            .keys()
+            .filter(|pid| !self.left.contains(pid))
+            .copied()
+            .collect()
+    }
+
     fn name_of_slot(&self, slot: u32) -> &str {
         self.names.get(slot as usize).map_or("?", String::as_str)
     }

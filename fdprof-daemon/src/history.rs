@@ -13,9 +13,7 @@
 //! and their frames are most of an interval's size (about 100 kB a name under opensock when
 //! each interval held its own copy).
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
-
-use fdprof_figures::Event;
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use fdprof_recording::{Recording, recording::Frame};
 
@@ -27,19 +25,6 @@ use super::config::bounds;
 /// `file_lock` wait, the rest by fd syscalls; the others are folded into one row
 /// (`processes_others`), their counts staying in the name's own figures.
 pub(crate) const PROCESS_ROWS: usize = 64;
-
-/// One interval's figures: each name's and the whole daemon's.
-pub(crate) struct IntervalFigures {
-    pub index: u64,
-    /// Start, since the daemon started.
-    pub start_ns: u64,
-    pub names: BTreeMap<String, Recording>,
-    pub daemon: Recording,
-    /// The interval's events, every process's, oldest first (time since the daemon started).
-    pub events: Vec<Event>,
-    /// The time the fd syscalls were traced in it (all of it under `--tier full`).
-    pub full_tracing_ns: u64,
-}
 
 /// One interval of one name (or of the daemon).
 #[derive(Debug, Clone)]

@@ -12,14 +12,13 @@ use tokio::task::{JoinHandle, block_in_place};
 use tokio::time::{self, Instant};
 
 use fdprof_profiler::live::Clock;
-use fdprof_profiler::model::merge;
 
 use super::capture::Recorder;
 use super::config::{Reload, Watch};
 use super::heap;
 use super::log;
 use super::state::State;
-use super::watcher::{self, Watcher};
+use super::watcher::Watcher;
 use super::windows::{Ask, Opener};
 
 /// How long a SIGHUP's read of the config may take before it is given up (the old config
@@ -119,10 +118,10 @@ fn hup(reload: Option<&Reload>, reading: &mut Option<Reading>) {
     match (reload, &reading) {
         (None, _) => log::warn("SIGHUP: no --config file to reload"),
         (Some(_), Some(_)) => log::warn("SIGHUP: the last reload is still reading the config"),
-        (Some(read), None) => {
-            let read = read.clone();
+        (Some(reload), None) => {
+            let reload = reload.clone();
             *reading = Some(Reading {
-                task: tokio::task::spawn_blocking(move || read()),
+                task: tokio::task::spawn_blocking(move || reload.read()),
                 began: Instant::now(),
             });
         }
@@ -134,14 +133,9 @@ impl Collector {
     /// processes started since are found.
     fn interval(&mut self, clock: &mut Clock) {
         let began = std::time::Instant::now();
-        let mut figures = block_in_place(|| self.watcher.interval());
+        // The collector reads and assembles the interval.
+        let figures = block_in_place(|| self.watcher.interval());
         clock.cut();
-        merge::add_drop(
-            &mut figures.daemon.drops,
-            watcher::DAEMON_PROBE,
-            watcher::CAPTURE_FAILED,
-            self.state.take_capture_failures(),
-        );
         log::debug(&format!(
             "interval {}: {} processes, {} contention sites, {} events, read in {:?}",
             figures.index,
@@ -151,23 +145,18 @@ impl Collector {
             began.elapsed()
         ));
         let end_ns = figures.start_ns + figures.daemon.duration_ns;
-        block_in_place(|| {
-            let captures = match &self.watcher.watch().capture {
-                Some(settings) => self.recorder.check(settings, &figures),
-                None => Vec::new(),
-            };
-            self.watcher.trace_if_asked(&figures, captures);
-        });
-        let w = &self.watcher;
-        self.state.push(
-            figures,
-            (w.attached(), w.full_tracing()),
-            w.watch().interval,
-            |name| w.empty_history(Some(name)),
-            |pid| w.follows(pid),
-        );
-        self.recorder
-            .write_due(&self.state, Some(end_ns), w.watch().interval);
+        // The flight recorder looks at it: the captures it begins, and a wait past
+        // --trace-on, ask for windows of full tracing.
+        let captures = match &self.watcher.watch().capture {
+            Some(settings) => self.recorder.check(settings, &figures),
+            None => Vec::new(),
+        };
+        block_in_place(|| self.watcher.trace_if_asked(&figures, captures));
+        // The state keeps it, with the collector as those windows left it.
+        self.state.push(figures, self.watcher.status());
+        // Then the captures due are written, and the processes started since are found.
+        let interval = self.watcher.watch().interval;
+        self.recorder.write_due(&self.state, Some(end_ns), interval);
         block_in_place(|| self.watcher.discover());
         heap::give_back();
     }

@@ -12,9 +12,11 @@ use tokio::sync::broadcast;
 
 use fdprof_profiler::analysis::{self, ReportOptions};
 
-use fdprof_profiler::model::process;
+use fdprof_profiler::model::{merge, process};
 
-use super::history::{History, Interval, IntervalFigures, PROCESS_ROWS};
+use super::history::{History, Interval, PROCESS_ROWS};
+use super::interval::{Following, IntervalFigures, Status, named};
+use super::watcher::{CAPTURE_FAILED, DAEMON_PROBE};
 
 /// Intervals the SSE stream buffers for a slow reader before it skips ahead.
 const STREAM_BUFFER: usize = 16;
@@ -144,18 +146,18 @@ impl State {
             .collect()
     }
 
-    /// Adds an interval's figures; `empty` gives the recording a new name's history starts
-    /// from, `follows` whether a process is still profiled (the running totals keep the rows of
-    /// those and of this interval's and the last one's). Sends the daemon's interval to the
-    /// stream.
-    pub(crate) fn push(
-        &self,
-        figures: IntervalFigures,
-        (attached, full_tracing): (usize, bool),
-        interval: Duration,
-        empty: impl Fn(&str) -> Recording,
-        follows: impl Fn(u32) -> bool,
-    ) {
+    /// Adds an interval's figures, with the collector's status as the interval left it: a new
+    /// name's history starts from `figures.empty`; the running totals keep the rows of the
+    /// processes still followed and of this interval's and the last one's. The captures that
+    /// could not be written since are counted with the daemon's drops. Sends the daemon's
+    /// interval to the stream.
+    pub(crate) fn push(&self, mut figures: IntervalFigures, status: Status) {
+        merge::add_drop(
+            &mut figures.daemon.drops,
+            DAEMON_PROBE,
+            CAPTURE_FAILED,
+            self.take_capture_failures(),
+        );
         let IntervalFigures {
             index,
             start_ns,
@@ -163,7 +165,14 @@ impl State {
             daemon,
             events,
             full_tracing_ns,
+            empty,
         } = figures;
+        let Status {
+            attached,
+            full_tracing,
+            interval,
+            following,
+        } = status;
         // Made only for a reader, and outside the lock: a scrape never waits for it.
         let json = (self.stream.receiver_count() > 0).then(|| {
             let mut shown = daemon.clone();
@@ -176,13 +185,13 @@ impl State {
                 events,
             })
         });
-        let gone = self.gone(&daemon, follows);
+        let gone = self.gone(&daemon, &following);
         {
             let mut h = self.histories.write().unwrap_or_else(|e| e.into_inner());
             for (name, rec) in names {
                 h.names
                     .entry(name.clone())
-                    .or_insert_with(|| History::new(empty(&name)))
+                    .or_insert_with(|| History::new(named(&empty, &name)))
                     .push(Interval { start_ns, rec }, &gone);
             }
             h.daemon.push(
@@ -207,7 +216,7 @@ impl State {
     /// The processes of the running totals that are in neither `interval` nor the one before
     /// and are not followed any more: their rows go. Checked outside the lock (under `-a`, each
     /// one's `/proc`).
-    fn gone(&self, interval: &Recording, follows: impl Fn(u32) -> bool) -> HashSet<u32> {
+    fn gone(&self, interval: &Recording, following: &Following) -> HashSet<u32> {
         let now: HashSet<u32> = interval.processes.iter().map(|p| p.pid).collect();
         let last = std::mem::replace(
             &mut *self.last_pids.lock().unwrap_or_else(|e| e.into_inner()),
@@ -225,6 +234,8 @@ impl State {
                 .filter(|pid| !now.contains(pid) && !last.contains(pid))
                 .collect()
         };
-        held.into_iter().filter(|&pid| !follows(pid)).collect()
+        held.into_iter()
+            .filter(|&pid| !following.contains(pid))
+            .collect()
     }
 }

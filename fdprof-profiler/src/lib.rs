@@ -25,6 +25,8 @@ pub const VERSION: &str = concat!(
 
 pub mod analysis;
 pub mod collect;
+/// Both the command line and the daemon's config file read durations in bounded ranges.
+pub mod duration;
 pub mod error;
 // Names read back from a recording are escaped where the format makes figures of them, so the
 // one escaping lives with the format.

@@ -77,9 +77,8 @@ impl ProbeArgs {
     }
 }
 
-/// How to attach (`--mode`): record, top, daemon (and its config file's `mode`).
-#[derive(clap::ValueEnum, serde::Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
+/// How to attach (`--mode`): record, top and the daemon.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum ModeArg {
     Auto,
     Fentry,

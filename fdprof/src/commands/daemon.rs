@@ -1,32 +1,21 @@
-//! `fdprof daemon`: the always-on service (`service/`), its command line and config file.
+//! `fdprof daemon`: the always-on service (`fdprof_daemon`), its command line; the config file
+//! and its checks are the daemon's (`fdprof_daemon::config`).
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Result;
-use fdprof_common::cpu::{DEFAULT_FREQUENCY_HZ, MAX_FREQUENCY_HZ};
-use serde::Deserialize;
 
-use fdprof_common::probes::Mode;
-
-use super::args::{ModeArg, ProbeArgs};
-use fdprof_daemon::{
-    config::{
-        self as cfg, Capture, Config, Reload, Targets, Tier, TraceOn, Tracing, Trigger, Watch,
-        bounds,
-    },
-    files::{self, Access},
-    log, server,
+use super::args::ProbeArgs;
+use fdprof_daemon::config::durations::{parse_capture, parse_trace_max, parse_trace_on};
+use fdprof_daemon::config::{
+    self as cfg, Capture, Config, Defaults, Reload, Tier, TraceOn, Tracing, Trigger, bounds,
 };
-use fdprof_profiler::collect::cgroups::Cgroup;
+use fdprof_daemon::{log, server};
+use fdprof_profiler::duration::{parse_interval, parse_slow};
 use fdprof_profiler::error::{EXIT_USAGE, fatal};
 use fdprof_profiler::privileges::{self, Capability};
-
-/// A comm is at most this many bytes (TASK_COMM_LEN less its NUL): a longer name never matches.
-const COMM_MAX: usize = 15;
-/// The largest config file read.
-const CONFIG_MAX: u64 = 64 * 1024;
 
 #[derive(clap::Args, Debug)]
 #[command(
@@ -110,10 +99,10 @@ pub(crate) struct DaemonArgs {
     #[arg(long, conflicts_with_all = ["pid", "comm", "cgroup", "all"])]
     pub config: Option<PathBuf>,
     /// Time between intervals of figures and target discovery (10 ms to 1 h)
-    #[arg(long, default_value = "1s", value_parser = super::duration::parse_interval)]
+    #[arg(long, default_value = "1s", value_parser = parse_interval)]
     pub interval: Duration,
     /// Waits at least this long count as slow waits (1 µs to 10 s)
-    #[arg(long, default_value = "100us", value_parser = super::duration::parse_slow)]
+    #[arg(long, default_value = "100us", value_parser = parse_slow)]
     pub slow: Duration,
     #[command(flatten)]
     pub probe: ProbeArgs,
@@ -133,17 +122,17 @@ pub(crate) struct DaemonArgs {
     /// How long a window of full tracing lasts (10 ms to 1 h); SIGUSR1, --trace-on and a
     /// capture's rule open one, POST /api/v1/trace?seconds=N one of N seconds
     #[arg(long, value_name = "DURATION", default_value = Tracing::WINDOW,
-          value_parser = super::duration::parse_interval)]
+          value_parser = parse_interval)]
     pub trace_window: Duration,
     /// Full tracing at most this long in any hour, all windows together (1 s to 1 h): bounds
     /// what the fd syscall programs cost the host however often windows are asked for
     #[arg(long, value_name = "DURATION", default_value = Tracing::MAX,
-          value_parser = super::duration::parse_trace_max)]
+          value_parser = parse_trace_max)]
     pub trace_max: Duration,
     /// Open a window of full tracing when a target's file_lock wait in an interval reaches
     /// this much per second (1 µs to 1 s; `off`: never)
     #[arg(long, value_name = "WAIT|off", default_value = Tracing::ON,
-          value_parser = super::duration::parse_trace_on)]
+          value_parser = parse_trace_on)]
     pub trace_on: TraceOn,
     /// Keep the minutes around a problem: when one of these rules fires on a target's
     /// interval (a diagnosis rule such as shared-table, long-scans, table-growth,
@@ -158,54 +147,23 @@ pub(crate) struct DaemonArgs {
     pub capture_dir: Option<PathBuf>,
     /// How much of what came before the interval that fired a capture holds
     #[arg(long, value_name = "DURATION", default_value = Capture::WINDOW,
-          value_parser = super::duration::parse_capture)]
+          value_parser = parse_capture)]
     pub capture_window: Duration,
     /// How long to wait after the interval that fired, and keep, before writing the capture
     #[arg(long, value_name = "DURATION", default_value = Capture::AFTER,
-          value_parser = super::duration::parse_capture)]
+          value_parser = parse_capture)]
     pub capture_after: Duration,
     /// At most one capture per target and rule this often
     #[arg(long, value_name = "DURATION", default_value = Capture::EVERY,
-          value_parser = super::duration::parse_capture)]
+          value_parser = parse_capture)]
     pub capture_every: Duration,
     /// Captures kept in --capture-dir (1 to 10000): past it, the oldest is removed
     #[arg(long, default_value_t = Capture::MAX,
-          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=CAPTURE_MAX_LIMIT as u64))]
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=Capture::MAX_LIMIT as u64))]
     pub capture_max: usize,
     /// Log every attach, detach and reload in detail
     #[arg(short, long)]
     pub verbose: bool,
-}
-
-/// The most `--capture-max` may ask for.
-const CAPTURE_MAX_LIMIT: usize = 10_000;
-
-/// A config file's fields.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct File {
-    pid: Option<Vec<u32>>,
-    comm: Option<Vec<String>>,
-    cgroup: Option<Vec<PathBuf>>,
-    all: Option<bool>,
-    children: Option<bool>,
-    interval: Option<String>,
-    slow: Option<String>,
-    latency: Option<bool>,
-    cpu: Option<bool>,
-    freq: Option<u64>,
-    mode: Option<ModeArg>,
-    lock_only: Option<bool>,
-    tier: Option<Tier>,
-    trace_window: Option<String>,
-    trace_max: Option<String>,
-    trace_on: Option<String>,
-    capture_on: Option<Vec<String>>,
-    capture_dir: Option<PathBuf>,
-    capture_window: Option<String>,
-    capture_after: Option<String>,
-    capture_every: Option<String>,
-    capture_max: Option<usize>,
 }
 
 pub(crate) fn run(args: DaemonArgs) -> Result<()> {
@@ -219,7 +177,6 @@ pub(crate) fn run(args: DaemonArgs) -> Result<()> {
             ),
         ));
     }
-    let cpu_hz = args.probe.cpu_hz();
     let defaults = Defaults {
         interval: args.interval,
         slow: args.slow,
@@ -232,43 +189,31 @@ pub(crate) fn run(args: DaemonArgs) -> Result<()> {
             on: args.trace_on,
         },
         latency: args.probe.latency,
-        cpu_hz,
+        cpu_hz: args.probe.cpu_hz(),
         children: args.children,
         capture: Capture {
-            on: args.capture_on.clone(),
-            dir: args.capture_dir.clone().unwrap_or_default(),
+            on: args.capture_on,
+            dir: args.capture_dir.unwrap_or_default(),
             window: args.capture_window,
             after: args.capture_after,
             every: args.capture_every,
             max: args.capture_max,
         },
     };
-    let watch = match &args.config {
-        Some(path) => read_config(path, &defaults)?,
-        None => {
-            let capture = checked_capture(defaults.capture.clone(), args.interval)
-                .map_err(|e| fatal(EXIT_USAGE, e))?;
-            Watch {
-                targets: targets(&args.pid, &args.comm, &args.cgroup, args.all, Shown::Value)?,
-                interval: args.interval,
-                slow: args.slow,
-                forced: defaults.forced,
-                lock_only: defaults.lock_only,
-                tracing: defaults.tracing.clone(),
-                latency: args.probe.latency,
-                cpu_hz,
-                children: args.children,
-                capture,
-            }
+    // With a config file its keys override the flags, at start and at each SIGHUP.
+    let (watch, reload) = match args.config {
+        Some(path) => {
+            let reload = Reload::new(path, defaults);
+            (reload.read()?, Some(reload))
         }
+        None => (
+            defaults.watch(&args.pid, &args.comm, &args.cgroup, args.all)?,
+            None,
+        ),
     };
     may_load()?;
     log::set_verbose(args.verbose);
     let (kernel, kernel_syms) = fdprof_profiler::live::read_kernel()?;
-    let reload: Option<Reload> = args
-        .config
-        .clone()
-        .map(|path| std::sync::Arc::new(move || read_config(&path, &defaults)) as Reload);
     let config = Config {
         listen: args.listen,
         watch,
@@ -296,266 +241,4 @@ fn may_load() -> Result<()> {
         log::warn(&format!("in a container: add {}", gap.line()));
     }
     Ok(())
-}
-
-/// How an error names a bad target: by its value (the command line, which the user typed), or
-/// by its key and place (a config file, whose values are never quoted back).
-#[derive(Clone, Copy)]
-enum Shown {
-    Value,
-    Key,
-}
-
-fn targets(
-    pids: &[u32],
-    comms: &[String],
-    cgroups: &[PathBuf],
-    all: bool,
-    shown: Shown,
-) -> Result<Targets> {
-    let given = usize::from(!pids.is_empty())
-        + usize::from(!comms.is_empty())
-        + usize::from(!cgroups.is_empty())
-        + usize::from(all);
-    if given != 1 {
-        return Err(fatal(
-            EXIT_USAGE,
-            "give exactly one of pid, comm, cgroup or all",
-        ));
-    }
-    if all {
-        return Ok(Targets::All);
-    }
-    if !cgroups.is_empty() {
-        let mut checked: Vec<Cgroup> = Vec::new();
-        for (i, path) in cgroups.iter().enumerate() {
-            let c = Cgroup::resolve(path).map_err(|e| match shown {
-                Shown::Value => e,
-                Shown::Key => fatal(
-                    EXIT_USAGE,
-                    format!(
-                        "cgroup entry {} is not a cgroup fdprof can follow (a directory \
-                         under /sys/fs/cgroup)",
-                        i + 1
-                    ),
-                ),
-            })?;
-            if !checked.contains(&c) {
-                checked.push(c);
-            }
-        }
-        return Ok(Targets::Cgroups(checked));
-    }
-    if !pids.is_empty() {
-        if pids.contains(&0) {
-            return Err(fatal(EXIT_USAGE, "0 is not a process id"));
-        }
-        return Ok(Targets::Pids(pids.to_vec()));
-    }
-    for (i, c) in comms.iter().enumerate() {
-        if c.is_empty() || c.len() > COMM_MAX {
-            let which = match shown {
-                Shown::Value => format!("{:?}", fdprof_recording::escape::name(c)),
-                Shown::Key => format!("entry {}", i + 1),
-            };
-            return Err(fatal(
-                EXIT_USAGE,
-                format!("comm {which} can never match: a comm is 1 to {COMM_MAX} bytes"),
-            ));
-        }
-    }
-    Ok(Targets::Comms(comms.to_vec()))
-}
-
-/// What the command line sets, which a config file's keys override.
-struct Defaults {
-    interval: Duration,
-    slow: Duration,
-    forced: Option<Mode>,
-    lock_only: bool,
-    tracing: Tracing,
-    latency: bool,
-    cpu_hz: Option<u64>,
-    children: bool,
-    /// `on` empty: no captures unless the file asks.
-    capture: Capture,
-}
-
-/// The capture settings when some rule is named, checked (the directory, the window).
-fn checked_capture(settings: Capture, interval: Duration) -> Result<Option<Capture>, String> {
-    if settings.on.is_empty() {
-        return Ok(None);
-    }
-    if settings.dir.as_os_str().is_empty() {
-        return Err("capture_on needs capture_dir".into());
-    }
-    settings.check(interval)?;
-    Ok(Some(settings))
-}
-
-/// Reads a config file (a regular file on disk that only root can change, never one that could
-/// block: see [`files::read_text`]); every error is one line naming the file.
-fn read_config(path: &Path, defaults: &Defaults) -> Result<Watch> {
-    let Defaults {
-        interval,
-        slow,
-        forced,
-        lock_only,
-        latency,
-        cpu_hz,
-        children,
-        ..
-    } = *defaults;
-    let shown = path.display();
-    let bad = |why: String| fatal(EXIT_USAGE, format!("bad config {shown}: {why}"));
-    let text = files::read_text(path, Access::ReadableByAll, CONFIG_MAX).map_err(&bad)?;
-    let file: File = toml::from_str(&text).map_err(|e| bad(toml_error(&text, &e)))?;
-    let duration = |key, text: Option<String>, default, range| {
-        file_duration(key, text.as_deref(), default, range).map_err(&bad)
-    };
-    let capture = file_capture(&file, &defaults.capture).map_err(&bad)?;
-    let tracing = file_tracing(&file, &defaults.tracing).map_err(&bad)?;
-    let interval = duration(
-        "interval",
-        file.interval,
-        interval,
-        super::duration::INTERVAL,
-    )?;
-    let capture = checked_capture(capture, interval).map_err(&bad)?;
-    Ok(Watch {
-        capture,
-        targets: targets(
-            file.pid.as_deref().unwrap_or_default(),
-            file.comm.as_deref().unwrap_or_default(),
-            file.cgroup.as_deref().unwrap_or_default(),
-            file.all.unwrap_or(false),
-            Shown::Key,
-        )
-        .map_err(|e| bad(e.to_string()))?,
-        interval,
-        slow: duration("slow", file.slow, slow, super::duration::SLOW)?,
-        forced: file.mode.map_or(forced, ModeArg::forced),
-        lock_only: file.lock_only.unwrap_or(lock_only),
-        tracing,
-        latency: file.latency.unwrap_or(latency),
-        children: file.children.unwrap_or(children),
-        cpu_hz: match file.cpu.unwrap_or(cpu_hz.is_some()) {
-            false => None,
-            true => {
-                let hz = file.freq.or(cpu_hz).unwrap_or(DEFAULT_FREQUENCY_HZ);
-                if !(1..=MAX_FREQUENCY_HZ).contains(&hz) {
-                    return Err(bad(format!("freq is not 1 to {MAX_FREQUENCY_HZ}")));
-                }
-                Some(hz)
-            }
-        },
-    })
-}
-
-/// A config file's duration `key` (`default` when absent); an error names the key and what it
-/// must be, never the value.
-fn file_duration(
-    key: &str,
-    text: Option<&str>,
-    default: Duration,
-    range: super::duration::Range,
-) -> Result<Duration, String> {
-    text.map_or(Ok(default), |t| super::duration::parse_in(t, range))
-        .map_err(|_| format!("{key} is not {}", super::duration::hint(range)))
-}
-
-/// A config file's tracing settings over the command line's (`default`); errors quote no
-/// value.
-fn file_tracing(file: &File, default: &Tracing) -> Result<Tracing, String> {
-    use super::duration::{INTERVAL, TRACE_MAX, TRACE_ON};
-    let on = match file.trace_on.as_deref() {
-        None => default.on,
-        Some("off") => TraceOn::Off,
-        text => TraceOn::Wait(file_duration("trace_on", text, Duration::ZERO, TRACE_ON)?),
-    };
-    Ok(Tracing {
-        tier: file.tier.unwrap_or(default.tier),
-        window: file_duration(
-            "trace_window",
-            file.trace_window.as_deref(),
-            default.window,
-            INTERVAL,
-        )?,
-        max: file_duration(
-            "trace_max",
-            file.trace_max.as_deref(),
-            default.max,
-            TRACE_MAX,
-        )?,
-        on,
-    })
-}
-
-/// A config file's capture settings over the command line's (`default`), not yet checked
-/// against the interval; errors quote no value.
-fn file_capture(file: &File, default: &Capture) -> Result<Capture, String> {
-    let mut capture = default.clone();
-    if let Some(on) = &file.capture_on {
-        capture.on = on
-            .iter()
-            .map(|t| Trigger::parse(t))
-            .collect::<Result<_, _>>()
-            .map_err(|_| format!("capture_on names no rule (rules: {})", Trigger::names()))?;
-    }
-    if let Some(dir) = &file.capture_dir {
-        capture.dir = dir.clone();
-    }
-    let duration = |key, text: &Option<String>, default| match text.as_deref() {
-        Some("0") => Ok(Duration::ZERO),
-        text => file_duration(key, text, default, super::duration::CAPTURE),
-    };
-    capture.window = duration("capture_window", &file.capture_window, capture.window)?;
-    capture.after = duration("capture_after", &file.capture_after, capture.after)?;
-    capture.every = duration("capture_every", &file.capture_every, capture.every)?;
-    if let Some(max) = file.capture_max {
-        if !(1..=CAPTURE_MAX_LIMIT).contains(&max) {
-            return Err(format!("capture_max is not 1 to {CAPTURE_MAX_LIMIT}"));
-        }
-        capture.max = max;
-    }
-    Ok(capture)
-}
-
-/// A TOML or type error of a config file as one line naming the line and key, never the value
-/// (serde's messages quote it: ``unknown variant `…` ``, ``invalid type: string "…"``): the
-/// message keeps only what was expected.
-fn toml_error(text: &str, e: &toml::de::Error) -> String {
-    let at = e.span().and_then(|span| {
-        let before = text.get(..span.start)?;
-        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-        let line_text = text[line_start..].lines().next().unwrap_or("");
-        let line = before.matches('\n').count() + 1;
-        let key = line_text
-            .split_once('=')
-            .map(|(k, _)| k.trim())
-            .filter(|k| !k.is_empty() && k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'));
-        Some(match key {
-            Some(key) => format!("line {line}, key {key}: "),
-            None => format!("line {line}: "),
-        })
-    });
-    let message = e.message().lines().next().unwrap_or("").trim();
-    // serde's messages about a value describe it before ", expected …"; the parser's own
-    // (`key with no value, expected `=``) and `unknown field `x`` quote no value.
-    const ABOUT_A_VALUE: [&str; 4] = [
-        "invalid type",
-        "invalid value",
-        "unknown variant",
-        "invalid length",
-    ];
-    let said = match message.split_once(", expected ") {
-        Some((about, expected)) if ABOUT_A_VALUE.iter().any(|p| about.starts_with(p)) => {
-            format!("a value it does not take: expected {expected}")
-        }
-        _ if ABOUT_A_VALUE.iter().any(|p| message.starts_with(p)) => {
-            "a value it does not take".to_string()
-        }
-        _ => message.to_string(),
-    };
-    format!("{}{said}", at.unwrap_or_default())
 }

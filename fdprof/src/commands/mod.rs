@@ -5,7 +5,6 @@ pub(crate) mod args;
 pub(crate) mod command_output;
 pub(crate) mod daemon;
 pub(crate) mod doctor;
-pub(crate) mod duration;
 pub(crate) mod export;
 pub(crate) mod flamegraph;
 pub(crate) mod generate;

@@ -42,7 +42,7 @@ pub(crate) struct WorkloadArgs {
     pub fds: Option<u32>,
 
     /// How long to run (e.g. 5s, 500ms, 1m) [default: 5s]
-    #[arg(short = 'd', long, value_parser = super::duration::parse_run_length, conflicts_with = "ops")]
+    #[arg(short = 'd', long, value_parser = fdprof_profiler::duration::parse_run_length, conflicts_with = "ops")]
     pub duration: Option<Duration>,
 
     /// Exactly K ops per task instead of a duration (deterministic runs)

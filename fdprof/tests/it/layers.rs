@@ -18,6 +18,8 @@ fn library_src() -> PathBuf {
 /// Each top-level module and the modules it may use, besides itself and the test fixtures.
 const MAY_USE: &[(&str, &[&str])] = &[
     ("error", &[]),
+    // A bound in an error is written as the figures write a duration.
+    ("duration", &["render"]),
     ("output", &["procfs", "error"]),
     ("procfs", &[]),
     ("privileges", &["procfs", "error", "escape"]),

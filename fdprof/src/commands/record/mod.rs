@@ -25,7 +25,7 @@ pub(crate) struct RecordArgs {
     pub target: TargetArgs,
     /// Stop after this long (e.g. 10s, 500ms, 2m; 1 ms to 365 days); otherwise at Ctrl-C or when
     /// the target exits. A command still running then is sent SIGTERM (SIGKILL 5 s later)
-    #[arg(short, long, value_parser = super::duration::parse_run_length)]
+    #[arg(short, long, value_parser = fdprof_profiler::duration::parse_run_length)]
     pub duration: Option<Duration>,
     /// Where to write the recording, mode 0600; - for standard output. Only a regular file is
     /// ever replaced
@@ -34,7 +34,7 @@ pub(crate) struct RecordArgs {
     /// Also keep a per-interval series of this length (10 ms to 1 h): counts, waits and table
     /// figures per interval, which `report` shows as rates over time and `top --from` plays back.
     /// About 0.1 to 2 KB an interval: at 1 s, hours fit in the 64 MiB `report` reads
-    #[arg(long, value_parser = super::duration::parse_interval)]
+    #[arg(long, value_parser = fdprof_profiler::duration::parse_interval)]
     pub interval: Option<Duration>,
     #[command(flatten)]
     pub probe: ProbeArgs,

@@ -43,12 +43,12 @@ pub(crate) struct TopArgs {
     #[command(flatten)]
     pub target: TargetArgs,
     /// Time between updates (10 ms to 1 h)
-    #[arg(long, default_value = "1s", value_parser = super::duration::parse_interval)]
+    #[arg(long, default_value = "1s", value_parser = fdprof_profiler::duration::parse_interval)]
     pub interval: Duration,
     #[command(flatten)]
     pub probe: ProbeArgs,
     /// Report each file_lock wait longer than this as an event (1 µs to 10 s)
-    #[arg(long, value_parser = super::duration::parse_slow)]
+    #[arg(long, value_parser = fdprof_profiler::duration::parse_slow)]
     pub slow: Option<Duration>,
     /// Print one plain-text block per interval, as `top -b` does (the default when standard
     /// output is not a terminal); otherwise the interactive screen

@@ -1,19 +1,22 @@
-//! What the daemon watches and how: from the command line, or from a config file that SIGHUP
-//! reads again. The parsing is the command's (`commands/daemon.rs`); this is the typed result.
+//! What the daemon watches and how: from the command line ([`Defaults`], the flags the
+//! command parses), or from a config file ([`Reload`]) whose keys override them and that SIGHUP
+//! reads again. These are the typed results; the submodules check and read them.
+
+mod defaults;
+pub mod durations;
+mod file;
+mod targets;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Result;
 use fdprof_figures::Rule;
 
 use super::capture_dir;
 
-/// Reads the config again (SIGHUP), on a thread of its own; `None` when the daemon has no
-/// config file.
-pub type Reload = Arc<dyn Fn() -> Result<Watch> + Send + Sync>;
+pub use defaults::Defaults;
+pub use file::Reload;
 
 /// The processes the daemon profiles.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -155,7 +158,7 @@ impl Trigger {
     }
 
     /// Every trigger's name, for errors: `shared-table, …, slow-wait`.
-    pub fn names() -> String {
+    pub(crate) fn names() -> String {
         let names: Vec<&str> = Rule::ALL
             .iter()
             .map(|r| r.name())
@@ -186,10 +189,25 @@ impl Capture {
     pub const AFTER: &str = "10s";
     pub const EVERY: &str = "10m";
     pub const MAX: usize = 50;
+    /// The most `--capture-max` (and the file's `capture_max`) may ask for.
+    pub const MAX_LIMIT: usize = 10_000;
+
+    /// These settings when some rule is named, checked (the directory, the window); `None`
+    /// when none is.
+    fn checked(self, interval: Duration) -> Result<Option<Capture>, String> {
+        if self.on.is_empty() {
+            return Ok(None);
+        }
+        if self.dir.as_os_str().is_empty() {
+            return Err("capture_on needs capture_dir".into());
+        }
+        self.check(interval)?;
+        Ok(Some(self))
+    }
 
     /// Refuses settings the daemon cannot honour at `interval`: a window longer than the
     /// intervals it keeps, or a directory it must not write into. One line.
-    pub fn check(&self, interval: Duration) -> Result<(), String> {
+    fn check(&self, interval: Duration) -> Result<(), String> {
         let kept = interval.saturating_mul(bounds::INTERVALS as u32);
         if self.window + self.after + interval > kept {
             return Err(format!(

@@ -1,40 +1,41 @@
 //! Duration arguments: `5s`, `500ms`, `100us`, `1m`, `1.5s`, `2h`; a bare number is seconds.
 //!
 //! Each option states the range it accepts, and a value outside it is refused with a clear
-//! message (clap exits 2), never clamped: `-d` takes 1 ms to 365 days.
+//! message (clap exits 2), never clamped: `-d` takes 1 ms to 365 days. The ranges only the
+//! daemon takes are its config's (`fdprof_daemon::config::durations`).
 
 use std::time::Duration;
 
 /// The range a duration option accepts.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Range {
+pub struct Range {
     pub min: Duration,
     pub max: Duration,
 }
 
 /// `-d` of `record` and `workload`: below 1 ms nothing can be measured; past a year is a typo,
 /// and far past it would overflow the clock arithmetic.
-pub(crate) const RUN_LENGTH: Range = Range {
+pub const RUN_LENGTH: Range = Range {
     min: Duration::from_millis(1),
     max: Duration::from_secs(365 * 24 * 3600),
 };
 
 /// `top --interval`: shorter than 10 ms the snapshots themselves would be the load; longer than
 /// an hour is not live.
-pub(crate) const INTERVAL: Range = Range {
+pub const INTERVAL: Range = Range {
     min: Duration::from_millis(10),
     max: Duration::from_secs(3600),
 };
 
 /// `top --slow`: a wait threshold, from the shortest wait worth a record of its own to far past
 /// any sane one.
-pub(crate) const SLOW: Range = Range {
+pub const SLOW: Range = Range {
     min: Duration::from_micros(1),
     max: Duration::from_secs(10),
 };
 
 /// Parses a duration such as `5s`, `500ms`, `1m` and checks it against `range`.
-pub(crate) fn parse_in(text: &str, range: Range) -> Result<Duration, String> {
+pub fn parse_in(text: &str, range: Range) -> Result<Duration, String> {
     let text = text.trim();
     let split = text
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
@@ -77,7 +78,7 @@ pub(crate) fn parse_in(text: &str, range: Range) -> Result<Duration, String> {
 
 /// What a duration of `range` must be, without the value given (a config file's errors never
 /// quote its values): `a duration from 10 ms to 1 h (e.g. 5s, 500ms, 1m)`.
-pub(crate) fn hint(range: Range) -> String {
+pub fn hint(range: Range) -> String {
     format!(
         "a duration from {} to {} (e.g. 5s, 500ms, 1m)",
         shown(range.min),
@@ -91,62 +92,23 @@ fn shown(d: Duration) -> String {
     if d.as_secs() >= DAY && d.as_secs().is_multiple_of(DAY) && d.subsec_nanos() == 0 {
         format!("{} days", d.as_secs() / DAY)
     } else {
-        fdprof_profiler::render::human::duration(d.as_nanos() as u64)
+        crate::render::human::duration(d.as_nanos() as u64)
     }
 }
 
 /// The parser for `-d` (clap `value_parser`).
-pub(crate) fn parse_run_length(text: &str) -> Result<Duration, String> {
+pub fn parse_run_length(text: &str) -> Result<Duration, String> {
     parse_in(text, RUN_LENGTH)
 }
 
 /// The parser for `top --interval`.
-pub(crate) fn parse_interval(text: &str) -> Result<Duration, String> {
+pub fn parse_interval(text: &str) -> Result<Duration, String> {
     parse_in(text, INTERVAL)
 }
 
 /// The parser for `top --slow`.
-pub(crate) fn parse_slow(text: &str) -> Result<Duration, String> {
+pub fn parse_slow(text: &str) -> Result<Duration, String> {
     parse_in(text, SLOW)
-}
-
-/// `daemon --capture-window`, `--capture-after`, `--capture-every`: `0` (none) to a day.
-pub(crate) const CAPTURE: Range = Range {
-    min: Duration::from_millis(1),
-    max: Duration::from_secs(24 * 3600),
-};
-
-/// `daemon --trace-max`: full tracing per hour, from a second to all of it.
-pub(crate) const TRACE_MAX: Range = Range {
-    min: Duration::from_secs(1),
-    max: Duration::from_secs(3600),
-};
-
-/// `daemon --trace-on`: a `file_lock` wait per second, from 1 µs to all of it.
-pub(crate) const TRACE_ON: Range = Range {
-    min: Duration::from_micros(1),
-    max: Duration::from_secs(1),
-};
-
-pub(crate) fn parse_trace_max(text: &str) -> Result<Duration, String> {
-    parse_in(text, TRACE_MAX)
-}
-
-/// The parser for `daemon --trace-on`; `off` is none.
-pub(crate) fn parse_trace_on(text: &str) -> Result<fdprof_daemon::config::TraceOn, String> {
-    use fdprof_daemon::config::TraceOn;
-    match text.trim() {
-        "off" => Ok(TraceOn::Off),
-        _ => parse_in(text, TRACE_ON).map(TraceOn::Wait),
-    }
-}
-
-/// The parser for the daemon's capture durations; `0` is none.
-pub(crate) fn parse_capture(text: &str) -> Result<Duration, String> {
-    match text.trim() {
-        "0" => Ok(Duration::ZERO),
-        _ => parse_in(text, CAPTURE),
-    }
 }
 
 #[cfg(test)]
