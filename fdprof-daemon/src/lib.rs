@@ -1,8 +1,14 @@
-//! `fdprof daemon`: an always-on service. One tokio runtime runs the collector ([`watcher`]:
+//! `fdprof daemon`: an always-on service. One tokio runtime runs the collector (`watcher`:
 //! a profiler per target process, attached and finished as processes come and go, their deltas
-//! added up per target name each interval into [`history`]) and the read-only HTTP endpoints
-//! ([`http`]) that serve those figures: Prometheus metrics, reports, flamegraphs and a stream.
+//! added up per target name each interval into `history`) and the read-only HTTP endpoints
+//! (`http`) that serve those figures: Prometheus metrics, reports, flamegraphs and a stream.
 //! SIGHUP reloads the config; SIGTERM and SIGINT detach everything and end it.
+//!
+//! The API is what `fdprof daemon`'s command needs: [`hold_signals`] before any thread starts,
+//! then [`run`] serves a [`config::Config`] until SIGTERM; [`config`] holds the typed settings,
+//! the flags' defaults and ranges, and the config file's reader ([`config::Reload`], which
+//! SIGHUP runs again); [`log`] is the daemon's log; [`server`] and [`access`] name the bounds and
+//! the token directory the flags and `doctor` speak of. Everything else is the service's own.
 
 #![warn(unreachable_pub)]
 

@@ -1,10 +1,15 @@
 //! `fdprof top`'s screen: a terminal UI over the intervals a live profiler streams.
 //!
-//! [`state`] holds what the screen shows and turns keys into changes (no drawing); [`draw`]
-//! lays one frame out from a [`State`] (no state changes); [`app`] runs the terminal: raw
+//! [`state`] holds what the screen shows and turns keys into changes (no drawing); `draw`
+//! lays one frame out from a `State` (no state changes); `app` runs the terminal: raw
 //! mode, the alternate screen, keys and updates multiplexed. Figures come computed from
-//! `analysis` (one [`Report`] per interval and one cumulative); the screen only chooses,
+//! `fdprof_profiler::analysis` (one [`Report`] per interval and one cumulative); the screen only chooses,
 //! orders and formats them.
+//!
+//! The API: [`run`] drives the screen over a channel of [`Update`]s (an interval with the
+//! cumulative report, or what a save came to) and hands each key the screen does not keep to
+//! its caller as an [`Action`]; it ends with an [`Exit`]. [`state::HISTORY`] is how many
+//! intervals the screen keeps, which the caller keeps too.
 
 #![warn(unreachable_pub)]
 
