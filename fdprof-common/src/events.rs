@@ -3,7 +3,7 @@
 
 /// `EventRecord::kind` values.
 pub mod kind {
-    /// A wait of at least `SLOW_NS` for a lock, seen at `contention_end`.
+    /// A wait of at least `Settings::slow_ns` for a lock, seen at `contention_end`.
     pub const SLOW_WAIT: u32 = 1;
     /// The target's fd table grew.
     pub const EXPANSION: u32 = 2;

@@ -1,6 +1,7 @@
 //! Records, map keys and constants shared by fdprof's eBPF programs and its user space. Defined
 //! once here so both sides agree on every layout and index.
 #![no_std]
+#![warn(unreachable_pub)]
 
 #[cfg(feature = "serde")]
 extern crate alloc;
@@ -13,6 +14,7 @@ pub mod fnops;
 pub mod probes;
 pub mod process;
 pub mod session;
+pub mod settings;
 pub mod syscalls;
 pub mod targets;
 pub mod trace;

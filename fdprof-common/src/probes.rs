@@ -1,7 +1,8 @@
-//! The attach contract: the names of the object's maps, programs and load-time settings, the
-//! probe roles and the modes they attach in. User space attaches by these names; the eBPF side
-//! declares its items under exactly these identifiers, and a test of `fdprof`
-//! (`object_matches_the_contract`) checks the built object against every one of them.
+//! The attach contract: the names of the object's maps and programs, the probe roles and the
+//! modes they attach in (the load-time settings are `settings`'). User space attaches by these
+//! names; the eBPF side declares its items under exactly these identifiers, and a test of
+//! `fdprof-profiler` (`object_matches_the_contract`) checks the built object against every one
+//! of them.
 
 /// Maps of the profiler object.
 pub mod map {
@@ -78,105 +79,6 @@ pub mod map {
         EXITED,
         ENDED,
     ];
-}
-
-/// Read-only globals the loader writes before load: the target filter and the struct offsets
-/// found in the kernel's BTF (the programs carry no CO-RE relocations).
-pub mod setting {
-    pub const TARGET_KIND: &str = "TARGET_KIND";
-    pub const TARGET_ID: &str = "TARGET_ID";
-    pub const OFF_TASK_FILES: &str = "OFF_TASK_FILES";
-    pub const OFF_FILES_NEXT_FD: &str = "OFF_FILES_NEXT_FD";
-    pub const OFF_FILES_FDT: &str = "OFF_FILES_FDT";
-    pub const OFF_FILES_FILE_LOCK: &str = "OFF_FILES_FILE_LOCK";
-    pub const OFF_FDT_MAX_FDS: &str = "OFF_FDT_MAX_FDS";
-    pub const OFF_FDT_OPEN_FDS: &str = "OFF_FDT_OPEN_FDS";
-    /// Which argument of the allocator is `start`: 0 for `alloc_fd`, 1 for `__alloc_fd`.
-    pub const ALLOC_START_ARG: &str = "ALLOC_START_ARG";
-    /// Offsets of `task_struct.signal` and `signal_struct.live` (thread exits).
-    pub const OFF_TASK_SIGNAL: &str = "OFF_TASK_SIGNAL";
-    /// Offset of `task_struct.tgid` (a forked child's pid, for the trace).
-    pub const OFF_TASK_TGID: &str = "OFF_TASK_TGID";
-    pub const OFF_SIGNAL_LIVE: &str = "OFF_SIGNAL_LIVE";
-    /// Waits of at least this many ns are sent as slow-wait events (u64).
-    pub const SLOW_NS: &str = "SLOW_NS";
-    /// Offsets of `task_struct.mm`, `mm_struct.mmap_lock`, `task_struct.sighand` and
-    /// `sighand_struct.siglock` (locks recognised by kind); `u32::MAX` when absent.
-    pub const OFF_TASK_MM: &str = "OFF_TASK_MM";
-    pub const OFF_MM_MMAP_LOCK: &str = "OFF_MM_MMAP_LOCK";
-    pub const OFF_TASK_SIGHAND: &str = "OFF_TASK_SIGHAND";
-    pub const OFF_SIGHAND_SIGLOCK: &str = "OFF_SIGHAND_SIGLOCK";
-    /// Offsets of `task_struct.se.cfs_rq` (one sum), `cfs_rq.rq` and `rq.__lock` (`rq.lock`
-    /// before 5.14): the running task's runqueue lock is told by its address, as `perf lock
-    /// contention` tells it; `u32::MAX` when absent (no `CONFIG_FAIR_GROUP_SCHED`).
-    pub const OFF_TASK_CFS_RQ: &str = "OFF_TASK_CFS_RQ";
-    pub const OFF_CFS_RQ_RQ: &str = "OFF_CFS_RQ_RQ";
-    pub const OFF_RQ_LOCK: &str = "OFF_RQ_LOCK";
-    /// The kernel image's data, `[start, end)` (u64): a lock there is static, named by its
-    /// symbol. Both 0 when kallsyms does not list the image's data.
-    pub const IMAGE_START: &str = "IMAGE_START";
-    pub const IMAGE_END: &str = "IMAGE_END";
-    /// 1: fd syscalls are timed entry to exit (`--latency`); 0: only counted (u32).
-    pub const LATENCY: &str = "LATENCY";
-    /// 1: every fd-table operation of the target is sent to `TRACE` (`record --trace`) (u32).
-    pub const TRACE_ON: &str = "TRACE_ON";
-    /// 1: under `target_kind::TGID`, the processes the target starts (and theirs) are followed
-    /// from their fork until they end, their figures added to the target's (a launched command)
-    /// (u32). Forks are seen with tp_btf only.
-    pub const CHILDREN: &str = "CHILDREN";
-    /// Offsets of `cgroup.kn`, `kernfs_node.id`, `cgroup.root` and `cgroup_root.hierarchy_id`
-    /// (a process moved into a followed cgroup); `u32::MAX` when absent.
-    pub const OFF_CGROUP_KN: &str = "OFF_CGROUP_KN";
-    pub const OFF_KERNFS_ID: &str = "OFF_KERNFS_ID";
-    pub const OFF_CGROUP_ROOT: &str = "OFF_CGROUP_ROOT";
-    pub const OFF_ROOT_HIERARCHY: &str = "OFF_ROOT_HIERARCHY";
-    /// 1: the kernel has `bpf_get_current_task_btf` (5.11+), so the BTF-typed programs read the
-    /// task's fields by direct loads; 0: through the read helper (u32). Found by trial.
-    pub const TASK_BTF: &str = "TASK_BTF";
-    pub const ALL: [&str; 30] = [
-        TARGET_KIND,
-        TARGET_ID,
-        OFF_TASK_FILES,
-        OFF_FILES_NEXT_FD,
-        OFF_FILES_FDT,
-        OFF_FILES_FILE_LOCK,
-        OFF_FDT_MAX_FDS,
-        OFF_FDT_OPEN_FDS,
-        ALLOC_START_ARG,
-        OFF_TASK_SIGNAL,
-        OFF_SIGNAL_LIVE,
-        OFF_TASK_TGID,
-        SLOW_NS,
-        OFF_TASK_MM,
-        OFF_MM_MMAP_LOCK,
-        OFF_TASK_SIGHAND,
-        OFF_SIGHAND_SIGLOCK,
-        OFF_TASK_CFS_RQ,
-        OFF_CFS_RQ_RQ,
-        OFF_RQ_LOCK,
-        IMAGE_START,
-        IMAGE_END,
-        LATENCY,
-        TRACE_ON,
-        CHILDREN,
-        OFF_CGROUP_KN,
-        OFF_KERNFS_ID,
-        OFF_CGROUP_ROOT,
-        OFF_ROOT_HIERARCHY,
-        TASK_BTF,
-    ];
-}
-
-/// `TARGET_KIND` values: what the programs' filter lets through.
-pub mod target_kind {
-    /// Every process but `TARGET_ID`, fdprof's own.
-    pub const ALL: u32 = 0;
-    /// Every thread of the process `TARGET_ID`.
-    pub const TGID: u32 = 1;
-    /// The thread `TARGET_ID` only.
-    pub const TID: u32 = 2;
-    /// The processes in `TARGETS` (`targets`), but `TARGET_ID` (fdprof's own).
-    pub const SET: u32 = 3;
 }
 
 /// What a probe role observes. The first six are kernel functions, probed directly (fentry or

@@ -1,4 +1,4 @@
-//! The target set (`TARGET_KIND` = `target_kind::SET`): the processes one loaded program set
+//! The target set (`Settings::target_kind` = `target_kind::SET`): the processes one loaded program set
 //! profiles, as entries of the `TARGETS` map that user space fills (`-p`, several times) and the
 //! programs extend in the kernel (a `--comm` name at exec and rename, a target's children at
 //! fork). Its figures are kept per process (`process`), as under `-a`.

@@ -23,7 +23,7 @@ use aya_ebpf::{
         bpf_get_current_task_btf, bpf_ktime_get_ns, bpf_probe_read_kernel, bpf_task_pt_regs,
     },
     macros::{btf_tracepoint, map, tracepoint},
-    maps::{HashMap, PerCpuArray},
+    maps::{HashMap, PerCpuArray, StackTrace},
     programs::tracing::StackIdContext,
     programs::{BtfTracePointContext, TracePointContext},
 };
@@ -38,8 +38,11 @@ use fdprof_common::{
 };
 
 use crate::{
+    counters::{GLOBALS, add, dropped},
+    filter,
     kernel::{self, OwnLock},
-    maps,
+    settings::slow_ns,
+    streams,
 };
 
 /// Nesting depth of spin waits on one CPU (task, softirq, hardirq, NMI).
@@ -48,7 +51,7 @@ const SPIN_LEVELS: u32 = 4;
 /// This CPU's open spin waits, one per nesting level, in one element: one lookup finds them all.
 #[repr(C)]
 #[derive(Clone, Copy)]
-pub struct SpinWaits {
+struct SpinWaits {
     levels: [OpenWait; SPIN_LEVELS as usize],
 }
 
@@ -69,12 +72,16 @@ static SITE_WAITS: PerCpuArray<SiteWaits> = PerCpuArray::with_max_entries(SITES,
 #[map]
 static SITE_OWNERS: HashMap<u32, SiteKey> = HashMap::with_max_entries(SITES, 0);
 
+/// The stacks of the contention sites (`SiteKey`'s ids).
+#[map]
+static STACKS: StackTrace = StackTrace::with_max_entries(16384, 0);
+
 const BPF_NOEXIST: u64 = 1;
 
 /// Where a contention happens, as far as can be told without walking a stack.
 #[repr(C)]
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub struct StackSite {
+struct StackSite {
     lock: u64,
     /// From the task's user registers: syscall number (`orig_ax`), return point and stack.
     syscall: u64,
@@ -88,7 +95,7 @@ pub struct StackSite {
 /// waits, and their element of `SITE_WAITS`.
 #[repr(C)]
 #[derive(Clone, Copy)]
-pub struct CachedSite {
+struct CachedSite {
     site: StackSite,
     key: SiteKey,
     index: u32,
@@ -142,10 +149,10 @@ fn slot_of(s: &StackSite) -> u32 {
 
 #[inline(always)]
 fn stack_id<C: StackIdContext>(ctx: &C, flags: u64, reason: u32) -> i32 {
-    match ctx.get_stackid(&maps::STACKS, flags) {
+    match ctx.get_stackid(&STACKS, flags) {
         Ok(id) => id as i32,
         Err(_) => {
-            maps::dropped(drop::PROBE_CONTENTION, reason);
+            dropped(drop::PROBE_CONTENTION, reason);
             -1
         }
     }
@@ -169,7 +176,7 @@ fn site_waits<C: StackIdContext>(ctx: &C, site: &StackSite, lock: u64, btf: bool
         if (*c).site == *site && (*c).index < SITES {
             (*c).uses += 1;
             if (*c).uses % STACK_REFRESH != 0 {
-                maps::add(&maps::GLOBALS, global::STACK_REUSES, 1);
+                add(&GLOBALS, global::STACK_REUSES, 1);
                 return Some(Cell {
                     key: (*c).key,
                     index: (*c).index,
@@ -186,10 +193,10 @@ fn site_waits<C: StackIdContext>(ctx: &C, site: &StackSite, lock: u64, btf: bool
         lock: identify(lock, site.flags, btf),
         kernel_stack: stack_id(ctx, 0, drop::KERNEL_STACK),
         user_stack: stack_id(ctx, u64::from(BPF_F_USER_STACK), drop::USER_STACK),
-        tgid: kernel::process_of_all().unwrap_or(0),
+        tgid: filter::process_of_all().unwrap_or(0),
         _pad: 0,
     };
-    maps::add(&maps::GLOBALS, global::STACK_WALKS, 1);
+    add(&GLOBALS, global::STACK_WALKS, 1);
     let index = index_of(&key);
     // SAFETY: as above.
     unsafe {
@@ -197,7 +204,7 @@ fn site_waits<C: StackIdContext>(ctx: &C, site: &StackSite, lock: u64, btf: bool
         (*c).index = index.unwrap_or(SITES);
     }
     let walk_ns = unsafe { bpf_ktime_get_ns() }.saturating_sub(walk_start);
-    maps::add(&maps::GLOBALS, global::WALK_NS, walk_ns);
+    add(&GLOBALS, global::WALK_NS, walk_ns);
     Some(Cell {
         key,
         index: index?,
@@ -228,18 +235,18 @@ fn index_of(key: &SiteKey) -> Option<u32> {
         if claimed || unsafe { SITE_OWNERS.get(i) } == Some(key) {
             // Another CPU may have given the key another element meanwhile: the first in
             // `SITE_INDEX` is the one used.
-            let _ = SITE_INDEX.insert(key, &i, BPF_NOEXIST);
+            let _ = SITE_INDEX.insert(key, i, BPF_NOEXIST);
             return unsafe { SITE_INDEX.get(key) }.copied();
         }
     }
-    maps::dropped(drop::PROBE_CONTENTION, drop::MAP_FULL);
+    dropped(drop::PROBE_CONTENTION, drop::MAP_FULL);
     None
 }
 
 /// Which lock `lock` is: the target's `file_lock`, one recognised by kind, or else its class
 /// from the tracepoint's flags, with its address when it is static.
 #[inline(always)]
-pub fn identify(lock: u64, flags: u32, btf: bool) -> LockIdentity {
+pub(crate) fn identify(lock: u64, flags: u32, btf: bool) -> LockIdentity {
     let mut known = KnownLock::None;
     let class = if flags & lcb::F_SPIN != 0 {
         if kernel::own_lock(OwnLock::FileLock, btf) == lock {
@@ -277,6 +284,10 @@ const NEST_SHIFT: u32 = 16;
 
 /// The first free level of this CPU's open spin waits; `None` when all are taken.
 #[inline(always)]
+#[allow(
+    clippy::manual_find,
+    reason = "the loop the verifiers were checked with: `find` builds other code"
+)]
 fn free_spin_level() -> Option<u32> {
     let waits = SPIN_WAITS.get_ptr(0)?;
     for level in 0..SPIN_LEVELS {
@@ -293,7 +304,7 @@ fn begin<C: StackIdContext>(ctx: &C, lock: u64, flags: u32, btf: bool) {
     // The wait starts here: what follows is probe time inside the measured wait, but for a
     // stack walk (1 in STACK_REFRESH per site), which is left out.
     let start_ns = unsafe { bpf_ktime_get_ns() };
-    let Some(tid) = kernel::target_tid() else {
+    let Some(tid) = filter::target_tid() else {
         return;
     };
     let spin = flags & lcb::F_SPIN != 0;
@@ -301,7 +312,7 @@ fn begin<C: StackIdContext>(ctx: &C, lock: u64, flags: u32, btf: bool) {
         match free_spin_level() {
             Some(level) => level,
             None => {
-                maps::dropped(drop::PROBE_CONTENTION, drop::MAP_FULL);
+                dropped(drop::PROBE_CONTENTION, drop::MAP_FULL);
                 return;
             }
         }
@@ -330,20 +341,20 @@ fn begin<C: StackIdContext>(ctx: &C, lock: u64, flags: u32, btf: bool) {
                 }
             }
         }
-        maps::dropped(drop::PROBE_CONTENTION, drop::MAP_FULL);
+        dropped(drop::PROBE_CONTENTION, drop::MAP_FULL);
     } else {
         // Only the first begin of a sleeping wait counts.
         if SLEEP_WAITS.insert(tid, wait, BPF_NOEXIST).is_err() && SLEEP_WAITS.get_ptr(tid).is_none()
         {
-            maps::dropped(drop::PROBE_CONTENTION, drop::MAP_FULL);
+            dropped(drop::PROBE_CONTENTION, drop::MAP_FULL);
         }
     }
 }
 
 /// Thread `tid` ended: an open sleeping wait of its own, whose end never came, goes.
 #[inline(always)]
-pub fn thread_ended(tid: u32) {
-    let _ = SLEEP_WAITS.remove(&tid);
+pub(crate) fn thread_ended(tid: u32) {
+    let _ = SLEEP_WAITS.remove(tid);
 }
 
 /// Takes this CPU's open spin wait for `lock`: no helper call, so a task that is not profiled
@@ -366,7 +377,7 @@ fn take_spin_wait(lock: u64) -> Option<OpenWait> {
 
 #[inline(always)]
 fn take_sleep_wait(lock: u64) -> Option<OpenWait> {
-    let tid = kernel::target_tid()?;
+    let tid = filter::target_tid()?;
     let wait = SLEEP_WAITS.get_ptr(tid).map(|p| unsafe { *p })?;
     if wait.lock_addr != lock {
         return None;
@@ -393,8 +404,8 @@ fn end(lock: u64) {
             (*w).slots[slot] += 1;
         }
     }
-    if ns >= kernel::slow_ns() {
-        maps::emit(EventRecord {
+    if ns >= slow_ns() {
+        streams::emit(EventRecord {
             kind: kind::SLOW_WAIT,
             value: ns,
             lock: wait.site.lock,
@@ -406,20 +417,20 @@ fn end(lock: u64) {
 }
 
 #[btf_tracepoint(function = "contention_begin")]
-pub fn fdprof_lock_begin(ctx: BtfTracePointContext) -> i32 {
+pub(crate) fn fdprof_lock_begin(ctx: BtfTracePointContext) -> i32 {
     begin(&ctx, ctx.arg::<u64>(0), ctx.arg::<u32>(1), true);
     0
 }
 
 #[btf_tracepoint(function = "contention_end")]
-pub fn fdprof_lock_end(ctx: BtfTracePointContext) -> i32 {
+pub(crate) fn fdprof_lock_end(ctx: BtfTracePointContext) -> i32 {
     end(ctx.arg::<u64>(0));
     0
 }
 
 /// Classic tracepoint layout: `lock_addr` at 8, `flags` at 16.
 #[tracepoint]
-pub fn fdprof_tp_lock_begin(ctx: TracePointContext) -> u32 {
+pub(crate) fn fdprof_tp_lock_begin(ctx: TracePointContext) -> u32 {
     if let (Ok(lock), Ok(flags)) = unsafe { (ctx.read_at::<u64>(8), ctx.read_at::<u32>(16)) } {
         begin(&ctx, lock, flags, false);
     }
@@ -427,7 +438,7 @@ pub fn fdprof_tp_lock_begin(ctx: TracePointContext) -> u32 {
 }
 
 #[tracepoint]
-pub fn fdprof_tp_lock_end(ctx: TracePointContext) -> u32 {
+pub(crate) fn fdprof_tp_lock_end(ctx: TracePointContext) -> u32 {
     if let Ok(lock) = unsafe { ctx.read_at::<u64>(8) } {
         end(lock);
     }

@@ -14,7 +14,7 @@ use fdprof_common::{
     cpu::{CpuKey, STACK_PAIRS},
 };
 
-use crate::{kernel, maps};
+use crate::{counters::dropped, filter, kernel};
 
 #[map]
 static CPU_SAMPLES: PerCpuHashMap<CpuKey, u64> = PerCpuHashMap::with_max_entries(STACK_PAIRS, 0);
@@ -34,16 +34,16 @@ fn stack_id(ctx: &PerfEventContext, flags: u64, reason: u32) -> i32 {
     match ctx.get_stackid(&CPU_STACKS, flags) {
         Ok(id) => id as i32,
         Err(_) => {
-            maps::dropped(drop::PROBE_CPU, reason);
+            dropped(drop::PROBE_CPU, reason);
             -1
         }
     }
 }
 
 #[perf_event]
-pub fn fdprof_cpu_sample(ctx: PerfEventContext) -> u32 {
+pub(crate) fn fdprof_cpu_sample(ctx: PerfEventContext) -> u32 {
     // tid 0 is a CPU's idle task, which `--all` would otherwise count as on-CPU.
-    if !matches!(kernel::target_tid(), Some(tid) if tid != 0) {
+    if !matches!(filter::target_tid(), Some(tid) if tid != 0) {
         return 0;
     }
     // SAFETY: the context is the sample's `bpf_perf_event_data`, which begins with the
@@ -63,14 +63,14 @@ pub fn fdprof_cpu_sample(ctx: PerfEventContext) -> u32 {
         } else {
             -1
         },
-        tgid: kernel::process_of_all().unwrap_or(0),
+        tgid: filter::process_of_all().unwrap_or(0),
     };
-    if let Some(count) = CPU_SAMPLES.get_ptr_mut(&key) {
+    if let Some(count) = CPU_SAMPLES.get_ptr_mut(key) {
         // SAFETY: this CPU's value; a perf-event program does not nest on a CPU.
         unsafe { *count += 1 };
-    } else if CPU_SAMPLES.insert(&key, &1, BPF_NOEXIST).is_err() {
+    } else if CPU_SAMPLES.insert(key, 1, BPF_NOEXIST).is_err() {
         // Every stack pair the map holds is taken.
-        maps::dropped(drop::PROBE_CPU, drop::MAP_FULL);
+        dropped(drop::PROBE_CPU, drop::MAP_FULL);
     }
     0
 }

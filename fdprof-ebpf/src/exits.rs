@@ -10,7 +10,7 @@
 //! marked: exactly one `PROCESS` event per process.
 //!
 //! Execs and forks of the target from `sched:sched_process_exec` and `sched_process_fork`, for
-//! the fd trace (`record --trace`) and a launched command's children (`CHILDREN`: followed from
+//! the fd trace (`record --trace`) and a launched command's children (`children`: followed from
 //! their fork, unfollowed at their end); under `-a`, the same as process starts for user space to
 //! snapshot the maps of (`PROCESS_STARTS`). Forks are seen with tp_btf only (the classic
 //! tracepoint gives no task to tell a thread from a process by); execs in every mode.
@@ -27,7 +27,13 @@ use fdprof_common::{
     process::start,
 };
 
-use crate::{contention, kernel, maps, targets, trace};
+use crate::{
+    config, contention,
+    counters::dropped,
+    filter, kernel, processes,
+    settings::{children_on, target_is_set, trace_on},
+    streams, targets, trace,
+};
 
 const BPF_NOEXIST: u64 = 1;
 
@@ -39,30 +45,30 @@ static ENDED: LruHashMap<[u64; 2], u8> = LruHashMap::with_max_entries(4096, 0);
 fn exited() {
     // First, whatever it is now: a thread that left the target set still holds its slot.
     let current = bpf_get_current_pid_tgid();
-    if kernel::process_of(current).is_some() {
-        maps::flush_thread(current as u32, (current >> 32) as u32);
+    if filter::process_of(current).is_some() {
+        processes::flush_thread(current as u32, (current >> 32) as u32);
     }
-    let Some(pid_tgid) = kernel::target_pid_tgid() else {
+    let Some(pid_tgid) = filter::target_pid_tgid() else {
         return;
     };
     // A thread that ends inside a sleeping wait (it never saw the lock) leaves no open wait.
     contention::thread_ended(pid_tgid as u32);
     let tgid = pid_tgid >> 32;
     let ends_process = match kernel::current_signal_live() {
-        Some((signal, 0)) => ENDED.insert(&[signal, tgid], &1, BPF_NOEXIST).is_ok(),
+        Some((signal, 0)) => ENDED.insert([signal, tgid], 1, BPF_NOEXIST).is_ok(),
         _ => false,
     };
-    if ends_process && (kernel::trace_on() || kernel::children_on()) {
-        kernel::unfollow(tgid as u32);
+    if ends_process && (trace_on() || children_on()) {
+        filter::unfollow(tgid as u32);
     }
     if ends_process {
         targets::ended(tgid as u32);
         // Its per-process rows are freed by user space once read.
-        if kernel::process_of(pid_tgid).is_some() {
-            maps::ended(tgid as u32);
+        if filter::process_of(pid_tgid).is_some() {
+            streams::ended(tgid as u32);
         }
     }
-    maps::emit(EventRecord {
+    streams::emit(EventRecord {
         kind: kind::EXIT,
         flags: if ends_process { flag::PROCESS } else { 0 },
         ..EventRecord::default()
@@ -70,13 +76,13 @@ fn exited() {
 }
 
 #[btf_tracepoint(function = "sched_process_exit")]
-pub fn fdprof_task_exit(_ctx: BtfTracePointContext) -> i32 {
+pub(crate) fn fdprof_task_exit(_ctx: BtfTracePointContext) -> i32 {
     exited();
     0
 }
 
 #[tracepoint]
-pub fn fdprof_tp_task_exit(_ctx: TracePointContext) -> u32 {
+pub(crate) fn fdprof_tp_task_exit(_ctx: TracePointContext) -> u32 {
     exited();
     0
 }
@@ -84,7 +90,7 @@ pub fn fdprof_tp_task_exit(_ctx: TracePointContext) -> u32 {
 /// The trace's exec events come from here in every mode: direct modes probe no raw syscall
 /// exit, and this fires once the exec has closed its close-on-exec fds.
 #[btf_tracepoint(function = "sched_process_exec")]
-pub fn fdprof_task_exec(ctx: BtfTracePointContext) -> i32 {
+pub(crate) fn fdprof_task_exec(ctx: BtfTracePointContext) -> i32 {
     let old_pid: i32 = ctx.arg(1);
     executed(old_pid as u32);
     0
@@ -92,7 +98,7 @@ pub fn fdprof_task_exec(ctx: BtfTracePointContext) -> i32 {
 
 /// `old_pid` at 16 in the record.
 #[tracepoint]
-pub fn fdprof_tp_task_exec(ctx: TracePointContext) -> u32 {
+pub(crate) fn fdprof_tp_task_exec(ctx: TracePointContext) -> u32 {
     let old_pid = unsafe { ctx.read_at::<i32>(16) }.unwrap_or(0);
     executed(old_pid as u32);
     0
@@ -105,55 +111,55 @@ pub fn fdprof_tp_task_exec(ctx: TracePointContext) -> u32 {
 #[inline(always)]
 fn executed(old_pid: u32) {
     let current = bpf_get_current_pid_tgid();
-    if old_pid != current as u32 && kernel::process_of(current).is_some() {
-        maps::flush_thread(old_pid, (current >> 32) as u32);
+    if old_pid != current as u32 && filter::process_of(current).is_some() {
+        processes::flush_thread(old_pid, (current >> 32) as u32);
     }
     targets::executed();
-    if kernel::trace_on() {
+    if trace_on() {
         trace::executed();
     }
-    maps::started((bpf_get_current_pid_tgid() >> 32) as u32, start::EXEC);
+    streams::started((bpf_get_current_pid_tgid() >> 32) as u32, start::EXEC);
 }
 
 /// Forks of the target, for the trace and a launched command's children:
 /// `sched_process_fork(parent, child)`, in the parent, before the child first runs. tp_btf
 /// only: the classic tracepoint gives no task to read the child's table from.
 #[btf_tracepoint(function = "sched_process_fork")]
-pub fn fdprof_task_fork(ctx: BtfTracePointContext) -> i32 {
+pub(crate) fn fdprof_task_fork(ctx: BtfTracePointContext) -> i32 {
     let child: u64 = ctx.arg(1);
-    if kernel::trace_on() {
+    if trace_on() {
         trace::forked(child);
     }
-    if kernel::children_on() {
+    if children_on() {
         child_started(child);
     }
-    if (kernel::starts_on() || kernel::target_is_set())
+    if (config::starts_on() || target_is_set())
         && let Some(tgid) = kernel::task_tgid(child)
         && u64::from(tgid) != bpf_get_current_pid_tgid() >> 32
     {
         targets::forked(tgid);
         // A new process (not a thread of this one) to snapshot: one that never execs runs its
         // parent's program under a pid of its own.
-        maps::started(tgid, start::FORK);
+        streams::started(tgid, start::FORK);
     }
     0
 }
 
-/// A fork by the target or a process followed (`CHILDREN`): a new process (not a thread) is
+/// A fork by the target or a process followed (`children`): a new process (not a thread) is
 /// followed from now on, its figures added to the target's; a full `FOLLOWED` is a
 /// `targets`/`map_full` drop. Any new process, whatever its table: unlike the trace, which
 /// follows only the forks with tables of their own, these count what every process does.
 #[inline(always)]
 fn child_started(child: u64) {
-    if kernel::target_tid().is_none() {
+    if filter::target_tid().is_none() {
         return;
     }
     let Some(tgid) = kernel::task_tgid(child) else {
-        maps::dropped(drop::PROBE_TARGETS, drop::READ_FAILED);
+        dropped(drop::PROBE_TARGETS, drop::READ_FAILED);
         return;
     };
     if u64::from(tgid) != bpf_get_current_pid_tgid() >> 32 {
-        kernel::follow(tgid, drop::PROBE_TARGETS);
+        filter::follow(tgid, drop::PROBE_TARGETS);
     }
 }
 
@@ -162,8 +168,8 @@ fn child_started(child: u64) {
 /// tp_btf only (the classic tracepoint names the thread, not its process): elsewhere user
 /// space reads the cgroups again each second.
 #[btf_tracepoint(function = "cgroup_attach_task")]
-pub fn fdprof_cgroup_attach(ctx: BtfTracePointContext) -> i32 {
-    if !kernel::target_is_set() || !kernel::cgroups_on() {
+pub(crate) fn fdprof_cgroup_attach(ctx: BtfTracePointContext) -> i32 {
+    if !target_is_set() || !config::cgroups_on() {
         return 0;
     }
     let cgrp: u64 = ctx.arg(0);
@@ -171,7 +177,7 @@ pub fn fdprof_cgroup_attach(ctx: BtfTracePointContext) -> i32 {
     if let (Some(to), Some(tgid)) = (kernel::cgroup_key(cgrp), kernel::task_tgid(task))
         && targets::moved(tgid, to)
     {
-        maps::started(tgid, start::MOVED);
+        streams::started(tgid, start::MOVED);
     }
     0
 }
@@ -179,8 +185,8 @@ pub fn fdprof_cgroup_attach(ctx: BtfTracePointContext) -> i32 {
 /// `task_rename(task, comm)`: the renamer is of the renamed task's process (prctl, or
 /// `/proc/PID/comm` within a process), so the current tgid is its.
 #[btf_tracepoint(function = "task_rename")]
-pub fn fdprof_task_rename(ctx: BtfTracePointContext) -> i32 {
-    if !kernel::target_is_set() || !kernel::comms_on() {
+pub(crate) fn fdprof_task_rename(ctx: BtfTracePointContext) -> i32 {
+    if !target_is_set() || !config::comms_on() {
         return 0;
     }
     let task: u64 = ctx.arg(0);
@@ -199,8 +205,8 @@ pub fn fdprof_task_rename(ctx: BtfTracePointContext) -> i32 {
 
 /// Classic `task:task_rename`: the renamed task's `pid` at 8, `newcomm` at 28.
 #[tracepoint]
-pub fn fdprof_tp_task_rename(ctx: TracePointContext) -> u32 {
-    if !kernel::target_is_set() || !kernel::comms_on() {
+pub(crate) fn fdprof_tp_task_rename(ctx: TracePointContext) -> u32 {
+    if !target_is_set() || !config::comms_on() {
         return 0;
     }
     // SAFETY: the verifier checks context loads against the tracepoint record's size.

@@ -20,12 +20,14 @@ use fdprof_common::{
     log2_slot,
 };
 
-use crate::{kernel, maps, slowpath};
-
-/// Which argument of the allocator is `start`: 0 for `alloc_fd(start, end, flags)`, 1 for
-/// `__alloc_fd(files, start, end, flags)` (≤ 5.10). Set at load.
-#[unsafe(no_mangle)]
-static ALLOC_START_ARG: u32 = 0;
+use crate::{
+    config,
+    counters::{add, set_max},
+    filter, kernel, scans,
+    settings::setting,
+    slowpath, streams,
+    syscalls::{allocator_returned, locked_now},
+};
 
 /// Threads are spread over this many slots per op (tid & (SLOTS - 1)).
 const TID_SLOTS: u32 = 1 << 14;
@@ -36,15 +38,15 @@ const OP_STRIDE: u32 = 8;
 static OPS: Array<OpState> = Array::with_max_entries(TID_SLOTS * OP_STRIDE, 0);
 
 #[map]
-pub static FN_COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(FN_COUNTER_ENTRIES, 0);
+static FN_COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(FN_COUNTER_ENTRIES, 0);
 
 #[map]
-pub static FN_HISTS: PerCpuArray<u64> = PerCpuArray::with_max_entries(FN_HIST_ENTRIES, 0);
+static FN_HISTS: PerCpuArray<u64> = PerCpuArray::with_max_entries(FN_HIST_ENTRIES, 0);
 
 /// Slow-path waits in progress on this CPU (interrupts can nest a few deep).
 #[repr(C)]
 #[derive(Clone, Copy)]
-pub struct SpinStack {
+struct SpinStack {
     depth: u32,
     _pad: u32,
     start_ns: [u64; 4],
@@ -60,13 +62,13 @@ static SPIN_STACK: PerCpuArray<SpinStack> = PerCpuArray::with_max_entries(1, 0);
 
 #[inline(always)]
 fn bump(o: u32, c: u32, n: u64) {
-    maps::add(&FN_COUNTERS, o * counter::COUNT + c, n);
+    add(&FN_COUNTERS, o * counter::COUNT + c, n);
 }
 
 #[inline(always)]
 fn fn_hist(o: u32, k: u32, v: u64) {
     let slot = log2_slot(v).min(HIST_SLOTS - 1);
-    maps::add(&FN_HISTS, (o * kind::COUNT + k) * HIST_SLOTS + slot, 1);
+    add(&FN_HISTS, (o * kind::COUNT + k) * HIST_SLOTS + slot, 1);
 }
 
 #[inline(always)]
@@ -77,7 +79,7 @@ fn op_slot(tid: u32, o: u32) -> Option<*mut OpState> {
 /// Entry of op `o`; `origin` is the allocator's scan origin (0 for other ops).
 #[inline(always)]
 fn op_enter(o: u32, origin: u32) {
-    let Some(tid) = kernel::target_tid() else {
+    let Some(tid) = filter::target_tid() else {
         return;
     };
     let Some(slot) = op_slot(tid, o) else { return };
@@ -100,7 +102,7 @@ fn op_enter(o: u32, origin: u32) {
 /// Exit of op `o`: duration, hold (= duration − slow-path wait inside) and the call itself.
 #[inline(always)]
 fn op_exit(o: u32) -> Option<OpState> {
-    let tid = kernel::target_tid()?;
+    let tid = filter::target_tid()?;
     let slot = op_slot(tid, o)?;
     // SAFETY: as in op_enter.
     let state = unsafe {
@@ -128,11 +130,11 @@ fn alloc_origin(start: u32) -> u32 {
 
 #[inline(always)]
 fn alloc_exit(ret: i64) {
-    crate::syscalls::allocator_returned();
+    allocator_returned();
     if let Some(state) = op_exit(op::ALLOC)
         && ret >= 0
     {
-        maps::record_scan(ret as u32, state.origin);
+        scans::record_scan(ret as u32, state.origin);
     }
 }
 
@@ -150,7 +152,7 @@ fn current_max_fds() -> u32 {
 /// under qemu TCG (6.1 guest: alloc hold p50 4 µs → 16 µs).
 #[inline(always)]
 fn expand_enter() {
-    let origin = if kernel::events_on() {
+    let origin = if config::events_on() {
         current_max_fds()
     } else {
         0
@@ -169,12 +171,12 @@ fn expand_exit(ret: i64) {
         bump(op::EXPAND, counter::EXPANDED, 1);
     }
     // No size before (events were off at entry): no event.
-    if state.origin == 0 || !kernel::events_on() {
+    if state.origin == 0 || !config::events_on() {
         return;
     }
     let new_max_fds = current_max_fds();
     if new_max_fds > state.origin {
-        maps::emit(EventRecord {
+        streams::emit(EventRecord {
             kind: events::kind::EXPANSION,
             flags: flag::DURATION,
             value: unsafe { bpf_ktime_get_ns() }.saturating_sub(state.start_ns),
@@ -202,13 +204,13 @@ fn current_op(tid: u32) -> u32 {
 fn spin_enter<C: EbpfContext>(ctx: &C, lock: u64) {
     // The wait starts here: the stack walk that places it (every lock's waits) is left out.
     let start = unsafe { bpf_ktime_get_ns() };
-    if kernel::target_tid().is_none() {
+    if filter::target_tid().is_none() {
         return;
     }
     let Some(stack) = SPIN_STACK.get_ptr_mut(0) else {
         return;
     };
-    let (site, start) = if kernel::slowpath_all() {
+    let (site, start) = if config::slowpath_all() {
         let site = slowpath::site(ctx, lock);
         (site, unsafe { bpf_ktime_get_ns() })
     } else {
@@ -229,7 +231,7 @@ fn spin_enter<C: EbpfContext>(ctx: &C, lock: u64) {
 
 #[inline(always)]
 fn spin_exit() {
-    let Some(tid) = kernel::target_tid() else {
+    let Some(tid) = filter::target_tid() else {
         return;
     };
     let Some(stack) = SPIN_STACK.get_ptr_mut(0) else {
@@ -262,7 +264,7 @@ fn spin_exit() {
     let o = current_op(tid);
     bump(o, counter::SLOWPATH_WAITS, 1);
     bump(o, counter::SLOWPATH_WAIT_NS, wait);
-    maps::set_max(
+    set_max(
         &FN_COUNTERS,
         o * counter::COUNT + counter::SLOWPATH_WAIT_MAX,
         wait,
@@ -280,8 +282,7 @@ fn spin_exit() {
 /// and a select of the values (the verifier refuses a ctx access at a computed offset).
 #[inline(always)]
 fn alloc_start(first: *const u64, second: *const u64) -> u32 {
-    // SAFETY: a valid static; volatile so the loader's value is read.
-    let index = unsafe { core::ptr::read_volatile(&ALLOC_START_ARG) };
+    let index = setting(|s| &s.alloc_start_arg);
     // SAFETY: both point into the program's context at fixed offsets.
     let (a, b) = unsafe {
         (
@@ -299,7 +300,7 @@ const PT_REGS_SI: usize = 13;
 // --- fentry / fexit ---
 
 #[fentry]
-pub fn fdprof_fe_alloc(ctx: FEntryContext) -> i32 {
+pub(crate) fn fdprof_fe_alloc(ctx: FEntryContext) -> i32 {
     let args = ctx.as_ptr() as *const u64;
     // SAFETY: fentry contexts are arrays of u64 arguments.
     let start = unsafe { alloc_start(args, args.add(1)) };
@@ -319,7 +320,7 @@ fn fexit_ret(ctx: &FExitContext, nargs: usize) -> i64 {
 
 /// `alloc_fd(start, end, flags)`: the return value follows its 3 arguments.
 #[fexit]
-pub fn fdprof_fx_alloc(ctx: FExitContext) -> i32 {
+pub(crate) fn fdprof_fx_alloc(ctx: FExitContext) -> i32 {
     alloc_exit(fexit_ret(&ctx, 3) as i32 as i64);
     0
 }
@@ -328,7 +329,7 @@ pub fn fdprof_fx_alloc(ctx: FExitContext) -> i32 {
 /// as the verifier refuses a context read past the function's arguments, even in a branch
 /// not taken.
 #[fexit]
-pub fn fdprof_fx_alloc4(ctx: FExitContext) -> i32 {
+pub(crate) fn fdprof_fx_alloc4(ctx: FExitContext) -> i32 {
     alloc_exit(fexit_ret(&ctx, 4) as i32 as i64);
     0
 }
@@ -337,14 +338,14 @@ pub fn fdprof_fx_alloc4(ctx: FExitContext) -> i32 {
 macro_rules! fentry_pair {
     ($enter:ident, $exit:ident, $op:expr $(, $first:path)?) => {
         #[fentry]
-        pub fn $enter(_ctx: FEntryContext) -> i32 {
+        pub(crate) fn $enter(_ctx: FEntryContext) -> i32 {
             $($first();)?
             op_enter($op, 0);
             0
         }
 
         #[fexit]
-        pub fn $exit(_ctx: FExitContext) -> i32 {
+        pub(crate) fn $exit(_ctx: FExitContext) -> i32 {
             op_exit($op);
             0
         }
@@ -355,21 +356,16 @@ fentry_pair!(fdprof_fe_close, fdprof_fx_close, op::CLOSE);
 fentry_pair!(fdprof_fe_crange, fdprof_fx_crange, op::CLOSE_RANGE);
 // `do_dup2` is entered with `file_lock` held (it drops it): its entry is the dup's moment
 // inside the lock.
-fentry_pair!(
-    fdprof_fe_dup2,
-    fdprof_fx_dup2,
-    op::DUP2,
-    crate::syscalls::locked_now
-);
+fentry_pair!(fdprof_fe_dup2, fdprof_fx_dup2, op::DUP2, locked_now);
 
 #[fentry]
-pub fn fdprof_fe_expand(_ctx: FEntryContext) -> i32 {
+pub(crate) fn fdprof_fe_expand(_ctx: FEntryContext) -> i32 {
     expand_enter();
     0
 }
 
 #[fexit]
-pub fn fdprof_fx_expand(ctx: FExitContext) -> i32 {
+pub(crate) fn fdprof_fx_expand(ctx: FExitContext) -> i32 {
     // expand_files(files, nr)
     expand_exit(fexit_ret(&ctx, 2) as i32 as i64);
     0
@@ -379,7 +375,7 @@ pub fn fdprof_fx_expand(ctx: FExitContext) -> i32 {
 macro_rules! fentry_spin {
     ($enter:ident, $exit:ident) => {
         #[fentry]
-        pub fn $enter(ctx: FEntryContext) -> i32 {
+        pub(crate) fn $enter(ctx: FEntryContext) -> i32 {
             // Read as a number: loaded from the context, the `struct qspinlock *` is a typed
             // pointer that the verifier lets no arithmetic touch (the site's hash).
             // SAFETY: word 0 of the context, the first argument.
@@ -389,7 +385,7 @@ macro_rules! fentry_spin {
         }
 
         #[fexit]
-        pub fn $exit(_ctx: FExitContext) -> i32 {
+        pub(crate) fn $exit(_ctx: FExitContext) -> i32 {
             spin_exit();
             0
         }
@@ -402,7 +398,7 @@ fentry_spin!(fdprof_fe_spin2, fdprof_fx_spin2);
 // --- kprobe / kretprobe (one program can attach to several functions) ---
 
 #[kprobe]
-pub fn fdprof_kp_alloc(ctx: ProbeContext) -> u32 {
+pub(crate) fn fdprof_kp_alloc(ctx: ProbeContext) -> u32 {
     let regs = ctx.as_ptr() as *const u64;
     // SAFETY: a kprobe context is the task's pt_regs.
     let start = unsafe { alloc_start(regs.add(PT_REGS_DI), regs.add(PT_REGS_SI)) };
@@ -411,7 +407,7 @@ pub fn fdprof_kp_alloc(ctx: ProbeContext) -> u32 {
 }
 
 #[kretprobe]
-pub fn fdprof_kr_alloc(ctx: RetProbeContext) -> u32 {
+pub(crate) fn fdprof_kr_alloc(ctx: RetProbeContext) -> u32 {
     alloc_exit(ctx.ret::<i64>() as i32 as i64);
     0
 }
@@ -420,14 +416,14 @@ pub fn fdprof_kr_alloc(ctx: RetProbeContext) -> u32 {
 macro_rules! kprobe_pair {
     ($enter:ident, $exit:ident, $op:expr $(, $first:path)?) => {
         #[kprobe]
-        pub fn $enter(_ctx: ProbeContext) -> u32 {
+        pub(crate) fn $enter(_ctx: ProbeContext) -> u32 {
             $($first();)?
             op_enter($op, 0);
             0
         }
 
         #[kretprobe]
-        pub fn $exit(_ctx: RetProbeContext) -> u32 {
+        pub(crate) fn $exit(_ctx: RetProbeContext) -> u32 {
             op_exit($op);
             0
         }
@@ -436,42 +432,37 @@ macro_rules! kprobe_pair {
 
 kprobe_pair!(fdprof_kp_close, fdprof_kr_close, op::CLOSE);
 kprobe_pair!(fdprof_kp_crange, fdprof_kr_crange, op::CLOSE_RANGE);
-kprobe_pair!(
-    fdprof_kp_dup2,
-    fdprof_kr_dup2,
-    op::DUP2,
-    crate::syscalls::locked_now
-);
+kprobe_pair!(fdprof_kp_dup2, fdprof_kr_dup2, op::DUP2, locked_now);
 
 /// Just after a `spin_lock(&files->file_lock)` inside the allocator or close function (an
 /// offset into it found at attach, `record --trace` in the direct modes): the operation's
 /// moment inside the lock, which orders it against other threads' on the same table.
 #[kprobe]
-pub fn fdprof_kp_locked(_ctx: ProbeContext) -> u32 {
-    crate::syscalls::locked_now();
+pub(crate) fn fdprof_kp_locked(_ctx: ProbeContext) -> u32 {
+    locked_now();
     0
 }
 
 #[kprobe]
-pub fn fdprof_kp_expand(_ctx: ProbeContext) -> u32 {
+pub(crate) fn fdprof_kp_expand(_ctx: ProbeContext) -> u32 {
     expand_enter();
     0
 }
 
 #[kretprobe]
-pub fn fdprof_kr_expand(ctx: RetProbeContext) -> u32 {
+pub(crate) fn fdprof_kr_expand(ctx: RetProbeContext) -> u32 {
     expand_exit(ctx.ret::<i64>() as i32 as i64);
     0
 }
 
 #[kprobe]
-pub fn fdprof_kp_spin(ctx: ProbeContext) -> u32 {
+pub(crate) fn fdprof_kp_spin(ctx: ProbeContext) -> u32 {
     spin_enter(&ctx, ctx.arg::<u64>(0).unwrap_or(0));
     0
 }
 
 #[kretprobe]
-pub fn fdprof_kr_spin(_ctx: RetProbeContext) -> u32 {
+pub(crate) fn fdprof_kr_spin(_ctx: RetProbeContext) -> u32 {
     spin_exit();
     0
 }

@@ -6,14 +6,22 @@
 //! their own (slow waits, table expansions, thread exits) are streamed, through a ring buffer.
 #![no_std]
 #![no_main]
+#![warn(unreachable_pub)]
 
+mod config;
 mod contention;
+mod counters;
 mod cpu;
 mod exits;
 mod fdops;
+mod filter;
 mod kernel;
-mod maps;
+mod processes;
+mod scans;
+mod settings;
 mod slowpath;
+mod streams;
+mod syscall_table;
 mod syscalls;
 mod sysfns;
 mod targets;

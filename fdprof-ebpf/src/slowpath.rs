@@ -22,10 +22,10 @@ use fdprof_common::{
     log2_slot,
 };
 
-use crate::{contention::identify, kernel, maps};
+use crate::{contention::identify, counters::dropped, filter};
 
 /// No site: the wait is not added anywhere.
-pub const NO_SITE: u32 = u32::MAX;
+pub(crate) const NO_SITE: u32 = u32::MAX;
 
 /// Resized at load to `SLOW_SITES_PER_CPU` × the possible CPUs.
 #[map]
@@ -34,7 +34,7 @@ static SLOW_SITES: Array<SlowSite> = Array::with_max_entries(SLOW_SITES_PER_CPU,
 /// The wait being placed, before its site is known: its kernel stack, lock and process.
 #[repr(C)]
 #[derive(Clone, Copy)]
-pub struct Placing {
+struct Placing {
     frames: [u64; SLOW_FRAMES],
     lock: LockIdentity,
     tgid: u32,
@@ -51,7 +51,7 @@ const STACK_BYTES: u32 = (SLOW_FRAMES * 8) as u32;
 /// The `SLOW_SITES` element of a wait for `lock` at the current stack, given out now if the
 /// site has none; [`NO_SITE`] when this CPU's range has no free element near its hash.
 #[inline(always)]
-pub fn site<C: EbpfContext>(ctx: &C, lock: u64) -> u32 {
+pub(crate) fn site<C: EbpfContext>(ctx: &C, lock: u64) -> u32 {
     let Some(p) = PLACING.get_ptr_mut(0) else {
         return NO_SITE;
     };
@@ -66,7 +66,7 @@ pub fn site<C: EbpfContext>(ctx: &C, lock: u64) -> u32 {
         )
     };
     if got < 0 {
-        maps::dropped(drop::PROBE_CONTENTION, drop::KERNEL_STACK);
+        dropped(drop::PROBE_CONTENTION, drop::KERNEL_STACK);
     }
     // Stored, then read back as plain numbers: the identity's many branches end here for the
     // verifier, instead of multiplying the paths through what follows (5.10's verifier, under
@@ -74,7 +74,7 @@ pub fn site<C: EbpfContext>(ctx: &C, lock: u64) -> u32 {
     // SAFETY: as above.
     let (lock_id, tgid) = unsafe {
         (*p).lock = identify(lock, lcb::F_SPIN, false);
-        (*p).tgid = kernel::process_of_all().unwrap_or(0);
+        (*p).tgid = filter::process_of_all().unwrap_or(0);
         (*p).kernel_frames = (got.max(0) / 8) as u32;
         (
             core::ptr::read_volatile(&(*p).lock),
@@ -113,7 +113,7 @@ pub fn site<C: EbpfContext>(ctx: &C, lock: u64) -> u32 {
     // Claimed after the search, so the verifier (5.10's under emulation is slow) walks the
     // claim once, not once per element tried.
     let Some(s) = SLOW_SITES.get_ptr_mut(free) else {
-        maps::dropped(drop::PROBE_CONTENTION, drop::MAP_FULL);
+        dropped(drop::PROBE_CONTENTION, drop::MAP_FULL);
         return NO_SITE;
     };
     // SAFETY: a free element of this CPU's range, as above.
@@ -141,7 +141,7 @@ unsafe fn claim<C: EbpfContext>(ctx: &C, s: *mut SlowSite, p: *const Placing, h:
             u64::from(BPF_F_USER_STACK),
         );
         if user < 0 {
-            maps::dropped(drop::PROBE_CONTENTION, drop::USER_STACK);
+            dropped(drop::PROBE_CONTENTION, drop::USER_STACK);
         }
         (*s).user_frames = (user.max(0) / 8) as u32;
         (*s).hash = h;
@@ -150,7 +150,7 @@ unsafe fn claim<C: EbpfContext>(ctx: &C, s: *mut SlowSite, p: *const Placing, h:
 
 /// Adds a wait of `ns` to the site `index` (this CPU's: the waiter did not migrate).
 #[inline(always)]
-pub fn add_wait(index: u32, ns: u64) {
+pub(crate) fn add_wait(index: u32, ns: u64) {
     let Some(s) = SLOW_SITES.get_ptr_mut(index) else {
         return;
     };

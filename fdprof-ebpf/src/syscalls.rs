@@ -14,12 +14,19 @@ use fdprof_common::{
     events::{EventRecord, kind},
     process::{ProcessCounts, ProcessScan, ThreadRow},
     syscalls::{
-        CLOSE_RANGE_CLOEXEC, EFFECT_BY_INDEX, Effect, F_DUPFD, F_DUPFD_CLOEXEC, IN_FLIGHT_SLOTS,
-        MAX_NR, NOT_TRACED, SYSCALL_INDEX, SyscallEntry,
+        CLOSE_RANGE_CLOEXEC, Effect, F_DUPFD, F_DUPFD_CLOEXEC, IN_FLIGHT_SLOTS, SyscallEntry,
     },
 };
 
-use crate::{kernel, maps, trace};
+use crate::{
+    config,
+    counters::{self, GLOBALS, SYSCALL_COUNTERS, dropped},
+    filter, kernel, processes, scans,
+    settings::{direct_loads, latency_on, trace_on},
+    streams,
+    syscall_table::{effect_of, index_of, needs_args},
+    trace,
+};
 
 /// Syscalls between entry and exit. A thread never has two, so its slot is its own unless
 /// another thread with the same low tid bits is inside an fd syscall at the same moment: that
@@ -30,29 +37,6 @@ static IN_FLIGHT: Array<SyscallEntry> = Array::with_max_entries(IN_FLIGHT_SLOTS,
 #[inline(always)]
 fn slot(tid: u32) -> Option<*mut SyscallEntry> {
     IN_FLIGHT.get_ptr_mut(tid & (IN_FLIGHT_SLOTS - 1))
-}
-
-#[inline(always)]
-pub(crate) fn index_of(nr: u64) -> Option<u32> {
-    if nr >= u64::from(MAX_NR) {
-        return None;
-    }
-    let index = SYSCALL_INDEX[nr as usize];
-    (index != NOT_TRACED).then_some(u32::from(index))
-}
-
-#[inline(always)]
-pub(crate) fn effect_of(index: u32) -> Effect {
-    EFFECT_BY_INDEX[(index & 63) as usize]
-}
-
-/// Effects whose exit needs syscall arguments saved at entry.
-#[inline(always)]
-pub(crate) fn needs_args(effect: Effect) -> bool {
-    matches!(
-        effect,
-        Effect::AllocPair | Effect::FcntlDup | Effect::Install | Effect::CloseRange
-    )
 }
 
 /// The counters one syscall's exit adds to: the machine's, and (`-a`, a target set) its
@@ -73,14 +57,14 @@ impl Counts {
     /// `pid_tgid`: the current thread's, already asked for.
     #[inline(always)]
     fn of(index: u32, pid_tgid: u64) -> Self {
-        let tgid = kernel::process_of(pid_tgid);
+        let tgid = filter::process_of(pid_tgid);
         let thread = match tgid {
-            Some(_) => maps::thread_row(pid_tgid).unwrap_or(core::ptr::null_mut()),
+            Some(_) => processes::thread_row(pid_tgid).unwrap_or(core::ptr::null_mut()),
             None => core::ptr::null_mut(),
         };
         let row = match tgid {
-            Some(_) if !thread.is_null() => maps::thread_counts(thread, index),
-            Some(tgid) => maps::process_row(tgid, index),
+            Some(_) if !thread.is_null() => processes::thread_counts(thread, index),
+            Some(tgid) => processes::process_row(tgid, index),
             None => None,
         };
         Self {
@@ -95,15 +79,15 @@ impl Counts {
     #[inline(always)]
     fn scan(self) -> Option<*mut ProcessScan> {
         match self.thread.is_null() {
-            false => Some(maps::thread_scan(self.thread)),
-            true => self.tgid.and_then(maps::process_scan),
+            false => Some(processes::thread_scan(self.thread)),
+            true => self.tgid.and_then(processes::process_scan),
         }
     }
 
     #[inline(always)]
     fn add(self, counter: u32, n: u64) {
-        maps::add(
-            &maps::SYSCALL_COUNTERS,
+        counters::add(
+            &SYSCALL_COUNTERS,
             self.index * per_syscall::COUNT + counter,
             n,
         );
@@ -118,7 +102,7 @@ impl Counts {
 #[inline(always)]
 pub(crate) fn on_enter(nr: u64, args: [u64; 4], btf: bool) {
     let Some(index) = index_of(nr) else { return };
-    let Some(tid) = kernel::target_tid() else {
+    let Some(tid) = filter::target_tid() else {
         return;
     };
     let effect = effect_of(index);
@@ -134,18 +118,18 @@ pub(crate) fn on_enter(nr: u64, args: [u64; 4], btf: bool) {
     let (next_fd, fdt, max_fds) = if effect == Effect::Close {
         (0, 0, 0)
     } else {
-        let state = if kernel::direct_loads(btf) {
+        let state = if direct_loads(btf) {
             kernel::current_table_state_btf()
         } else {
             kernel::current_files().and_then(kernel::table_state)
         };
         let Some(state) = state else {
-            maps::dropped(drop::PROBE_SYSCALLS, drop::READ_FAILED);
+            dropped(drop::PROBE_SYSCALLS, drop::READ_FAILED);
             return;
         };
         let max_fds = u64::from(state.2);
-        maps::set_min_nonzero(&maps::GLOBALS, global::MAX_FDS_FIRST, max_fds);
-        maps::set_max(&maps::GLOBALS, global::MAX_FDS_SEEN, max_fds);
+        counters::set_min_nonzero(&GLOBALS, global::MAX_FDS_FIRST, max_fds);
+        counters::set_max(&GLOBALS, global::MAX_FDS_SEEN, max_fds);
         state
     };
     let closes_target = effect == Effect::Install
@@ -156,14 +140,14 @@ pub(crate) fn on_enter(nr: u64, args: [u64; 4], btf: bool) {
     if effect == Effect::CloseRange && args[2] & CLOSE_RANGE_CLOEXEC == 0 {
         let (open, whole) = kernel::open_in_range(fdt, max_fds, args[0] as u32, args[1] as u32);
         if !whole {
-            maps::dropped(drop::PROBE_SYSCALLS, drop::READ_FAILED);
+            dropped(drop::PROBE_SYSCALLS, drop::READ_FAILED);
         }
         in_range = open;
     }
     let mut entry = SyscallEntry {
         tid,
         in_range,
-        start_ns: if kernel::latency_on() || kernel::trace_on() {
+        start_ns: if latency_on() || trace_on() {
             unsafe { bpf_ktime_get_ns() }
         } else {
             0
@@ -179,14 +163,14 @@ pub(crate) fn on_enter(nr: u64, args: [u64; 4], btf: bool) {
         pending_ns: 0,
         locked_ns: [0; 2],
     };
-    if kernel::trace_on() {
+    if trace_on() {
         trace::keep(&mut entry, index, args);
     }
     let Some(slot) = slot(tid) else { return };
     // SAFETY: a valid map value; only this thread's syscalls use a slot holding its tid.
     unsafe {
         if (*slot).tid != 0 {
-            maps::dropped(drop::PROBE_SYSCALLS, drop::MAP_FULL);
+            dropped(drop::PROBE_SYSCALLS, drop::MAP_FULL);
         }
         store(&mut *slot, &entry);
     }
@@ -206,7 +190,7 @@ fn store(slot: &mut SyscallEntry, e: &SyscallEntry) {
     slot.start = e.start;
     slot.index = e.index;
     slot.closes_target = e.closes_target;
-    if kernel::trace_on() {
+    if trace_on() {
         slot.cloexec = e.cloexec;
         slot.allocs = e.allocs;
         slot.pending_ns = e.pending_ns;
@@ -217,10 +201,10 @@ fn store(slot: &mut SyscallEntry, e: &SyscallEntry) {
 /// The current thread's fd syscall in flight, when it is traced (`record --trace`).
 #[inline(always)]
 fn traced_entry() -> Option<*mut SyscallEntry> {
-    if !kernel::trace_on() {
+    if !trace_on() {
         return None;
     }
-    let tid = kernel::target_tid()?;
+    let tid = filter::target_tid()?;
     let s = slot(tid)?;
     // SAFETY: a valid map value; its tid says whose it is.
     (unsafe { (*s).tid } == tid).then_some(s)
@@ -259,15 +243,15 @@ pub(crate) fn allocator_returned() {
 fn allocated(counts: Counts, scan: Option<*mut ProcessScan>, fd: u32, origin: u32) {
     counts.add(per_syscall::ALLOCS, 1);
     // With direct probes on the allocator the origin is read there, exactly.
-    if kernel::scan_in_syscalls() {
-        maps::record_scan_in(fd, origin, scan);
+    if config::scan_in_syscalls() {
+        scans::record_scan_in(fd, origin, scan);
     }
 }
 
 /// Exit of any syscall of the current thread: ours when its slot holds an entry of this thread.
 #[inline(always)]
 pub(crate) fn on_exit(ret: i64) {
-    let Some(pid_tgid) = kernel::target_pid_tgid() else {
+    let Some(pid_tgid) = filter::target_pid_tgid() else {
         return;
     };
     let tid = pid_tgid as u32;
@@ -281,13 +265,13 @@ pub(crate) fn on_exit(ret: i64) {
         *slot
     };
     let index = u32::from(entry.index);
-    if kernel::latency_on() {
+    if latency_on() {
         let now = unsafe { bpf_ktime_get_ns() };
-        maps::hist(index, now.saturating_sub(entry.start_ns));
+        counters::hist(index, now.saturating_sub(entry.start_ns));
     }
     let counts = Counts::of(index, pid_tgid);
     counts.add(per_syscall::CALLS, 1);
-    if kernel::trace_on() {
+    if trace_on() {
         trace::syscall_exit(&entry, ret);
     }
     let effect = effect_of(index);
@@ -297,7 +281,7 @@ pub(crate) fn on_exit(ret: i64) {
         Effect::Close => None,
         _ => counts.scan(),
     };
-    maps::process_table(scan, u64::from(entry.max_fds), false);
+    scans::process_table(scan, u64::from(entry.max_fds), false);
     if ret < 0 {
         counts.add(per_syscall::ERRORS, 1);
         return;
@@ -323,7 +307,7 @@ pub(crate) fn on_exit(ret: i64) {
                     allocated(counts, scan, b as u32, second);
                     check_growth((a as u32).max(b as u32), &entry, scan);
                 }
-                Err(_) => maps::dropped(drop::PROBE_SYSCALLS, drop::READ_FAILED),
+                Err(_) => dropped(drop::PROBE_SYSCALLS, drop::READ_FAILED),
             }
         }
         Effect::Install => {
@@ -344,17 +328,17 @@ fn check_growth(fd: u32, entry: &SyscallEntry, scan: Option<*mut ProcessScan>) {
     if fd < entry.max_fds {
         return;
     }
-    maps::add(&maps::GLOBALS, global::EXPANSIONS, 1);
+    counters::add(&GLOBALS, global::EXPANSIONS, 1);
     let new_max_fds = kernel::current_files()
         .and_then(kernel::table_state)
         .map_or(0, |(_, _, max_fds)| max_fds);
-    maps::set_max(&maps::GLOBALS, global::MAX_FDS_SEEN, u64::from(new_max_fds));
-    maps::process_table(scan, u64::from(new_max_fds), true);
-    if kernel::trace_on() {
+    counters::set_max(&GLOBALS, global::MAX_FDS_SEEN, u64::from(new_max_fds));
+    scans::process_table(scan, u64::from(new_max_fds), true);
+    if trace_on() {
         trace::expanded(new_max_fds);
     }
-    if !kernel::expand_probed() {
-        maps::emit(EventRecord {
+    if !config::expand_probed() {
+        streams::emit(EventRecord {
             kind: kind::EXPANSION,
             old_max_fds: entry.max_fds,
             new_max_fds,
@@ -368,7 +352,7 @@ fn check_growth(fd: u32, entry: &SyscallEntry, scan: Option<*mut ProcessScan>) {
 /// at exit.
 #[inline(always)]
 fn counted_at_exit(index: u32) -> bool {
-    effect_of(index) == Effect::Close && !kernel::latency_on() && !kernel::trace_on()
+    effect_of(index) == Effect::Close && !latency_on() && !trace_on()
 }
 
 /// The exit of the fd syscall `index` as the tracepoints see it.
@@ -377,7 +361,7 @@ fn exit_of(index: u32, ret: i64) {
     if !counted_at_exit(index) {
         return on_exit(ret);
     }
-    let Some(pid_tgid) = kernel::target_pid_tgid() else {
+    let Some(pid_tgid) = filter::target_pid_tgid() else {
         return;
     };
     let counts = Counts::of(index, pid_tgid);
@@ -411,14 +395,14 @@ fn reg(regs: *const u8, off: usize) -> u64 {
 }
 
 #[btf_tracepoint(function = "sys_enter")]
-pub fn fdprof_sys_enter(ctx: BtfTracePointContext) -> i32 {
+pub(crate) fn fdprof_sys_enter(ctx: BtfTracePointContext) -> i32 {
     let nr: u64 = ctx.arg(1);
     if let Some(index) = index_of(nr)
         && !counted_at_exit(index)
     {
         // Most fd syscalls need no argument: read registers only for those that do.
         let mut args = [0u64; 4];
-        if needs_args(effect_of(index)) || kernel::trace_on() {
+        if needs_args(effect_of(index)) || trace_on() {
             let regs: *const u8 = ctx.arg(0);
             args = [
                 reg(regs, PT_REGS_ARGS[0]),
@@ -434,7 +418,7 @@ pub fn fdprof_sys_enter(ctx: BtfTracePointContext) -> i32 {
 
 /// Most syscalls are not fd syscalls: their exits return before any helper call.
 #[btf_tracepoint(function = "sys_exit")]
-pub fn fdprof_sys_exit(ctx: BtfTracePointContext) -> i32 {
+pub(crate) fn fdprof_sys_exit(ctx: BtfTracePointContext) -> i32 {
     let regs: *const u8 = ctx.arg(0);
     let nr = reg(regs, PT_REGS_ORIG_AX);
     if let Some(index) = index_of(nr) {
@@ -445,7 +429,7 @@ pub fn fdprof_sys_exit(ctx: BtfTracePointContext) -> i32 {
 
 /// Classic `raw_syscalls:sys_enter`: `id` at 8, `args[6]` at 16, read directly from the record.
 #[tracepoint]
-pub fn fdprof_tp_sys_enter(ctx: TracePointContext) -> u32 {
+pub(crate) fn fdprof_tp_sys_enter(ctx: TracePointContext) -> u32 {
     let record = ctx.as_ptr() as *const u64;
     // SAFETY: the verifier checks context loads against the tracepoint record's size.
     unsafe {
@@ -468,7 +452,7 @@ pub fn fdprof_tp_sys_enter(ctx: TracePointContext) -> u32 {
 /// Classic `raw_syscalls:sys_exit`: `id` at 8, `ret` at 16, read directly from the record
 /// (context loads, no helper call); exits of other syscalls return at once.
 #[tracepoint]
-pub fn fdprof_tp_sys_exit(ctx: TracePointContext) -> u32 {
+pub(crate) fn fdprof_tp_sys_exit(ctx: TracePointContext) -> u32 {
     let record = ctx.as_ptr() as *const i64;
     // SAFETY: the verifier checks context loads against the tracepoint record's size.
     let (nr, ret) = unsafe { (*record.add(1), *record.add(2)) };

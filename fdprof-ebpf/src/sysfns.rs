@@ -12,7 +12,11 @@ use aya_ebpf::{
 };
 use fdprof_common::syscalls::FD_SYSCALLS;
 
-use crate::syscalls::{PT_REGS_ARGS, effect_of, index_of, needs_args, on_enter, on_exit, reg_at};
+use crate::{
+    settings::trace_on,
+    syscall_table::{effect_of, index_of, needs_args},
+    syscalls::{PT_REGS_ARGS, on_enter, on_exit, reg_at},
+};
 
 /// x86_64 `struct pt_regs` offset of `orig_ax`: the syscall number.
 const PT_REGS_ORIG_AX: usize = 120;
@@ -22,7 +26,7 @@ const PT_REGS_ORIG_AX: usize = 120;
 fn enter(regs: u64, nr: u64, index: u32, btf: bool) {
     // Most fd syscalls need no argument: read registers only for those that do.
     let mut args = [0u64; 4];
-    if needs_args(effect_of(index)) || crate::kernel::trace_on() {
+    if needs_args(effect_of(index)) || trace_on() {
         args = [
             reg_at(regs, PT_REGS_ARGS[0]),
             reg_at(regs, PT_REGS_ARGS[1]),
@@ -38,14 +42,14 @@ fn enter(regs: u64, nr: u64, index: u32, btf: bool) {
 macro_rules! syscall_fentry {
     ($($enter:ident $exit:ident $index:literal;)*) => {$(
         #[fentry]
-        pub fn $enter(ctx: FEntryContext) -> i32 {
+        pub(crate) fn $enter(ctx: FEntryContext) -> i32 {
             enter(ctx.arg::<u64>(0), FD_SYSCALLS[$index].nr as u64, $index, true);
             0
         }
 
         /// The return value follows the one argument in the context.
         #[fexit]
-        pub fn $exit(ctx: FExitContext) -> i32 {
+        pub(crate) fn $exit(ctx: FExitContext) -> i32 {
             on_exit(ctx.arg::<i64>(1));
             0
         }
@@ -94,7 +98,7 @@ syscall_fentry! {
 /// One kprobe on every syscall function: the syscall is read from the user registers (the
 /// function's first argument, in `di`).
 #[kprobe]
-pub fn fdprof_kp_sys(ctx: ProbeContext) -> u32 {
+pub(crate) fn fdprof_kp_sys(ctx: ProbeContext) -> u32 {
     let regs = ctx.arg::<u64>(0).unwrap_or(0);
     let nr = reg_at(regs, PT_REGS_ORIG_AX);
     if let Some(index) = index_of(nr) {
@@ -104,7 +108,7 @@ pub fn fdprof_kp_sys(ctx: ProbeContext) -> u32 {
 }
 
 #[kretprobe]
-pub fn fdprof_kr_sys(ctx: RetProbeContext) -> u32 {
+pub(crate) fn fdprof_kr_sys(ctx: RetProbeContext) -> u32 {
     on_exit(ctx.ret::<i64>());
     0
 }

@@ -1,6 +1,6 @@
 //! The fd-table trace (`record --trace`): one `TraceRecord` per operation of the target on its
-//! table, sent from the fd syscalls' exits. Every caller checks `kernel::trace_on()` first, a
-//! frozen global, so without `--trace` the verifier removes all of this.
+//! table, sent from the fd syscalls' exits. Every caller checks `settings::trace_on()` first, a
+//! frozen setting, so without `--trace` the verifier removes all of this.
 
 use aya_ebpf::{
     helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_user},
@@ -13,7 +13,7 @@ use fdprof_common::{
     trace::{CLOEXEC_BY_INDEX, EBADF, EMFILE, TraceRecord, flag, op},
 };
 
-use crate::{kernel, maps, syscalls::effect_of};
+use crate::{counters::dropped, filter, kernel, syscall_table::effect_of};
 
 /// Sized by user space when tracing (`trace::RING_BYTES`); one page otherwise.
 #[map]
@@ -31,13 +31,13 @@ fn send(mut r: TraceRecord) {
     r.pid = (pid_tgid >> 32) as u32;
     r.tid = pid_tgid as u32;
     if TRACE.output::<TraceRecord>(&r, 0).is_err() {
-        maps::dropped(drop::PROBE_TRACE, drop::RINGBUF_FULL);
+        dropped(drop::PROBE_TRACE, drop::RINGBUF_FULL);
     }
 }
 
 /// Whether the syscall `index` with arguments `args` asks for a close-on-exec fd.
 #[inline(always)]
-pub fn cloexec(index: u32, args: [u64; 4]) -> bool {
+pub(crate) fn cloexec(index: u32, args: [u64; 4]) -> bool {
     let rule = CLOEXEC_BY_INDEX[(index & 63) as usize];
     let asked = (args[0] & rule.masks[0])
         | (args[1] & rule.masks[1])
@@ -86,7 +86,7 @@ fn one_alloc(entry: &SyscallEntry) -> u64 {
 /// does not otherwise use: `fd_pair` holds arg 0 (close's fd, close_range's low end), `start`
 /// close_range's high end, `cloexec` close-on-exec (close_range: its `flag` bits).
 #[inline(always)]
-pub fn keep(entry: &mut SyscallEntry, index: u32, args: [u64; 4]) {
+pub(crate) fn keep(entry: &mut SyscallEntry, index: u32, args: [u64; 4]) {
     entry.cloexec = match effect_of(index) {
         Effect::CloseRange => {
             entry.start = args[1] as u32;
@@ -106,7 +106,7 @@ pub fn keep(entry: &mut SyscallEntry, index: u32, args: [u64; 4]) {
 
 /// The exit of a traced fd syscall whose entry is `entry` (see [`keep`]).
 #[inline(always)]
-pub fn syscall_exit(entry: &SyscallEntry, ret: i64) {
+pub(crate) fn syscall_exit(entry: &SyscallEntry, ret: i64) {
     let effect = effect_of(u32::from(entry.index));
     match effect {
         Effect::Alloc | Effect::FcntlDup => {
@@ -132,7 +132,7 @@ pub fn syscall_exit(entry: &SyscallEntry, ret: i64) {
                         send(locked(record(entry, op::ALLOC, a), first));
                         send(locked(record(entry, op::ALLOC, b), second));
                     }
-                    Err(_) => maps::dropped(drop::PROBE_TRACE, drop::READ_FAILED),
+                    Err(_) => dropped(drop::PROBE_TRACE, drop::READ_FAILED),
                 }
             }
         }
@@ -164,7 +164,7 @@ pub fn syscall_exit(entry: &SyscallEntry, ret: i64) {
 
 /// A growth of the table to `max_fds`, seen at a syscall's exit.
 #[inline(always)]
-pub fn expanded(max_fds: u32) {
+pub(crate) fn expanded(max_fds: u32) {
     send(TraceRecord {
         op: op::EXPAND,
         fd: max_fds as i32,
@@ -176,8 +176,8 @@ pub fn expanded(max_fds: u32) {
 /// An exec of the target, from `sched_process_exec`: the new image is in place and the
 /// close-on-exec pass is done.
 #[inline(always)]
-pub fn executed() {
-    if kernel::target_tid().is_none() {
+pub(crate) fn executed() {
+    if filter::target_tid().is_none() {
         return;
     }
     send(TraceRecord {
@@ -191,8 +191,8 @@ pub fn executed() {
 /// its table starts as a copy of the parent's; threads and `CLONE_FILES` children share the
 /// parent's table, which the trace already has.
 #[inline(always)]
-pub fn forked(child: u64) {
-    if kernel::target_tid().is_none() {
+pub(crate) fn forked(child: u64) {
+    if filter::target_tid().is_none() {
         return;
     }
     let (Some(parent), Some(table), Some(tgid)) = (
@@ -200,13 +200,13 @@ pub fn forked(child: u64) {
         kernel::task_files(child),
         kernel::task_tgid(child),
     ) else {
-        maps::dropped(drop::PROBE_TRACE, drop::READ_FAILED);
+        dropped(drop::PROBE_TRACE, drop::READ_FAILED);
         return;
     };
     if table == parent {
         return;
     }
-    kernel::follow(tgid, drop::PROBE_TRACE);
+    filter::follow(tgid, drop::PROBE_TRACE);
     send(TraceRecord {
         op: op::FORK,
         fd: tgid as i32,

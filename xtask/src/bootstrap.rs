@@ -42,9 +42,11 @@ const DEB_PACKAGES: &[&str] = &["dpkg-dev"];
 /// python3-yaml (reads the Parca config and the Kubernetes manifests as YAML); python3-venv (a
 /// virtualenv for `kubernetes-validate`, from PyPI, which checks the manifests); redis-server
 /// and redis-tools (a server nobody here wrote, run in a container beside the DaemonSet's pod
-/// under `redis-benchmark`; its packaged service never started).
+/// under `redis-benchmark`; its packaged service never started); rust-web-clippy (clippy of the
+/// eBPF toolchain's release, for fdprof-ebpf's lints).
 const TEST_PACKAGES: &[&str] = &[
     "bpftool",
+    "rust-web-clippy",
     "tmux",
     "prometheus",
     "systemd",

@@ -101,33 +101,14 @@ struct Built {
 
 /// Builds both objects under `target/ebpf` and copies them to `target/ebpf/out/`.
 fn build() -> Result<Built> {
-    let hint = "run `cargo xtask bootstrap`";
-    let rustc = toolchain::find_rustc()
-        .with_context(|| format!("no rustc with rust-src for the eBPF programs; {hint}"))?;
-    let linker =
-        toolchain::find_bpf_linker().with_context(|| format!("bpf-linker not found; {hint}"))?;
-    let root = root();
-    let target_dir = root.join("target/ebpf");
+    let (rustc, linker) = find_toolchain()?;
+    let target_dir = root().join("target/ebpf");
     let cargo = if rustc.cargo.is_file() {
         rustc.cargo.clone().into_os_string()
     } else {
         std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into())
     };
-    let mut cmd = Command::new(cargo);
-    cmd.args(["build", "-p", "fdprof-ebpf", "--bins", "--release"])
-        .args(["--target", "bpfel-unknown-none", "-Z", "build-std=core"])
-        .arg("--target-dir")
-        .arg(&target_dir);
-    clean_env(&mut cmd);
-    // The linker must be on PATH for rustc; put its directory first.
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let mut dirs = vec![linker.parent().unwrap().to_path_buf()];
-    dirs.extend(std::env::split_paths(&path));
-    // RUSTC_BOOTSTRAP lets a stable rustc (and cargo) take `-Z build-std`.
-    cmd.env("RUSTC", &rustc.rustc)
-        .env("RUSTC_BOOTSTRAP", "1")
-        .env("PATH", std::env::join_paths(dirs)?)
-        .env("CARGO_ENCODED_RUSTFLAGS", rustflags(&root, &target_dir));
+    let mut cmd = bpf_cargo(cargo, "build", &rustc, &linker, &target_dir)?;
     step(&format!("build fdprof-ebpf ({})", rustc.origin), &mut cmd)?;
     let out = target_dir.join("out");
     std::fs::create_dir_all(&out)?;
@@ -141,6 +122,64 @@ fn build() -> Result<Built> {
         dir: out,
         toolchain,
     })
+}
+
+/// `cargo clippy -D warnings` on fdprof-ebpf, for `bpfel-unknown-none` as [`build`] builds it
+/// (host clippy leaves it out: it is no default member). The toolchain's own `cargo-clippy`,
+/// run directly: `cargo clippy` would find the first `cargo-clippy` on PATH, whose release
+/// cannot read this rustc's `core`.
+pub(crate) fn clippy() -> Result<()> {
+    let (rustc, linker) = find_toolchain()?;
+    let cargo_clippy = rustc.cargo.with_file_name("cargo-clippy");
+    if !cargo_clippy.is_file() {
+        bail!(
+            "no {} beside the eBPF toolchain's cargo: install its clippy (Debian: \
+             rust-web-clippy, which `cargo xtask bootstrap` installs)",
+            cargo_clippy.display()
+        );
+    }
+    let target_dir = root().join("target/ebpf");
+    let mut cmd = bpf_cargo(cargo_clippy.into(), "clippy", &rustc, &linker, &target_dir)?;
+    cmd.env("CARGO", &rustc.cargo)
+        .args(["--", "-D", "warnings"]);
+    step("clippy (fdprof-ebpf, bpfel-unknown-none)", &mut cmd)
+}
+
+/// The eBPF toolchain: a rustc with rust-src, and bpf-linker.
+fn find_toolchain() -> Result<(toolchain::EbpfRustc, PathBuf)> {
+    let hint = "run `cargo xtask bootstrap`";
+    let rustc = toolchain::find_rustc()
+        .with_context(|| format!("no rustc with rust-src for the eBPF programs; {hint}"))?;
+    let linker =
+        toolchain::find_bpf_linker().with_context(|| format!("bpf-linker not found; {hint}"))?;
+    Ok((rustc, linker))
+}
+
+/// `cargo` (or `cargo-clippy`) running `subcommand` on fdprof-ebpf's binaries for
+/// `bpfel-unknown-none` with `rustc` and `linker`, into `target_dir`.
+fn bpf_cargo(
+    cargo: std::ffi::OsString,
+    subcommand: &str,
+    rustc: &toolchain::EbpfRustc,
+    linker: &Path,
+    target_dir: &Path,
+) -> Result<Command> {
+    let mut cmd = Command::new(cargo);
+    cmd.args([subcommand, "-p", "fdprof-ebpf", "--bins", "--release"])
+        .args(["--target", "bpfel-unknown-none", "-Z", "build-std=core"])
+        .arg("--target-dir")
+        .arg(target_dir);
+    clean_env(&mut cmd);
+    // The linker must be on PATH for rustc; put its directory first.
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut dirs = vec![linker.parent().unwrap().to_path_buf()];
+    dirs.extend(std::env::split_paths(&path));
+    // RUSTC_BOOTSTRAP lets a stable rustc (and cargo) take `-Z build-std`.
+    cmd.env("RUSTC", &rustc.rustc)
+        .env("RUSTC_BOOTSTRAP", "1")
+        .env("PATH", std::env::join_paths(dirs)?)
+        .env("CARGO_ENCODED_RUSTFLAGS", rustflags(&root(), target_dir));
+    Ok(cmd)
 }
 
 /// The outer build's settings are for the host; they must not leak into the BPF build.

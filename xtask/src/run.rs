@@ -159,6 +159,7 @@ pub(crate) fn test() -> Result<()> {
         "clippy (host crates)",
         cargo().args(["clippy", "--all-targets", "--", "-D", "warnings"]),
     )?;
+    crate::ebpf::clippy()?;
     // The container image first: built offline, run once; the DaemonSet's pod test runs it.
     eprintln!("==> image: cargo xtask image");
     let (image_passed, image_failed) = match crate::image::run() {

@@ -3,6 +3,7 @@
 //! object from `fdprof` so that a trial creates no maps.
 #![no_std]
 #![no_main]
+#![warn(unreachable_pub)]
 
 use aya_ebpf::{
     macros::{btf_tracepoint, fentry, fexit, kprobe, kretprobe, perf_event, tracepoint},
@@ -13,46 +14,46 @@ use aya_ebpf::{
 };
 
 #[fentry]
-pub fn fdprof_try_fentry(_ctx: FEntryContext) -> u32 {
+pub(crate) fn fdprof_try_fentry(_ctx: FEntryContext) -> u32 {
     0
 }
 
 #[fexit]
-pub fn fdprof_try_fexit(_ctx: FExitContext) -> u32 {
+pub(crate) fn fdprof_try_fexit(_ctx: FExitContext) -> u32 {
     0
 }
 
 #[kprobe]
-pub fn fdprof_try_kprobe(_ctx: ProbeContext) -> u32 {
+pub(crate) fn fdprof_try_kprobe(_ctx: ProbeContext) -> u32 {
     0
 }
 
 #[kretprobe]
-pub fn fdprof_try_kretprobe(_ctx: RetProbeContext) -> u32 {
+pub(crate) fn fdprof_try_kretprobe(_ctx: RetProbeContext) -> u32 {
     0
 }
 
 #[tracepoint]
-pub fn fdprof_try_tracepoint(_ctx: TracePointContext) -> u32 {
+pub(crate) fn fdprof_try_tracepoint(_ctx: TracePointContext) -> u32 {
     0
 }
 
 #[btf_tracepoint]
-pub fn fdprof_try_tp_btf(_ctx: BtfTracePointContext) -> i32 {
+pub(crate) fn fdprof_try_tp_btf(_ctx: BtfTracePointContext) -> i32 {
     0
 }
 
 /// Loads only where the kernel has `bpf_get_current_task_btf` (5.11+): the trial of the helper
 /// fdprof's BTF-typed programs use for direct loads.
 #[btf_tracepoint]
-pub fn fdprof_try_task_btf(_ctx: BtfTracePointContext) -> i32 {
+pub(crate) fn fdprof_try_task_btf(_ctx: BtfTracePointContext) -> i32 {
     // SAFETY: the helper takes no argument.
     let task = unsafe { aya_ebpf::helpers::bpf_get_current_task_btf() };
     if task.is_null() { 1 } else { 0 }
 }
 
 #[perf_event]
-pub fn fdprof_try_perf_event(_ctx: PerfEventContext) -> u32 {
+pub(crate) fn fdprof_try_perf_event(_ctx: PerfEventContext) -> u32 {
     0
 }
 

@@ -8,14 +8,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 use aya::{
-    Ebpf, EbpfLoader, GlobalData,
+    Ebpf,
     maps::{Array, RingBuf, StackTraceMap},
 };
 use fdprof_common::{
     counters::{drop, global},
     cpu::CpuEvent,
     fnops,
-    probes::{Mode, Role, map, setting, target_kind},
+    probes::{Mode, Role, map},
     targets::CgroupKey,
 };
 
@@ -32,7 +32,9 @@ use super::{
     steal::{CpuTimes, Span},
     targets::{self, CgroupTargets},
 };
-use crate::probe::{object, tracefs};
+use crate::probe::tracefs;
+
+mod load;
 
 /// What is profiled, as the programs' filter sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,7 +132,7 @@ impl Profiler {
     pub fn attach(kernel: &Kernel, opts: ProfilerOptions) -> Result<Self> {
         let trace = u32::from(opts.trace && !opts.lock_only);
         let children = u32::from(opts.children && matches!(opts.filter, Filter::Tgid(_)));
-        let mut ebpf = load(kernel, &opts, trace, children)?;
+        let mut ebpf = load::load(kernel, &opts, trace, children)?;
         let mut attachments = BTreeMap::new();
         let mut notes = Vec::new();
         attach_roles(&mut ebpf, kernel, &opts, &mut attachments, &mut notes)?;
@@ -423,125 +425,6 @@ impl Profiler {
     }
 }
 
-/// The ring buffers' smallest size: one page.
-/// Loads the programs with the settings (`trace`, `children`: [`Profiler::attach`]'s) and map
-/// sizes `opts` asks for, nothing attached.
-fn load(kernel: &Kernel, opts: &ProfilerOptions, trace: u32, children: u32) -> Result<Ebpf> {
-    let (kind, id) = match opts.filter {
-        // fdprof's own fd syscalls and waits are not the machine's load.
-        Filter::All => (target_kind::ALL, std::process::id()),
-        Filter::Tgid(p) => (target_kind::TGID, p),
-        Filter::Tid(t) => (target_kind::TID, t),
-        Filter::Set { .. } => (target_kind::SET, std::process::id()),
-    };
-    let image = kernel.image_data.unwrap_or((0, 0));
-    let slow_ns = u64::try_from(opts.slow.as_nanos()).unwrap_or(u64::MAX);
-    let latency = u32::from(opts.latency);
-    let alloc_start_arg = kernel.alloc_start_arg();
-    let mut loader = EbpfLoader::new();
-    loader.btf(Some(&kernel.btf));
-    let (o, l, c) = (
-        &kernel.offsets,
-        &kernel.lock_offsets,
-        &kernel.cgroup_offsets,
-    );
-    let task_btf = u32::from(kernel.task_btf);
-    let settings: [(&str, GlobalData); 30] = [
-        (setting::TARGET_KIND, (&kind).into()),
-        (setting::TARGET_ID, (&id).into()),
-        (setting::OFF_TASK_FILES, (&o.task_struct_files).into()),
-        (setting::OFF_FILES_NEXT_FD, (&o.files_struct_next_fd).into()),
-        (setting::OFF_FILES_FDT, (&o.files_struct_fdt).into()),
-        (
-            setting::OFF_FILES_FILE_LOCK,
-            (&o.files_struct_file_lock).into(),
-        ),
-        (setting::OFF_FDT_MAX_FDS, (&o.fdtable_max_fds).into()),
-        (setting::OFF_FDT_OPEN_FDS, (&o.fdtable_open_fds).into()),
-        (setting::ALLOC_START_ARG, (&alloc_start_arg).into()),
-        (setting::OFF_TASK_SIGNAL, (&o.task_struct_signal).into()),
-        (setting::OFF_SIGNAL_LIVE, (&o.signal_struct_live).into()),
-        (setting::OFF_TASK_TGID, (&o.task_struct_tgid).into()),
-        (setting::SLOW_NS, (&slow_ns).into()),
-        (setting::OFF_TASK_MM, (&l.task_struct_mm).into()),
-        (setting::OFF_MM_MMAP_LOCK, (&l.mm_struct_mmap_lock).into()),
-        (setting::OFF_TASK_SIGHAND, (&l.task_struct_sighand).into()),
-        (
-            setting::OFF_SIGHAND_SIGLOCK,
-            (&l.sighand_struct_siglock).into(),
-        ),
-        (setting::OFF_TASK_CFS_RQ, (&l.task_struct_se_cfs_rq).into()),
-        (setting::OFF_CFS_RQ_RQ, (&l.cfs_rq_rq).into()),
-        (setting::OFF_RQ_LOCK, (&l.rq_lock).into()),
-        (setting::OFF_CGROUP_KN, (&c.cgroup_kn).into()),
-        (setting::OFF_KERNFS_ID, (&c.kernfs_node_id).into()),
-        (setting::OFF_CGROUP_ROOT, (&c.cgroup_root).into()),
-        (
-            setting::OFF_ROOT_HIERARCHY,
-            (&c.cgroup_root_hierarchy_id).into(),
-        ),
-        (setting::IMAGE_START, (&image.0).into()),
-        (setting::IMAGE_END, (&image.1).into()),
-        (setting::LATENCY, (&latency).into()),
-        (setting::TRACE_ON, (&trace).into()),
-        (setting::CHILDREN, (&children).into()),
-        (setting::TASK_BTF, (&task_btf).into()),
-    ];
-    for (name, value) in settings {
-        loader.override_global(name, value, true);
-    }
-    for (map, entries) in map_sizes(kernel, opts, trace)? {
-        loader.map_max_entries(map, entries);
-    }
-    loader
-        .load(object::PROFILER)
-        .context("cannot load fdprof's eBPF object")
-}
-
-/// The maps sized at load, and their sizes: the large ones get room only where used.
-fn map_sizes(
-    kernel: &Kernel,
-    opts: &ProfilerOptions,
-    trace: u32,
-) -> Result<[(&'static str, u32); 7]> {
-    let stacks = opts.cpu_hz.map_or(1, |_| fdprof_common::cpu::STACK_TRACES);
-    let trace_bytes = if trace != 0 {
-        fdprof_common::trace::RING_BYTES
-    } else {
-        page_size()
-    };
-    // Only a system-wide profiler and a set send process starts.
-    let starts_bytes = match opts.filter {
-        Filter::All | Filter::Set { .. } => fdprof_common::process::STARTS_RING_BYTES,
-        _ => page_size(),
-    };
-    let (max_targets, member_pids) = match opts.filter {
-        Filter::Set { max } => (max.max(1), super::targets::member_pids()),
-        _ => (1, 1),
-    };
-    // Only per-process figures have rows to free when a process ends.
-    let exited = match opts.filter {
-        Filter::All | Filter::Set { .. } => fdprof_common::process::EXITED_SLOTS,
-        _ => 1,
-    };
-    // The slow-path probe's own sites, where it is the source of every spinlock's waits.
-    let slow_sites = if kernel.lock_tracepoints {
-        1
-    } else {
-        let cpus = aya::util::nr_cpus().map_err(|(_, e)| e)?;
-        fdprof_common::contention::SLOW_SITES_PER_CPU * cpus as u32
-    };
-    Ok([
-        (fdprof_common::cpu::STACKS_MAP, stacks),
-        (map::TRACE, trace_bytes),
-        (map::PROCESS_STARTS, starts_bytes),
-        (map::TARGETS, max_targets),
-        (map::MEMBERS, member_pids),
-        (map::EXITED, exited),
-        (map::SLOW_SITES, slow_sites),
-    ])
-}
-
 /// Attaches each function role in the most direct mode that works (`opts.forced` forces one).
 fn attach_roles(
     ebpf: &mut Ebpf,
@@ -664,12 +547,6 @@ fn slow_path_sees_all(ebpf: &mut Ebpf, attachments: &BTreeMap<Role, Attachment>)
         config.set(fnops::CONFIG_SLOWPATH_ALL, 1, 0)?;
     }
     Ok(all)
-}
-
-fn page_size() -> u32 {
-    // SAFETY: sysconf has no preconditions.
-    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    u32::try_from(size).unwrap_or(4096)
 }
 
 /// `CLOCK_MONOTONIC` now, the clock of `bpf_ktime_get_ns`.

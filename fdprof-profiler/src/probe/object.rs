@@ -1,5 +1,5 @@
 //! The eBPF objects built from `fdprof-ebpf` by `cargo xtask ebpf` and committed in
-//! `fdprof/ebpf/` (CI checks they are the sources'), embedded in the binary.
+//! `fdprof-profiler/ebpf/` (CI checks they are the sources'), embedded in the binary.
 
 use aya::include_bytes_aligned;
 
@@ -15,7 +15,8 @@ mod tests {
 
     use fdprof_common::{
         cpu,
-        probes::{map, program, setting},
+        probes::{map, program},
+        settings::{self, Settings},
     };
     use object::{Object, ObjectSymbol};
 
@@ -33,12 +34,23 @@ mod tests {
             .iter()
             .chain(&program::ALL)
             .chain(&syscall_programs)
-            .chain(&setting::ALL)
+            .chain(&[settings::SYMBOL])
             .chain(&[cpu::SAMPLES_MAP, cpu::STACKS_MAP, cpu::PROGRAM])
             .filter(|name| !symbols.contains(*name))
             .copied()
             .collect();
         assert!(missing.is_empty(), "not in the eBPF object: {missing:?}");
+        // The settings are written whole: the object's must be the struct user space fills.
+        let settings_size = elf
+            .symbols()
+            .find(|s| s.name() == Ok(settings::SYMBOL))
+            .map(|s| s.size());
+        assert_eq!(
+            settings_size,
+            Some(std::mem::size_of::<Settings>() as u64),
+            "the object's {} is not fdprof_common's Settings",
+            settings::SYMBOL
+        );
         // And nothing of the object's is left out of the contract.
         let ours: HashSet<&str> = program::ALL
             .iter()
