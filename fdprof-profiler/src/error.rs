@@ -15,7 +15,7 @@ pub(crate) const EXIT_NOT_FOUND: u8 = 127;
 #[derive(Debug)]
 pub struct Fatal {
     pub code: u8,
-    pub message: String,
+    pub(crate) message: String,
 }
 
 impl fmt::Display for Fatal {

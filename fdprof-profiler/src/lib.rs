@@ -39,6 +39,7 @@ pub mod probe;
 pub mod procfs;
 pub mod render;
 pub mod symbolize;
-#[cfg(any(test, feature = "testdata"))]
-#[doc(hidden)]
-pub use fdprof_recording::testdata;
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+use fdprof_recording::testdata;

@@ -126,11 +126,11 @@ pub(crate) fn namespace(kind: &str) -> Option<u64> {
 /// What a command needs and this process lacks. Exit code 2, like a usage error.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MissingPrivileges {
-    pub command: String,
-    pub needed: Vec<Capability>,
-    pub lacking: Vec<Capability>,
+    pub(crate) command: String,
+    pub(crate) needed: Vec<Capability>,
+    pub(crate) lacking: Vec<Capability>,
     /// Whether fdprof runs in a container: then the pod spec, not sudo, gives them.
-    pub in_container: bool,
+    pub(crate) in_container: bool,
 }
 
 impl std::fmt::Display for MissingPrivileges {

@@ -21,7 +21,7 @@ pub(crate) use fdprof_common::probes::Attachment;
 /// A tracepoint family's links, closing probe first: dropped and made again while its
 /// programs stay loaded (the daemon's full tracing, switched on for a window).
 #[derive(Debug, Default)]
-pub struct Links(Vec<Link>);
+pub(crate) struct Links(Vec<Link>);
 
 #[derive(Debug)]
 enum Link {
@@ -53,7 +53,7 @@ pub(crate) fn tp_btf(
 }
 
 /// Loads a tracepoint family as classic tracepoints and, with `link`, attaches them.
-pub fn classic(ebpf: &mut Ebpf, family: Role, link: bool) -> Result<Links, ProbeError> {
+pub(crate) fn classic(ebpf: &mut Ebpf, family: Role, link: bool) -> Result<Links, ProbeError> {
     let programs = family.tracepoint_programs();
     let names: Vec<&str> = programs.iter().map(|(p, _, _)| *p).collect();
     with_rollback(ebpf, &names, |ebpf| {

@@ -13,15 +13,15 @@ use super::ring::{AsyncRing, decode_plain};
 /// One event as the kernel sent it: times are `CLOCK_MONOTONIC` ns, stacks are ids in the
 /// profiler's stack map (`super::Profiler::stacks`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RawEvent {
-    pub at_ns: u64,
-    pub pid: u32,
-    pub tid: u32,
-    pub what: RawKind,
+pub(crate) struct RawEvent {
+    pub(crate) at_ns: u64,
+    pub(crate) pid: u32,
+    pub(crate) tid: u32,
+    pub(crate) what: RawKind,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RawKind {
+pub(crate) enum RawKind {
     SlowWait {
         lock: LockIdentity,
         wait_ns: u64,
@@ -90,7 +90,7 @@ const MAX_BATCH: usize = (RING_BYTES as usize) / size_of::<EventRecord>();
 
 /// The events ring buffer of a [`super::Profiler`], registered with the tokio reactor: create
 /// and read it inside a runtime with IO enabled (creating it elsewhere panics).
-pub struct EventStream {
+pub(crate) struct EventStream {
     ring: AsyncRing,
 }
 
@@ -102,7 +102,7 @@ impl EventStream {
     }
 
     /// Waits until there are events, then returns those there are, oldest first.
-    pub async fn next_batch(&mut self) -> Result<Vec<RawEvent>> {
+    pub(crate) async fn next_batch(&mut self) -> Result<Vec<RawEvent>> {
         self.ring.next_batch(MAX_BATCH, RawEvent::decode).await
     }
 
@@ -111,8 +111,9 @@ impl EventStream {
         self.ring.try_batch(MAX_BATCH, RawEvent::decode)
     }
 
+    #[cfg(test)]
     /// Records that did not decode (none, unless the object and fdprof disagree).
-    pub fn undecoded(&self) -> u64 {
+    pub(crate) fn undecoded(&self) -> u64 {
         self.ring.undecoded
     }
 }

@@ -32,7 +32,7 @@ pub struct Kernel {
 
 impl Kernel {
     /// Reads the running kernel's BTF; `kallsyms` is `/proc/kallsyms`, already read.
-    pub fn discover(kallsyms: &Kallsyms) -> Result<Self> {
+    pub(crate) fn discover(kallsyms: &Kallsyms) -> Result<Self> {
         let btf = Btf::from_sys_fs()?;
         let offsets = KernelOffsets::from_btf(&btf)?;
         let functions = FUNCTION_ROLES

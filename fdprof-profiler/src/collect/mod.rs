@@ -1,19 +1,21 @@
 //! The profiler: attaching the programs, and reading what they aggregated as snapshots.
 
-pub mod attach;
+pub(crate) mod attach;
 pub(crate) mod batch;
 pub mod cgroups;
 pub mod counters;
 pub(crate) mod cpu;
 pub(crate) mod direct;
 pub(crate) mod events;
+#[cfg(test)]
+mod events_tests;
 pub(crate) mod exited;
 pub(crate) mod identity;
 pub(crate) mod kernel;
 pub mod launch;
 pub(crate) mod processes;
 pub mod profiler;
-pub mod refusal;
+pub(crate) mod refusal;
 pub(crate) mod ring;
 pub(crate) mod slow_sites;
 pub(crate) mod snapshot;
@@ -25,7 +27,8 @@ pub mod targets;
 pub(crate) mod thread_rows;
 pub mod trace;
 
-pub use events::{EventStream, RawEvent, RawKind};
+pub(crate) use events::EventStream;
+pub(crate) use events::RawEvent;
 pub use kernel::Kernel;
 pub use profiler::{Filter, Profiler, ProfilerOptions};
 pub use snapshot::Snapshot;

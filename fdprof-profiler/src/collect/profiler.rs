@@ -129,7 +129,7 @@ enum FullTracing {
 impl Profiler {
     /// Loads the programs and attaches them: the function roles one by one, then the tracepoint
     /// families.
-    pub fn attach(kernel: &Kernel, opts: ProfilerOptions) -> Result<Self> {
+    pub(crate) fn attach(kernel: &Kernel, opts: ProfilerOptions) -> Result<Self> {
         let trace = u32::from(opts.trace && !opts.lock_only);
         let children = u32::from(opts.children && matches!(opts.filter, Filter::Tgid(_)));
         let mut ebpf = load::load(kernel, &opts, trace, children)?;
@@ -222,7 +222,7 @@ impl Profiler {
 
     /// The events ring buffer, to read with an [`EventStream`]; `None` once taken. The
     /// programs send events from then on only. Call it inside a tokio runtime with IO enabled.
-    pub fn take_events(&mut self) -> Option<Result<EventStream>> {
+    pub(crate) fn take_events(&mut self) -> Option<Result<EventStream>> {
         let map = self.ebpf.take_map(map::EVENTS)?;
         Some(self.start_events(map))
     }
@@ -418,7 +418,7 @@ impl Profiler {
 
     /// Takes the last snapshot, with the statistics sampler stopped so its window is final,
     /// then detaches and unloads every program.
-    pub fn finish(mut self) -> Result<Snapshot> {
+    pub(crate) fn finish(mut self) -> Result<Snapshot> {
         let ebpf = &self.ebpf;
         self.stats.stop(|| snapshot::walk_ns(ebpf).unwrap_or(0));
         self.snapshot()

@@ -9,7 +9,7 @@ use aya::programs::{Program, ProgramError};
 
 /// Where the kernel said no.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stage {
+pub(crate) enum Stage {
     Load,
     Attach,
 }
@@ -24,7 +24,7 @@ impl Stage {
 }
 
 #[derive(Debug)]
-pub enum ProbeError {
+pub(crate) enum ProbeError {
     /// The kernel refused `what` at `stage`: its errno, and the verifier's reason at load.
     Refused {
         what: String,

@@ -23,12 +23,12 @@ use fdprof_common::{
 
 /// The waits of one site (lock and stacks), summed over CPUs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Contention {
-    pub count: u64,
-    pub total_ns: u64,
-    pub max_ns: u64,
+pub(crate) struct Contention {
+    pub(crate) count: u64,
+    pub(crate) total_ns: u64,
+    pub(crate) max_ns: u64,
     /// Log2 histogram: `slots[s]` waits of `2^(s-1)..2^s` ns.
-    pub slots: [u64; WAIT_SLOTS],
+    pub(crate) slots: [u64; WAIT_SLOTS],
 }
 
 impl Default for Contention {
@@ -94,13 +94,13 @@ pub struct Snapshot {
     /// Stack-walk time within that window, ns (part of the lock probes' run time).
     pub walk_ns_sampled: u64,
     pub programs: Vec<ProgramStats>,
-    pub contention: Vec<(SiteKey, Contention)>,
+    pub(crate) contention: Vec<(SiteKey, Contention)>,
     /// Stack id → instruction pointers, innermost first.
     pub stacks: HashMap<i32, Vec<u64>>,
     pub syscall_counters: Vec<u64>,
     /// Largest value over CPUs for the `max` globals, smallest non-zero for `MAX_FDS_FIRST`,
     /// sums for the rest.
-    pub globals: Vec<u64>,
+    pub(crate) globals: Vec<u64>,
     pub hists: Vec<u64>,
     pub drops: Vec<u64>,
     /// Direct-probe counters and histograms (`fnops` layout); max counters combined with max.

@@ -17,8 +17,8 @@ use fdprof_common::trace::TraceRecord;
 /// came past the limit.
 #[derive(Debug, Default)]
 pub struct Drained {
-    pub records: Vec<TraceRecord>,
-    pub over_limit: u64,
+    pub(crate) records: Vec<TraceRecord>,
+    pub(crate) over_limit: u64,
     /// Records of another size (none, unless the object and fdprof disagree).
     pub undecoded: u64,
 }
@@ -94,13 +94,13 @@ fn wait_readable(fd: RawFd) {
 /// A table as `/proc/PID/fd` and `fdinfo` show it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ProcTable {
-    pub pid: u32,
+    pub(crate) pid: u32,
     /// Open fds, ascending, and whether each is close-on-exec.
-    pub fds: Vec<(u32, bool)>,
+    pub(crate) fds: Vec<(u32, bool)>,
     /// `CLOCK_MONOTONIC` before and after the read: operations ending before `read_from_ns`
     /// are in it; those starting after `read_until_ns` are not.
-    pub read_from_ns: u64,
-    pub read_until_ns: u64,
+    pub(crate) read_from_ns: u64,
+    pub(crate) read_until_ns: u64,
 }
 
 /// `O_CLOEXEC` in fdinfo's octal `flags`.

@@ -10,7 +10,7 @@ pub(crate) mod events;
 pub(crate) mod lock_names;
 pub mod merge;
 pub(crate) mod operation;
-pub mod own;
+pub(crate) mod own;
 pub mod process;
 pub(crate) mod sample;
 pub mod trace;

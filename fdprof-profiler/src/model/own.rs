@@ -11,7 +11,7 @@ pub(crate) fn bpf_program(function: &str) -> Option<&str> {
 }
 
 /// Whether one of fdprof's programs is on a kernel stack, given by its functions.
-pub fn on_stack<'a>(functions: impl IntoIterator<Item = &'a str>) -> bool {
+pub(crate) fn on_stack<'a>(functions: impl IntoIterator<Item = &'a str>) -> bool {
     functions
         .into_iter()
         .filter_map(bpf_program)

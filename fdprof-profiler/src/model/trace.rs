@@ -132,3 +132,87 @@ fn snapshot(
         max_fds: seen_max.unwrap_or_else(|| kernel_table_size(highest)),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TABLE_ADDR: u64 = 0xffff_8880_0000_1000;
+
+    /// Two allocations by pid 42 (fds 3 and 4), its table read with fds 0-2 open.
+    fn two_allocations(raw_addrs: bool) -> Trace {
+        let rec = |fd: i32, exit_ns: u64| TraceRecord {
+            enter_ns: exit_ns - 10,
+            exit_ns,
+            table: TABLE_ADDR,
+            pid: 42,
+            tid: 42,
+            fd,
+            op: op::ALLOC,
+            next_fd: 3,
+            max_fds: 64,
+            ..TraceRecord::default()
+        };
+        let drained = Drained {
+            records: vec![rec(3, 1_000), rec(4, 2_000)],
+            ..Drained::default()
+        };
+        let table = ProcTable {
+            pid: 42,
+            fds: vec![(0, false), (1, false), (2, false)],
+            read_from_ns: 500,
+            read_until_ns: 600,
+        };
+        build(&drained, &[table], 0, 100, 0, raw_addrs)
+    }
+
+    #[test]
+    fn builds_the_rows_and_the_snapshot_of_two_allocations() {
+        let row = |fd: i32, exit_ns: u64| Row {
+            exit_ns,
+            enter_ns: exit_ns - 10,
+            tid: 42,
+            table: 0,
+            op: op::ALLOC,
+            fd,
+            next_fd: 3,
+            max_fds: 64,
+            ..Row::default()
+        };
+        let rows = [row(3, 1_000), row(4, 2_000)];
+        let want = Trace {
+            encoding: ENCODING.into(),
+            events: 2,
+            limit: 100,
+            over_limit: 0,
+            lost: 0,
+            tables: vec![TraceTable {
+                pid: 42,
+                addr: None,
+            }],
+            snapshots: vec![TableSnapshot {
+                table: 0,
+                from_ns: 500,
+                until_ns: 600,
+                open: vec![[0, 3]],
+                cloexec: Vec::new(),
+                next_fd: 3,
+                max_fds: 64,
+            }],
+            notes: vec![SYSCALL_TRACE_NOTE.into()],
+            data: codec::encode(&rows),
+        };
+        assert_eq!(two_allocations(false), want);
+    }
+
+    /// Kernel addresses reveal the KASLR offset: they leave the machine only with --raw-addrs
+    /// (without it, the test above).
+    #[test]
+    fn table_addresses_with_raw_addrs() {
+        let tables = two_allocations(true).tables;
+        assert_eq!(
+            tables.iter().map(|t| t.addr).collect::<Vec<_>>(),
+            [Some(TABLE_ADDR)]
+        );
+    }
+}

@@ -5,10 +5,10 @@ use std::collections::HashSet;
 use anyhow::Result;
 
 /// Function names in the running kernel's text (`t`/`T` symbols, modules included).
-pub struct Kallsyms {
+pub(crate) struct Kallsyms {
     functions: HashSet<String>,
     /// The kernel image's data and bss, `[_sdata, _end)`, where kallsyms lists data symbols.
-    pub image_data: Option<(u64, u64)>,
+    pub(crate) image_data: Option<(u64, u64)>,
 }
 
 impl Kallsyms {
@@ -17,7 +17,7 @@ impl Kallsyms {
     }
 
     /// From `/proc/kallsyms` text already read.
-    pub fn parse(text: &str) -> Self {
+    pub(crate) fn parse(text: &str) -> Self {
         let mut functions = HashSet::new();
         let (mut sdata, mut end) = (None, None);
         for line in text.lines() {

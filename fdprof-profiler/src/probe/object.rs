@@ -4,7 +4,7 @@
 use aya::include_bytes_aligned;
 
 /// The profiling programs.
-pub static PROFILER: &[u8] = include_bytes_aligned!("../../ebpf/fdprof.bpf.o");
+pub(crate) static PROFILER: &[u8] = include_bytes_aligned!("../../ebpf/fdprof.bpf.o");
 
 /// Empty programs that `doctor` attaches to find out what the kernel allows.
 pub(crate) static DOCTOR: &[u8] = include_bytes_aligned!("../../ebpf/fdprof-doctor.bpf.o");

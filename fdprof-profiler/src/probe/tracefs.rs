@@ -6,20 +6,20 @@ use std::path::Path;
 const TRACEFS: &str = "/sys/kernel/tracing";
 
 /// Whether the kernel has the tracepoint `group/name` (tracefs mounted).
-pub fn has_event(event: &str) -> bool {
+pub(crate) fn has_event(event: &str) -> bool {
     Path::new(TRACEFS).join("events").join(event).is_dir()
 }
 
 /// Whether tracefs is mounted. The mount table, not the directory: tracefs is mode 0700, so
 /// a user with CAP_BPF and CAP_PERFMON but not root cannot look inside it, mounted or not.
-pub fn is_mounted() -> bool {
+pub(crate) fn is_mounted() -> bool {
     mounted(&crate::procfs::own::mounts().unwrap_or_default())
         || Path::new(TRACEFS).join("events").is_dir()
         || Path::new("/sys/kernel/debug/tracing/events").is_dir()
 }
 
 /// Makes sure tracefs is mounted; returns a note when fdprof had to mount it.
-pub fn ensure_mounted() -> Option<String> {
+pub(crate) fn ensure_mounted() -> Option<String> {
     if is_mounted() {
         return None;
     }

@@ -449,6 +449,5 @@ fn http(e: &Exposition, out: &mut Families) -> fmt::Result {
 
 mod containers;
 mod processes;
-pub use processes::PROCESS_SERIES;
 #[cfg(test)]
 mod tests;

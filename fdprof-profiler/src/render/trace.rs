@@ -140,10 +140,3 @@ impl Write for Counted {
         Ok(())
     }
 }
-
-/// The lines as one string, or why the trace cannot be read.
-pub fn jsonl(trace: &Trace) -> Result<String, String> {
-    let mut out = Vec::new();
-    lines(trace)?.write(&mut out).expect("writing to memory");
-    Ok(String::from_utf8(out).expect("JSON is UTF-8"))
-}

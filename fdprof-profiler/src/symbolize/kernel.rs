@@ -11,7 +11,7 @@ use anyhow::{Context, Result, bail};
 use super::Frame;
 
 /// Name given to addresses that no symbol covers.
-pub const UNKNOWN: &str = "[unknown]";
+pub(crate) const UNKNOWN: &str = "[unknown]";
 
 /// An address further than this past the start of the nearest symbol below it is taken as not
 /// belonging to it (kallsyms has no sizes; the gap between the kernel image and the module area,
@@ -82,7 +82,7 @@ impl KernelSymbols {
     }
 
     /// [`KernelSymbols::load`] from `/proc/kallsyms` text already read (it is large: read once).
-    pub fn from_kallsyms(text: &str) -> Result<Self> {
+    pub(crate) fn from_kallsyms(text: &str) -> Result<Self> {
         let started = Instant::now();
         let mut symbols = Self::parse(text).map_err(|e| {
             let restrict =
@@ -99,7 +99,7 @@ impl KernelSymbols {
     }
 
     /// Builds the table from text in `/proc/kallsyms` format (`ADDR TYPE NAME [MODULE]`).
-    pub fn parse(text: &str) -> Result<Self> {
+    pub(crate) fn parse(text: &str) -> Result<Self> {
         let started = Instant::now();
         // (addr, rank, entry); rank picks one name among aliases at the same address.
         let mut rows: Vec<(u64, u8, Entry)> = Vec::with_capacity(text.len() / 40);
@@ -172,7 +172,7 @@ impl KernelSymbols {
     /// Adds the JIT-ed BPF programs (`bpf_prog_<tag>_<name>`, module `bpf`) that kallsyms lists
     /// now: kallsyms is read before fdprof loads its own programs, which come and go with it.
     /// Addresses already known are kept as they are. Returns how many were added.
-    pub fn add_bpf_programs(&mut self, kallsyms: &str) -> usize {
+    pub(crate) fn add_bpf_programs(&mut self, kallsyms: &str) -> usize {
         let mut added: Vec<(u64, Entry)> = Vec::new();
         for line in kallsyms.lines().filter(|l| l.ends_with("[bpf]")) {
             let mut parts = line.split_ascii_whitespace();
@@ -223,19 +223,16 @@ impl KernelSymbols {
         n
     }
 
+    #[cfg(test)]
     /// Number of distinct symbol addresses kept.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.addrs.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.addrs.is_empty()
     }
 
     /// The function covering `addr`: name, offset into it and the module (`None` for the core
     /// kernel). `address` is filled only when `raw` is set (kernel addresses reveal KASLR).
     /// Addresses no symbol covers give function `[unknown]`, offset 0.
-    pub fn resolve(&self, addr: u64, raw: bool) -> Frame {
+    pub(crate) fn resolve(&self, addr: u64, raw: bool) -> Frame {
         let address = raw.then_some(addr);
         match self.lookup(addr) {
             Some((name, offset, module)) => Frame {
@@ -253,8 +250,9 @@ impl KernelSymbols {
         }
     }
 
+    #[cfg(test)]
     /// [`resolve`](Self::resolve) for each address of a stack, in order.
-    pub fn resolve_stack(&self, addrs: &[u64], raw: bool) -> Vec<Frame> {
+    pub(crate) fn resolve_stack(&self, addrs: &[u64], raw: bool) -> Vec<Frame> {
         addrs.iter().map(|&a| self.resolve(a, raw)).collect()
     }
 

@@ -6,12 +6,16 @@
 
 mod frame;
 pub(crate) mod kernel;
+#[cfg(test)]
+mod kernel_tests;
 pub(crate) mod system;
 pub(crate) mod user;
+#[cfg(test)]
+mod user_tests;
 mod vdso;
 
-pub use frame::Frame;
+pub(crate) use frame::Frame;
 
-pub use kernel::{KernelSymbols, UNKNOWN};
+pub use kernel::KernelSymbols;
 pub use system::SystemMaps;
 pub use user::UserSymbolizer;

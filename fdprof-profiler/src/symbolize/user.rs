@@ -218,7 +218,7 @@ impl UserSymbolizer {
     /// before. When the process is gone (or the maps cannot be read) the previous snapshot is kept
     /// and `false` is returned. Mappings of the previous snapshot that no new mapping overlaps
     /// are kept too, so addresses in a library unloaded since still resolve.
-    pub fn snapshot_maps(&mut self, pid: u32) -> bool {
+    pub(crate) fn snapshot_maps(&mut self, pid: u32) -> bool {
         let Some(text) = crate::procfs::maps(&pid.to_string()) else {
             return false;
         };
@@ -263,8 +263,9 @@ impl UserSymbolizer {
         true
     }
 
+    #[cfg(test)]
     /// Whether a snapshot of `pid` exists.
-    pub fn has_snapshot(&self, pid: u32) -> bool {
+    pub(crate) fn has_snapshot(&self, pid: u32) -> bool {
         self.procs.contains_key(&pid)
     }
 
@@ -275,7 +276,7 @@ impl UserSymbolizer {
     /// `[unknown]` with the module and, as offset, the file offset (enough to look it up later);
     /// an address outside every known mapping gives `[unknown]`, offset 0, no module. `address`
     /// is filled only when `raw` is set. A process never snapshotted is snapshotted now.
-    pub fn resolve(&mut self, pid: u32, addrs: &[u64], raw: bool) -> Vec<Frame> {
+    pub(crate) fn resolve(&mut self, pid: u32, addrs: &[u64], raw: bool) -> Vec<Frame> {
         if !self.procs.contains_key(&pid) {
             self.snapshot_maps(pid);
         }

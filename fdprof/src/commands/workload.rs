@@ -259,14 +259,14 @@ mod tests {
             .downcast_ref::<fdprof_profiler::error::Fatal>()
             .expect("exit code");
         assert_eq!(fatal.code, EXIT_USAGE);
-        assert_eq!(fatal.message, "--hole 2 is stdio: use 3 or more");
+        assert_eq!(fatal.to_string(), "--hole 2 is stdio: use 3 or more");
         let args = Cli::try_parse_from(["workload", "opensock", "--reserve"])
             .unwrap()
             .args;
         let err = run(args).unwrap_err();
         let fatal = err.downcast_ref::<fdprof_profiler::error::Fatal>().unwrap();
         assert_eq!(
-            fatal.message,
+            fatal.to_string(),
             "--reserve is a variant of holes, not of opensock"
         );
     }

@@ -545,23 +545,18 @@ fn system_wide_keeps_each_process_apart_up_to_prometheus() {
             assert!(report.steal.is_some(), "{path}: no steal");
         }
     }
-    // The per-process series are bounded: at most the stated number of pids.
+    // The per-process series are bounded: at most the stated number of pids, 20 (docs/daemon.md;
+    // the library's metrics tests hold its bound to it).
     let pids_exposed =
         prometheus.wait_for("count(fdprof_process_fd_syscalls_total)", TIMEOUT, |r| {
             sample_values(r).len() == 1
         });
     let exposed = sample_values(&pids_exposed);
-    assert!(
-        exposed.len() == 1 && exposed[0] <= fdprof_profiler::render::metrics::PROCESS_SERIES as f64,
-        "{pids_exposed}"
-    );
+    assert!(exposed.len() == 1 && exposed[0] <= 20.0, "{pids_exposed}");
     let help = run(fdprof().args(["daemon", "--help"]));
     let help = String::from_utf8_lossy(&help.stdout);
-    let stated = format!(
-        "first {} processes",
-        fdprof_profiler::render::metrics::PROCESS_SERIES
-    );
-    assert!(help.contains(&stated), "--help does not state {stated:?}");
+    let stated = "first 20 processes";
+    assert!(help.contains(stated), "--help does not state {stated:?}");
     // Steal: in each streamed interval, and one counter, within what /proc/stat counted
     // around the daemon's life.
     for event in daemon.stream(2) {

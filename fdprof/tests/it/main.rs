@@ -6,11 +6,11 @@
 //! - a test that loads the machine for seconds (fd-syscall loops, fuzzers) holds
 //!   [`common::load_lock`], which keeps it from running beside one of those;
 //! - files go under [`common::tmp`] (a directory per module), and a test that runs this binary
-//!   again names the test by its path (`symbolize::helper_child_process`).
+//!   again names the test by its path
+//!   (`reader_fuzz::reader_and_renderers_survive_hostile_recordings`).
 
 mod common;
 
-mod bpf_frames;
 mod captures;
 mod cgroups;
 mod churn;
@@ -25,7 +25,6 @@ mod dashboards;
 mod deploy;
 mod diagnosis;
 mod doctor;
-mod events;
 mod export;
 mod input;
 mod layers;
@@ -42,7 +41,6 @@ mod remedies;
 mod replay;
 mod series;
 mod server;
-mod symbolize;
 mod target_set;
 mod targets;
 mod tiers;

@@ -14,7 +14,7 @@ use prometheus_client::registry::Unit;
 use super::{Exposition, Families, seconds};
 
 /// Processes with series of their own, per target (stated in `daemon --help` and the docs).
-pub const PROCESS_SERIES: usize = 20;
+pub(crate) const PROCESS_SERIES: usize = 20;
 
 /// The processes of `r` that get series: the first of the report's, which ranks them (most
 /// `file_lock` wait first, `analysis::processes`).

@@ -592,7 +592,10 @@ fn system_wide_exposition(n: u32) -> Exposition {
 
 #[test]
 fn per_process_series_are_bounded_and_labelled_by_pid_and_comm() {
-    let n = super::PROCESS_SERIES as u32 + 5;
+    use super::processes::PROCESS_SERIES;
+    // The bound `daemon --help` and docs/daemon.md state (and the daemon's test reads back).
+    assert_eq!(PROCESS_SERIES, 20);
+    let n = PROCESS_SERIES as u32 + 5;
     for text in [
         encode(system_wide_exposition(n)),
         encode_text(system_wide_exposition(n)),
@@ -604,7 +607,7 @@ fn per_process_series_are_bounded_and_labelled_by_pid_and_comm() {
             .map(|s| s.labels["pid"].as_str())
             .collect();
         // The first K by file_lock wait: pids 1..=K; the rest have no series of their own.
-        let want: Vec<String> = (1..=super::PROCESS_SERIES).map(|p| p.to_string()).collect();
+        let want: Vec<String> = (1..=PROCESS_SERIES).map(|p| p.to_string()).collect();
         assert_eq!(pids, want);
         let first = [("pid", "1"), ("comm", HOSTILE)];
         assert_eq!(value(&s, "fdprof_process_fd_syscalls_total", &first), 1.0);

@@ -1,106 +1,16 @@
-//! Symbolization against the running kernel and real processes that exit before their stacks are
-//! resolved. Needs root (real kallsyms addresses, `/proc/PID/map_files`).
+//! User stacks of real processes resolved after they exited, even when their binary was
+//! deleted: names come back from the snapshot of their maps and the files mapped. Root
+//! (`/proc/PID/map_files`).
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use fdprof_profiler::symbolize::Frame;
-use fdprof_profiler::symbolize::{KernelSymbols, UNKNOWN, UserSymbolizer};
+use super::{UserSymbolizer, kernel::UNKNOWN};
+use crate::tests::require_root;
 
 const CHILD_ENV: &str = "FDPROF_SYMBOLIZE_TEST_CHILD";
-
-fn require_root() {
-    // SAFETY: no preconditions.
-    let euid = unsafe { libc::geteuid() };
-    assert_eq!(
-        euid, 0,
-        "symbolize tests read real kernel addresses: run them as root"
-    );
-}
-
-/// Address of the core-kernel text symbol `name`, straight from /proc/kallsyms.
-fn kallsyms_address(name: &str) -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/kallsyms").unwrap();
-    text.lines().find_map(|line| {
-        let mut p = line.split_ascii_whitespace();
-        let (addr, kind, sym) = (p.next()?, p.next()?, p.next()?);
-        (sym == name && matches!(kind, "t" | "T") && p.next().is_none())
-            .then(|| u64::from_str_radix(addr, 16).unwrap())
-    })
-}
-
-#[test]
-fn kernel_symbols_resolve_alloc_fd() {
-    require_root();
-    let started = Instant::now();
-    let k = KernelSymbols::load().expect("load /proc/kallsyms");
-    let elapsed = started.elapsed();
-    eprintln!(
-        "KernelSymbols::load: {} text symbols in {elapsed:?}",
-        k.len()
-    );
-    assert!(k.len() > 10_000, "only {} text symbols", k.len());
-
-    let alloc_fd = kallsyms_address("alloc_fd").expect("alloc_fd in /proc/kallsyms");
-    assert_ne!(alloc_fd, 0);
-    assert_eq!(
-        k.resolve(alloc_fd + 0x10, false),
-        Frame {
-            function: "alloc_fd".into(),
-            offset: 0x10,
-            module: None,
-            address: None,
-        }
-    );
-    let raw = k.resolve(alloc_fd + 0x10, true);
-    assert_eq!(raw.address, Some(alloc_fd + 0x10));
-    assert_eq!((raw.function.as_str(), raw.offset), ("alloc_fd", 0x10));
-    assert_eq!(k.resolve(alloc_fd, false).offset, 0);
-
-    // Another function on the fd path, through the stack helper.
-    if let Some(close) = kallsyms_address("file_close_fd") {
-        let frames = k.resolve_stack(&[close + 1, alloc_fd + 2, 0x1000], false);
-        assert_eq!(frames[0].function, "file_close_fd");
-        assert_eq!(frames[1].function, "alloc_fd");
-        assert_eq!(frames[2].function, UNKNOWN);
-        assert!(frames.iter().all(|f| f.address.is_none()));
-    }
-}
-
-/// A 200k-symbol kernel (distro kernels with many modules loaded) parses whole, built from the
-/// real table with shifted copies. The time is printed; speed belongs to benchmarks.
-#[test]
-fn kernel_symbols_parse_200k() {
-    require_root();
-    let real = std::fs::read_to_string("/proc/kallsyms").unwrap();
-    let mut text = String::with_capacity(real.len() * 2);
-    let mut lines = 0;
-    'outer: for copy in 0u64..4 {
-        for line in real.lines() {
-            let Some((addr, rest)) = line.split_once(' ') else {
-                continue;
-            };
-            let addr = u64::from_str_radix(addr, 16)
-                .unwrap()
-                .wrapping_add(copy << 32);
-            text.push_str(&format!("{addr:016x} {rest}\n"));
-            lines += 1;
-            if lines == 200_000 {
-                break 'outer;
-            }
-        }
-    }
-    let started = Instant::now();
-    let k = KernelSymbols::parse(&text).unwrap();
-    let elapsed = started.elapsed();
-    eprintln!(
-        "KernelSymbols::parse: {lines} lines, {} text symbols kept, {elapsed:?}",
-        k.len()
-    );
-    assert!(k.len() > 100_000);
-}
 
 /// Deliberately not tiny, so that addresses a few bytes in still belong to it.
 #[inline(never)]
@@ -152,7 +62,7 @@ fn start_child(exe: &Path) -> Started {
         Command::new(exe)
             .args([
                 "--exact",
-                "symbolize::helper_child_process",
+                "symbolize::user_tests::helper_child_process",
                 "--nocapture",
                 "--test-threads=1",
             ])
@@ -221,7 +131,7 @@ fn check_after_exit(exe: &Path, before_snapshot: impl FnOnce()) {
 
     // Rust symbol of the test binary, demangled, without the hash.
     assert_eq!(
-        frames[0].function, "it::symbolize::marker_function",
+        frames[0].function, "fdprof_profiler::symbolize::user_tests::marker_function",
         "{frames:?}"
     );
     assert_eq!(frames[0].offset, 3);
@@ -239,7 +149,10 @@ fn check_after_exit(exe: &Path, before_snapshot: impl FnOnce()) {
 
     let raw = sym.resolve(pid, &[marker], true);
     assert_eq!(raw[0].address, Some(marker));
-    assert_eq!(raw[0].function, "it::symbolize::marker_function");
+    assert_eq!(
+        raw[0].function,
+        "fdprof_profiler::symbolize::user_tests::marker_function"
+    );
     assert_eq!(raw[0].offset, 0);
 }
 

@@ -1,19 +1,18 @@
-//! The events ring buffer on the real kernel (tracepoint mode here), read through the library
-//! as a live view does, against the workload generator's ground truth and the snapshot's counts.
+//! The events ring buffer on the real kernel (tracepoint mode here), read as a live view does,
+//! against the workload generator's ground truth and the snapshot's counts. Root.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use crate::common::*;
 use fdprof_common::{
     contention::lock_class,
     counters::{drop, global},
 };
-use fdprof_profiler::collect::{
-    EventStream, Filter, Kernel, Profiler, ProfilerOptions, RawEvent, RawKind, launch,
-};
-use fdprof_profiler::probe::kallsyms::Kallsyms;
-use serde_json::Value;
+
+use super::events::{EventStream, RawEvent, RawKind};
+use super::{Filter, Kernel, Profiler, ProfilerOptions, launch};
+use crate::probe::kallsyms::Kallsyms;
+use crate::tests::{assert_no_programs_left, kernel_lock, require_root, workload};
 
 fn kernel() -> Kernel {
     let text = std::fs::read_to_string("/proc/kallsyms").unwrap();
@@ -67,19 +66,17 @@ async fn until_process_exit(stream: &mut EventStream) -> Vec<RawEvent> {
 fn expansions_are_those_the_snapshot_counts() {
     require_root();
     let _guard = kernel_lock();
-    let scenario = ["workload", "holes", "-n", "3000", "--ops", "10", "--json"];
+    let scenario = ["holes", "-n", "3000", "--ops", "10"];
     // The table size the generator ends with (deterministic).
-    let alone = run(fdprof().args(scenario));
-    let expected: Value = serde_json::from_slice(&alone.stdout).unwrap();
+    let expected = workload::run(&scenario);
     let max_fds = expected["max_fds"].as_u64().unwrap();
     assert!(max_fds >= 3000);
 
-    // Launched held before exec, so the table grows under the probes.
-    let mut command = vec![env!("CARGO_BIN_EXE_fdprof").to_string()];
-    command.extend(scenario.iter().map(|s| s.to_string()));
+    // Launched held before exec, so the table grows under the probes. Its output (a test
+    // harness's, a few lines) stays in the pipe, unread, out of this harness's own.
     let mut launched = launch::launch(
-        &launch::Program::resolve(&command).unwrap(),
-        launch::Streams::Inherit,
+        &launch::Program::resolve(&workload::command(&scenario)).unwrap(),
+        launch::Streams::Captured,
     )
     .unwrap();
     let mut profiler = attach(launched.pid, Duration::from_secs(3600));
@@ -132,15 +129,16 @@ fn expansions_are_those_the_snapshot_counts() {
 fn each_thread_exits_once_and_the_process_once() {
     require_root();
     let _guard = kernel_lock();
-    let workload = start_workload(&["open-close", "-t", "2", "--ops", "1000"]);
+    let workload = workload::start(&["open-close", "-t", "2", "--ops", "1000"]);
     let pid = workload.pid;
     let mut profiler = attach(pid, Duration::from_secs(3600));
-    // Every thread exists before the signal: the main one and the two workers.
+    // Every thread exists before the signal: the test harness's main one, the generator's (a
+    // test's) and its two workers.
     let tids: BTreeSet<u32> = std::fs::read_dir(format!("/proc/{pid}/task"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_str().unwrap().parse().unwrap())
         .collect();
-    assert_eq!(tids.len(), 3);
+    assert_eq!(tids.len(), 4);
     let rt = runtime();
     let events = rt.block_on(async {
         let mut stream = profiler.take_events().unwrap().unwrap();
@@ -168,7 +166,7 @@ fn each_thread_exits_once_and_the_process_once() {
 fn every_file_lock_wait_is_a_slow_wait_at_one_ns() {
     require_root();
     let _guard = kernel_lock();
-    let workload = start_workload(&["opensock", "-t", "2", "-n", "4000", "-d", "2s"]);
+    let workload = workload::start(&["opensock", "-t", "2", "-n", "4000", "-d", "2s"]);
     let pid = workload.pid;
     let mut profiler = attach(pid, Duration::from_nanos(1));
     let rt = runtime();
@@ -232,17 +230,17 @@ fn classic_tracepoint_fallbacks_load_and_attach() {
     let _guard = kernel_lock();
     // Classic tracepoints are attached through tracefs, which the profiler mounts where it is
     // missing: so does this test, which may be the first to need it since boot.
-    fdprof_profiler::probe::tracefs::ensure_mounted();
+    crate::probe::tracefs::ensure_mounted();
     {
         let mut ebpf = aya::EbpfLoader::new()
-            .load(fdprof_profiler::probe::object::PROFILER)
+            .load(crate::probe::object::PROFILER)
             .unwrap();
         for family in [
             fdprof_common::probes::Role::LockTracepoints,
             fdprof_common::probes::Role::FdSyscalls,
             fdprof_common::probes::Role::TaskExits,
         ] {
-            fdprof_profiler::collect::attach::classic(&mut ebpf, family, true)
+            super::attach::classic(&mut ebpf, family, true)
                 .unwrap_or_else(|e| panic!("{family}: {e:#}"));
         }
     }
