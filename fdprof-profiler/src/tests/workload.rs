@@ -16,12 +16,12 @@ const ARGS_ENV: &str = "FDPROF_TEST_WORKLOAD";
 /// The test that is the generator, by its path.
 const GENERATOR: &str = "tests::workload::generator";
 
-/// Not a test of its own: the generator's process (this binary run again with [`ARGS_ENV`]).
+/// Not a test of its own: the generator's process (this binary run again with [`ARGS_ENV`]),
+/// ignored unless the tests that profile it start it.
 #[test]
+#[ignore = "the load generator the profiling tests start"]
 fn generator() {
-    let Ok(args) = std::env::var(ARGS_ENV) else {
-        return;
-    };
+    let args = std::env::var(ARGS_ENV).expect("started by the tests that profile it");
     let args: Vec<&str> = args.split(' ').collect();
     fdprof_workload::run(&options(&args)).unwrap();
 }
@@ -72,7 +72,7 @@ pub(crate) fn command(args: &[&str]) -> Vec<String> {
 /// Runs the test [`GENERATOR`] alone, its output (the generator's) uncaptured, the harness's
 /// own a line before and after.
 fn harness_args() -> Vec<String> {
-    ["--exact", GENERATOR, "--nocapture", "-q"]
+    ["--exact", GENERATOR, "--ignored", "--nocapture", "-q"]
         .map(String::from)
         .to_vec()
 }
