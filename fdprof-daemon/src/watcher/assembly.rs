@@ -109,7 +109,7 @@ impl Assembly {
         duration: Duration,
     ) -> Recording {
         Recording {
-            target: target(kind(watch), name),
+            target: target(kind(&watch.targets), name),
             started_unix_ms: self.started_unix_ms + start.as_millis() as u64,
             duration_ns: duration.as_nanos() as u64,
             // A reload may have changed it: the sum shows latency only if all measured it.
@@ -168,11 +168,7 @@ impl Watcher {
         }
         daemon.steal = steal;
         daemon.full_tracing = full_tracing;
-        let names = names_of(&daemon, &self.watch.targets, &self.followed, |name| {
-            self.assembly
-                .empty(&self.watch, name, start, duration)
-                .target
-        });
+        let names = names_of(&daemon, &self.watch.targets, &self.followed);
         self.followed.end_interval();
         for (reason, count) in std::mem::take(&mut self.followed.dropped) {
             daemon.drops.push(DropCount {
@@ -222,19 +218,19 @@ impl Watcher {
 
     /// The target of the daemon's own figures.
     pub(super) fn target(&self) -> Target {
-        target(kind(&self.watch), &self.daemon_name())
+        target(kind(&self.watch.targets), &self.daemon_name())
     }
 }
 
 /// Each name's interval, `daemon` narrowed to its processes; every name seen so far has one,
 /// empty when none of its processes ran. With one name, it is `daemon` whole: the figures not
-/// kept per process (latencies, on-CPU samples) are its too. `target_of` names each.
+/// kept per process (latencies, on-CPU samples) are its too.
 fn names_of(
     daemon: &Recording,
     targets: &Targets,
     followed: &Followed,
-    target_of: impl Fn(&str) -> Target,
 ) -> BTreeMap<String, Recording> {
+    let target_of = |name: &str| target(kind(targets), name);
     let names = &followed.names;
     if *targets == Targets::All || names.len() == 1 {
         let name = match targets {
@@ -260,8 +256,8 @@ fn names_of(
 }
 
 /// The kind of the daemon's targets.
-fn kind(watch: &Watch) -> TargetKind {
-    match watch.targets {
+fn kind(targets: &Targets) -> TargetKind {
+    match targets {
         Targets::All => TargetKind::All,
         _ => TargetKind::Name,
     }
@@ -336,10 +332,6 @@ mod tests {
         rec
     }
 
-    fn named(name: &str) -> Target {
-        target(TargetKind::Name, name)
-    }
-
     #[test]
     fn every_name_gets_its_own_processes_and_a_name_without_any_an_empty_interval() {
         let mut followed = Followed::new(16);
@@ -350,7 +342,7 @@ mod tests {
         followed.slot_of("memcached").unwrap();
         let daemon = with_processes(&[(10, "nginx"), (11, "nginx"), (20, "redis")]);
         let comms = Targets::Comms(vec!["nginx".into(), "redis".into(), "memcached".into()]);
-        let names = names_of(&daemon, &comms, &followed, named);
+        let names = names_of(&daemon, &comms, &followed);
         let pids =
             |name: &str| -> Vec<u32> { names[name].processes.iter().map(|p| p.pid).collect() };
         assert_eq!(pids("nginx"), [10, 11]);
@@ -362,18 +354,13 @@ mod tests {
     #[test]
     fn one_name_or_every_process_is_the_daemons_interval_whole() {
         let daemon = with_processes(&[(10, "nginx"), (30, "sh")]);
-        let all = names_of(&daemon, &Targets::All, &Followed::new(16), named);
+        let all = names_of(&daemon, &Targets::All, &Followed::new(16));
         assert_eq!(all.len(), 1);
         assert_eq!(all[ALL].processes.len(), 2);
         assert_eq!(all[ALL].target.comm.as_deref(), Some(ALL));
         let mut followed = Followed::new(16);
         followed.slot_of("nginx").unwrap();
-        let one = names_of(
-            &daemon,
-            &Targets::Comms(vec!["nginx".into()]),
-            &followed,
-            named,
-        );
+        let one = names_of(&daemon, &Targets::Comms(vec!["nginx".into()]), &followed);
         assert_eq!(one["nginx"].processes.len(), 2);
     }
 }
