@@ -86,7 +86,10 @@ pub mod drop {
     /// Cgroups below the followed ones past `targets::CGROUP_BOUND`, not followed (`targets`
     /// only, counted by user space once per cgroup).
     pub const CGROUP_BOUND: u32 = 10;
-    pub const COUNT: u32 = 11;
+    /// A user stack not copied: its CPU had copied its bytes a second
+    /// (`copies::BUDGET_BYTES_PER_CPU_SEC`) (`contention` and `cpu` only).
+    pub const COPY_BUDGET: u32 = 11;
+    pub const COUNT: u32 = 12;
 
     /// Whether counter `reason` of `probe` exists: the first reasons are every probe's, the
     /// reasons that name a map or bound only their own probe's.
@@ -94,6 +97,7 @@ pub mod drop {
         match reason {
             PROCESS_SYSCALLS_FULL..=EXITED_FULL => probe == PROBE_PROCESSES,
             CGROUP_BOUND => probe == PROBE_TARGETS,
+            COPY_BUDGET => probe == PROBE_CONTENTION || probe == PROBE_CPU,
             _ => reason < COUNT,
         }
     }
@@ -119,6 +123,7 @@ pub mod drop {
         "process_scans_full",
         "exited_full",
         "cgroup_bound",
+        "copy_budget",
     ];
 }
 

@@ -7,6 +7,7 @@
 extern crate alloc;
 
 pub mod contention;
+pub mod copies;
 pub mod counters;
 pub mod cpu;
 pub mod events;

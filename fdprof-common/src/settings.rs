@@ -70,6 +70,15 @@ pub struct Settings {
     /// task's fields by direct loads; 0: through the read helper, and the verifier never walks
     /// the direct loads' branch, so the helper it lacks is never seen. Found by trial.
     pub task_btf: u32,
+    /// Offsets of `task_struct.thread.fsbase` (the thread's TLS block, which user stacks are
+    /// measured from), `mm_struct.start_stack` (the main thread's stack top) and
+    /// `task_struct.stack` (where the user registers are saved, without
+    /// `bpf_task_pt_regs`); `u32::MAX` when absent.
+    pub off_task_fsbase: u32,
+    pub off_mm_start_stack: u32,
+    pub off_task_stack: u32,
+    /// Bytes of user stack a CPU may copy in a second (`copies`).
+    pub copy_budget: u32,
     pub _pad: u32,
 }
 
@@ -108,12 +117,16 @@ impl Settings {
         trace_on: 0,
         children: 0,
         task_btf: 0,
+        off_task_fsbase: u32::MAX,
+        off_mm_start_stack: u32::MAX,
+        off_task_stack: u32::MAX,
+        copy_budget: crate::copies::BUDGET_BYTES_PER_CPU_SEC,
         _pad: 0,
     };
 }
 
-// Three u64s and 28 u32s, nothing between them.
-const _: () = assert!(core::mem::size_of::<Settings>() == 3 * 8 + 28 * 4);
+// Three u64s and 32 u32s, nothing between them.
+const _: () = assert!(core::mem::size_of::<Settings>() == 3 * 8 + 32 * 4);
 
 /// `Settings::target_kind` values: what the programs' filter lets through.
 pub mod target_kind {

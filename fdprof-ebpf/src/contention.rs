@@ -11,17 +11,15 @@
 //! held: it finds its open wait and adds it up, nothing more; the lock's identity and the stacks
 //! are worked out at `contention_begin`, while the task waits anyway.
 //!
-//! Walking both stacks costs ~4 µs here, far longer than a typical file_lock wait. So the
-//! stacks walked at a site (thread, syscall, user return point, lock) are kept in a per-CPU
-//! cache and reused for the next contentions there, walked again every [`STACK_REFRESH`]th.
+//! Walking the kernel stack and finding the user stack's copy (`copies`) costs microseconds,
+//! far longer than a typical file_lock wait. So the stacks taken at a site (thread, syscall,
+//! user return point, lock) are kept in a per-CPU cache and reused for the next contentions
+//! there, taken again every [`STACK_REFRESH`]th.
 //! A spin wait nested in another on the same CPU (an interrupt's, landed on a spinning task)
 //! is a site of its own: user space attributes it to `irq`/`softirq` from its own stack.
 
 use aya_ebpf::{
-    bindings::BPF_F_USER_STACK,
-    helpers::{
-        bpf_get_current_task_btf, bpf_ktime_get_ns, bpf_probe_read_kernel, bpf_task_pt_regs,
-    },
+    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
     macros::{btf_tracepoint, map, tracepoint},
     maps::{HashMap, PerCpuArray, StackTrace},
     programs::tracing::StackIdContext,
@@ -38,6 +36,7 @@ use fdprof_common::{
 };
 
 use crate::{
+    copies::{self, UserRegs},
     counters::{GLOBALS, add, dropped},
     filter,
     kernel::{self, OwnLock},
@@ -110,29 +109,13 @@ const SITE_SLOTS: u32 = 1024;
 #[map]
 static SITE_CACHE: PerCpuArray<CachedSite> = PerCpuArray::with_max_entries(SITE_SLOTS, 0);
 
-/// x86_64 `struct pt_regs` offset of `orig_ax`, followed by ip, cs, flags and sp.
-const PT_REGS_ORIG_AX: u64 = 120;
-
 #[inline(always)]
-fn site(tid: u32, lock: u64, flags: u32, btf: bool) -> StackSite {
-    // SAFETY: the helper returns the current task's saved user registers, a BTF pointer:
-    // tp_btf programs load from it directly (checked by the verifier, fixed up on fault), the
-    // others through the read helper, which copes with any address.
-    let regs: [u64; 5] = unsafe {
-        let regs = bpf_task_pt_regs(bpf_get_current_task_btf()) as *const u64;
-        if btf {
-            let at = |i: u64| *regs.add(((PT_REGS_ORIG_AX / 8) + i) as usize);
-            [at(0), at(1), 0, 0, at(4)]
-        } else {
-            bpf_probe_read_kernel((regs as u64 + PT_REGS_ORIG_AX) as *const [u64; 5])
-                .unwrap_or([0; 5])
-        }
-    };
+fn site(tid: u32, lock: u64, flags: u32, regs: &UserRegs) -> StackSite {
     StackSite {
         lock,
-        syscall: regs[0],
-        user_ip: regs[1],
-        user_sp: regs[4],
+        syscall: regs.orig_ax,
+        user_ip: regs.ip,
+        user_sp: regs.sp,
         tid,
         flags,
     }
@@ -169,7 +152,13 @@ struct Cell {
 /// The cell of a contention at `site`: that of the last walk there, or walked now. `None` when
 /// the site has no element (all [`SITES`] given out).
 #[inline(always)]
-fn site_waits<C: StackIdContext>(ctx: &C, site: &StackSite, lock: u64, btf: bool) -> Option<Cell> {
+fn site_waits<C: StackIdContext>(
+    ctx: &C,
+    site: &StackSite,
+    regs: &UserRegs,
+    lock: u64,
+    btf: bool,
+) -> Option<Cell> {
     let c = SITE_CACHE.get_ptr_mut(slot_of(site))?;
     // SAFETY: a per-CPU slot: only this CPU uses it, and the program does not nest on a CPU.
     unsafe {
@@ -192,7 +181,11 @@ fn site_waits<C: StackIdContext>(ctx: &C, site: &StackSite, lock: u64, btf: bool
     let key = SiteKey {
         lock: identify(lock, site.flags, btf),
         kernel_stack: stack_id(ctx, 0, drop::KERNEL_STACK),
-        user_stack: stack_id(ctx, u64::from(BPF_F_USER_STACK), drop::USER_STACK),
+        user_stack: copies::user_stack(
+            drop::PROBE_CONTENTION,
+            (bpf_get_current_pid_tgid() >> 32) as u32,
+            regs,
+        ),
         tgid: filter::process_of_all().unwrap_or(0),
         _pad: 0,
     };
@@ -319,8 +312,9 @@ fn begin<C: StackIdContext>(ctx: &C, lock: u64, flags: u32, btf: bool) {
     } else {
         0
     };
-    let at = site(tid, lock, flags | level << NEST_SHIFT, btf);
-    let Some(cell) = site_waits(ctx, &at, lock, btf) else {
+    let regs = UserRegs::current(btf);
+    let at = site(tid, lock, flags | level << NEST_SHIFT, &regs);
+    let Some(cell) = site_waits(ctx, &at, &regs, lock, btf) else {
         return;
     };
     let wait = OpenWait {

@@ -1,10 +1,11 @@
 //! On-CPU sampling: a perf-event program, attached to one sampling event per online CPU,
-//! counts each sample of the target by its (kernel, user) stack pair, per CPU: a sample adds
-//! one to this CPU's element, no lock and no event sent.
+//! counts each sample of the target by its (kernel stack, user stack copy) pair, per CPU: a
+//! sample adds one to this CPU's element, no lock; a user stack not seen before is copied
+//! (`copies`).
 
 use aya_ebpf::{
     EbpfContext,
-    bindings::BPF_F_USER_STACK,
+    helpers::bpf_get_current_pid_tgid,
     macros::{map, perf_event},
     maps::{PerCpuHashMap, StackTrace},
     programs::{PerfEventContext, tracing::StackIdContext},
@@ -14,7 +15,11 @@ use fdprof_common::{
     cpu::{CpuKey, STACK_PAIRS},
 };
 
-use crate::{counters::dropped, filter, kernel};
+use crate::{
+    copies::{self, UserRegs},
+    counters::dropped,
+    filter, kernel,
+};
 
 #[map]
 static CPU_SAMPLES: PerCpuHashMap<CpuKey, u64> = PerCpuHashMap::with_max_entries(STACK_PAIRS, 0);
@@ -59,7 +64,14 @@ pub(crate) fn fdprof_cpu_sample(ctx: PerfEventContext) -> u32 {
         },
         // A kernel thread (`--all`) has no user stack: none, not a drop.
         user_stack: if kernel::current_has_mm() {
-            stack_id(&ctx, u64::from(BPF_F_USER_STACK), drop::USER_STACK)
+            let regs = if in_user_mode {
+                // SAFETY: as above: the context begins with the interrupted registers.
+                unsafe { UserRegs::at(ctx.as_ptr() as *const u64) }
+            } else {
+                UserRegs::current(false)
+            };
+            let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+            copies::user_stack(drop::PROBE_CPU, tgid, &regs)
         } else {
             -1
         },

@@ -10,6 +10,7 @@
 
 mod config;
 mod contention;
+mod copies;
 mod counters;
 mod cpu;
 mod exits;

@@ -41,5 +41,6 @@ pub mod render;
 pub mod symbolize;
 #[cfg(test)]
 mod tests;
+pub mod unwind;
 #[cfg(test)]
 use fdprof_recording::testdata;

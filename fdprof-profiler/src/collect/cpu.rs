@@ -97,7 +97,7 @@ pub(crate) fn read(ebpf: &Ebpf, event: CpuEvent, frequency_hz: u64) -> Result<Cp
         .iter()
         .flat_map(|(k, _)| [k.kernel_stack, k.user_stack])
     {
-        if id >= 0
+        if (0..fdprof_common::copies::COPY_ID_BASE).contains(&id)
             && !stacks.contains_key(&id)
             && let Ok(trace) = traces.get(&(id as u32), 0)
         {

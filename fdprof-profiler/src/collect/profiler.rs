@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail};
 use aya::{
     Ebpf,
-    maps::{Array, RingBuf, StackTraceMap},
+    maps::{Array, HashMap as BpfHashMap, RingBuf, StackTraceMap},
 };
 use fdprof_common::{
     counters::{drop, global},
@@ -33,6 +33,7 @@ use super::{
     targets::{self, CgroupTargets},
 };
 use crate::probe::tracefs;
+use crate::unwind::Unwinding;
 
 mod load;
 
@@ -115,6 +116,8 @@ pub struct Profiler {
     full: FullTracing,
     /// The slow-path probe sees every spinlock's waits (`SLOW_SITES`): no lock tracepoints.
     slow_sites: bool,
+    /// The user stacks' copies, unwound as they come.
+    unwinding: Unwinding,
 }
 
 /// Whether the fd syscall programs run, and their links while they do.
@@ -156,6 +159,11 @@ impl Profiler {
             Some(hz) => Some((cpu::attach(&mut ebpf, hz)?, hz)),
             None => None,
         };
+        let copies = ebpf
+            .take_map(fdprof_common::copies::COPIES_MAP)
+            .context("no map STACK_COPIES")?;
+        let unwinding = Unwinding::start(RingBuf::try_from(copies)?)
+            .context("cannot start the unwinding thread")?;
         let mut profiler = Self {
             ebpf,
             attachments,
@@ -172,6 +180,7 @@ impl Profiler {
             cgroups: CgroupTargets::default(),
             full,
             slow_sites,
+            unwinding,
         };
         // The first window of run-time statistics opens now, so that a refusal is among the
         // notes the figures carry from the start.
@@ -314,7 +323,17 @@ impl Profiler {
     /// Forgets the rows taken out of the maps so far (an interval has read them); their
     /// processes.
     pub(crate) fn release_exited(&mut self) -> Vec<u32> {
-        self.exited.release()
+        let gone = self.exited.release();
+        let keys = self.unwinding.forget(&gone);
+        if let Some(map) = self.ebpf.map_mut(fdprof_common::copies::COPY_IDS_MAP)
+            && let Ok(mut ids) = BpfHashMap::<_, u64, i32>::try_from(map)
+        {
+            for key in keys {
+                // An LRU entry may have gone already.
+                let _ = ids.remove(&key);
+            }
+        }
+        gone
     }
 
     /// The event on-CPU sampling runs on (`--cpu`), if it does.
@@ -335,7 +354,8 @@ impl Profiler {
     ) -> Result<HashMap<i32, Vec<u64>>> {
         let stacks: StackTraceMap<_> =
             StackTraceMap::try_from(self.ebpf.map(map::STACKS).context("no map STACKS")?)?;
-        let mut out = HashMap::new();
+        let ids: Vec<i32> = ids.into_iter().collect();
+        let mut out = self.unwinding.stacks(ids.iter().copied());
         for id in ids {
             if id >= 0
                 && !out.contains_key(&id)
@@ -408,12 +428,26 @@ impl Profiler {
         if let Some((event, frequency_hz)) = self.cpu {
             snap.cpu = Some(cpu::read(&self.ebpf, event, frequency_hz)?);
         }
+        self.add_copies(&mut snap);
         snap.machine = self
             .attached_cpu_times
             .clone()
             .zip(CpuTimes::read())
             .map(|(start, end)| Span { start, end });
         Ok(snap)
+    }
+
+    /// The unwound user stacks the snapshot's sites and samples refer to, once every copy sent
+    /// so far is unwound.
+    fn add_copies(&self, snap: &mut Snapshot) {
+        self.unwinding.flush();
+        let sites = snap.contention.iter().map(|(k, _)| k.user_stack);
+        snap.stacks.extend(self.unwinding.stacks(sites));
+        if let Some(cpu) = &mut snap.cpu {
+            let samples = cpu.counts.iter().map(|(k, _)| k.user_stack);
+            cpu.stacks.extend(self.unwinding.stacks(samples));
+        }
+        snap.unwind = self.unwinding.counts();
     }
 
     /// Takes the last snapshot, with the statistics sampler stopped so its window is final,

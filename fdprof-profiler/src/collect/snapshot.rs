@@ -16,6 +16,7 @@ use aya::{
 use fdprof_common::{
     HIST_SLOTS,
     contention::{SiteKey, SiteWaits, WAIT_SLOTS},
+    copies::COPY_ID_BASE,
     counters::{DROP_ENTRIES, HIST_ENTRIES, SYSCALL_COUNTER_ENTRIES, global},
     fnops::{FN_COUNTER_ENTRIES, FN_HIST_ENTRIES, counter},
     probes::map,
@@ -97,6 +98,8 @@ pub struct Snapshot {
     pub(crate) contention: Vec<(SiteKey, Contention)>,
     /// Stack id → instruction pointers, innermost first.
     pub stacks: HashMap<i32, Vec<u64>>,
+    /// The user stacks' unwinding so far.
+    pub unwind: crate::unwind::UnwindCounts,
     pub syscall_counters: Vec<u64>,
     /// Largest value over CPUs for the `max` globals, smallest non-zero for `MAX_FDS_FIRST`,
     /// sums for the rest.
@@ -264,7 +267,8 @@ pub(crate) fn read(
         StackTraceMap::try_from(ebpf.map(map::STACKS).context("no map STACKS")?)?;
     for (key, _) in &snap.contention {
         for id in [key.kernel_stack, key.user_stack] {
-            if id >= 0 && !snap.stacks.contains_key(&id) {
+            // Copies are the unwinder's (`Profiler::snapshot` adds them).
+            if (0..COPY_ID_BASE).contains(&id) && !snap.stacks.contains_key(&id) {
                 let frames = stacks
                     .get(&(id as u32), 0)
                     .map(|s| s.frames().iter().map(|f| f.ip).collect())
@@ -347,6 +351,7 @@ impl Snapshot {
             programs,
             contention,
             stacks: self.stacks.clone(),
+            unwind: self.unwind.since(&earlier.unwind),
             syscall_counters: sub(&self.syscall_counters, &earlier.syscall_counters, &none),
             globals: sub(&self.globals, &earlier.globals, &global_is_extreme),
             hists: sub(&self.hists, &earlier.hists, &none),

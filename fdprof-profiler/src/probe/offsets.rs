@@ -83,6 +83,11 @@ pub struct LockOffsets {
     pub task_struct_se_cfs_rq: u32,
     pub cfs_rq_rq: u32,
     pub rq_lock: u32,
+    /// Where user stacks are copied from: `task_struct.thread` + `thread_struct.fsbase`,
+    /// `mm_struct.start_stack`, `task_struct.stack`.
+    pub task_struct_fsbase: u32,
+    pub mm_struct_start_stack: u32,
+    pub task_struct_stack: u32,
 }
 
 impl LockOffsets {
@@ -103,6 +108,13 @@ impl LockOffsets {
                 u32::MAX => off("rq", "lock"),
                 at => at,
             },
+            task_struct_fsbase: match (off("task_struct", "thread"), off("thread_struct", "fsbase"))
+            {
+                (u32::MAX, _) | (_, u32::MAX) => u32::MAX,
+                (thread, fsbase) => thread + fsbase,
+            },
+            mm_struct_start_stack: off("mm_struct", "start_stack"),
+            task_struct_stack: off("task_struct", "stack"),
         }
     }
 }

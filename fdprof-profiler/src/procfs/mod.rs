@@ -4,6 +4,7 @@
 //! kernel's settings, CPU times and image (`system`), and `/proc/kallsyms` (`kallsyms`).
 
 mod kallsyms;
+mod maps;
 pub(crate) mod own;
 mod system;
 mod task;
@@ -11,6 +12,7 @@ mod task;
 use std::io::Read;
 
 pub(crate) use kallsyms::kallsyms;
+pub(crate) use maps::{ExecMapping, parse_maps};
 pub use system::{kcore, kernel_release, kernel_setting, stat};
 pub(crate) use task::{cgroup, comm, exe, fdinfo, fds, in_root, map_file, maps, status, tasks};
 

@@ -16,7 +16,10 @@ use std::time::{Duration, Instant};
 use blazesym::symbolize::source::{Elf, Source};
 use blazesym::symbolize::{Input, Symbolized, Symbolizer};
 
+use fdprof_common::copies::WalkEnd;
+
 use super::Frame;
+pub(crate) use crate::procfs::{ExecMapping, parse_maps};
 
 use super::kernel::UNKNOWN;
 
@@ -29,74 +32,6 @@ const MAX_HELD_FILES: usize = 256;
 /// A miss (address outside every known mapping) re-reads the maps of a live process at most this
 /// often, to catch libraries loaded since the last snapshot.
 const REFRESH_ON_MISS: Duration = Duration::from_secs(1);
-
-/// One executable mapping of `/proc/PID/maps`, file-backed (`path` absolute) or a kernel-provided
-/// one such as `[vdso]`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ExecMapping {
-    pub start: u64,
-    pub end: u64,
-    /// File offset of `start`.
-    pub offset: u64,
-    /// `(major, minor)` of the device holding the file.
-    pub dev: (u32, u32),
-    pub inode: u64,
-    /// Path as the kernel shows it, without the ` (deleted)` suffix.
-    pub path: String,
-    /// The file was unlinked after it was mapped.
-    pub deleted: bool,
-}
-
-impl ExecMapping {
-    fn is_file(&self) -> bool {
-        self.path.starts_with('/')
-    }
-}
-
-/// The executable mappings listed in `/proc/PID/maps` text, in file order. Anonymous executable
-/// memory (JIT code) has no name to give and is skipped.
-pub(crate) fn parse_maps(text: &str) -> Vec<ExecMapping> {
-    text.lines().filter_map(parse_maps_line).collect()
-}
-
-fn parse_maps_line(line: &str) -> Option<ExecMapping> {
-    let mut rest = line;
-    let mut field = || {
-        let trimmed = rest.trim_start();
-        let end = trimmed.find(' ').unwrap_or(trimmed.len());
-        let (f, r) = trimmed.split_at(end);
-        rest = r;
-        f
-    };
-    let range = field();
-    let perms = field();
-    let offset = field();
-    let dev = field();
-    let inode = field();
-    let path = rest.trim();
-
-    if perms.as_bytes().get(2) != Some(&b'x') || path.is_empty() {
-        return None;
-    }
-    let (start, end) = range.split_once('-')?;
-    let (major, minor) = dev.split_once(':')?;
-    let (path, deleted) = match path.strip_suffix(" (deleted)") {
-        Some(p) => (p, true),
-        None => (path, false),
-    };
-    Some(ExecMapping {
-        start: u64::from_str_radix(start, 16).ok()?,
-        end: u64::from_str_radix(end, 16).ok()?,
-        offset: u64::from_str_radix(offset, 16).ok()?,
-        dev: (
-            u32::from_str_radix(major, 16).ok()?,
-            u32::from_str_radix(minor, 16).ok()?,
-        ),
-        inode: inode.parse().ok()?,
-        path: path.to_string(),
-        deleted,
-    })
-}
 
 /// Identity of a mapped file: device and inode (a rebuilt binary at the same path is another
 /// file); pseudo mappings (`[vdso]`) by name.
@@ -284,6 +219,7 @@ impl UserSymbolizer {
             let snap = procs.get(&pid);
             addrs
                 .iter()
+                .filter(|&&a| WalkEnd::from_address(a).is_none())
                 .any(|&a| snap.and_then(|s| s.find(a)).is_none())
         };
         let stale = self
@@ -296,11 +232,20 @@ impl UserSymbolizer {
 
         let mut frames: Vec<Frame> = addrs
             .iter()
-            .map(|&a| Frame {
-                function: UNKNOWN.to_string(),
-                offset: 0,
-                module: None,
-                address: raw.then_some(a),
+            .map(|&a| match WalkEnd::from_address(a) {
+                // Where an unwound walk stopped short, and why: no address to give.
+                Some(end) => Frame {
+                    function: end.name().to_string(),
+                    offset: 0,
+                    module: None,
+                    address: None,
+                },
+                None => Frame {
+                    function: UNKNOWN.to_string(),
+                    offset: 0,
+                    module: None,
+                    address: raw.then_some(a),
+                },
             })
             .collect();
         let Some(snap) = self.procs.get(&pid) else {

@@ -20,15 +20,8 @@ pub(super) struct Vdso {
 impl Vdso {
     /// A copy of the image this process maps; `None` when there is none or it cannot be read.
     pub(super) fn own() -> Option<Self> {
-        // SAFETY: no preconditions; 0 when the kernel passed no vDSO.
-        let base = unsafe { libc::getauxval(libc::AT_SYSINFO_EHDR) };
-        if base == 0 {
-            return None;
-        }
-        let maps = crate::procfs::maps("self")?;
-        let len = mapping_len(&maps, base)?;
-        // SAFETY: the mapping [base, base + len) is this process's vDSO, readable for its life.
-        let image = unsafe { std::slice::from_raw_parts(base as *const u8, len as usize) };
+        let image = crate::procfs::own::vdso_image()?;
+        let len = image.len() as u64;
         // SAFETY: a valid NUL-terminated name; the new fd is ours alone.
         let fd = unsafe { libc::memfd_create(c"fdprof-vdso".as_ptr(), libc::MFD_CLOEXEC) };
         if fd < 0 {
@@ -48,31 +41,5 @@ impl Vdso {
     /// The open image, to keep readable through [`Vdso::path`].
     pub(super) fn into_file(self) -> File {
         self.file
-    }
-}
-
-/// The length of the `[vdso]` mapping that starts at `base`, from `/proc/self/maps` text (a line
-/// `START-END perms offset dev inode [vdso]`, addresses in hex). Read here, not with the
-/// symbolizer's parser, which uses this module.
-fn mapping_len(maps: &str, base: u64) -> Option<u64> {
-    maps.lines().find_map(|line| {
-        let (range, _) = line.split_once(' ')?;
-        let (start, end) = range.split_once('-')?;
-        let start = u64::from_str_radix(start, 16).ok()?;
-        let end = u64::from_str_radix(end, 16).ok()?;
-        (start == base && line.trim_end().ends_with(" [vdso]")).then(|| end - start)
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_vdso_mapping_is_found_by_its_start() {
-        let maps = "7f0000000000-7f0000001000 r-xp 00000000 08:01 42 /usr/lib/libc.so.6\n\
-                    7ffd1a3f2000-7ffd1a3f4000 r-xp 00000000 00:00 0          [vdso]\n";
-        assert_eq!(mapping_len(maps, 0x7ffd1a3f2000), Some(0x2000));
-        assert_eq!(mapping_len(maps, 0x7f0000000000), None);
     }
 }

@@ -24,7 +24,8 @@ const MAY_USE: &[(&str, &[&str])] = &[
     ("procfs", &[]),
     ("privileges", &["procfs", "error", "escape"]),
     ("probe", &["privileges", "procfs", "error", "escape"]),
-    ("collect", &["probe", "procfs", "error", "escape"]),
+    ("collect", &["probe", "unwind", "procfs", "error", "escape"]),
+    ("unwind", &["procfs", "error"]),
     ("symbolize", &["procfs", "error", "escape"]),
     (
         "model",

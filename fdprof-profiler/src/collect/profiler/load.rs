@@ -78,6 +78,10 @@ fn load_settings(kernel: &Kernel, opts: &ProfilerOptions, trace: u32, children: 
         trace_on: trace,
         children,
         task_btf: u32::from(kernel.task_btf),
+        off_task_fsbase: l.task_struct_fsbase,
+        off_mm_start_stack: l.mm_struct_start_stack,
+        off_task_stack: l.task_struct_stack,
+        copy_budget: fdprof_common::copies::BUDGET_BYTES_PER_CPU_SEC,
         _pad: 0,
     }
 }

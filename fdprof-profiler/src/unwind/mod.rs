@@ -1,0 +1,256 @@
+//! Whole user stacks without frame pointers: the programs send a copy of the top of a user
+//! stack with its registers (`fdprof_common::copies`) once per (process, ip, depth); a thread
+//! of fdprof's unwinds each copy with the mapped files' call-frame information as it arrives
+//! (the process may not outlive the recording) and keeps the addresses under the copy's id,
+//! which the figures carry as they carried a stack-map id.
+//!
+//! Reading a new file's sections happens on that thread, never in a snapshot or a request.
+//! What it holds is bounded by what is alive: a process's stacks and modules go when the
+//! profiler forgets the process, a file's sections when no process maps it.
+
+mod elf;
+mod process;
+mod walk;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use aya::maps::{MapData, RingBuf};
+use fdprof_common::copies::{COPY_ID_BASE, CopyHeader, READ_EVERY_MS, WalkEnd};
+
+use process::{Files, Process};
+use walk::{Cache, Copy};
+
+/// What the unwinder did so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UnwindCounts {
+    /// Copies received and unwound.
+    pub copies: u64,
+    /// Walks that reached the thread's start.
+    pub whole: u64,
+    /// Walks cut short, by [`WalkEnd`] (in `WalkEnd::ALL`'s order).
+    pub truncated: [u64; WalkEnd::ALL.len()],
+    /// Records that were not copies (none unless the object and fdprof disagree).
+    pub undecoded: u64,
+    /// Call-frame information held now, and the files it is of.
+    pub held_bytes: u64,
+    pub held_files: usize,
+}
+
+impl UnwindCounts {
+    /// The walks since `earlier` (the memory held is now's).
+    pub(crate) fn since(&self, earlier: &UnwindCounts) -> UnwindCounts {
+        let mut truncated = self.truncated;
+        for (t, e) in truncated.iter_mut().zip(earlier.truncated) {
+            *t = t.saturating_sub(e);
+        }
+        UnwindCounts {
+            copies: self.copies.saturating_sub(earlier.copies),
+            whole: self.whole.saturating_sub(earlier.whole),
+            truncated,
+            undecoded: self.undecoded.saturating_sub(earlier.undecoded),
+            ..*self
+        }
+    }
+}
+
+/// Whether `id` is a copy's (not a stack-map id).
+pub(crate) fn is_copy(id: i32) -> bool {
+    id >= COPY_ID_BASE
+}
+
+#[derive(Default)]
+struct Store {
+    stacks: HashMap<i32, Vec<u64>>,
+    /// Each process's copies: (id, `COPY_IDS` key).
+    by_tgid: HashMap<u32, Vec<(i32, u64)>>,
+    counts: UnwindCounts,
+    /// Processes to forget, for the thread.
+    gone: Vec<u32>,
+    /// Drain passes asked for and done (`flush`).
+    asked: u64,
+    done: u64,
+}
+
+struct Shared {
+    store: Mutex<Store>,
+    drained: Condvar,
+    stop: AtomicBool,
+}
+
+/// The unwinding thread and what it found. Dropping it stops the thread.
+pub(crate) struct Unwinding {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Unwinding {
+    /// Starts reading `ring` (`STACK_COPIES`).
+    pub(crate) fn start(ring: RingBuf<MapData>) -> std::io::Result<Self> {
+        let shared = Arc::new(Shared {
+            store: Mutex::new(Store::default()),
+            drained: Condvar::new(),
+            stop: AtomicBool::new(false),
+        });
+        let s = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("fdprof-unwind".into())
+            .spawn(move || run(ring, &s))?;
+        Ok(Self {
+            shared,
+            thread: Some(thread),
+        })
+    }
+
+    /// Waits (up to a second) until every copy sent so far is unwound.
+    pub(crate) fn flush(&self) {
+        let mut store = self.shared.store.lock().unwrap_or_else(|e| e.into_inner());
+        store.asked += 1;
+        let want = store.asked;
+        let _ = self
+            .shared
+            .drained
+            .wait_timeout_while(store, Duration::from_secs(1), |s| s.done < want);
+    }
+
+    /// The addresses of the copies among `ids`, innermost first, a truncated walk's last
+    /// address its [`WalkEnd::address`].
+    pub(crate) fn stacks(&self, ids: impl IntoIterator<Item = i32>) -> HashMap<i32, Vec<u64>> {
+        let store = self.shared.store.lock().unwrap_or_else(|e| e.into_inner());
+        ids.into_iter()
+            .filter(|&id| is_copy(id))
+            .filter_map(|id| Some((id, store.stacks.get(&id)?.clone())))
+            .collect()
+    }
+
+    pub(crate) fn counts(&self) -> UnwindCounts {
+        self.shared
+            .store
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .counts
+    }
+
+    /// Forgets the stacks of processes `tgids`; returns their `COPY_IDS` keys, for the caller
+    /// to delete from the kernel's map.
+    pub(crate) fn forget(&self, tgids: &[u32]) -> Vec<u64> {
+        let mut store = self.shared.store.lock().unwrap_or_else(|e| e.into_inner());
+        let mut keys = Vec::new();
+        for tgid in tgids {
+            for (id, key) in store.by_tgid.remove(tgid).unwrap_or_default() {
+                store.stacks.remove(&id);
+                keys.push(key);
+            }
+        }
+        store.gone.extend_from_slice(tgids);
+        keys
+    }
+}
+
+impl Drop for Unwinding {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The thread's own state: the processes and files it read.
+#[derive(Default)]
+struct Unwinder {
+    files: Files,
+    processes: HashMap<u32, Option<Process>>,
+    cache: Option<Box<Cache>>,
+}
+
+fn run(mut ring: RingBuf<MapData>, shared: &Shared) {
+    let mut u = Unwinder::default();
+    while !shared.stop.load(Ordering::Relaxed) {
+        let asked = shared.store.lock().map(|s| s.asked).unwrap_or(0);
+        let mut walked = Vec::new();
+        let mut undecoded = 0;
+        while walked.len() < 256 {
+            let Some(record) = ring.next() else { break };
+            match decode(&record) {
+                Some((h, bytes)) => walked.push((h, u.walk(&h, bytes))),
+                None => undecoded += 1,
+            }
+        }
+        let idle = walked.is_empty();
+        let Ok(mut store) = shared.store.lock() else {
+            return;
+        };
+        store.counts.undecoded += undecoded;
+        for (h, (frames, end)) in walked {
+            store.counts.copies += 1;
+            match end {
+                None => store.counts.whole += 1,
+                Some(e) => store.counts.truncated[e as usize - 1] += 1,
+            }
+            store.by_tgid.entry(h.tgid).or_default().push((h.id, h.key));
+            store.stacks.insert(h.id, frames);
+        }
+        let gone = std::mem::take(&mut store.gone);
+        if !gone.is_empty() {
+            for tgid in gone {
+                u.processes.remove(&tgid);
+            }
+            u.files.prune();
+        }
+        (store.counts.held_bytes, store.counts.held_files) = u.files.held();
+        if idle {
+            store.done = asked;
+            shared.drained.notify_all();
+            drop(store);
+            std::thread::sleep(Duration::from_millis(READ_EVERY_MS));
+        }
+    }
+}
+
+fn decode(record: &[u8]) -> Option<(CopyHeader, &[u8])> {
+    let (head, bytes) = record.split_at_checked(size_of::<CopyHeader>())?;
+    // SAFETY: the length is checked; CopyHeader is Pod, valid for any bytes.
+    let h: CopyHeader = unsafe { std::ptr::read_unaligned(head.as_ptr().cast()) };
+    (h.len as usize <= bytes.len() && is_copy(h.id)).then_some((h, &bytes[..h.len as usize]))
+}
+
+impl Unwinder {
+    fn walk(&mut self, h: &CopyHeader, bytes: &[u8]) -> (Vec<u64>, Option<WalkEnd>) {
+        let copy = Copy {
+            ip: h.ip,
+            sp: h.sp,
+            bp: h.bp,
+            bytes,
+        };
+        let cache = self.cache.get_or_insert_with(|| Box::new(Cache::new()));
+        let files = &mut self.files;
+        let entry = self
+            .processes
+            .entry(h.tgid)
+            .or_insert_with(|| Process::read(h.tgid, files));
+        let Some(process) = entry else {
+            return ended(vec![h.ip], WalkEnd::ProcessGone);
+        };
+        let (mut frames, mut end) = walk::walk(process, &copy, cache);
+        if end == Some(WalkEnd::UnknownCode) && process.may_reread() {
+            // A library loaded since the maps were read: read them again, walk again.
+            if let Some(fresh) = Process::read(h.tgid, files) {
+                *process = fresh;
+                (frames, end) = walk::walk(process, &copy, cache);
+            }
+        }
+        match end {
+            Some(e) => ended(frames, e),
+            None => (frames, None),
+        }
+    }
+}
+
+fn ended(mut frames: Vec<u64>, end: WalkEnd) -> (Vec<u64>, Option<WalkEnd>) {
+    frames.push(end.address());
+    (frames, Some(end))
+}
