@@ -3,8 +3,8 @@
 //! unwinds each copy once with the mapped files' `.eh_frame` (frame pointers where code keeps
 //! them) and keys the figures by the copy's id, as it keyed them by a stack-map id before.
 //!
-//! A copy stands for every later stack with the same (process, ip, depth below the thread's
-//! TLS block): `COPY_IDS` gives them its id, so a site is copied once, not at every walk.
+//! A copy stands for every later stack with the same (address space, ip, depth below the
+//! thread's TLS block): `COPY_IDS` gives them its id, so a site is copied once, not at every walk.
 
 /// Ring buffer of [`CopyHeader`] records, each followed by `len` bytes of stack from `sp` up.
 pub const COPIES_MAP: &str = "STACK_COPIES";
@@ -34,6 +34,9 @@ pub struct CopyHeader {
     pub ip: u64,
     pub sp: u64,
     pub bp: u64,
+    /// The address space the stack is of (`task->mm`): an exec gives a process another, whose
+    /// mappings the unwinder must read again. Never leaves fdprof.
+    pub mm: u64,
     /// The id figures carry (at least [`COPY_ID_BASE`]).
     pub id: i32,
     pub tgid: u32,
@@ -55,7 +58,12 @@ pub struct StackCopy {
 /// in the stack's addresses as [`WalkEnd::address`], a value no user address takes (the top
 /// page of the kernel half), so it flows through every stage as a frame and is named where
 /// frames are named.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(rename_all = "snake_case")
+)]
 #[repr(u8)]
 pub enum WalkEnd {
     /// A return address outside every executable mapping (JIT code, a corrupt stack).
@@ -105,8 +113,8 @@ impl WalkEnd {
 
 #[cfg(feature = "user")]
 mod pod {
-    // SAFETY: plain #[repr(C)] data: four u64s then four u32s, no padding.
+    // SAFETY: plain #[repr(C)] data: five u64s then four u32s, no padding.
     unsafe impl aya::Pod for super::CopyHeader {}
 }
 
-const _: () = assert!(core::mem::size_of::<CopyHeader>() == 48);
+const _: () = assert!(core::mem::size_of::<CopyHeader>() == 56);

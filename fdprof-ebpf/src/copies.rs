@@ -144,10 +144,11 @@ fn read<T>(addr: u64) -> Option<T> {
     unsafe { bpf_probe_read_kernel(addr as *const T).ok() }
 }
 
-/// The current thread's TLS block (`fsbase`) and its process's stack top (`start_stack`): a
-/// thread's stack lies just below the first, the main thread's below the second.
+/// The current thread's TLS block (`fsbase`), its address space (`mm`) and that's stack top
+/// (`start_stack`): a thread's stack lies just below the first, the main thread's below the
+/// last.
 #[inline(always)]
-fn stack_tops() -> (u64, u64) {
+fn stack_tops() -> (u64, u64, u64) {
     let task = unsafe { bpf_get_current_task() };
     let fs_off = setting(|s| &s.off_task_fsbase);
     let fsbase = match fs_off {
@@ -158,15 +159,16 @@ fn stack_tops() -> (u64, u64) {
         setting(|s| &s.off_task_mm),
         setting(|s| &s.off_mm_start_stack),
     );
-    let start_stack = if mm_off == u32::MAX || start_off == u32::MAX {
+    let mm = match mm_off {
+        u32::MAX => 0,
+        off => read::<u64>(task + u64::from(off)).unwrap_or(0),
+    };
+    let start_stack = if mm == 0 || start_off == u32::MAX {
         0
     } else {
-        match read::<u64>(task + u64::from(mm_off)) {
-            Some(mm) if mm != 0 => read::<u64>(mm + u64::from(start_off)).unwrap_or(0),
-            _ => 0,
-        }
+        read::<u64>(mm + u64::from(start_off)).unwrap_or(0)
     };
-    (fsbase, start_stack)
+    (fsbase, mm, start_stack)
 }
 
 /// The id of the current user stack's copy, made and sent now if this (process, ip, depth)
@@ -177,7 +179,7 @@ pub(crate) fn user_stack(probe: u32, tgid: u32, regs: &UserRegs) -> i32 {
         dropped(probe, drop::USER_STACK);
         return -1;
     }
-    let (fsbase, start_stack) = stack_tops();
+    let (fsbase, mm, start_stack) = stack_tops();
     let top = if fsbase > regs.sp && fsbase - regs.sp <= MAX_SPAN {
         fsbase
     } else if start_stack > regs.sp && start_stack - regs.sp <= MAX_SPAN {
@@ -185,8 +187,11 @@ pub(crate) fn user_stack(probe: u32, tgid: u32, regs: &UserRegs) -> i32 {
     } else {
         regs.sp + COPY_BYTES as u64
     };
-    let key = (u64::from(tgid) << 32 ^ regs.ip.rotate_left(17) ^ top.wrapping_sub(regs.sp))
-        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+    let key = (u64::from(tgid) << 32
+        ^ mm.rotate_left(7)
+        ^ regs.ip.rotate_left(17)
+        ^ top.wrapping_sub(regs.sp))
+    .wrapping_mul(0x9E37_79B9_7F4A_7C15)
         | 1;
     if let Some(&id) = unsafe { COPY_IDS.get(key) } {
         return id;
@@ -197,11 +202,11 @@ pub(crate) fn user_stack(probe: u32, tgid: u32, regs: &UserRegs) -> i32 {
     } else {
         COPY_BYTES as u32
     };
-    send(probe, key, tgid, regs, len)
+    send(probe, (key, mm), tgid, regs, len)
 }
 
 #[inline(always)]
-fn send(probe: u32, key: u64, tgid: u32, regs: &UserRegs, len: u32) -> i32 {
+fn send(probe: u32, (key, mm): (u64, u64), tgid: u32, regs: &UserRegs, len: u32) -> i32 {
     let (Some(copy), Some(state)) = (COPY_SCRATCH.get_ptr_mut(0), COPY_STATE.get_ptr_mut(0)) else {
         return -1;
     };
@@ -236,6 +241,7 @@ fn send(probe: u32, key: u64, tgid: u32, regs: &UserRegs, len: u32) -> i32 {
             ip: regs.ip,
             sp: regs.sp,
             bp: regs.bp,
+            mm,
             id,
             tgid,
             len,

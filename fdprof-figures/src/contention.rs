@@ -146,6 +146,36 @@ pub struct StackWalks {
     pub reused: u64,
     /// A site's stacks are walked again at every this many contentions there.
     pub refresh_every: u32,
+    /// The user stacks unwound from call-frame information.
+    #[serde(default)]
+    pub user: UserWalks,
+}
+
+/// The user stacks' walks from copies of the stack and call-frame information: each copy is
+/// walked once, whole (to the thread's start) or cut short, ending in a `[truncated: …]` frame
+/// that says why. Zero in recordings made before fdprof unwound copies.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserWalks {
+    pub copies: u64,
+    pub whole: u64,
+    pub truncated: std::collections::BTreeMap<fdprof_common::copies::WalkEnd, u64>,
+    /// Call-frame information held by the unwinder at the end: bytes, and the files they are
+    /// of.
+    pub held_bytes: u64,
+    pub held_files: u64,
+}
+
+impl UserWalks {
+    pub fn add(&mut self, other: &UserWalks) {
+        self.copies = self.copies.saturating_add(other.copies);
+        self.whole = self.whole.saturating_add(other.whole);
+        for (end, n) in &other.truncated {
+            let t = self.truncated.entry(*end).or_default();
+            *t = t.saturating_add(*n);
+        }
+        self.held_bytes = self.held_bytes.max(other.held_bytes);
+        self.held_files = self.held_files.max(other.held_files);
+    }
 }
 
 /// An fd-table operation seen by direct probes (fentry/kprobe modes) on its function and on

@@ -31,7 +31,7 @@ pub use activity::{Scan, Syscall, SyscallLatency, Table};
 pub use cgroups::{CgroupGroup, Container, FileLockWaits, Identity, Runtime};
 pub use comparison::{Change, RangeComparison, Section, TimeRange};
 pub use contention::{
-    Contention, Function, LockOperation, LockTotal, StackWalks, WaitShare, WaitSource,
+    Contention, Function, LockOperation, LockTotal, StackWalks, UserWalks, WaitShare, WaitSource,
 };
 pub use cost::{DropCounter, Drops, OwnCost, ProgramCost};
 pub use counters::{CounterName, CounterTotal, Counters, TargetCpu, ThreadRow};

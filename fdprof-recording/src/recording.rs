@@ -276,7 +276,12 @@ pub struct StackWalks {
     pub reused: u64,
     /// A site's stacks are walked again at every this many contentions there.
     pub refresh_every: u32,
+    /// The user stacks unwound from call-frame information.
+    #[serde(default)]
+    pub user: UserWalks,
 }
+
+pub use fdprof_figures::UserWalks;
 
 /// The event that drove on-CPU sampling (defined with the kernel contract, so the collector
 /// and the figures name it the same way).

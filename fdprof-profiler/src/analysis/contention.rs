@@ -172,5 +172,6 @@ pub(crate) fn stack_walks(rec: &Recording) -> StackWalks {
         walked: w.walked,
         reused: w.reused,
         refresh_every: w.refresh_every,
+        user: w.user.clone(),
     }
 }

@@ -263,6 +263,21 @@ pub(crate) fn stack_walks(snap: &Snapshot) -> StackWalks {
         walked: snap.globals[global::STACK_WALKS as usize],
         reused: snap.globals[global::STACK_REUSES as usize],
         refresh_every: fdprof_common::contention::STACK_REFRESH,
+        user: user_walks(&snap.unwind),
+    }
+}
+
+fn user_walks(u: &crate::unwind::UnwindCounts) -> fdprof_recording::recording::UserWalks {
+    fdprof_recording::recording::UserWalks {
+        copies: u.copies,
+        whole: u.whole,
+        truncated: fdprof_common::copies::WalkEnd::ALL
+            .into_iter()
+            .zip(u.truncated)
+            .filter(|&(_, n)| n > 0)
+            .collect(),
+        held_bytes: u.held_bytes,
+        held_files: u.held_files as u64,
     }
 }
 

@@ -293,7 +293,9 @@ fn add_stack_walks(into: &mut StackWalks, other: &StackWalks) {
         walked,
         reused,
         refresh_every,
+        user,
     } = other;
+    into.user.add(user);
     into.walked = into.walked.saturating_add(*walked);
     into.reused = into.reused.saturating_add(*reused);
     // A setting of the programs, not a count: 0 means unknown (older recordings).

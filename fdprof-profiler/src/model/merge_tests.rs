@@ -413,6 +413,7 @@ fn settings_are_not_added() {
         walked: 3,
         reused: 4,
         refresh_every: 64,
+        ..Default::default()
     };
     let b = a.clone();
     add(&mut a, &b);

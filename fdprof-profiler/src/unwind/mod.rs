@@ -163,7 +163,8 @@ impl Drop for Unwinding {
 #[derive(Default)]
 struct Unwinder {
     files: Files,
-    processes: HashMap<u32, Option<Process>>,
+    /// By tgid, with the address space they were read for.
+    processes: HashMap<u32, (u64, Option<Process>)>,
     cache: Option<Box<Cache>>,
 }
 
@@ -231,8 +232,12 @@ impl Unwinder {
         let entry = self
             .processes
             .entry(h.tgid)
-            .or_insert_with(|| Process::read(h.tgid, files));
-        let Some(process) = entry else {
+            .or_insert_with(|| (h.mm, Process::read(h.tgid, files)));
+        if entry.0 != h.mm {
+            // An exec since: another program's mappings.
+            *entry = (h.mm, Process::read(h.tgid, files));
+        }
+        let Some(process) = &mut entry.1 else {
             return ended(vec![h.ip], WalkEnd::ProcessGone);
         };
         let (mut frames, mut end) = walk::walk(process, &copy, cache);

@@ -49,4 +49,5 @@ mod top;
 mod top_screen;
 mod trace;
 mod trace_fuzz;
+mod unwind;
 mod workload;

@@ -87,6 +87,25 @@ fn notes(out: &mut Vec<String>, r: &Report) {
             w.walked, w.reused, w.refresh_every
         ));
     }
+    let u = &w.user;
+    if u.copies > 0 {
+        let truncated: u64 = u.truncated.values().sum();
+        let why: Vec<String> = u
+            .truncated
+            .iter()
+            .map(|(end, n)| format!("{n} {}", end.name()))
+            .collect();
+        out.push(format!(
+            "  user stacks: {} copies unwound from call-frame information (.eh_frame, frame \
+             pointers where kept): {} whole to the thread's start, {truncated} truncated{}",
+            u.copies,
+            u.whole,
+            match why.is_empty() {
+                true => String::new(),
+                false => format!(" ({})", why.join(", ")),
+            }
+        ));
+    }
     if let Some(ns) = c.probe_ns_per_wait {
         out.push(format!(
             "  probe time: each wait includes at most ~{} of fdprof's own (the lock probes' mean \

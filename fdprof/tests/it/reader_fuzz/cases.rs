@@ -61,6 +61,7 @@ pub fn seeds() -> Vec<Value> {
         walked: 40,
         reused: 600,
         refresh_every: 16,
+        ..Default::default()
     };
     direct.target = Target {
         kind: TargetKind::Command,
