@@ -43,7 +43,10 @@ const DEB_PACKAGES: &[&str] = &["dpkg-dev"];
 /// virtualenv for `kubernetes-validate`, from PyPI, which checks the manifests); redis-server
 /// and redis-tools (a server nobody here wrote, run in a container beside the DaemonSet's pod
 /// under `redis-benchmark`; its packaged service never started); rust-web-clippy (clippy of the
-/// eBPF toolchain's release, for fdprof-ebpf's lints).
+/// eBPF toolchain's release, for fdprof-ebpf's lints); haproxy (a server built as Debian builds,
+/// without frame pointers, whose on-CPU stacks fdprof's unwinder is judged on against `perf
+/// record --call-graph dwarf`; the tests run their own on loopback, never the packaged
+/// service).
 const TEST_PACKAGES: &[&str] = &[
     "bpftool",
     "rust-web-clippy",
@@ -70,6 +73,7 @@ const TEST_PACKAGES: &[&str] = &[
     "python3-venv",
     "redis-server",
     "redis-tools",
+    "haproxy",
 ];
 /// Commands the tests run and the package that brings each where it is missing: npm installs
 /// the `speedscope` package for its schema (a host's Node.js may bring npm from elsewhere).

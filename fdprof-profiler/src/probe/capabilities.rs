@@ -123,6 +123,7 @@ pub struct Capabilities {
     /// Struct offsets from BTF; absent without BTF (then `record` cannot run).
     pub offsets: Option<KernelOffsets>,
     pub lock_names: LockNaming,
+    pub user_stacks: UserStacks,
     /// Things fdprof changed or could not change on the way (e.g. mounting tracefs).
     pub notes: Vec<String>,
     /// Inside a container: what its pod spec lacks (set by the caller, who knows what it
@@ -140,6 +141,37 @@ pub struct LockNaming {
     /// Static locks by their symbol: kallsyms lists the kernel image's data
     /// (`CONFIG_KALLSYMS_ALL`).
     pub static_symbols: bool,
+}
+
+/// How user stacks are walked here: a copy of the stack's top with its registers, unwound in
+/// user space from the mapped files' call-frame information.
+#[derive(Debug, Clone, Serialize)]
+pub struct UserStacks {
+    /// Where a task's user registers are read in a syscall: `bpf_task_pt_regs` (with
+    /// `bpf_get_current_task_btf`) or the top of its kernel stack (`task_struct.stack`).
+    pub registers: &'static str,
+    /// Whether a stack's top is known (`thread.fsbase` for threads, `mm.start_stack` for the
+    /// main thread): copies stop there instead of at the copy's size.
+    pub stack_tops: bool,
+    /// Bytes of stack copied at most, and a CPU's copies a second at most.
+    pub copy_bytes: usize,
+    pub budget_bytes_per_cpu_sec: u32,
+}
+
+impl UserStacks {
+    fn new(task_btf: bool, lock: Option<&LockOffsets>) -> Self {
+        let known = |f: fn(&LockOffsets) -> u32| lock.is_some_and(|l| f(l) != u32::MAX);
+        Self {
+            registers: match (task_btf, known(|l| l.task_struct_stack)) {
+                (true, _) => "bpf_task_pt_regs",
+                (false, true) => "task_struct.stack",
+                (false, false) => "unknown (no BTF): no user stacks in syscalls",
+            },
+            stack_tops: known(|l| l.task_struct_fsbase) && known(|l| l.mm_struct_start_stack),
+            copy_bytes: fdprof_common::copies::COPY_BYTES,
+            budget_bytes_per_cpu_sec: fdprof_common::copies::BUDGET_BYTES_PER_CPU_SEC,
+        }
+    }
 }
 
 pub(crate) use crate::procfs::kernel_release;
@@ -246,6 +278,10 @@ impl Capabilities {
         let (fd_syscall_tracepoints, fd_syscalls_chosen) = family(&trials, Role::FdSyscalls);
         let cpu_sampling = trials.cpu_clock();
         let task_btf = trials.task_btf();
+        let user_stacks = UserStacks::new(
+            task_btf.works(),
+            btf.as_ref().map(LockOffsets::from_btf).as_ref(),
+        );
 
         let mode = functions
             .iter()
@@ -293,6 +329,7 @@ impl Capabilities {
                 }),
                 static_symbols: kallsyms.image_data.is_some(),
             },
+            user_stacks,
             offsets,
             notes,
             pod_spec: None,

@@ -80,6 +80,19 @@ pub fn text(caps: &Capabilities) -> String {
             "no (kallsyms lists no kernel data: CONFIG_KALLSYMS_ALL is off)"
         }
     );
+    let u = &caps.user_stacks;
+    let _ = writeln!(
+        out,
+        "\nuser stacks: a copy of up to {} bytes of the stack (to its top, where known: {}) with \
+         its registers (from {}), unwound by fdprof from the mapped files' call-frame \
+         information (.eh_frame; frame pointers where code keeps them); at most {} MiB a \
+         second a CPU, past which copies are copy_budget drops. Code without call-frame \
+         information or outside any mapped file (JIT) ends a walk in a [truncated: …] frame",
+        u.copy_bytes,
+        yes(u.stack_tops),
+        u.registers,
+        u.budget_bytes_per_cpu_sec >> 20,
+    );
     let _ = writeln!(out, "\nstruct offsets (bytes, from BTF):");
     match &caps.offsets {
         Some(offsets) => {
