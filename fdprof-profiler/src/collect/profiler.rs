@@ -33,7 +33,7 @@ use super::{
     targets::{self, CgroupTargets},
 };
 use crate::probe::tracefs;
-use crate::unwind::Unwinding;
+use crate::unwind::{Unwinding, is_copy};
 
 mod load;
 
@@ -356,6 +356,12 @@ impl Profiler {
             StackTraceMap::try_from(self.ebpf.map(map::STACKS).context("no map STACKS")?)?;
         let ids: Vec<i32> = ids.into_iter().collect();
         let mut out = self.unwinding.stacks(ids.iter().copied());
+        if ids.iter().any(|&id| is_copy(id) && !out.contains_key(&id)) {
+            // Sent with the site's first wait, a copy may still be on its way: a drain pass of
+            // the unwinder's takes some ms.
+            self.unwinding.flush(Duration::from_millis(100));
+            out = self.unwinding.stacks(ids.iter().copied());
+        }
         for id in ids {
             if id >= 0
                 && !out.contains_key(&id)
@@ -440,7 +446,7 @@ impl Profiler {
     /// The unwound user stacks the snapshot's sites and samples refer to, once every copy sent
     /// so far is unwound.
     fn add_copies(&self, snap: &mut Snapshot) {
-        self.unwinding.flush();
+        self.unwinding.flush(Duration::from_secs(1));
         let sites = snap.contention.iter().map(|(k, _)| k.user_stack);
         snap.stacks.extend(self.unwinding.stacks(sites));
         if let Some(cpu) = &mut snap.cpu {

@@ -278,10 +278,9 @@ impl Capabilities {
         let (fd_syscall_tracepoints, fd_syscalls_chosen) = family(&trials, Role::FdSyscalls);
         let cpu_sampling = trials.cpu_clock();
         let task_btf = trials.task_btf();
-        let user_stacks = UserStacks::new(
-            task_btf.works(),
-            btf.as_ref().map(LockOffsets::from_btf).as_ref(),
-        );
+        let lock = btf.as_ref().map(LockOffsets::from_btf);
+        let lock = lock.as_ref();
+        let user_stacks = UserStacks::new(task_btf.works(), lock);
 
         let mode = functions
             .iter()
@@ -323,9 +322,8 @@ impl Capabilities {
             mode,
             chosen,
             lock_names: LockNaming {
-                by_kind: btf.as_ref().is_some_and(|b| {
-                    let lock = LockOffsets::from_btf(b);
-                    lock.mm_struct_mmap_lock != u32::MAX && lock.sighand_struct_siglock != u32::MAX
+                by_kind: lock.is_some_and(|l| {
+                    l.mm_struct_mmap_lock != u32::MAX && l.sighand_struct_siglock != u32::MAX
                 }),
                 static_symbols: kallsyms.image_data.is_some(),
             },

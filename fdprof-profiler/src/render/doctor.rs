@@ -80,19 +80,7 @@ pub fn text(caps: &Capabilities) -> String {
             "no (kallsyms lists no kernel data: CONFIG_KALLSYMS_ALL is off)"
         }
     );
-    let u = &caps.user_stacks;
-    let _ = writeln!(
-        out,
-        "\nuser stacks: a copy of up to {} bytes of the stack (to its top, where known: {}) with \
-         its registers (from {}), unwound by fdprof from the mapped files' call-frame \
-         information (.eh_frame; frame pointers where code keeps them); at most {} MiB a \
-         second a CPU, past which copies are copy_budget drops. Code without call-frame \
-         information or outside any mapped file (JIT) ends a walk in a [truncated: …] frame",
-        u.copy_bytes,
-        yes(u.stack_tops),
-        u.registers,
-        u.budget_bytes_per_cpu_sec >> 20,
-    );
+    user_stacks_line(&mut out, caps);
     let _ = writeln!(out, "\nstruct offsets (bytes, from BTF):");
     match &caps.offsets {
         Some(offsets) => {
@@ -160,4 +148,21 @@ fn function_lines(out: &mut String, caps: &Capabilities) {
             );
         }
     }
+}
+
+/// How user stacks are walked here.
+fn user_stacks_line(out: &mut String, caps: &Capabilities) {
+    let u = &caps.user_stacks;
+    let _ = writeln!(
+        out,
+        "\nuser stacks: a copy of up to {} bytes of the stack (to its top, where known: {}) with \
+         its registers (from {}), unwound by fdprof from the mapped files' call-frame \
+         information (.eh_frame; frame pointers where code keeps them); at most {} MiB a \
+         second a CPU, past which copies are copy_budget drops. Code without call-frame \
+         information or outside any mapped file (JIT) ends a walk in a [truncated: …] frame",
+        u.copy_bytes,
+        if u.stack_tops { "yes" } else { "no" },
+        u.registers,
+        u.budget_bytes_per_cpu_sec >> 20,
+    );
 }

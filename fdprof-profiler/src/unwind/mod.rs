@@ -105,15 +105,15 @@ impl Unwinding {
         })
     }
 
-    /// Waits (up to a second) until every copy sent so far is unwound.
-    pub(crate) fn flush(&self) {
+    /// Waits (up to `within`) until every copy sent so far is unwound.
+    pub(crate) fn flush(&self, within: Duration) {
         let mut store = self.shared.store.lock().unwrap_or_else(|e| e.into_inner());
         store.asked += 1;
         let want = store.asked;
         let _ = self
             .shared
             .drained
-            .wait_timeout_while(store, Duration::from_secs(1), |s| s.done < want);
+            .wait_timeout_while(store, within, |s| s.done < want);
     }
 
     /// The addresses of the copies among `ids`, innermost first, a truncated walk's last
