@@ -9,7 +9,8 @@
 pub const SYMBOL: &str = "SETTINGS";
 
 /// Every load-time setting. The u64 fields come first and `_pad` ends it, so the layout has no
-/// hidden padding (`aya::Pod`, and the loader's bytes are the object's).
+/// hidden padding (`aya::Pod`, and the loader's bytes are the object's); a `_pad` ends it when
+/// the u32s are odd in number.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Settings {
@@ -79,7 +80,8 @@ pub struct Settings {
     pub off_task_stack: u32,
     /// Bytes of user stack a CPU may copy in a second (`copies`).
     pub copy_budget: u32,
-    pub _pad: u32,
+    /// 1: user stacks are the kernel's frame-pointer walks (`--call-graph fp`); 0: copies.
+    pub user_fp: u32,
 }
 
 impl Settings {
@@ -121,11 +123,11 @@ impl Settings {
         off_mm_start_stack: u32::MAX,
         off_task_stack: u32::MAX,
         copy_budget: crate::copies::BUDGET_BYTES_PER_CPU_SEC,
-        _pad: 0,
+        user_fp: 0,
     };
 }
 
-// Three u64s and 32 u32s, nothing between them.
+// Three u64s and 32 u32s (an even count: no tail padding), nothing between them.
 const _: () = assert!(core::mem::size_of::<Settings>() == 3 * 8 + 32 * 4);
 
 /// `Settings::target_kind` values: what the programs' filter lets through.

@@ -19,6 +19,7 @@
 //! is a site of its own: user space attributes it to `irq`/`softirq` from its own stack.
 
 use aya_ebpf::{
+    bindings::BPF_F_USER_STACK,
     helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
     macros::{btf_tracepoint, map, tracepoint},
     maps::{HashMap, PerCpuArray, StackTrace},
@@ -40,7 +41,7 @@ use crate::{
     counters::{GLOBALS, add, dropped},
     filter,
     kernel::{self, OwnLock},
-    settings::slow_ns,
+    settings::{setting, slow_ns},
     streams,
 };
 
@@ -181,11 +182,15 @@ fn site_waits<C: StackIdContext>(
     let key = SiteKey {
         lock: identify(lock, site.flags, btf),
         kernel_stack: stack_id(ctx, 0, drop::KERNEL_STACK),
-        user_stack: copies::user_stack(
-            drop::PROBE_CONTENTION,
-            (bpf_get_current_pid_tgid() >> 32) as u32,
-            regs,
-        ),
+        user_stack: if setting(|s| &s.user_fp) != 0 {
+            stack_id(ctx, u64::from(BPF_F_USER_STACK), drop::USER_STACK)
+        } else {
+            copies::user_stack(
+                drop::PROBE_CONTENTION,
+                (bpf_get_current_pid_tgid() >> 32) as u32,
+                regs,
+            )
+        },
         tgid: filter::process_of_all().unwrap_or(0),
         _pad: 0,
     };

@@ -5,6 +5,7 @@
 
 use aya_ebpf::{
     EbpfContext,
+    bindings::BPF_F_USER_STACK,
     helpers::bpf_get_current_pid_tgid,
     macros::{map, perf_event},
     maps::{PerCpuHashMap, StackTrace},
@@ -19,6 +20,7 @@ use crate::{
     copies::{self, UserRegs},
     counters::dropped,
     filter, kernel,
+    settings::setting,
 };
 
 #[map]
@@ -63,7 +65,11 @@ pub(crate) fn fdprof_cpu_sample(ctx: PerfEventContext) -> u32 {
             stack_id(&ctx, 0, drop::KERNEL_STACK)
         },
         // A kernel thread (`--all`) has no user stack: none, not a drop.
-        user_stack: if kernel::current_has_mm() {
+        user_stack: if !kernel::current_has_mm() {
+            -1
+        } else if setting(|s| &s.user_fp) != 0 {
+            stack_id(&ctx, u64::from(BPF_F_USER_STACK), drop::USER_STACK)
+        } else {
             let regs = if in_user_mode {
                 // SAFETY: as above: the context begins with the interrupted registers.
                 unsafe { UserRegs::at(ctx.as_ptr() as *const u64) }
@@ -72,8 +78,6 @@ pub(crate) fn fdprof_cpu_sample(ctx: PerfEventContext) -> u32 {
             };
             let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
             copies::user_stack(drop::PROBE_CPU, tgid, &regs)
-        } else {
-            -1
         },
         tgid: filter::process_of_all().unwrap_or(0),
     };

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 use fdprof_common::probes::Mode;
+use fdprof_profiler::collect::CallGraph;
 use fdprof_profiler::error::{EXIT_USAGE, fatal};
 
 use super::targets::Shown;
@@ -21,6 +22,7 @@ pub struct Defaults {
     pub tracing: Tracing,
     pub latency: bool,
     pub cpu_hz: Option<u64>,
+    pub call_graph: CallGraph,
     pub children: bool,
     /// `on` empty: no captures unless the file asks.
     pub capture: Capture,
@@ -50,6 +52,7 @@ impl Defaults {
             tracing: self.tracing.clone(),
             latency: self.latency,
             cpu_hz: self.cpu_hz,
+            call_graph: self.call_graph,
             children: self.children,
             capture,
         })

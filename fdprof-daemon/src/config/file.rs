@@ -99,6 +99,7 @@ fn read(path: &Path, defaults: &Defaults) -> Result<Watch> {
         lock_only,
         latency,
         cpu_hz,
+        call_graph,
         children,
         ..
     } = *defaults;
@@ -130,6 +131,7 @@ fn read(path: &Path, defaults: &Defaults) -> Result<Watch> {
         tracing,
         latency: file.latency.unwrap_or(latency),
         children: file.children.unwrap_or(children),
+        call_graph,
         cpu_hz: match file.cpu.unwrap_or(cpu_hz.is_some()) {
             false => None,
             true => {

@@ -51,6 +51,9 @@ pub struct Watch {
     /// Sample processes attached from now on, on CPU, this many times a second per CPU
     /// (`--cpu`); `None`: no sampling.
     pub cpu_hz: Option<u64>,
+    /// How user stacks are walked (`--call-graph`; the command line's, for processes attached
+    /// from now on).
+    pub call_graph: fdprof_profiler::collect::CallGraph,
     /// `-p` targets' new processes are followed from their fork (`--children`).
     pub children: bool,
     /// The flight recorder (`--capture-on`, `--capture-dir`, …); `None`: no captures.

@@ -237,6 +237,7 @@ fn watch_of(targets: Targets) -> Watch {
         },
         latency: false,
         cpu_hz: None,
+        call_graph: Default::default(),
         children: false,
         capture: None,
     }

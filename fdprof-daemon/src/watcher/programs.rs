@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use fdprof_common::probes::Mode;
 use fdprof_common::session::EndReason;
+use fdprof_profiler::collect::CallGraph;
 use fdprof_profiler::collect::{Filter, ProfilerOptions};
 use fdprof_profiler::live::{self, Maps, Stage, StageOptions, Symbols, SymbolsFrom};
 use fdprof_profiler::symbolize::KernelSymbols;
@@ -32,6 +33,7 @@ pub(super) struct Settings {
     slow: Duration,
     latency: bool,
     cpu_hz: Option<u64>,
+    call_graph: CallGraph,
 }
 
 impl Settings {
@@ -44,6 +46,7 @@ impl Settings {
             slow: watch.slow,
             latency: watch.latency,
             cpu_hz: watch.cpu_hz,
+            call_graph: watch.call_graph,
         }
     }
 
@@ -63,6 +66,7 @@ impl Settings {
             slow: self.slow,
             latency: self.latency,
             cpu_hz: self.cpu_hz,
+            call_graph: self.call_graph,
             trace: false,
             children: false,
         }

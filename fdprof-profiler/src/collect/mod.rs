@@ -30,6 +30,6 @@ pub mod trace;
 pub(crate) use events::EventStream;
 pub(crate) use events::RawEvent;
 pub use kernel::Kernel;
-pub use profiler::{Filter, Profiler, ProfilerOptions};
+pub use profiler::{CallGraph, Filter, Profiler, ProfilerOptions};
 pub use snapshot::Snapshot;
 pub use target::{Resolved, TargetSpec};

@@ -51,6 +51,18 @@ pub enum Filter {
     },
 }
 
+/// How user stacks are walked (`--call-graph`, as `perf record` names its ways).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CallGraph {
+    /// A copy of the stack's top, unwound by fdprof from call-frame information: whole on
+    /// code built without frame pointers.
+    #[default]
+    Dwarf,
+    /// The kernel's frame-pointer walk: what fdprof did before it unwound copies; it stops
+    /// early on code without frame pointers.
+    Fp,
+}
+
 /// How to attach.
 #[derive(Debug, Clone, Copy)]
 pub struct ProfilerOptions {
@@ -68,6 +80,8 @@ pub struct ProfilerOptions {
     pub latency: bool,
     /// Sample the target on every online CPU this many times a second each (`--cpu`).
     pub cpu_hz: Option<u64>,
+    /// How user stacks are walked.
+    pub call_graph: CallGraph,
     /// Send every fd-table operation of the target to the trace ring buffer
     /// (`Profiler::take_trace`).
     pub trace: bool,
@@ -88,6 +102,7 @@ impl Default for ProfilerOptions {
             slow: Duration::from_micros(100),
             latency: false,
             cpu_hz: None,
+            call_graph: CallGraph::Dwarf,
             trace: false,
             children: false,
         }

@@ -68,6 +68,28 @@ pub(crate) struct ProbeArgs {
     #[arg(long, requires = "cpu", value_parser = clap::value_parser!(u64).range(1..=fdprof_common::cpu::MAX_FREQUENCY_HZ),
           default_value_t = fdprof_common::cpu::DEFAULT_FREQUENCY_HZ)]
     pub freq: u64,
+    /// How user stacks are walked: dwarf, a copy of the stack's top unwound by fdprof from the
+    /// mapped files' call-frame information (whole on code built without frame pointers, as
+    /// distributions build it); fp, the kernel's frame-pointer walk (cheaper per new stack,
+    /// but it stops after the first frame of such code)
+    #[arg(long, value_enum, default_value = "dwarf")]
+    pub call_graph: CallGraphArg,
+}
+
+/// How user stacks are walked (`--call-graph`).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CallGraphArg {
+    Dwarf,
+    Fp,
+}
+
+impl CallGraphArg {
+    pub(crate) fn walk(self) -> fdprof_profiler::collect::CallGraph {
+        match self {
+            CallGraphArg::Dwarf => fdprof_profiler::collect::CallGraph::Dwarf,
+            CallGraphArg::Fp => fdprof_profiler::collect::CallGraph::Fp,
+        }
+    }
 }
 
 impl ProbeArgs {

@@ -190,6 +190,7 @@ pub(crate) fn run(args: DaemonArgs) -> Result<()> {
         },
         latency: args.probe.latency,
         cpu_hz: args.probe.cpu_hz(),
+        call_graph: args.probe.call_graph.walk(),
         children: args.children,
         capture: Capture {
             on: args.capture_on,

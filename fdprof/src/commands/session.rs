@@ -73,6 +73,8 @@ pub(crate) struct Request<'a> {
     pub latency: bool,
     /// Sample the target on CPU this many times a second per CPU (`--cpu`).
     pub cpu_hz: Option<u64>,
+    /// How user stacks are walked (`--call-graph`).
+    pub call_graph: fdprof_profiler::collect::CallGraph,
     /// Trace every fd-table operation (`record --trace`).
     pub trace: bool,
     /// Where a launched command's output goes.
@@ -194,6 +196,7 @@ fn stage_request(
             slow: request.slow.unwrap_or(ProfilerOptions::default().slow),
             latency: request.latency,
             cpu_hz: request.cpu_hz,
+            call_graph: request.call_graph,
             trace: request.trace,
             children: resolved.children,
         },

@@ -82,7 +82,7 @@ fn load_settings(kernel: &Kernel, opts: &ProfilerOptions, trace: u32, children: 
         off_mm_start_stack: l.mm_struct_start_stack,
         off_task_stack: l.task_struct_stack,
         copy_budget: fdprof_common::copies::BUDGET_BYTES_PER_CPU_SEC,
-        _pad: 0,
+        user_fp: u32::from(opts.call_graph == super::CallGraph::Fp),
     }
 }
 

@@ -139,6 +139,7 @@ fn request(args: &RecordArgs) -> Request<'static> {
         slow: None,
         latency: args.probe.latency,
         cpu_hz: args.probe.cpu_hz(),
+        call_graph: args.probe.call_graph.walk(),
         trace: args.trace,
         streams: Streams::Inherit,
         raw_addrs: args.raw_addrs,

@@ -245,6 +245,7 @@ fn request(args: &TopArgs) -> Request<'static> {
         slow: args.slow,
         latency: args.probe.latency,
         cpu_hz: args.probe.cpu_hz(),
+        call_graph: args.probe.call_graph.walk(),
         trace: false,
         streams: match Sink::is_screen(args) {
             true => Streams::Captured,
