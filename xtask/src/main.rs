@@ -48,10 +48,11 @@ enum Task {
     /// memory and cost against its number of targets), `churn` (the daemon's scrape cost and
     /// memory at 1k, 10k and 100k short processes seen), `export` (how long `fdprof export`
     /// takes), `remedies` (each remedy against its load, measured by fdprof), `page` (the
-    /// daemon page's requests and the browser's CPU with 32 names and 300 intervals kept) or
-    /// `vm-overhead` (cost of each probe mode inside the qemu guests)
+    /// daemon page's requests and the browser's CPU with 32 names and 300 intervals kept),
+    /// `stacks` (whole user stacks' cost beside the frame-pointer walk, and the unwinder's
+    /// memory) or `vm-overhead` (cost of each probe mode inside the qemu guests)
     Bench {
-        #[arg(value_parser = ["workload", "overhead", "top", "daemon", "churn", "export", "remedies", "page", "vm-overhead"])]
+        #[arg(value_parser = ["workload", "overhead", "top", "daemon", "churn", "export", "remedies", "page", "stacks", "vm-overhead"])]
         what: String,
         /// Passed to the benchmark (e.g. --rounds 7)
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]

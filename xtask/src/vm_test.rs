@@ -214,11 +214,12 @@ pub(crate) fn run(kernel: &str, mode: &str, opts: &Options) -> Result<(usize, us
         .map(|s| setup::kernel(s))
         .collect::<Result<Vec<_>>>()?;
     let fdprof = crate::static_fdprof::build_static()?;
+    let chain = chain_program()?;
     let initrd = vm_dir().join("initramfs.cpio.gz");
     timed("initramfs (busybox, static fdprof, /init)", || {
         initramfs::build(
             Path::new(setup::BUSYBOX),
-            &fdprof,
+            (&fdprof, &chain),
             &guest::init_script(&modes),
             &initrd,
         )
@@ -287,4 +288,21 @@ fn write_report(report: &Path, modes: &[&str], summaries: Vec<Value>, rows: &[Ro
         )?,
     )
     .with_context(|| format!("writing {}", report.display()))
+}
+
+/// The tests' chain program (`fdprof/tests/programs/chain.c`), static (the guest has no C
+/// library) and built as distributions build: `-O2 -fomit-frame-pointer`.
+pub(crate) fn chain_program() -> Result<std::path::PathBuf> {
+    let out = vm_dir().join("chain");
+    let source = crate::workspace::root().join("fdprof/tests/programs/chain.c");
+    let status = std::process::Command::new("cc")
+        .args(["-static", "-O2", "-fomit-frame-pointer", "-pthread", "-o"])
+        .arg(&out)
+        .arg(&source)
+        .status()
+        .context("cannot run cc")?;
+    if !status.success() {
+        bail!("cc {} failed ({status})", source.display());
+    }
+    Ok(out)
 }

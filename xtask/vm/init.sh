@@ -125,6 +125,19 @@ launched() {
     fi
 }
 
+# unwound MODE: the chain program (static, built without frame pointers) launched under
+# `record --cpu`; prints the report's stacks (with their wait counts), a marker line, then the
+# on-CPU samples as folded stacks (with their sample counts).
+unwound() {
+    mode=$1
+    data=/tmp/$mode-chain.data
+    fdprof record --mode "$mode" --lock-only --cpu --freq 499 -o "$data" -- /bin/chain 3 \
+        >/dev/null || return 1
+    fdprof report --json --top 200 "$data" || return 1
+    echo "@@folded"
+    fdprof flamegraph --cpu --folded -o - "$data"
+}
+
 # watched MODE WORKLOAD-ARGS...: `fdprof top --jsonl` launching the workload: its JSON line,
 # then one line per interval.
 watched() {

@@ -11,6 +11,7 @@ mod lock_reference;
 mod overhead;
 mod page;
 mod remedies;
+mod stacks;
 mod syscost;
 mod top;
 mod workload;
@@ -33,6 +34,7 @@ pub(crate) fn run(what: &str, args: &[String]) -> Result<()> {
         "remedies" => remedies::run(args),
         "page" => page::run(args),
         "overhead" => overhead::run(args),
+        "stacks" => stacks::run(args),
         other => bail!("no benchmark {other:?}"),
     }
 }
@@ -52,6 +54,7 @@ mod tests {
             ("export", ["--rounds", "x"]),
             ("remedies", ["--secs", "0"]),
             ("overhead", ["--rounds", "x"]),
+            ("stacks", ["--rounds", "x"]),
         ] {
             let args = args.map(String::from);
             assert!(super::run(what, &args).is_err(), "{what} {args:?}");

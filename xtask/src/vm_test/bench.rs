@@ -68,12 +68,13 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
 pub(crate) fn run(rounds: usize, json: bool) -> Result<()> {
     setup::host_packages()?;
     let fdprof = crate::static_fdprof::build_static()?;
+    let chain = super::chain_program()?;
     let modes = guest::MODES;
     let initrd = vm_dir().join("bench-initramfs.cpio.gz");
     timed("initramfs for the overhead benchmark", || {
         initramfs::build(
             Path::new(setup::BUSYBOX),
-            &fdprof,
+            (&fdprof, &chain),
             &guest::bench_script(modes, rounds, WORKLOADS),
             &initrd,
         )

@@ -528,6 +528,7 @@ pub(super) fn rows(out: &GuestOutput, kernel: &str, modes: &[&str]) -> (Vec<Row>
         for t in guest::TRACED {
             rows.push(trace_row(out, kernel, mode, t));
         }
+        rows.push(unwound::row(out, kernel, mode));
         rows.push(super::live::top_row(out, kernel, mode, doc.as_ref()));
         rows.push(super::live::daemon_row(out, kernel, mode, doc.as_ref()));
     }
@@ -595,3 +596,4 @@ pub(super) fn table(rows: &[Row]) -> String {
 
 #[cfg(test)]
 mod tests;
+mod unwound;

@@ -127,6 +127,10 @@ pub(super) fn daemon_step(mode: &str) -> String {
     format!("daemon:{mode}:socket-close")
 }
 
+pub(super) fn unwound_step(mode: &str) -> String {
+    format!("unwound:{mode}")
+}
+
 pub(super) fn record_step(mode: &str, scenario: &str) -> String {
     format!("record:{mode}:{scenario}")
 }
@@ -217,6 +221,7 @@ pub(super) fn init_script(modes: &[&str]) -> String {
         }
         let workload: Vec<String> = LIVE_WORKLOAD.iter().map(|w| quote(w)).collect();
         let workload = workload.join(" ");
+        steps.push(format!("step {} unwound {mode}", unwound_step(mode)));
         steps.push(format!("step {} watched {mode} {workload}", top_step(mode)));
         steps.push(format!(
             "step {} served {mode} {DAEMON_COMM} {workload}",

@@ -79,8 +79,14 @@ impl Cpio {
     }
 }
 
-/// The guest's root: busybox, fdprof, the generated `/init`, and the mount points.
-pub(super) fn build(busybox: &Path, fdprof: &Path, init: &str, out: &Path) -> Result<()> {
+/// The guest's root: busybox, fdprof, the chain program (`unwound` steps), the generated
+/// `/init`, and the mount points.
+pub(super) fn build(
+    busybox: &Path,
+    (fdprof, chain): (&Path, &Path),
+    init: &str,
+    out: &Path,
+) -> Result<()> {
     let read = |p: &Path| std::fs::read(p).with_context(|| format!("reading {}", p.display()));
     let mut cpio = Cpio::default();
     for dir in [
@@ -93,6 +99,7 @@ pub(super) fn build(busybox: &Path, fdprof: &Path, init: &str, out: &Path) -> Re
     cpio.file("bin/busybox", 0o755, &read(busybox)?);
     cpio.symlink("bin/sh", "busybox");
     cpio.file("bin/fdprof", 0o755, &read(fdprof)?);
+    cpio.file("bin/chain", 0o755, &read(chain)?);
     cpio.file("init", 0o755, init.as_bytes());
     let archive = cpio.finish();
 
