@@ -190,7 +190,9 @@ pub struct SlowSite {
     pub tgid: u32,
     pub kernel_frames: u32,
     pub user_frames: u32,
-    pub _pad: u32,
+    /// The user stack's copy (`copies`), unless walked by frame pointers into `user`; -1:
+    /// none.
+    pub user_copy: i32,
     pub kernel: [u64; SLOW_FRAMES],
     pub user: [u64; SLOW_FRAMES],
     pub waits: SiteWaits,
@@ -204,7 +206,7 @@ impl Default for SlowSite {
             tgid: 0,
             kernel_frames: 0,
             user_frames: 0,
-            _pad: 0,
+            user_copy: -1,
             kernel: [0; SLOW_FRAMES],
             user: [0; SLOW_FRAMES],
             waits: SiteWaits::default(),

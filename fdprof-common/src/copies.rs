@@ -10,6 +10,8 @@
 pub const COPIES_MAP: &str = "STACK_COPIES";
 /// LRU hash of a stack's (process, ip, depth) hash → its copy's id.
 pub const COPY_IDS_MAP: &str = "COPY_IDS";
+/// Per-CPU perf buffers of the slow-path probe's copies (same records as `STACK_COPIES`).
+pub const SLOW_COPIES_MAP: &str = "SLOW_COPIES";
 
 /// Bytes of stack copied at most (as `perf record --call-graph dwarf`'s default dump).
 pub const COPY_BYTES: usize = 8192;
@@ -19,9 +21,11 @@ pub const COPIES_RING_BYTES: u32 = 4 << 20;
 pub const READ_EVERY_MS: u64 = 10;
 /// Stacks remembered as copied (`COPY_IDS` entries).
 pub const COPY_IDS: u32 = 32768;
-/// Copy ids are this and above; stack-map ids are below (a map holds fewer entries), so one
-/// id space carries both.
-pub const COPY_ID_BASE: i32 = 0x4000_0000;
+/// Copy ids are in `COPY_ID_BASE..COPY_ID_END`: stack-map ids are below (a map holds fewer
+/// entries), the ids user space gives the slow-path sites' frames above, so one id space
+/// carries them all.
+pub const COPY_ID_BASE: i32 = 1 << 29;
+pub const COPY_ID_END: i32 = 1 << 30;
 /// Bytes a CPU may copy in a second before copies become `copy_budget` drops.
 pub const BUDGET_BYTES_PER_CPU_SEC: u32 = 16 << 20;
 

@@ -4,12 +4,13 @@
 //! `COPY_IDS`: a lookup, where the frame-pointer walk this replaces cost ~1.2 µs every time.
 
 use aya_ebpf::{
+    EbpfContext,
     helpers::{
         bpf_get_current_task, bpf_get_current_task_btf, bpf_get_smp_processor_id, bpf_ktime_get_ns,
         bpf_probe_read_kernel, bpf_task_pt_regs, generated::bpf_probe_read_user,
     },
     macros::map,
-    maps::{LruHashMap, PerCpuArray, RingBuf},
+    maps::{LruHashMap, PerCpuArray, PerfEventByteArray, RingBuf},
 };
 use fdprof_common::{
     copies::{
@@ -26,6 +27,10 @@ use crate::{
 
 #[map]
 static STACK_COPIES: RingBuf = RingBuf::with_byte_size(COPIES_RING_BYTES, 0);
+
+/// The slow-path probe's copies (per-CPU perf buffers: no lock taken to send).
+#[map]
+static SLOW_COPIES: PerfEventByteArray = PerfEventByteArray::new(0);
 
 #[map]
 static COPY_IDS: LruHashMap<u64, i32> = LruHashMap::with_max_entries(COPY_ID_ENTRIES, 0);
@@ -171,14 +176,15 @@ fn stack_tops() -> (u64, u64, u64) {
     (fsbase, mm, start_stack)
 }
 
-/// The id of the current user stack's copy, made and sent now if this (process, ip, depth)
-/// has none; -1 (a drop of `probe`'s) when it cannot be copied.
+/// A stack to copy: its `COPY_IDS` key, address space and length.
+struct Planned {
+    key: u64,
+    mm: u64,
+    len: u32,
+}
+
 #[inline(always)]
-pub(crate) fn user_stack(probe: u32, tgid: u32, regs: &UserRegs) -> i32 {
-    if regs.sp == 0 || regs.ip == 0 {
-        dropped(probe, drop::USER_STACK);
-        return -1;
-    }
+fn plan(tgid: u32, regs: &UserRegs) -> Planned {
     let (fsbase, mm, start_stack) = stack_tops();
     let top = if fsbase > regs.sp && fsbase - regs.sp <= MAX_SPAN {
         fsbase
@@ -193,22 +199,66 @@ pub(crate) fn user_stack(probe: u32, tgid: u32, regs: &UserRegs) -> i32 {
         ^ top.wrapping_sub(regs.sp))
     .wrapping_mul(0x9E37_79B9_7F4A_7C15)
         | 1;
-    if let Some(&id) = unsafe { COPY_IDS.get(key) } {
-        return id;
-    }
     let span = top - regs.sp;
     let len = if span < COPY_BYTES as u64 {
         span as u32 & !7
     } else {
         COPY_BYTES as u32
     };
-    send(probe, (key, mm), tgid, regs, len)
+    Planned { key, mm, len }
 }
 
+/// The id of the current user stack's copy, made and sent now if this (address space, ip,
+/// depth) has none; -1 (a drop of `probe`'s) when it cannot be copied.
 #[inline(always)]
-fn send(probe: u32, (key, mm): (u64, u64), tgid: u32, regs: &UserRegs, len: u32) -> i32 {
-    let (Some(copy), Some(state)) = (COPY_SCRATCH.get_ptr_mut(0), COPY_STATE.get_ptr_mut(0)) else {
+pub(crate) fn user_stack(probe: u32, tgid: u32, regs: &UserRegs) -> i32 {
+    if regs.sp == 0 || regs.ip == 0 {
+        dropped(probe, drop::USER_STACK);
         return -1;
+    }
+    let planned = plan(tgid, regs);
+    if let Some(&id) = unsafe { COPY_IDS.get(planned.key) } {
+        return id;
+    }
+    let Some((bytes, id)) = fill(probe, &planned, tgid, regs) else {
+        return -1;
+    };
+    // The ring buffer: the programs do not wake user space for a copy.
+    if STACK_COPIES
+        .output::<[u8]>(bytes, BPF_RB_NO_WAKEUP)
+        .is_err()
+    {
+        dropped(probe, drop::RINGBUF_FULL);
+        return -1;
+    }
+    let _ = COPY_IDS.insert(planned.key, id, 0);
+    id
+}
+
+/// The slow-path probe's copy of the current user stack, sent through the perf buffers (a
+/// site's stacks are taken once, when it is claimed); -1 (a drop) when it cannot be.
+#[inline(always)]
+pub(crate) fn slow_user_stack<C: EbpfContext>(ctx: &C, probe: u32, tgid: u32) -> i32 {
+    let regs = UserRegs::current(false);
+    if regs.sp == 0 || regs.ip == 0 {
+        dropped(probe, drop::USER_STACK);
+        return -1;
+    }
+    let planned = plan(tgid, &regs);
+    let Some((bytes, id)) = fill(probe, &planned, tgid, &regs) else {
+        return -1;
+    };
+    // Lost records are counted by user space (the perf buffer says how many).
+    SLOW_COPIES.output(ctx, bytes, 0);
+    id
+}
+
+/// This CPU's copy made in its scratch element, within its budget: the record's bytes and its
+/// id; `None` (a drop) when it cannot be made.
+#[inline(always)]
+fn fill(probe: u32, planned: &Planned, tgid: u32, regs: &UserRegs) -> Option<(&'static [u8], i32)> {
+    let (Some(copy), Some(state)) = (COPY_SCRATCH.get_ptr_mut(0), COPY_STATE.get_ptr_mut(0)) else {
+        return None;
     };
     let now = unsafe { bpf_ktime_get_ns() };
     // SAFETY: this CPU's elements; the programs that copy do not nest on a CPU.
@@ -217,11 +267,11 @@ fn send(probe: u32, (key, mm): (u64, u64), tgid: u32, regs: &UserRegs, len: u32)
             (*state).window_ns = now;
             (*state).bytes = 0;
         }
+        let len = planned.len.min(COPY_BYTES as u32);
         if (*state).bytes + u64::from(len) > u64::from(setting(|s| &s.copy_budget)) {
             dropped(probe, drop::COPY_BUDGET);
-            return -1;
+            return None;
         }
-        let len = len.min(COPY_BYTES as u32);
         if len == 0
             || bpf_probe_read_user(
                 (*copy).bytes.as_mut_ptr() as *mut _,
@@ -230,33 +280,24 @@ fn send(probe: u32, (key, mm): (u64, u64), tgid: u32, regs: &UserRegs, len: u32)
             ) < 0
         {
             dropped(probe, drop::USER_STACK);
-            return -1;
+            return None;
         }
         (*state).bytes += u64::from(len);
         (*state).seq = (*state).seq.wrapping_add(1);
         let cpu = bpf_get_smp_processor_id() & 0xff;
-        let id = COPY_ID_BASE | ((((*state).seq << 8) | cpu) & 0x3fff_ffff) as i32;
+        let id = COPY_ID_BASE | ((((*state).seq << 8) | cpu) & (COPY_ID_BASE as u32 - 1)) as i32;
         (*copy).header = CopyHeader {
-            key,
+            key: planned.key,
             ip: regs.ip,
             sp: regs.sp,
             bp: regs.bp,
-            mm,
+            mm: planned.mm,
             id,
             tgid,
             len,
             _pad: 0,
         };
         let total = (size_of::<CopyHeader>() as u32 + len) as usize;
-        let bytes = core::slice::from_raw_parts(copy as *const u8, total);
-        if STACK_COPIES
-            .output::<[u8]>(bytes, BPF_RB_NO_WAKEUP)
-            .is_err()
-        {
-            dropped(probe, drop::RINGBUF_FULL);
-            return -1;
-        }
-        let _ = COPY_IDS.insert(key, id, 0);
-        id
+        Some((core::slice::from_raw_parts(copy as *const u8, total), id))
     }
 }

@@ -12,7 +12,7 @@
 use aya_ebpf::{
     EbpfContext,
     bindings::BPF_F_USER_STACK,
-    helpers::{bpf_get_smp_processor_id, bpf_get_stack},
+    helpers::{bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_get_stack},
     macros::map,
     maps::{Array, PerCpuArray},
 };
@@ -22,7 +22,7 @@ use fdprof_common::{
     log2_slot,
 };
 
-use crate::{contention::identify, counters::dropped, filter};
+use crate::{contention::identify, copies, counters::dropped, filter, settings::setting};
 
 /// No site: the wait is not added anywhere.
 pub(crate) const NO_SITE: u32 = u32::MAX;
@@ -134,16 +134,23 @@ unsafe fn claim<C: EbpfContext>(ctx: &C, s: *mut SlowSite, p: *const Placing, h:
         for i in 0..SLOW_FRAMES {
             (*s).kernel[i] = (*p).frames[i];
         }
-        let user = bpf_get_stack(
-            ctx.as_ptr(),
-            (*s).user.as_mut_ptr() as *mut _,
-            STACK_BYTES,
-            u64::from(BPF_F_USER_STACK),
-        );
-        if user < 0 {
-            dropped(drop::PROBE_CONTENTION, drop::USER_STACK);
+        if setting(|s| &s.user_fp) != 0 {
+            let user = bpf_get_stack(
+                ctx.as_ptr(),
+                (*s).user.as_mut_ptr() as *mut _,
+                STACK_BYTES,
+                u64::from(BPF_F_USER_STACK),
+            );
+            if user < 0 {
+                dropped(drop::PROBE_CONTENTION, drop::USER_STACK);
+            }
+            (*s).user_frames = (user.max(0) / 8) as u32;
+            (*s).user_copy = -1;
+        } else {
+            (*s).user_frames = 0;
+            let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+            (*s).user_copy = copies::slow_user_stack(ctx, drop::PROBE_CONTENTION, tgid);
         }
-        (*s).user_frames = (user.max(0) / 8) as u32;
         (*s).hash = h;
     }
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail};
 use aya::{
     Ebpf,
-    maps::{Array, HashMap as BpfHashMap, RingBuf, StackTraceMap},
+    maps::{Array, HashMap as BpfHashMap, PerfEventArray, RingBuf, StackTraceMap},
 };
 use fdprof_common::{
     counters::{drop, global},
@@ -177,7 +177,17 @@ impl Profiler {
         let copies = ebpf
             .take_map(fdprof_common::copies::COPIES_MAP)
             .context("no map STACK_COPIES")?;
-        let unwinding = Unwinding::start(RingBuf::try_from(copies)?)
+        // The slow-path probe sends its copies through perf buffers where it is attached.
+        let slow_copies = match attachments.get(&Role::LockSlowpath) {
+            Some(a) if a.is_direct() && opts.call_graph == CallGraph::Dwarf => {
+                Some(PerfEventArray::try_from(
+                    ebpf.take_map(fdprof_common::copies::SLOW_COPIES_MAP)
+                        .context("no map SLOW_COPIES")?,
+                )?)
+            }
+            _ => None,
+        };
+        let unwinding = Unwinding::start(RingBuf::try_from(copies)?, slow_copies)
             .context("cannot start the unwinding thread")?;
         let mut profiler = Self {
             ebpf,
@@ -469,6 +479,9 @@ impl Profiler {
             cpu.stacks.extend(self.unwinding.stacks(samples));
         }
         snap.unwind = self.unwinding.counts();
+        // The slow-path probe's copies lost to a full perf buffer are its drops.
+        let lost = (drop::PROBE_CONTENTION * drop::COUNT + drop::RINGBUF_FULL) as usize;
+        snap.drops[lost] += snap.unwind.lost;
     }
 
     /// Takes the last snapshot, with the statistics sampler stopped so its window is final,

@@ -16,8 +16,9 @@ use fdprof_common::{
 
 use super::snapshot::Contention;
 
-/// Stack ids of slow-path sites start here, past any id of the stack map (a few thousand).
-const FIRST_ID: u32 = 1 << 30;
+/// Stack ids of slow-path sites start here, past any id of the stack map (a few thousand) and
+/// of a user stack's copy.
+const FIRST_ID: u32 = fdprof_common::copies::COPY_ID_END as u32;
 
 /// Contention sites and the frames of the stacks they name.
 #[derive(Debug, Clone, Default)]
@@ -33,7 +34,10 @@ impl SlowWaits {
         let key = SiteKey {
             lock: s.lock,
             kernel_stack: self.stack(kernel),
-            user_stack: self.stack(user),
+            user_stack: match s.user_copy {
+                -1 => self.stack(user),
+                copy => copy,
+            },
             tgid: s.tgid,
             _pad: 0,
         };

@@ -18,8 +18,9 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use aya::maps::{MapData, RingBuf};
-use fdprof_common::copies::{COPY_ID_BASE, CopyHeader, READ_EVERY_MS, WalkEnd};
+use aya::maps::perf::{PerfEvent, PerfEventArrayBuffer};
+use aya::maps::{MapData, PerfEventArray, RingBuf};
+use fdprof_common::copies::{COPY_ID_BASE, COPY_ID_END, CopyHeader, READ_EVERY_MS, WalkEnd};
 
 use process::{Files, Process};
 use walk::{Cache, Copy};
@@ -35,6 +36,8 @@ pub struct UnwindCounts {
     pub truncated: [u64; WalkEnd::ALL.len()],
     /// Records that were not copies (none unless the object and fdprof disagree).
     pub undecoded: u64,
+    /// The slow-path probe's copies lost to a full perf buffer.
+    pub lost: u64,
     /// Call-frame information held now, and the files it is of.
     pub held_bytes: u64,
     pub held_files: usize,
@@ -52,6 +55,7 @@ impl UnwindCounts {
             whole: self.whole.saturating_sub(earlier.whole),
             truncated,
             undecoded: self.undecoded.saturating_sub(earlier.undecoded),
+            lost: self.lost.saturating_sub(earlier.lost),
             ..*self
         }
     }
@@ -59,7 +63,7 @@ impl UnwindCounts {
 
 /// Whether `id` is a copy's (not a stack-map id).
 pub(crate) fn is_copy(id: i32) -> bool {
-    id >= COPY_ID_BASE
+    (COPY_ID_BASE..COPY_ID_END).contains(&id)
 }
 
 #[derive(Default)]
@@ -88,8 +92,27 @@ pub(crate) struct Unwinding {
 }
 
 impl Unwinding {
-    /// Starts reading `ring` (`STACK_COPIES`).
-    pub(crate) fn start(ring: RingBuf<MapData>) -> std::io::Result<Self> {
+    /// Starts reading `ring` (`STACK_COPIES`) and, where the slow-path probe sends copies, its
+    /// perf buffers (`SLOW_COPIES`, one per online CPU).
+    pub(crate) fn start(
+        ring: RingBuf<MapData>,
+        slow: Option<PerfEventArray<MapData>>,
+    ) -> std::io::Result<Self> {
+        let slow = match slow {
+            Some(mut array) => {
+                let cpus = aya::util::online_cpus().map_err(|(_, e)| e)?;
+                let mut buffers = Vec::new();
+                for cpu in cpus {
+                    buffers.push(
+                        array
+                            .open(cpu, Some(SLOW_PAGES))
+                            .map_err(std::io::Error::other)?,
+                    );
+                }
+                buffers
+            }
+            None => Vec::new(),
+        };
         let shared = Arc::new(Shared {
             store: Mutex::new(Store::default()),
             drained: Condvar::new(),
@@ -98,7 +121,7 @@ impl Unwinding {
         let s = shared.clone();
         let thread = std::thread::Builder::new()
             .name("fdprof-unwind".into())
-            .spawn(move || run(ring, &s))?;
+            .spawn(move || run(ring, slow, &s))?;
         Ok(Self {
             shared,
             thread: Some(thread),
@@ -168,12 +191,18 @@ struct Unwinder {
     cache: Option<Box<Cache>>,
 }
 
-fn run(mut ring: RingBuf<MapData>, shared: &Shared) {
+/// Pages of each CPU's perf buffer for the slow-path probe's copies: a site's copy is sent
+/// once, when the site is claimed, so a few in flight a CPU.
+const SLOW_PAGES: usize = 32;
+
+type Walked = Vec<(CopyHeader, (Vec<u64>, Option<WalkEnd>))>;
+
+fn run(mut ring: RingBuf<MapData>, mut slow: Vec<PerfEventArrayBuffer<MapData>>, shared: &Shared) {
     let mut u = Unwinder::default();
     while !shared.stop.load(Ordering::Relaxed) {
         let asked = shared.store.lock().map(|s| s.asked).unwrap_or(0);
-        let mut walked = Vec::new();
-        let mut undecoded = 0;
+        let mut walked = Walked::new();
+        let (mut undecoded, mut lost) = (0, 0);
         while walked.len() < 256 {
             let Some(record) = ring.next() else { break };
             match decode(&record) {
@@ -181,11 +210,24 @@ fn run(mut ring: RingBuf<MapData>, shared: &Shared) {
                 None => undecoded += 1,
             }
         }
+        for buffer in &mut slow {
+            buffer.for_each(|event| match event {
+                PerfEvent::Sample { head, tail } => {
+                    let record = [head, tail].concat();
+                    match decode(&record) {
+                        Some((h, bytes)) => walked.push((h, u.walk(&h, bytes))),
+                        None => undecoded += 1,
+                    }
+                }
+                PerfEvent::Lost { count } => lost += count,
+            });
+        }
         let idle = walked.is_empty();
         let Ok(mut store) = shared.store.lock() else {
             return;
         };
         store.counts.undecoded += undecoded;
+        store.counts.lost += lost;
         for (h, (frames, end)) in walked {
             store.counts.copies += 1;
             match end {
