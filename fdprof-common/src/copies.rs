@@ -122,3 +122,17 @@ mod pod {
 }
 
 const _: () = assert!(core::mem::size_of::<CopyHeader>() == 56);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_walk_end_is_told_back_from_its_address_and_no_user_address_is_one() {
+        for end in WalkEnd::ALL {
+            assert_eq!(WalkEnd::from_address(end.address()), Some(end));
+        }
+        assert_eq!(WalkEnd::from_address(0x7fff_ffff_f000), None);
+        assert_eq!(WalkEnd::from_address(0), None);
+    }
+}

@@ -258,7 +258,7 @@ fn decode(record: &[u8]) -> Option<(CopyHeader, &[u8])> {
     let (head, bytes) = record.split_at_checked(size_of::<CopyHeader>())?;
     // SAFETY: the length is checked; CopyHeader is Pod, valid for any bytes.
     let h: CopyHeader = unsafe { std::ptr::read_unaligned(head.as_ptr().cast()) };
-    (h.len as usize <= bytes.len() && is_copy(h.id)).then_some((h, &bytes[..h.len as usize]))
+    (h.len as usize <= bytes.len() && is_copy(h.id)).then(|| (h, &bytes[..h.len as usize]))
 }
 
 impl Unwinder {
@@ -300,4 +300,61 @@ impl Unwinder {
 fn ended(mut frames: Vec<u64>, end: WalkEnd) -> (Vec<u64>, Option<WalkEnd>) {
     frames.push(end.address());
     (frames, Some(end))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(h: &CopyHeader, bytes: &[u8]) -> Vec<u8> {
+        // SAFETY: CopyHeader is plain data without padding.
+        let head = unsafe {
+            std::slice::from_raw_parts(
+                (h as *const CopyHeader).cast::<u8>(),
+                size_of::<CopyHeader>(),
+            )
+        };
+        [head, bytes].concat()
+    }
+
+    #[test]
+    fn a_record_decodes_only_whole_and_with_a_copy_id() {
+        let h = CopyHeader {
+            id: COPY_ID_BASE + 7,
+            len: 16,
+            ..CopyHeader::default()
+        };
+        let whole = record(&h, &[1; 24]);
+        let (got, bytes) = decode(&whole).unwrap();
+        assert_eq!((got, bytes.len()), (h, 16));
+        assert!(
+            decode(&record(&h, &[1; 8])).is_none(),
+            "shorter than it claims"
+        );
+        let stack_map_id = CopyHeader { id: 5, ..h };
+        assert!(decode(&record(&stack_map_id, &[1; 16])).is_none());
+        assert!(decode(&[0; 10]).is_none());
+        assert!(!is_copy(COPY_ID_END) && !is_copy(-1) && is_copy(COPY_ID_BASE));
+    }
+
+    #[test]
+    fn counts_since_an_earlier_snapshot_keep_what_is_held_now() {
+        let now = UnwindCounts {
+            copies: 10,
+            whole: 8,
+            truncated: [1, 1, 0, 0, 0],
+            held_bytes: 500,
+            held_files: 3,
+            ..UnwindCounts::default()
+        };
+        let then = UnwindCounts {
+            copies: 4,
+            whole: 4,
+            held_bytes: 100,
+            ..UnwindCounts::default()
+        };
+        let d = now.since(&then);
+        assert_eq!((d.copies, d.whole, d.truncated), (6, 4, [1, 1, 0, 0, 0]));
+        assert_eq!((d.held_bytes, d.held_files), (500, 3));
+    }
 }
