@@ -469,9 +469,11 @@ impl Profiler {
     }
 
     /// The unwound user stacks the snapshot's sites and samples refer to, once every copy sent
-    /// so far is unwound.
+    /// so far is unwound or 100 ms have passed: the unwinder reads a new file's sections on its
+    /// own thread, and a live view's interval does not wait for a large one (its stacks come
+    /// in the next interval; `finish` waits longer).
     fn add_copies(&self, snap: &mut Snapshot) {
-        self.unwinding.flush(Duration::from_secs(1));
+        self.unwinding.flush(Duration::from_millis(100));
         let sites = snap.contention.iter().map(|(k, _)| k.user_stack);
         snap.stacks.extend(self.unwinding.stacks(sites));
         if let Some(cpu) = &mut snap.cpu {
@@ -489,6 +491,7 @@ impl Profiler {
     pub(crate) fn finish(mut self) -> Result<Snapshot> {
         let ebpf = &self.ebpf;
         self.stats.stop(|| snapshot::walk_ns(ebpf).unwrap_or(0));
+        self.unwinding.flush(Duration::from_secs(5));
         self.snapshot()
     }
 }
