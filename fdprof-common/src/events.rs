@@ -39,7 +39,8 @@ pub struct EventRecord {
     /// Expansion: `max_fds` before and after.
     pub old_max_fds: u32,
     pub new_max_fds: u32,
-    /// Slow wait: ids in the `STACKS` map; negative when the stack could not be taken.
+    /// Slow wait: ids in the `STACKS` map (the user stack's: its copy's, `copies`); negative
+    /// when the stack could not be taken.
     pub kernel_stack: i32,
     pub user_stack: i32,
 }

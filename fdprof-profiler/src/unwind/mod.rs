@@ -12,7 +12,7 @@ mod elf;
 mod process;
 mod walk;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -66,17 +66,63 @@ pub(crate) fn is_copy(id: i32) -> bool {
     (COPY_ID_BASE..COPY_ID_END).contains(&id)
 }
 
+/// Walks kept at most: twice the stacks the kernel remembers as copied (`COPY_IDS`, an LRU);
+/// past it the oldest go, so a process profiled for months holds a bounded number.
+const MAX_STACKS: usize = 2 * fdprof_common::copies::COPY_IDS as usize;
+
+/// A copy's walk, and whose it is.
+struct Walk {
+    tgid: u32,
+    /// Its `COPY_IDS` key.
+    key: u64,
+    frames: Vec<u64>,
+}
+
 #[derive(Default)]
 struct Store {
-    stacks: HashMap<i32, Vec<u64>>,
-    /// Each process's copies: (id, `COPY_IDS` key).
-    by_tgid: HashMap<u32, Vec<(i32, u64)>>,
+    stacks: HashMap<i32, Walk>,
+    /// Ids oldest first, to let the oldest go past [`MAX_STACKS`].
+    order: VecDeque<i32>,
+    by_tgid: HashMap<u32, HashSet<i32>>,
     counts: UnwindCounts,
     /// Processes to forget, for the thread.
     gone: Vec<u32>,
     /// Drain passes asked for and done (`flush`).
     asked: u64,
     done: u64,
+}
+
+impl Store {
+    fn insert(&mut self, id: i32, walk: Walk) {
+        self.by_tgid.entry(walk.tgid).or_default().insert(id);
+        if let Some(old) = self.stacks.insert(id, walk) {
+            // An id used again (its CPU's sequence wrapped): the old walk is gone.
+            self.unlist(id, old.tgid);
+        }
+        self.order.push_back(id);
+        while self.stacks.len() > MAX_STACKS {
+            let Some(oldest) = self.order.pop_front() else {
+                break;
+            };
+            if let Some(w) = self.stacks.remove(&oldest) {
+                self.unlist(oldest, w.tgid);
+            }
+        }
+        // Ids forgotten with their process stay in `order` until they come up: bound it too.
+        if self.order.len() > 2 * MAX_STACKS {
+            let stacks = &self.stacks;
+            self.order.retain(|id| stacks.contains_key(id));
+        }
+    }
+
+    fn unlist(&mut self, id: i32, tgid: u32) {
+        if let Some(ids) = self.by_tgid.get_mut(&tgid) {
+            ids.remove(&id);
+            if ids.is_empty() {
+                self.by_tgid.remove(&tgid);
+            }
+        }
+    }
 }
 
 struct Shared {
@@ -145,7 +191,7 @@ impl Unwinding {
         let store = self.shared.store.lock().unwrap_or_else(|e| e.into_inner());
         ids.into_iter()
             .filter(|&id| is_copy(id))
-            .filter_map(|id| Some((id, store.stacks.get(&id)?.clone())))
+            .filter_map(|id| Some((id, store.stacks.get(&id)?.frames.clone())))
             .collect()
     }
 
@@ -163,9 +209,10 @@ impl Unwinding {
         let mut store = self.shared.store.lock().unwrap_or_else(|e| e.into_inner());
         let mut keys = Vec::new();
         for tgid in tgids {
-            for (id, key) in store.by_tgid.remove(tgid).unwrap_or_default() {
-                store.stacks.remove(&id);
-                keys.push(key);
+            for id in store.by_tgid.remove(tgid).unwrap_or_default() {
+                if let Some(w) = store.stacks.remove(&id) {
+                    keys.push(w.key);
+                }
             }
         }
         store.gone.extend_from_slice(tgids);
@@ -234,8 +281,12 @@ fn run(mut ring: RingBuf<MapData>, mut slow: Vec<PerfEventArrayBuffer<MapData>>,
                 None => store.counts.whole += 1,
                 Some(e) => store.counts.truncated[e as usize - 1] += 1,
             }
-            store.by_tgid.entry(h.tgid).or_default().push((h.id, h.key));
-            store.stacks.insert(h.id, frames);
+            let walk = Walk {
+                tgid: h.tgid,
+                key: h.key,
+                frames,
+            };
+            store.insert(h.id, walk);
         }
         let gone = std::mem::take(&mut store.gone);
         if !gone.is_empty() {
@@ -335,6 +386,28 @@ mod tests {
         assert!(decode(&record(&stack_map_id, &[1; 16])).is_none());
         assert!(decode(&[0; 10]).is_none());
         assert!(!is_copy(COPY_ID_END) && !is_copy(-1) && is_copy(COPY_ID_BASE));
+    }
+
+    #[test]
+    fn the_store_keeps_the_newest_walks_and_forgets_a_process_whole() {
+        let mut store = Store::default();
+        let walk = |tgid, key| Walk {
+            tgid,
+            key,
+            frames: vec![key],
+        };
+        for i in 0..MAX_STACKS + 10 {
+            store.insert(COPY_ID_BASE + i as i32, walk(1 + (i % 2) as u32, i as u64));
+        }
+        assert_eq!(store.stacks.len(), MAX_STACKS);
+        assert!(!store.stacks.contains_key(&COPY_ID_BASE), "the oldest went");
+        let listed: usize = store.by_tgid.values().map(HashSet::len).sum();
+        assert_eq!(listed, MAX_STACKS);
+        // An id used again replaces its walk.
+        store.insert(COPY_ID_BASE + 20, walk(3, 7));
+        assert_eq!(store.stacks[&(COPY_ID_BASE + 20)].tgid, 3);
+        assert!(!store.by_tgid[&1].contains(&(COPY_ID_BASE + 20)));
+        assert_eq!(store.by_tgid[&3].len(), 1);
     }
 
     #[test]
