@@ -8,7 +8,7 @@ use anyhow::{Context, Result, bail};
 use super::WAYS;
 use crate::bench::harness::daemon::Daemon;
 use crate::bench::harness::figures::FigureTable;
-use crate::bench::harness::process::{CpuSince, named_copy};
+use crate::bench::harness::process::{CpuSince, cpu_secs, named_copy};
 use crate::bench::harness::stats::median;
 use crate::bench::harness::workloads::{opensock, report_of};
 
@@ -44,7 +44,8 @@ pub(super) fn daemon_cpu(
 }
 
 /// `record --cpu --freq 999 -d 5s` on opensock -t 2, each way: the sampling program's mean run
-/// time and fdprof's own CPU (the collector, the unwinder) per sample.
+/// time and the unwinding thread's CPU per sample (read from its `/proc` entry while `record`
+/// runs; idle but for its 10 ms polls with `fp`).
 pub(super) fn per_sample(fdprof: &Path, out: &Path, table: &FigureTable) -> Result<()> {
     for way in WAYS {
         let mut load = Command::new(fdprof)
@@ -55,7 +56,7 @@ pub(super) fn per_sample(fdprof: &Path, out: &Path, table: &FigureTable) -> Resu
             .context("cannot run the workload")?;
         std::thread::sleep(std::time::Duration::from_millis(500));
         let data = out.join(format!("cpu-{way}.data"));
-        let status = Command::new(fdprof)
+        let mut record = Command::new(fdprof)
             .args([
                 "record",
                 "--lock-only",
@@ -68,7 +69,15 @@ pub(super) fn per_sample(fdprof: &Path, out: &Path, table: &FigureTable) -> Resu
             .args(["--call-graph", way, "-p", &load.id().to_string(), "-o"])
             .arg(&data)
             .stderr(Stdio::null())
-            .status()?;
+            .spawn()?;
+        let mut unwinder = 0.0;
+        let status = loop {
+            if let Some(status) = record.try_wait()? {
+                break status;
+            }
+            unwinder = thread_cpu(record.id(), "fdprof-unwind").unwrap_or(unwinder);
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        };
         let _ = load.kill();
         let _ = load.wait();
         if !status.success() {
@@ -87,9 +96,25 @@ pub(super) fn per_sample(fdprof: &Path, out: &Path, table: &FigureTable) -> Resu
             format!("{:.0}", sample.run_time_ns as f64 / samples),
         );
         table.row(
+            &format!("record --cpu 999 Hz, {way}: unwinder CPU ns a sample"),
+            format!("{:.0}", unwinder * 1e9 / samples),
+        );
+        table.row(
             &format!("record --cpu 999 Hz, {way}: fdprof CPU ns a sample"),
             format!("{:.0}", own.collector_cpu_ns as f64 / samples),
         );
     }
     Ok(())
+}
+
+/// CPU seconds of `pid`'s thread named `name`.
+fn thread_cpu(pid: u32, name: &str) -> Option<f64> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .ok()?
+        .flatten()
+        .find_map(|task| {
+            let comm = std::fs::read_to_string(task.path().join("comm")).ok()?;
+            let tid: u32 = task.file_name().to_str()?.parse().ok()?;
+            (comm.trim() == name).then(|| cpu_secs(tid).ok()).flatten()
+        })
 }

@@ -12,7 +12,7 @@ use crate::bench::harness::process::{Children, rss_kb};
 use crate::bench::harness::workloads::report_of;
 
 const SPIN: &str = "#include <time.h>\nint main(void) { volatile unsigned long n = 0; \
-                    time_t end = time(0) + 6; while (time(0) < end) \
+                    time_t end = time(0) + 60; while (time(0) < end) \
                     for (int i = 0; i < 100000; i++) n++; return 0; }\n";
 
 pub(super) fn run(fdprof: &Path, out: &Path, table: &FigureTable) -> Result<()> {
@@ -31,6 +31,7 @@ pub(super) fn run(fdprof: &Path, out: &Path, table: &FigureTable) -> Result<()> 
     for n in [1, 50, 500] {
         let dir = out.join(format!("exes-{n}"));
         std::fs::create_dir_all(&dir)?;
+        // Killed when dropped, once recorded.
         let mut running = Children::default();
         for i in 0..n {
             // A copy is a file of its own (another inode): another executable to unwind.
