@@ -54,7 +54,7 @@ pub(super) fn run(fdprof: &Path, out: &Path, table: &FigureTable) -> Result<()> 
                 "--freq",
                 "999",
                 "-d",
-                "4s",
+                "8s",
                 "-o",
             ])
             .arg(&data)
@@ -69,6 +69,10 @@ pub(super) fn run(fdprof: &Path, out: &Path, table: &FigureTable) -> Result<()> 
         let report = report_of(fdprof, &data)?;
         let user = &report.stack_walks.user;
         table.row(
+            &format!("{n} executables: sampled, of them"),
+            spinners_sampled(&data)?,
+        );
+        table.row(
             &format!("{n} executables: call-frame information held (KiB, files)"),
             format!("{} ({})", user.held_bytes / 1024, user.held_files),
         );
@@ -78,4 +82,17 @@ pub(super) fn run(fdprof: &Path, out: &Path, table: &FigureTable) -> Result<()> 
         );
     }
     Ok(())
+}
+
+/// How many of the spinners the recording has samples of (each its own module).
+fn spinners_sampled(data: &Path) -> Result<usize> {
+    let rec: serde_json::Value = serde_json::from_slice(&std::fs::read(data)?)?;
+    let modules: std::collections::BTreeSet<&str> = rec["cpu"]["samples"]
+        .as_array()
+        .context("no on-CPU samples")?
+        .iter()
+        .filter_map(|s| s["user_stack"][0]["module"].as_str())
+        .filter(|m| m.starts_with("spin"))
+        .collect();
+    Ok(modules.len())
 }

@@ -41,9 +41,12 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
 fn record_ratios(fdprof: &Path, out: &Path, rounds: usize, table: &FigureTable) -> Result<()> {
     let mut ratios = [Vec::new(), Vec::new()];
     let mut before = opensock(fdprof, &[], None)?;
-    for _ in 0..rounds {
+    for round in 0..rounds {
         let mut ops = [0.0; 2];
-        for (i, way) in WAYS.iter().enumerate() {
+        // Each way goes first in every other round: neither always follows a bare run.
+        let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+        for i in order {
+            let way = WAYS[i];
             let data = out.join(format!("record-{way}.data"));
             let argv: Vec<String> = [
                 fdprof.display().to_string(),
