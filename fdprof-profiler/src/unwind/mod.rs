@@ -128,6 +128,8 @@ impl Store {
 struct Shared {
     store: Mutex<Store>,
     drained: Condvar,
+    /// Wakes the thread before its sleep ends: a flush asked for, or the end.
+    wake: Condvar,
     stop: AtomicBool,
 }
 
@@ -162,6 +164,7 @@ impl Unwinding {
         let shared = Arc::new(Shared {
             store: Mutex::new(Store::default()),
             drained: Condvar::new(),
+            wake: Condvar::new(),
             stop: AtomicBool::new(false),
         });
         let s = shared.clone();
@@ -179,6 +182,7 @@ impl Unwinding {
         let mut store = self.shared.store.lock().unwrap_or_else(|e| e.into_inner());
         store.asked += 1;
         let want = store.asked;
+        self.shared.wake.notify_one();
         let _ = self
             .shared
             .drained
@@ -223,6 +227,7 @@ impl Unwinding {
 impl Drop for Unwinding {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::Relaxed);
+        self.shared.wake.notify_one();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -244,8 +249,13 @@ const SLOW_PAGES: usize = 32;
 
 type Walked = Vec<(CopyHeader, (Vec<u64>, Option<WalkEnd>))>;
 
+/// The longest an idle unwinder sleeps between reads: the ring (4 MiB) holds what the budget
+/// lets two CPUs send in that time several times over.
+const IDLE_READ_MS: u64 = 80;
+
 fn run(mut ring: RingBuf<MapData>, mut slow: Vec<PerfEventArrayBuffer<MapData>>, shared: &Shared) {
     let mut u = Unwinder::default();
+    let mut idle_reads = 0u32;
     while !shared.stop.load(Ordering::Relaxed) {
         let asked = shared.store.lock().map(|s| s.asked).unwrap_or(0);
         let mut walked = Walked::new();
@@ -299,8 +309,16 @@ fn run(mut ring: RingBuf<MapData>, mut slow: Vec<PerfEventArrayBuffer<MapData>>,
         if idle {
             store.done = asked;
             shared.drained.notify_all();
-            drop(store);
-            std::thread::sleep(Duration::from_millis(READ_EVERY_MS));
+            // Idle, it reads less often (a wakeup costs more than an empty read): from every
+            // READ_EVERY_MS up to every IDLE_READ_MS, at which the ring still holds a burst.
+            let nap = Duration::from_millis(READ_EVERY_MS << idle_reads.min(3))
+                .min(Duration::from_millis(IDLE_READ_MS));
+            idle_reads += 1;
+            if store.asked == asked && !shared.stop.load(Ordering::Relaxed) {
+                let _ = shared.wake.wait_timeout(store, nap);
+            }
+        } else {
+            idle_reads = 0;
         }
     }
 }

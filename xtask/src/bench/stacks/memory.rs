@@ -65,12 +65,16 @@ pub(super) fn run(fdprof: &Path, out: &Path, table: &FigureTable) -> Result<()> 
             peak = peak.max(rss_kb(record.id()).unwrap_or(0));
             std::thread::sleep(Duration::from_millis(100));
         }
+        let mut alive = 0;
+        for child in &mut running.0 {
+            alive += usize::from(matches!(child.try_wait(), Ok(None)));
+        }
         drop(running);
         let report = report_of(fdprof, &data)?;
         let user = &report.stack_walks.user;
         table.row(
-            &format!("{n} executables: sampled, of them"),
-            spinners_sampled(&data)?,
+            &format!("{n} executables: sampled, of them (alive at the end)"),
+            format!("{} ({alive})", spinners_sampled(&data)?),
         );
         table.row(
             &format!("{n} executables: call-frame information held (KiB, files)"),
