@@ -2,7 +2,8 @@
 //! distributions build (`-O2 -fomit-frame-pointer`), contends on `file_lock` through a known
 //! chain of ten functions; its waits and its on-CPU samples must carry the whole chain, in
 //! order, down to the C library's thread start. And Debian's haproxy, as Debian built it,
-//! walks as whole as `perf record --call-graph dwarf` walks it on the same load. Run as root.
+//! walks as whole as `perf record --call-graph dwarf` walks it on the same load; the daemon's
+//! endpoints serve the same whole stacks. Run as root.
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -272,5 +273,64 @@ fn haproxy_on_cpu_stacks_are_as_whole_as_perf_dwarf() {
         named >= perf_named - 0.5,
         "named: fdprof {named:.2}, perf {perf_named:.2}"
     );
+    assert_no_programs_left();
+}
+
+/// The daemon's endpoints carry the same whole stacks: `/report.json`'s `file_lock` stacks and
+/// the on-CPU `/flamegraph.svg`.
+#[test]
+fn the_daemon_serves_the_whole_chain() {
+    use crate::common::daemon::{Daemon, poll};
+    require_root();
+    let _k = kernel_lock();
+    let bin = tmp("fdpd-chain");
+    cc("chain.c", &bin, &["-fomit-frame-pointer", "-pthread"]);
+    let mut chain = Command::new(&bin).arg("20").spawn().unwrap();
+    let pid = chain.id().to_string();
+    let daemon = Daemon::start(&[
+        "--tier",
+        "full",
+        "--pid",
+        &pid,
+        "--cpu",
+        "--freq",
+        "199",
+        "--interval",
+        "250ms",
+    ]);
+    daemon.wait_line("INFO", &format!("profiling pid {pid}"));
+    let path = "/report.json?seconds=30";
+    let judged = poll(Duration::from_secs(15), || {
+        let (code, body) = daemon.get(path);
+        assert_eq!(code, 200, "{path}: {body}");
+        let report: Value = serde_json::from_str(&body).unwrap();
+        let stacks = report["top_stacks"].as_array().cloned().unwrap_or_default();
+        let file_lock: Vec<&Value> = stacks.iter().filter(|s| s["lock"] == "file_lock").collect();
+        let count = |s: &&Value| s["count"].as_u64().unwrap_or(0);
+        let all: u64 = file_lock.iter().map(count).sum();
+        let good: u64 = file_lock
+            .iter()
+            .filter(|s| whole(s["user_stack"].as_array().unwrap()))
+            .map(count)
+            .sum();
+        match all >= 100 {
+            true => Ok(good as f64 / all as f64),
+            false => Err(format!("{all} file_lock waits so far")),
+        }
+    });
+    let share = judged.unwrap_or_else(|e| panic!("{path}: {e}"));
+    eprintln!("daemon: {share:.3} of the file_lock waits carry the whole chain");
+    assert!(share >= 0.95, "{share:.3}");
+    let (code, svg) = daemon.get("/flamegraph.svg?seconds=30&cpu=1");
+    assert_eq!(code, 200, "{svg}");
+    for function in ["worker", "chain_01", "chain_10", "leaf"] {
+        assert!(
+            svg.contains(function),
+            "no {function} in the on-CPU flamegraph"
+        );
+    }
+    let _ = chain.kill();
+    let _ = chain.wait();
+    drop(daemon);
     assert_no_programs_left();
 }
