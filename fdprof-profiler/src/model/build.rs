@@ -263,11 +263,12 @@ pub(crate) fn stack_walks(snap: &Snapshot) -> StackWalks {
         walked: snap.globals[global::STACK_WALKS as usize],
         reused: snap.globals[global::STACK_REUSES as usize],
         refresh_every: fdprof_common::contention::STACK_REFRESH,
-        user: user_walks(&snap.unwind),
+        user: user_walks(snap),
     }
 }
 
-fn user_walks(u: &crate::unwind::UnwindCounts) -> fdprof_recording::recording::UserWalks {
+fn user_walks(snap: &Snapshot) -> fdprof_recording::recording::UserWalks {
+    let u = &snap.unwind;
     fdprof_recording::recording::UserWalks {
         copies: u.copies,
         whole: u.whole,
