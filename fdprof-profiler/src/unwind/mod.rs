@@ -249,6 +249,9 @@ const SLOW_PAGES: usize = 32;
 
 type Walked = Vec<(CopyHeader, (Vec<u64>, Option<WalkEnd>))>;
 
+/// Files no process maps are looked for at least this often (besides when a process goes).
+const PRUNE_EVERY: Duration = Duration::from_secs(10);
+
 /// The longest an idle unwinder sleeps between reads: the ring (4 MiB) holds what the budget
 /// lets two CPUs send in that time several times over.
 const IDLE_READ_MS: u64 = 80;
@@ -256,6 +259,7 @@ const IDLE_READ_MS: u64 = 80;
 fn run(mut ring: RingBuf<MapData>, mut slow: Vec<PerfEventArrayBuffer<MapData>>, shared: &Shared) {
     let mut u = Unwinder::default();
     let mut idle_reads = 0u32;
+    let mut pruned = std::time::Instant::now();
     while !shared.stop.load(Ordering::Relaxed) {
         let asked = shared.store.lock().map(|s| s.asked).unwrap_or(0);
         let mut walked = Walked::new();
@@ -299,11 +303,12 @@ fn run(mut ring: RingBuf<MapData>, mut slow: Vec<PerfEventArrayBuffer<MapData>>,
             store.insert(h.id, walk);
         }
         let gone = std::mem::take(&mut store.gone);
-        if !gone.is_empty() {
+        if !gone.is_empty() || pruned.elapsed() >= PRUNE_EVERY {
             for tgid in gone {
                 u.processes.remove(&tgid);
             }
             u.files.prune();
+            pruned = std::time::Instant::now();
         }
         (store.counts.held_bytes, store.counts.held_files) = u.files.held();
         if idle {

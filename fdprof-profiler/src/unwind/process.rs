@@ -20,12 +20,26 @@ pub(crate) enum FileKey {
     Vdso,
 }
 
-/// The files read so far; `None` for one that could not be read (not tried again while a
-/// process maps it).
+/// A file read, or `None` where it could not be (not tried again while it is kept), and when a
+/// process last needed it.
+struct Kept {
+    info: Option<Arc<UnwindInfo>>,
+    used: Instant,
+}
+
+/// The files read so far. A file no process maps any more is kept a while
+/// ([`KEEP_UNMAPPED`]), within a bound ([`UNMAPPED_BYTES`]): short-lived processes of one
+/// program, started again and again, do not read it again each time.
 #[derive(Default)]
 pub(crate) struct Files {
-    files: HashMap<FileKey, Option<Arc<UnwindInfo>>>,
+    files: HashMap<FileKey, Kept>,
 }
+
+/// How long a file no process maps is kept.
+const KEEP_UNMAPPED: Duration = Duration::from_secs(60);
+/// Call-frame information of files no process maps kept at most; past it the least recently
+/// needed go first.
+const UNMAPPED_BYTES: u64 = 64 << 20;
 
 impl Files {
     fn get(&mut self, pid: u32, m: &ExecMapping) -> Option<(FileKey, Arc<UnwindInfo>)> {
@@ -36,23 +50,40 @@ impl Files {
         } else {
             return None;
         };
-        let info = self
-            .files
-            .entry(key.clone())
-            .or_insert_with(|| load(pid, m).map(Arc::new))
-            .clone()?;
-        Some((key, info))
+        let kept = self.files.entry(key.clone()).or_insert_with(|| Kept {
+            info: load(pid, m).map(Arc::new),
+            used: Instant::now(),
+        });
+        kept.used = Instant::now();
+        Some((key, kept.info.clone()?))
     }
 
-    /// Forgets the files no process holds.
+    /// Forgets the files no process maps that were last needed [`KEEP_UNMAPPED`] ago, and past
+    /// [`UNMAPPED_BYTES`] of such files the least recently needed.
     pub(crate) fn prune(&mut self) {
+        let mapped = |k: &Kept| k.info.as_ref().is_some_and(|f| Arc::strong_count(f) > 1);
         self.files
-            .retain(|_, f| f.as_ref().is_some_and(|f| Arc::strong_count(f) > 1));
+            .retain(|_, k| mapped(k) || k.used.elapsed() < KEEP_UNMAPPED);
+        let mut unmapped: Vec<(Instant, u64, FileKey)> = self
+            .files
+            .iter()
+            .filter(|(_, k)| !mapped(k))
+            .map(|(key, k)| (k.used, k.info.as_ref().map_or(0, |f| f.bytes), key.clone()))
+            .collect();
+        unmapped.sort_by_key(|u| u.0);
+        let mut bytes: u64 = unmapped.iter().map(|u| u.1).sum();
+        for (_, size, key) in unmapped {
+            if bytes <= UNMAPPED_BYTES {
+                break;
+            }
+            self.files.remove(&key);
+            bytes -= size;
+        }
     }
 
     /// Bytes of call-frame information held, and the files they are of.
     pub(crate) fn held(&self) -> (u64, usize) {
-        let held = self.files.values().flatten();
+        let held = self.files.values().filter_map(|k| k.info.as_ref());
         (held.clone().map(|f| f.bytes).sum(), held.count())
     }
 }

@@ -99,7 +99,9 @@ fn three_hundred_short_lived_processes_leave_counters_rising_and_memory_flat() {
     let _guard = kernel_lock();
     let comm = "fdpd-churn";
     let ops = 20u64;
-    let mut daemon = Daemon::start(&["--tier", "full", "--comm", comm, "--interval", "250ms"]);
+    // 100 ms intervals: the history of 300 intervals per name is full after 30 s, a third of
+    // the way through, and from then on memory must stay flat.
+    let mut daemon = Daemon::start(&["--tier", "full", "--comm", comm, "--interval", "100ms"]);
     daemon.wait_line("INFO", &format!("no process named {comm} is running"));
     let held = bpf_programs_held(daemon.pid());
     assert!(held > 0);
@@ -127,10 +129,13 @@ fn three_hundred_short_lived_processes_leave_counters_rising_and_memory_flat() {
         other => Err(format!("{series} = {other:?}, not {}", 300 * ops)),
     })
     .unwrap();
-    // Flat: the last third no higher than the first third's peak by more than 8 MB (the
-    // history of 300 intervals fills meanwhile).
+    // Flat: the last third no higher than the middle third's peak by more than 8 MB. The
+    // history of 300 intervals fills during the first third; how much it holds grows with the
+    // stacks' depth (whole user stacks hold some 16 frames where a frame-pointer walk of this
+    // program held 2), so only a full one is judged.
+    eprintln!("daemon RSS (kB) every 10 processes: {rss:?}");
     let third = rss.len() / 3;
-    let early = *rss[..third].iter().max().unwrap();
+    let early = *rss[third..2 * third].iter().max().unwrap();
     let late = *rss[2 * third..].iter().max().unwrap();
     assert!(
         late <= early + 8 * 1024,
