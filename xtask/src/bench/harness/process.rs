@@ -10,7 +10,13 @@ use anyhow::{Context, Result};
 
 /// Seconds of CPU (user + system) `pid` has used, all its threads, not its children.
 pub(crate) fn cpu_secs(pid: u32) -> Result<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    stat_cpu_secs(Path::new(&format!("/proc/{pid}/stat")))
+}
+
+/// Seconds of CPU (user + system) in the `stat` file at `path`: a process's, or one thread's
+/// (`/proc/PID/task/TID/stat`).
+pub(crate) fn stat_cpu_secs(path: &Path) -> Result<f64> {
+    let stat = std::fs::read_to_string(path)?;
     // Fields after the command name, which is in parentheses and may hold spaces.
     let rest = stat.rsplit_once(')').context("unreadable stat")?.1;
     let fields: Vec<&str> = rest.split_whitespace().collect();

@@ -8,7 +8,7 @@ use anyhow::{Context, Result, bail};
 use super::WAYS;
 use crate::bench::harness::daemon::Daemon;
 use crate::bench::harness::figures::FigureTable;
-use crate::bench::harness::process::{CpuSince, named_copy};
+use crate::bench::harness::process::{CpuSince, named_copy, stat_cpu_secs};
 use crate::bench::harness::stats::median;
 use crate::bench::harness::workloads::{opensock, report_of};
 
@@ -116,9 +116,5 @@ fn thread_cpu(pid: u32, name: &str) -> Option<f64> {
         .find(|task| {
             std::fs::read_to_string(task.path().join("comm")).is_ok_and(|c| c.trim() == name)
         })?;
-    let stat = std::fs::read_to_string(task.path().join("stat")).ok()?;
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-    // SAFETY: sysconf has no preconditions.
-    Some(ticks as f64 / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64)
+    stat_cpu_secs(&task.path().join("stat")).ok()
 }
