@@ -292,9 +292,7 @@ mod tests {
     fn frame(f: &str) -> Frame {
         Frame {
             function: f.into(),
-            offset: 0,
-            module: None,
-            address: None,
+            ..Default::default()
         }
     }
 

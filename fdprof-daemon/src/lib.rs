@@ -109,11 +109,13 @@ async fn serve(
     let signals = main_loop::Signals::new()?;
     // Handled from now on (this is the thread `block_on` runs on): any held pending arrive.
     set_signal_mask(libc::SIG_UNBLOCK);
+    let debug = config.watch.debug.sources()?;
     let watcher = Watcher::new(
         kernel,
         kernel_syms,
         config.watch.clone(),
         config.max_processes,
+        debug,
     );
     let state = State::new(watcher.empty_history(None), config.watch.interval);
     state.set_capture_dir(config.watch.capture.as_ref().map(|c| c.dir.clone()));

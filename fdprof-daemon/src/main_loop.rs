@@ -144,6 +144,10 @@ impl Collector {
             figures.events.len(),
             began.elapsed()
         ));
+        // Said once each, not per frame.
+        for failure in self.watcher.take_name_failures() {
+            log::error(&failure);
+        }
         let end_ns = figures.start_ns + figures.daemon.duration_ns;
         // The flight recorder looks at it: the captures it begins, and a wait past
         // --trace-on, ask for windows of full tracing.
@@ -171,6 +175,12 @@ impl Collector {
             }
         };
         log::info(&format!("config reloaded: {}", watch.describe()));
+        if watch.debug != self.watcher.watch().debug {
+            match watch.debug.sources() {
+                Ok(debug) => self.watcher.set_debug(debug),
+                Err(e) => log::error(&format!("the old debug sources stay: {e:#}")),
+            }
+        }
         let timer =
             (watch.interval != self.watcher.watch().interval).then(|| Clock::new(watch.interval));
         block_in_place(|| {

@@ -9,6 +9,7 @@
 #![warn(unreachable_pub)]
 
 mod activity;
+mod build_id;
 mod cgroups;
 mod comparison;
 mod contention;
@@ -28,6 +29,7 @@ mod tiers;
 mod timeline;
 
 pub use activity::{Scan, Syscall, SyscallLatency, Table};
+pub use build_id::BuildId;
 pub use cgroups::{CgroupGroup, Container, FileLockWaits, Identity, Runtime};
 pub use comparison::{Change, RangeComparison, Section, TimeRange};
 pub use contention::{

@@ -42,4 +42,10 @@ pub struct Frame {
     /// The binary or library (user frames), as recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub module: Option<String>,
+    /// Unnamed user frames: the mapped file's build id and the address's offset in that file,
+    /// which name the frame wherever the file's symbols are (`addr2line`, a symbol server).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build_id: Option<crate::BuildId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_offset: Option<u64>,
 }

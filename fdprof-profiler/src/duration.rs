@@ -34,6 +34,12 @@ pub const SLOW: Range = Range {
     max: Duration::from_secs(10),
 };
 
+/// `record --debuginfod-wait`: how long a recording's end waits for debug files being fetched.
+pub const NAMES_WAIT: Range = Range {
+    min: Duration::from_millis(1),
+    max: Duration::from_secs(600),
+};
+
 /// Parses a duration such as `5s`, `500ms`, `1m` and checks it against `range`.
 pub fn parse_in(text: &str, range: Range) -> Result<Duration, String> {
     let text = text.trim();
@@ -104,6 +110,11 @@ pub fn parse_run_length(text: &str) -> Result<Duration, String> {
 /// The parser for `top --interval`.
 pub fn parse_interval(text: &str) -> Result<Duration, String> {
     parse_in(text, INTERVAL)
+}
+
+/// The parser for `record --debuginfod-wait`.
+pub fn parse_names_wait(text: &str) -> Result<Duration, String> {
+    parse_in(text, NAMES_WAIT)
 }
 
 /// The parser for `top --slow`.

@@ -38,6 +38,7 @@ pub mod privileges;
 pub mod probe;
 pub mod procfs;
 pub mod render;
+pub mod size;
 pub mod symbolize;
 #[cfg(test)]
 mod tests;

@@ -10,6 +10,7 @@ pub mod bounded;
 pub mod budget;
 pub mod counters;
 pub mod escape;
+pub mod frame;
 pub mod hist;
 pub mod lock;
 pub mod read;

@@ -21,22 +21,7 @@ pub const FORMAT: &str = "fdprof-recording";
 /// 2: roles' attachments typed (`probes`), enums for lock, operation, mode and end reason.
 pub const VERSION: u32 = 2;
 
-/// One stack frame. `address` is present only when recorded with `--raw-addrs` (KASLR).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct Frame {
-    #[serde(deserialize_with = "bounded::function")]
-    pub function: String,
-    /// Offset into the function, in bytes.
-    pub offset: u64,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "bounded::module"
-    )]
-    pub module: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub address: Option<u64>,
-}
+pub use super::frame::Frame;
 
 /// Waits on one lock class from one pair of stacks.
 #[derive(Debug, Clone, Serialize, Deserialize)]

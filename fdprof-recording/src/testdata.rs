@@ -21,7 +21,7 @@ pub fn frame(function: &str, offset: u64, module: Option<&str>) -> Frame {
         function: function.into(),
         offset,
         module: module.map(Into::into),
-        address: None,
+        ..Default::default()
     }
 }
 

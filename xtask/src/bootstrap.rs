@@ -46,7 +46,8 @@ const DEB_PACKAGES: &[&str] = &["dpkg-dev"];
 /// eBPF toolchain's release, for fdprof-ebpf's lints); haproxy (a server built as Debian builds,
 /// without frame pointers, whose on-CPU stacks fdprof's unwinder is judged on against `perf
 /// record --call-graph dwarf`; the tests run their own on loopback, never the packaged
-/// service).
+/// service); debuginfod (elfutils' symbol server, which the tests run on loopback over a
+/// directory of debug files to fetch from).
 const TEST_PACKAGES: &[&str] = &[
     "bpftool",
     "rust-web-clippy",
@@ -74,6 +75,7 @@ const TEST_PACKAGES: &[&str] = &[
     "redis-server",
     "redis-tools",
     "haproxy",
+    "debuginfod",
 ];
 /// Commands the tests run and the package that brings each where it is missing: npm installs
 /// the `speedscope` package for its schema (a host's Node.js may bring npm from elsewhere).

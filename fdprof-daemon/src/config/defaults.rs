@@ -26,6 +26,7 @@ pub struct Defaults {
     pub children: bool,
     /// `on` empty: no captures unless the file asks.
     pub capture: Capture,
+    pub debug: fdprof_profiler::symbolize::DebugOptions,
 }
 
 impl Defaults {
@@ -55,6 +56,7 @@ impl Defaults {
             call_graph: self.call_graph,
             children: self.children,
             capture,
+            debug: self.debug.clone(),
         })
     }
 }

@@ -10,6 +10,7 @@ use fdprof_common::cpu::{DEFAULT_FREQUENCY_HZ, MAX_FREQUENCY_HZ};
 use fdprof_common::probes::Mode;
 use fdprof_profiler::duration::{self, INTERVAL, Range, SLOW};
 use fdprof_profiler::error::{EXIT_USAGE, fatal};
+use fdprof_profiler::symbolize::DebugOptions;
 use serde::Deserialize;
 
 use super::defaults::Defaults;
@@ -67,6 +68,10 @@ struct File {
     capture_after: Option<String>,
     capture_every: Option<String>,
     capture_max: Option<usize>,
+    debug_dir: Option<Vec<PathBuf>>,
+    debuginfod: Option<String>,
+    debuginfod_cache: Option<PathBuf>,
+    debuginfod_cache_size: Option<String>,
 }
 
 /// The file's `mode`: the names `--mode` takes (the command line's `ModeArg`, which is clap's).
@@ -112,6 +117,7 @@ fn read(path: &Path, defaults: &Defaults) -> Result<Watch> {
     };
     let capture = file_capture(&file, &defaults.capture).map_err(&bad)?;
     let tracing = file_tracing(&file, &defaults.tracing).map_err(&bad)?;
+    let debug = file_debug(&file, &defaults.debug).map_err(&bad)?;
     let interval = duration("interval", file.interval, interval, INTERVAL)?;
     let capture = capture.checked(interval).map_err(&bad)?;
     Ok(Watch {
@@ -142,6 +148,32 @@ fn read(path: &Path, defaults: &Defaults) -> Result<Watch> {
                 Some(hz)
             }
         },
+        debug,
+    })
+}
+
+/// The file's debug keys over the command line's: `debug_dir` replaces `--debug-dir`.
+fn file_debug(file: &File, defaults: &DebugOptions) -> Result<DebugOptions, String> {
+    let cache_size = match &file.debuginfod_cache_size {
+        None => defaults.cache_size,
+        Some(text) => fdprof_profiler::size::parse(text)
+            .map_err(|_| "debuginfod_cache_size is not a size such as 512M or 2G".to_string())?,
+    };
+    Ok(DebugOptions {
+        dirs: file
+            .debug_dir
+            .clone()
+            .unwrap_or_else(|| defaults.dirs.clone()),
+        debuginfod: file
+            .debuginfod
+            .clone()
+            .or_else(|| defaults.debuginfod.clone()),
+        cache: file
+            .debuginfod_cache
+            .clone()
+            .unwrap_or_else(|| defaults.cache.clone()),
+        cache_size,
+        wait: defaults.wait,
     })
 }
 

@@ -58,6 +58,9 @@ pub struct Watch {
     pub children: bool,
     /// The flight recorder (`--capture-on`, `--capture-dir`, …); `None`: no captures.
     pub capture: Option<Capture>,
+    /// Where stripped binaries' names are looked for (`--debug-dir`, `--debuginfod`, …), for
+    /// the files seen from now on.
+    pub debug: fdprof_profiler::symbolize::DebugOptions,
 }
 
 impl Watch {

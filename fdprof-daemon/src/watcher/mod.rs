@@ -19,7 +19,7 @@ use fdprof_common::probes::{Attachment, Mode, Role};
 use fdprof_profiler::collect::profiler::monotonic_ns;
 use fdprof_profiler::collect::{Kernel, starts::StartBatch};
 use fdprof_profiler::live::{Maps, Symbols, Tick};
-use fdprof_profiler::symbolize::{KernelSymbols, UserSymbolizer};
+use fdprof_profiler::symbolize::{DebugSources, KernelSymbols, UserSymbolizer};
 use fdprof_recording::Recording;
 
 use super::config::{Targets, Watch};
@@ -46,6 +46,8 @@ pub(crate) struct Watcher {
     /// The symbolizers while no programs are loaded: they move onto the stage at load, and
     /// back at unload.
     symbols: Option<Symbols>,
+    /// Where stripped binaries' names are looked for (the watch's, once started).
+    debug: DebugSources,
     watch: Watch,
     max_processes: usize,
     stage: Option<Loaded>,
@@ -65,13 +67,15 @@ impl Watcher {
         kernel_syms: KernelSymbols,
         watch: Watch,
         max_processes: usize,
+        debug: DebugSources,
     ) -> Self {
         // Event times count from the daemon's start, across reloads.
-        let mut symbols = new_symbols(kernel_syms);
+        let mut symbols = new_symbols(kernel_syms, debug.clone());
         let assembly = Assembly::new(&mut symbols, watch.latency);
         Self {
             kernel,
             symbols: Some(symbols),
+            debug,
             windows: Windows::new(watch.tracing.max),
             watch,
             max_processes,
@@ -193,6 +197,29 @@ impl Watcher {
         }
     }
 
+    /// The symbolizers, on the stage or at rest.
+    fn symbols_mut(&mut self) -> Option<&mut Symbols> {
+        match self.stage.as_mut() {
+            Some(loaded) => Some(&mut loaded.stage.assembler().symbols),
+            None => self.symbols.as_mut(),
+        }
+    }
+
+    /// Looks for stripped binaries' names in `debug` from now on (a reload that changed them).
+    pub(crate) fn set_debug(&mut self, debug: DebugSources) {
+        self.debug = debug.clone();
+        if let Some(symbols) = self.symbols_mut() {
+            symbols.set_debug(debug);
+        }
+    }
+
+    /// The debuginfod failures not said yet, each kind once.
+    pub(crate) fn take_name_failures(&mut self) -> Vec<String> {
+        self.symbols_mut()
+            .map(|s| s.take_name_failures())
+            .unwrap_or_default()
+    }
+
     /// Unloads everything (SIGTERM, SIGINT): nothing stays loaded.
     pub(crate) fn shutdown(&mut self) {
         self.unload("the daemon stops");
@@ -201,10 +228,10 @@ impl Watcher {
 }
 
 /// Symbolizers for the daemon's whole life (event times count from now).
-fn new_symbols(kernel: KernelSymbols) -> Symbols {
+fn new_symbols(kernel: KernelSymbols, debug: DebugSources) -> Symbols {
     Symbols::new(
         kernel,
-        UserSymbolizer::new(),
+        UserSymbolizer::with_sources(debug),
         Maps::Starts,
         monotonic_ns(),
         false,
@@ -240,5 +267,6 @@ fn watch_of(targets: Targets) -> Watch {
         call_graph: Default::default(),
         children: false,
         capture: None,
+        debug: Default::default(),
     }
 }

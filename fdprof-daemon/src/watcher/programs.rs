@@ -10,7 +10,7 @@ use fdprof_common::session::EndReason;
 use fdprof_profiler::collect::CallGraph;
 use fdprof_profiler::collect::{Filter, ProfilerOptions};
 use fdprof_profiler::live::{self, Maps, Stage, StageOptions, Symbols, SymbolsFrom};
-use fdprof_profiler::symbolize::KernelSymbols;
+use fdprof_profiler::symbolize::{DebugSources, KernelSymbols};
 
 use super::{ATTACH_FAILED, EVENTS, Watcher, count_events_dropped, new_symbols};
 use crate::config::{Targets, Tier, Watch};
@@ -123,7 +123,8 @@ impl Watcher {
                 log::error(&format!("cannot load the programs: {:#}", failed.error));
                 *self.followed.dropped.entry(ATTACH_FAILED).or_default() += 1;
                 // Symbolizers the stage took went with it: start them afresh.
-                self.symbols = failed.symbols.map(|s| *s).or_else(fresh_symbols);
+                let debug = self.debug.clone();
+                self.symbols = failed.symbols.map(|s| *s).or_else(|| fresh_symbols(debug));
                 return;
             }
         };
@@ -207,7 +208,7 @@ impl Watcher {
             }
             Err(e) => {
                 log::error(&format!("the last figures are lost: {e:#}"));
-                self.symbols = fresh_symbols();
+                self.symbols = fresh_symbols(self.debug.clone());
             }
         }
         self.followed.leave_all(why, &self.watch);
@@ -216,9 +217,9 @@ impl Watcher {
 
 /// Symbolizers started afresh, for when they were lost with the programs; without them
 /// (kallsyms unreadable) nothing loads again.
-fn fresh_symbols() -> Option<Symbols> {
+fn fresh_symbols(debug: DebugSources) -> Option<Symbols> {
     match KernelSymbols::load() {
-        Ok(kernel) => Some(new_symbols(kernel)),
+        Ok(kernel) => Some(new_symbols(kernel, debug)),
         Err(e) => {
             log::error(&format!("cannot symbolize kernel stacks: {e:#}"));
             None

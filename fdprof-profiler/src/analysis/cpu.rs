@@ -8,7 +8,6 @@ use fdprof_figures::{Cpu, CpuOperation, CpuStack, Frame, Operation, ReportOption
 use fdprof_recording::Recording;
 use fdprof_recording::recording::{CpuSite, Frame as RecordedFrame};
 
-use super::stacks::frame_label;
 use super::{share, sum};
 use crate::model::operation;
 
@@ -130,11 +129,7 @@ fn top_stacks(samples: &[CpuSite], all: u64, top: usize) -> (Vec<CpuStack>, usiz
     let frames = |stack: &[RecordedFrame]| -> Vec<Frame> {
         stack
             .iter()
-            .map(|f| Frame {
-                function: frame_label(f, false),
-                offset: None,
-                module: f.module.clone(),
-            })
+            .map(|f| super::stacks::figure_frame(f, false))
             .collect()
     };
     let shown = groups

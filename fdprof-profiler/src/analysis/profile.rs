@@ -101,6 +101,17 @@ pub struct ProfileFrame {
     pub space: Space,
     /// The recorded address, only with [`ProfileOptions::raw_addrs`].
     pub address: Option<u64>,
+    /// User frames in a mapped file: the file's build id, where it has one.
+    pub build_id: Option<fdprof_figures::BuildId>,
+    /// User frames in a mapped file: the address's offset in that file.
+    pub file_offset: Option<u64>,
+}
+
+impl ProfileFrame {
+    /// Whether a symbol named the frame.
+    pub fn is_named(&self) -> bool {
+        self.function != "[unknown]"
+    }
 }
 
 /// Labels of a lock wait; none for CPU samples.
@@ -277,6 +288,8 @@ impl Builder {
             module: None,
             space,
             address: None,
+            build_id: None,
+            file_offset: None,
         })
     }
 
@@ -304,6 +317,8 @@ impl Builder {
                     module: f.module.clone(),
                     space,
                     address: if self.raw_addrs { f.address } else { None },
+                    build_id: f.build_id.clone(),
+                    file_offset: f.file_offset,
                 };
                 out.push(self.frame(frame));
             }

@@ -43,11 +43,7 @@ pub(crate) fn top_stacks(rec: &Recording, opts: &ReportOptions) -> (Vec<TopStack
     let frames = |stack: &[RecordedFrame]| -> Vec<Frame> {
         stack
             .iter()
-            .map(|f| Frame {
-                function: frame_label(f, false),
-                offset: opts.offsets.then_some(f.offset),
-                module: f.module.clone(),
-            })
+            .map(|f| figure_frame(f, opts.offsets))
             .collect()
     };
     let shown = groups
@@ -113,6 +109,18 @@ fn frame_keys(stack: &[RecordedFrame], offsets: bool) -> Vec<FrameKey<'_>> {
 
 /// A frame's name as every front end shows it: the function, control characters escaped,
 /// `[unknown]` when unsymbolized, with `+0x1f` when `offsets`.
+/// A recorded frame as the figures show it; an unnamed one with what names it later.
+pub(crate) fn figure_frame(f: &RecordedFrame, offsets: bool) -> Frame {
+    let (build_id, file_offset) = f.unnamed_object();
+    Frame {
+        function: frame_label(f, false),
+        offset: offsets.then_some(f.offset),
+        module: f.module.clone(),
+        build_id,
+        file_offset,
+    }
+}
+
 pub(crate) fn frame_label(frame: &RecordedFrame, offsets: bool) -> String {
     let name = frame.function.trim();
     let name = if name.is_empty() {

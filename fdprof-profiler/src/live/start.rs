@@ -11,7 +11,7 @@ use anyhow::Result;
 use super::{Facts, Maps, Stage, StageOptions, Symbols};
 use crate::collect::{Kernel, Profiler, ProfilerOptions, cgroups::CgroupSet, stats::own_cpu_ns};
 use crate::probe::kallsyms::Kallsyms;
-use crate::symbolize::{KernelSymbols, UserSymbolizer};
+use crate::symbolize::{DebugSources, KernelSymbols, UserSymbolizer};
 use fdprof_recording::recording::Target;
 
 /// Reads `/proc/kallsyms` once (it is several MB): the kernel's symbols for its stacks, and the
@@ -25,8 +25,9 @@ pub fn read_kernel() -> Result<(Kernel, KernelSymbols)> {
 
 /// Where the stage's symbolizers come from.
 pub enum SymbolsFrom {
-    /// New ones over the kernel's symbols (record, top): events timed from the attach.
-    Kernel(KernelSymbols),
+    /// New ones over the kernel's symbols (record, top), looking for stripped files' names in
+    /// the sources: events timed from the attach.
+    Kernel(KernelSymbols, DebugSources),
     /// The daemon's, kept across loads: events timed from its start, mapped files kept.
     Kept(Box<Symbols>),
 }
@@ -34,7 +35,7 @@ pub enum SymbolsFrom {
 impl SymbolsFrom {
     fn kernel(&mut self) -> &mut KernelSymbols {
         match self {
-            SymbolsFrom::Kernel(kernel) => kernel,
+            SymbolsFrom::Kernel(kernel, _) => kernel,
             SymbolsFrom::Kept(symbols) => &mut symbols.kernel,
         }
     }
@@ -43,9 +44,13 @@ impl SymbolsFrom {
     /// `attached_ns` and keep raw addresses by `raw_addrs`.
     fn reading(self, maps: Maps, attached_ns: u64, raw_addrs: bool) -> Symbols {
         match self {
-            SymbolsFrom::Kernel(kernel) => {
-                Symbols::new(kernel, UserSymbolizer::new(), maps, attached_ns, raw_addrs)
-            }
+            SymbolsFrom::Kernel(kernel, debug) => Symbols::new(
+                kernel,
+                UserSymbolizer::with_sources(debug),
+                maps,
+                attached_ns,
+                raw_addrs,
+            ),
             SymbolsFrom::Kept(mut symbols) => {
                 symbols.set_maps(maps);
                 *symbols
@@ -57,7 +62,7 @@ impl SymbolsFrom {
     fn kept(self) -> Option<Box<Symbols>> {
         match self {
             SymbolsFrom::Kept(symbols) => Some(symbols),
-            SymbolsFrom::Kernel(_) => None,
+            SymbolsFrom::Kernel(..) => None,
         }
     }
 }

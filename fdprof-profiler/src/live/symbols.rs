@@ -238,6 +238,17 @@ impl Symbols {
         }
     }
 
+    /// Looks in `sources` for the names of stripped files seen from now on (a daemon's config
+    /// read again).
+    pub fn set_debug(&mut self, sources: crate::symbolize::DebugSources) {
+        self.user.set_sources(sources);
+    }
+
+    /// The debuginfod failures not said yet: each kind is said once, not per frame.
+    pub fn take_name_failures(&self) -> Vec<String> {
+        self.user.take_name_failures()
+    }
+
     /// Events symbolized now, while their processes live.
     pub(crate) fn events(
         &mut self,

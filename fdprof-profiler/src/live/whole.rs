@@ -25,6 +25,11 @@ impl Finished {
         let assembler = &mut self.assembler;
         assembler.facts.notes.extend(notes);
         let mut recording = assembler.whole(&self.total, duration, end, cpu_ns);
+        // Debug files still being fetched: wait for them (within the bound), and name again.
+        if assembler.symbols.user.wait_for_names() {
+            recording = assembler.whole(&self.total, duration, end, cpu_ns);
+        }
+        recording.notes.extend(assembler.symbols.user.names_note());
         // The starts left unread past the snapshot bounds count with the kernel's drops, as
         // `processes`/`limit` (the kernel counts a full ring as `processes`/`ringbuf_full`).
         if assembler.facts.target.kind.per_process() {

@@ -16,6 +16,8 @@ impl From<crate::symbolize::Frame> for Frame {
             offset: f.offset,
             module: f.module,
             address: f.address,
+            build_id: f.build_id,
+            file_offset: f.file_offset,
         }
     }
 }

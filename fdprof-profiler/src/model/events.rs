@@ -137,6 +137,8 @@ fn figure_frame(f: &recording::Frame) -> Frame {
         },
         offset: Some(f.offset),
         module: f.module.clone(),
+        build_id: f.unnamed_object().0,
+        file_offset: f.unnamed_object().1,
     }
 }
 

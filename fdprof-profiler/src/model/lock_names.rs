@@ -129,8 +129,7 @@ mod tests {
             .map(|n| Frame {
                 function: n.to_string(),
                 offset: 0,
-                module: None,
-                address: None,
+                ..Default::default()
             })
             .collect()
     }

@@ -4,8 +4,14 @@
 //! Lock waits use Go's mutex-profile sample types (`contentions/count`, `delay/nanoseconds`),
 //! so readers take them for a lock profile; CPU samples use `samples/count`, `cpu/nanoseconds`.
 //! A wait's operation and lock are the string labels `operation` and `lock`. Each distinct
-//! frame is one location with one line (its function) in the mapping of its module; addresses
-//! are zero unless the profile kept them.
+//! frame is one location with one line (its function) in the mapping of its module and build
+//! id.
+//!
+//! User locations are in file-offset space, the same in every process that maps the file: a
+//! mapping's start is its file offset, and a location's address is the frame's offset in the
+//! file, so `address - start + file_offset` is where the instruction lies in the file whose
+//! build id the mapping names (what Parca, Pyroscope and `go tool pprof` symbolize from).
+//! Kernel locations have address zero unless the profile kept addresses (`--raw-addrs`).
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -76,8 +82,16 @@ pub(crate) struct PprofLabel {
 pub(crate) struct PprofMapping {
     #[prost(uint64, tag = "1")]
     pub id: u64,
+    #[prost(uint64, tag = "2")]
+    pub memory_start: u64,
+    #[prost(uint64, tag = "3")]
+    pub memory_limit: u64,
+    #[prost(uint64, tag = "4")]
+    pub file_offset: u64,
     #[prost(int64, tag = "5")]
     pub filename: i64,
+    #[prost(int64, tag = "6")]
+    pub build_id: i64,
     #[prost(bool, tag = "7")]
     pub has_functions: bool,
 }
@@ -151,48 +165,96 @@ fn mapping_name(frame: &ProfileFrame) -> Option<String> {
     }
 }
 
+/// A mapping: a module (with its build id), the span of its frames' file offsets, and whether
+/// every one of its frames was named.
+struct Span {
+    id: u64,
+    range: Option<(u64, u64)>,
+    named: bool,
+}
+
+/// A mapping's span is rounded out to whole pages.
+const PAGE: u64 = 4096;
+
+type MappingKey<'a> = (String, Option<&'a fdprof_figures::BuildId>);
+
 /// The frames as pprof locations, with the mappings and functions they name, numbered from 1
 /// in the order first seen.
 fn locations(
     profile: &Profile,
     strings: &mut Strings,
 ) -> (Vec<PprofMapping>, Vec<PprofFunction>, Vec<PprofLocation>) {
-    let mut mappings: Vec<PprofMapping> = Vec::new();
-    let mut mapping_ids: HashMap<String, u64> = HashMap::new();
+    let mut spans: HashMap<MappingKey, Span> = HashMap::new();
+    let mut order: Vec<MappingKey> = Vec::new();
     let mut functions: Vec<PprofFunction> = Vec::new();
     let mut function_ids: HashMap<(&str, Option<&str>), u64> = HashMap::new();
     let mut locations = Vec::with_capacity(profile.frames.len());
     for (i, frame) in profile.frames.iter().enumerate() {
         let mapping_id = match mapping_name(frame) {
             None => 0,
-            Some(name) => *mapping_ids.entry(name.clone()).or_insert_with(|| {
-                let id = mappings.len() as u64 + 1;
-                mappings.push(PprofMapping {
-                    id,
-                    filename: strings.get(&name),
-                    has_functions: true,
+            Some(name) => {
+                let key = (name, frame.build_id.as_ref());
+                let next = spans.len() as u64 + 1;
+                let span = spans.entry(key.clone()).or_insert_with(|| {
+                    order.push(key);
+                    Span {
+                        id: next,
+                        range: None,
+                        named: true,
+                    }
                 });
-                id
-            }),
+                span.named &= frame.is_named();
+                if let Some(at) = frame.file_offset {
+                    let (lo, hi) = span.range.unwrap_or((at, at));
+                    span.range = Some((lo.min(at), hi.max(at)));
+                }
+                span.id
+            }
         };
-        let key = (frame.function.as_str(), frame.module.as_deref());
-        let function_id = *function_ids.entry(key).or_insert_with(|| {
-            let id = functions.len() as u64 + 1;
-            let name = strings.get(&frame.function);
-            functions.push(PprofFunction {
-                id,
-                name,
-                system_name: name,
-            });
-            id
-        });
+        // An unnamed frame with an address in its file is left unsymbolized (no line), as
+        // readers expect of a frame they may name from the build id's symbols.
+        let line = match (frame.is_named(), frame.file_offset) {
+            (false, Some(_)) => Vec::new(),
+            _ => {
+                let key = (frame.function.as_str(), frame.module.as_deref());
+                let function_id = *function_ids.entry(key).or_insert_with(|| {
+                    let id = functions.len() as u64 + 1;
+                    let name = strings.get(&frame.function);
+                    functions.push(PprofFunction {
+                        id,
+                        name,
+                        system_name: name,
+                    });
+                    id
+                });
+                vec![PprofLine { function_id }]
+            }
+        };
         locations.push(PprofLocation {
             id: i as u64 + 1,
             mapping_id,
-            address: frame.address.unwrap_or(0),
-            line: vec![PprofLine { function_id }],
+            address: frame.file_offset.or(frame.address).unwrap_or(0),
+            line,
         });
     }
+    let mappings = order
+        .into_iter()
+        .map(|key| {
+            let span = &spans[&key];
+            let (start, limit) = span.range.map_or((0, 0), |(lo, hi)| {
+                (lo / PAGE * PAGE, (hi / PAGE + 1).saturating_mul(PAGE))
+            });
+            PprofMapping {
+                id: span.id,
+                memory_start: start,
+                memory_limit: limit,
+                file_offset: start,
+                filename: strings.get(&key.0),
+                build_id: key.1.map_or(0, |id| strings.get(&id.to_string())),
+                has_functions: span.named,
+            }
+        })
+        .collect();
     (mappings, functions, locations)
 }
 

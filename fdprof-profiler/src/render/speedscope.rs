@@ -27,11 +27,28 @@ struct Shared<'a> {
     frames: Vec<Frame<'a>>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, Clone, Copy, PartialEq, Eq, Hash)]
 struct Frame<'a> {
     name: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     file: Option<&'a str>,
+    /// Unnamed user frames: the file's build id and the offset in it, which name the frame
+    /// wherever the file's symbols are (speedscope shows neither; the schema allows them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    build_id: Option<&'a fdprof_figures::BuildId>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    file_offset: Option<u64>,
+}
+
+impl<'a> Frame<'a> {
+    fn label(name: &'a str) -> Self {
+        Self {
+            name,
+            file: None,
+            build_id: None,
+            file_offset: None,
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -58,19 +75,31 @@ fn unit(u: ValueUnit) -> &'static str {
 
 /// The speedscope JSON document.
 pub fn speedscope(profile: &Profile) -> Vec<u8> {
-    let mut frames: Vec<Frame<'_>> = profile
+    // speedscope merges frames by index: one per function and file (and offset, unnamed).
+    let mut frames: Vec<Frame<'_>> = Vec::new();
+    let mut index: std::collections::HashMap<Frame<'_>, usize> = Default::default();
+    let of_profile: Vec<usize> = profile
         .frames
         .iter()
-        .map(|f| Frame {
-            name: &f.function,
-            file: f.module.as_deref(),
+        .map(|f| {
+            let unnamed = !f.is_named();
+            let frame = Frame {
+                name: &f.function,
+                file: f.module.as_deref(),
+                build_id: f.build_id.as_ref().filter(|_| unnamed),
+                file_offset: f.file_offset.filter(|_| unnamed),
+            };
+            *index.entry(frame).or_insert_with_key(|frame| {
+                frames.push(*frame);
+                frames.len() - 1
+            })
         })
         .collect();
     // Root pseudo-frames for the labels, one per distinct name.
     let mut label_frames: std::collections::HashMap<&str, usize> = Default::default();
     let mut label_frame = |name: &'static str, frames: &mut Vec<Frame<'_>>| -> usize {
         *label_frames.entry(name).or_insert_with(|| {
-            frames.push(Frame { name, file: None });
+            frames.push(Frame::label(name));
             frames.len() - 1
         })
     };
@@ -83,15 +112,12 @@ pub fn speedscope(profile: &Profile) -> Vec<u8> {
             if let Some(l) = &s.labels {
                 stack.push(label_frame(l.operation, &mut frames));
                 let lock = *lock_frames.entry(l.lock.as_str()).or_insert_with(|| {
-                    frames.push(Frame {
-                        name: &l.lock,
-                        file: None,
-                    });
+                    frames.push(Frame::label(&l.lock));
                     frames.len() - 1
                 });
                 stack.push(lock);
             }
-            stack.extend(s.frames.iter().rev());
+            stack.extend(s.frames.iter().rev().map(|&f| of_profile[f]));
             stack
         })
         .collect();

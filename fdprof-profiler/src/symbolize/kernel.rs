@@ -240,12 +240,14 @@ impl KernelSymbols {
                 offset,
                 module: module.map(str::to_string),
                 address,
+                ..Default::default()
             },
             None => Frame {
                 function: UNKNOWN.to_string(),
                 offset: 0,
                 module: None,
                 address,
+                ..Default::default()
             },
         }
     }

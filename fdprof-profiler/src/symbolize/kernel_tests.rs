@@ -40,8 +40,7 @@ fn kernel_symbols_resolve_alloc_fd() {
         Frame {
             function: "alloc_fd".into(),
             offset: 0x10,
-            module: None,
-            address: None,
+            ..Default::default()
         }
     );
     let raw = k.resolve(alloc_fd + 0x10, true);

@@ -7,7 +7,7 @@
 //! snapshot and asks blazesym to symbolize that file offset from the file's ELF symbol tables —
 //! the process itself is not needed any more. Names come back demangled (Rust and C++).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
@@ -19,6 +19,7 @@ use blazesym::symbolize::{Input, Symbolized, Symbolizer};
 use fdprof_common::copies::WalkEnd;
 
 use super::Frame;
+use super::names::{DebugSources, How, Names};
 pub(crate) use crate::procfs::{ExecMapping, parse_maps};
 
 use super::kernel::UNKNOWN;
@@ -48,6 +49,9 @@ struct MappedFile {
     /// What blazesym opens: `/proc/self/fd/N` of the held file, or the path. `None` for pseudo
     /// mappings and for files found unreadable.
     source: Option<PathBuf>,
+    /// Its build id and where its names come from; `None` for pseudo mappings and files that
+    /// are not ELF.
+    names: Option<Names>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -103,6 +107,7 @@ pub struct UserSymbolizer {
     /// The mapped files' names, each once.
     names: Vec<String>,
     name_index: HashMap<String, u32>,
+    sources: DebugSources,
 }
 
 impl Default for UserSymbolizer {
@@ -123,6 +128,11 @@ impl std::fmt::Debug for UserSymbolizer {
 
 impl UserSymbolizer {
     pub fn new() -> Self {
+        Self::with_sources(DebugSources::default())
+    }
+
+    /// A symbolizer that looks for stripped files' names in `sources` too.
+    pub fn with_sources(sources: DebugSources) -> Self {
         let symbolizer = Symbolizer::builder()
             .enable_code_info(false)
             .enable_inlined_fns(false)
@@ -136,6 +146,7 @@ impl UserSymbolizer {
             held: 0,
             names: Vec::new(),
             name_index: HashMap::new(),
+            sources,
         }
     }
 
@@ -145,7 +156,7 @@ impl UserSymbolizer {
     pub(crate) fn trim(&mut self, keep: impl Fn(u32) -> bool, max_files: usize) {
         self.procs.retain(|pid, _| keep(*pid));
         if self.files.len() > max_files {
-            *self = Self::new();
+            *self = Self::with_sources(std::mem::take(&mut self.sources));
         }
     }
 
@@ -236,15 +247,12 @@ impl UserSymbolizer {
                 // Where an unwound walk stopped short, and why: no address to give.
                 Some(end) => Frame {
                     function: end.name().to_string(),
-                    offset: 0,
-                    module: None,
-                    address: None,
+                    ..Default::default()
                 },
                 None => Frame {
                     function: UNKNOWN.to_string(),
-                    offset: 0,
-                    module: None,
                     address: raw.then_some(a),
+                    ..Default::default()
                 },
             })
             .collect();
@@ -259,37 +267,125 @@ impl UserSymbolizer {
             let file_offset = addr - m.start + m.offset;
             frames[i].module = Some(self.names[m.module as usize].clone());
             frames[i].offset = file_offset;
+            if let Some(names) = &self.files[m.file].names {
+                frames[i].build_id = names.build_id.clone();
+                frames[i].file_offset = Some(file_offset);
+            }
             let entry = by_file.entry(m.file).or_default();
             entry.0.push(i);
             entry.1.push(file_offset);
         }
 
         for (file, (indices, offsets)) in by_file {
-            let Some(path) = self.files[file].source.clone() else {
-                continue;
-            };
-            let mut elf = Elf::new(path);
-            elf.debug_syms = false;
-            let src = Source::Elf(elf);
-            match self
-                .symbolizer
-                .0
-                .symbolize(&src, Input::FileOffset(offsets.as_slice()))
-            {
-                Ok(results) => {
-                    for (i, result) in indices.into_iter().zip(results) {
-                        if let Symbolized::Sym(sym) = result {
-                            frames[i].function = sym.name.into_owned();
-                            frames[i].offset = sym.offset as u64;
-                        }
-                    }
-                }
-                // Not an ELF file, or unreadable: its frames stay `[unknown]`, and it is not
-                // tried again until another process's snapshot maps it.
-                Err(_) => self.files[file].source = None,
-            }
+            self.symbolize_file(file, &indices, &offsets, &mut frames);
         }
         frames
+    }
+
+    /// Names the frames `indices` of `frames`, at `offsets` in mapped file `file`: from its
+    /// debug file by address where one was found, else from the file by offset.
+    fn symbolize_file(
+        &mut self,
+        file: usize,
+        indices: &[usize],
+        offsets: &[u64],
+        frames: &mut [Frame],
+    ) {
+        let mapped = &mut self.files[file];
+        if let Some(names) = mapped.names.as_mut() {
+            names.poll(&self.sources);
+        }
+        let (path, input, from_debug) = match mapped.names.as_ref() {
+            Some(
+                names @ Names {
+                    how: How::Debug { path, .. },
+                    ..
+                },
+            ) => {
+                // An offset outside the loaded segments names nothing.
+                let addrs = offsets
+                    .iter()
+                    .map(|&o| names.address_of(o).unwrap_or(u64::MAX))
+                    .collect::<Vec<_>>();
+                (path.clone(), addrs, true)
+            }
+            _ => match &mapped.source {
+                Some(path) => (path.clone(), offsets.to_vec(), false),
+                None => return,
+            },
+        };
+        let mut elf = Elf::new(path);
+        elf.debug_syms = false;
+        let src = Source::Elf(elf);
+        let input = match from_debug {
+            true => Input::VirtOffset(input.as_slice()),
+            false => Input::FileOffset(input.as_slice()),
+        };
+        match self.symbolizer.0.symbolize(&src, input) {
+            Ok(results) => {
+                for (&i, result) in indices.iter().zip(results) {
+                    if let Symbolized::Sym(sym) = result {
+                        frames[i].function = sym.name.into_owned();
+                        frames[i].offset = sym.offset as u64;
+                    }
+                }
+            }
+            // A debug file blazesym cannot read: the file's own symbols from now on.
+            Err(_) if from_debug => {
+                if let Some(names) = self.files[file].names.as_mut() {
+                    names.how = How::Own(super::NameSource::Dynsym);
+                }
+            }
+            // Not an ELF file, or unreadable: its frames stay `[unknown]`, and it is not
+            // tried again until another process's snapshot maps it.
+            Err(_) => self.files[file].source = None,
+        }
+    }
+
+    /// How many mapped files take their names from each source, and how many wait on a
+    /// debuginfod server.
+    pub(crate) fn name_sources(&self) -> (BTreeMap<super::NameSource, usize>, usize) {
+        let mut by = BTreeMap::new();
+        let mut waiting = 0;
+        for names in self.files.iter().filter_map(|f| f.names.as_ref()) {
+            *by.entry(names.source()).or_default() += 1;
+            waiting += usize::from(matches!(names.how, How::Waiting { .. }));
+        }
+        (by, waiting)
+    }
+
+    /// What a recording says of its user frames' names (none before any file is seen).
+    pub(crate) fn names_note(&self) -> Option<String> {
+        let (by, waiting) = self.name_sources();
+        super::names::note(&by, waiting, &self.sources)
+    }
+
+    /// The debuginfod failures not said yet, each kind once.
+    pub(crate) fn take_name_failures(&self) -> Vec<String> {
+        self.sources
+            .debuginfod
+            .as_ref()
+            .map(|d| d.take_new_failures())
+            .unwrap_or_default()
+    }
+
+    /// Looks in `sources` for the files seen from now on.
+    pub(crate) fn set_sources(&mut self, sources: DebugSources) {
+        self.sources = sources;
+    }
+
+    /// Waits, up to the sources' bound, for the debuginfod fetches of files still waiting;
+    /// true when any fetch ended meanwhile (the stacks are worth symbolizing again).
+    pub(crate) fn wait_for_names(&mut self) -> bool {
+        let Some(d) = self.sources.debuginfod.clone() else {
+            return false;
+        };
+        if self.sources.wait.is_zero() || self.name_sources().1 == 0 {
+            return false;
+        }
+        let before = d.generation();
+        d.wait_idle(Instant::now() + self.sources.wait);
+        d.generation() != before
     }
 
     /// Index of the file behind `m`, opening it the first time it is seen. A file seen before
@@ -306,10 +402,15 @@ impl UserSymbolizer {
             let file = &self.files[idx];
             if m.is_file() && file._held.is_none() && (file.source.is_none() || self.can_hold()) {
                 let (held, source) = self.open_file(pid, m);
-                if source.is_some() {
+                if let Some(path) = &source {
+                    let names = match self.files[idx].names.take() {
+                        Some(names) => Some(names),
+                        None => Names::settle(path, pid, &m.path, &self.sources),
+                    };
                     self.files[idx] = MappedFile {
                         _held: held,
                         source,
+                        names,
                     };
                 }
             }
@@ -327,9 +428,15 @@ impl UserSymbolizer {
         } else {
             self.open_file(pid, m)
         };
+        // The vDSO names itself; a file's names are settled while its process lives.
+        let names = match (m.is_file(), &source) {
+            (true, Some(path)) => Names::settle(path, pid, &m.path, &self.sources),
+            _ => None,
+        };
         self.files.push(MappedFile {
             _held: held,
             source,
+            names,
         });
         self.file_index.insert(key, self.files.len() - 1);
         self.files.len() - 1
@@ -397,183 +504,5 @@ fn process_start_time(pid: u32) -> Option<u64> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const MAPS: &str = "\
-5581a0a00000-5581a0a28000 r--p 00000000 fd:01 1311       /usr/bin/fdprof
-5581a0a28000-5581a0b9d000 r-xp 00028000 fd:01 1311       /usr/bin/fdprof
-5581a0b9d000-5581a0bf5000 r--p 0019d000 fd:01 1311       /usr/bin/fdprof
-5581a2000000-5581a2021000 rw-p 00000000 00:00 0          [heap]
-7f1c00000000-7f1c00021000 rwxp 00000000 00:00 0 
-7f1c3d828000-7f1c3d9bd000 r-xp 00028000 103:02 917533    /usr/lib/x86_64-linux-gnu/libc.so.6
-7f1c3da00000-7f1c3da10000 r-xp 00001000 00:1f 42         /tmp/dir with spaces/lib x.so (deleted)
-7ffd1a3f2000-7ffd1a3f4000 r-xp 00000000 00:00 0          [vdso]
-ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0  [vsyscall]
-";
-
-    /// A real `[vdso]` frame: this process's own `clock_gettime` in its vDSO, found through
-    /// the dynamic linker, symbolized through the process's maps like a target's would be.
-    #[test]
-    fn vdso_frames_get_their_function_names() {
-        // SAFETY: NUL-terminated names; RTLD_NOLOAD only looks up an object already loaded (the
-        // dynamic linker registers the vDSO under this name).
-        let addr = unsafe {
-            let vdso = libc::dlopen(
-                c"linux-vdso.so.1".as_ptr(),
-                libc::RTLD_NOW | libc::RTLD_NOLOAD,
-            );
-            assert!(!vdso.is_null(), "no vDSO loaded in this process");
-            libc::dlsym(vdso, c"__vdso_clock_gettime".as_ptr()) as u64
-        };
-        assert_ne!(addr, 0, "the vDSO has no __vdso_clock_gettime");
-        let mut u = UserSymbolizer::new();
-        let f = u.resolve(std::process::id(), &[addr + 4], false);
-        assert_eq!(f[0].module.as_deref(), Some("[vdso]"));
-        assert!(
-            f[0].function.contains("clock_gettime"),
-            "a vDSO address named {:?}",
-            f[0].function
-        );
-        assert_eq!(f[0].offset, 4);
-    }
-
-    #[test]
-    fn maps_parser_keeps_named_executable_mappings() {
-        let m = parse_maps(MAPS);
-        let paths: Vec<&str> = m.iter().map(|e| e.path.as_str()).collect();
-        assert_eq!(
-            paths,
-            [
-                "/usr/bin/fdprof",
-                "/usr/lib/x86_64-linux-gnu/libc.so.6",
-                "/tmp/dir with spaces/lib x.so",
-                "[vdso]",
-                "[vsyscall]",
-            ]
-        );
-        assert_eq!(
-            m[0],
-            ExecMapping {
-                start: 0x5581a0a28000,
-                end: 0x5581a0b9d000,
-                offset: 0x28000,
-                dev: (0xfd, 1),
-                inode: 1311,
-                path: "/usr/bin/fdprof".into(),
-                deleted: false,
-            }
-        );
-        assert_eq!(m[1].dev, (0x103, 2));
-        assert!(m[2].deleted && !m[1].deleted);
-        assert_eq!(m[4].start, 0xffffffffff600000);
-        assert!(parse_maps("garbage\n\n12-34 r-xp zz 00:00 0 /x\n").is_empty());
-    }
-
-    #[test]
-    fn a_file_first_seen_through_a_gone_process_is_opened_through_a_live_one() {
-        let text = crate::procfs::maps("self").unwrap();
-        let exe = parse_maps(&text).into_iter().find(|m| m.is_file()).unwrap();
-        let mut u = UserSymbolizer::new();
-        // As an `ldd` that mapped the file and exited before it was opened.
-        let gone = u32::MAX - 7;
-        let idx = u.file_for(gone, &exe);
-        assert!(u.files[idx]._held.is_none());
-        assert_eq!(u.files[idx].source, Some(in_its_root(gone, &exe.path)));
-        let own = std::process::id();
-        assert_eq!(u.file_for(own, &exe), idx, "one file, one entry");
-        assert!(
-            u.files[idx]._held.is_some(),
-            "held through the live process"
-        );
-        // A hard link of it: the same file, named by the path its process mapped.
-        let linked = ExecMapping {
-            path: "/elsewhere/another-name".into(),
-            ..exe.clone()
-        };
-        assert_eq!(u.file_for(own, &linked), idx);
-        let (a, b) = (u.name_of(&exe.path), u.name_of(&linked.path));
-        assert_ne!(a, b);
-        assert_eq!(u.names[b as usize], "another-name");
-        assert_eq!(u.name_of(&linked.path), b, "each name once");
-    }
-
-    #[test]
-    fn translation_through_a_snapshot_of_an_exited_process() {
-        let mut u = UserSymbolizer::new();
-        // A pid that cannot exist: only the injected snapshot is there.
-        let pid = u32::MAX - 7;
-        let maps: Vec<Mapping> = parse_maps(MAPS)
-            .iter()
-            .map(|m| Mapping {
-                start: m.start,
-                end: m.end,
-                offset: m.offset,
-                file: {
-                    let mut m = m.clone();
-                    m.deleted = true; // nothing is opened by path
-                    u.file_for(pid, &m)
-                },
-                module: u.name_of(&m.path),
-            })
-            .collect();
-        u.procs.insert(
-            pid,
-            Snapshot {
-                maps,
-                taken: Instant::now(),
-                start_time: None,
-            },
-        );
-        assert!(!u.snapshot_maps(pid), "no such process");
-        assert!(u.has_snapshot(pid), "last snapshot kept");
-        let f = u.resolve(pid, &[0x7f1c3d828010, 0x7ffd1a3f2001, 0x1000], false);
-        assert_eq!(f[0].function, UNKNOWN);
-        assert_eq!(f[0].module.as_deref(), Some("libc.so.6"));
-        assert_eq!(f[0].offset, 0x28010);
-        assert_eq!(f[1].module.as_deref(), Some("[vdso]"));
-        assert_eq!((f[2].module.as_deref(), f[2].offset), (None, 0));
-        assert!(f.iter().all(|f| f.address.is_none()));
-        let raw = u.resolve(pid, &[0x1000], true);
-        assert_eq!(raw[0].address, Some(0x1000));
-    }
-
-    /// Gone processes are forgotten, and past the file budget everything is, so memory stays
-    /// bounded however many processes come and go; a live one is read again when next seen.
-    #[test]
-    fn trim_forgets_the_gone_and_bounds_the_files() {
-        let me = std::process::id();
-        let mut u = UserSymbolizer::new();
-        assert!(u.snapshot_maps(me));
-        assert!(u.has_snapshot(me));
-        u.trim(|pid| pid == me, usize::MAX);
-        assert!(u.has_snapshot(me), "a live process stays");
-        u.trim(|_| false, usize::MAX);
-        assert!(!u.has_snapshot(me), "a gone process is forgotten");
-        assert!(u.snapshot_maps(me));
-        assert!(!u.files.is_empty());
-        u.trim(|_| true, 0);
-        assert!(
-            u.files.is_empty() && !u.has_snapshot(me),
-            "over the budget: afresh"
-        );
-        // Resolving reads the process again.
-        let frames = u.resolve(me, &[start_time_of_this_process as *const () as u64], false);
-        assert_eq!(frames.len(), 1);
-        assert!(u.has_snapshot(me));
-    }
-
-    #[test]
-    fn start_time_of_this_process() {
-        let own = process_start_time(std::process::id()).unwrap();
-        assert!(own > 0);
-        assert_eq!(process_start_time(1).map(|t| t <= own), Some(true));
-        assert_eq!(process_start_time(u32::MAX - 7), None);
-    }
-
-    #[test]
-    fn is_send() {
-        fn send<T: Send>() {}
-        send::<UserSymbolizer>();
-    }
-}
+#[path = "user_inner_tests.rs"]
+mod tests;

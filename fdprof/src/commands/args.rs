@@ -172,3 +172,43 @@ mod tests {
         assert_eq!(OpArg::from_str("close", false), Ok(OpArg::Close));
     }
 }
+
+/// Where names for stripped binaries are looked for (record, top, daemon).
+#[derive(clap::Args, Debug, Clone)]
+pub(crate) struct DebugArgs {
+    /// Also look for debug files here (repeatable): a build-id tree (DIR/.build-id/ab/cdef….debug)
+    /// or a folder of the files binaries' .gnu_debuglink names, as an artifact store keeps them.
+    /// The binary's own folder, its .debug/, /usr/lib/debug (the process's, in a container) and
+    /// MiniDebugInfo are always looked in
+    #[arg(long, value_name = "DIR")]
+    pub debug_dir: Vec<std::path::PathBuf>,
+    /// debuginfod servers to fetch debug files from by build id, whitespace-separated (http://
+    /// or https://) [default: $DEBUGINFOD_URLS, which sudo drops]; "" fetches nothing. Fetches
+    /// run in the background and never hold up a screen or an interval
+    #[arg(long, value_name = "URLS")]
+    pub debuginfod: Option<String>,
+    /// Where fetched debug files are kept: made root's, mode 0700, and written without
+    /// following links
+    #[arg(long, value_name = "DIR", default_value = fdprof_profiler::symbolize::debuginfod::DEFAULT_CACHE_DIR)]
+    pub debuginfod_cache: std::path::PathBuf,
+    /// The cache's bound (the oldest files go past it), and so one download's: bytes, or with a
+    /// suffix K, M, G or T
+    #[arg(long, value_name = "SIZE", value_parser = fdprof_profiler::size::parse, default_value = "2G")]
+    pub debuginfod_cache_size: u64,
+}
+
+impl DebugArgs {
+    /// The library's options; `wait`: how long a recording's end waits for fetches.
+    pub(crate) fn options(
+        &self,
+        wait: std::time::Duration,
+    ) -> fdprof_profiler::symbolize::DebugOptions {
+        fdprof_profiler::symbolize::DebugOptions {
+            dirs: self.debug_dir.clone(),
+            debuginfod: self.debuginfod.clone(),
+            cache: self.debuginfod_cache.clone(),
+            cache_size: self.debuginfod_cache_size,
+            wait,
+        }
+    }
+}

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-use super::args::ProbeArgs;
+use super::args::{DebugArgs, ProbeArgs};
 use fdprof_daemon::config::durations::{parse_capture, parse_trace_max, parse_trace_on};
 use fdprof_daemon::config::{
     self as cfg, Capture, Config, Defaults, Reload, Tier, TraceOn, Tracing, Trigger, bounds,
@@ -106,6 +106,8 @@ pub(crate) struct DaemonArgs {
     pub slow: Duration,
     #[command(flatten)]
     pub probe: ProbeArgs,
+    #[command(flatten)]
+    pub debug: DebugArgs,
     /// Follow at most this many processes at once (1 to 65536; all share one set of
     /// programs); others are counted, not profiled
     #[arg(long, default_value_t = bounds::PROCESSES,
@@ -200,6 +202,8 @@ pub(crate) fn run(args: DaemonArgs) -> Result<()> {
             every: args.capture_every,
             max: args.capture_max,
         },
+        // A daemon never waits: a file's frames are named once it arrives.
+        debug: args.debug.options(std::time::Duration::ZERO),
     };
     // With a config file its keys override the flags, at start and at each SIGHUP.
     let (watch, reload) = match args.config {

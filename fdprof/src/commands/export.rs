@@ -42,7 +42,7 @@ pub(crate) struct ExportArgs {
     /// With --format trace-jsonl: write up to this much (bytes, or with a suffix K, M, G or T:
     /// 512M, 2G); a trace that makes more is refused before anything is written, its size
     /// stated [default: 64 times the recording's size, at least 16M]
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = fdprof_profiler::size::parse)]
     pub max_output: Option<u64>,
 }
 
@@ -51,31 +51,6 @@ pub(crate) struct ExportArgs {
 const OUTPUT_PER_INPUT: u64 = 64;
 /// What any recording's trace may make without `--max-output`.
 const OUTPUT_FLOOR: u64 = 16 << 20;
-
-/// `--max-output`: a whole number of bytes, or of KiB, MiB, GiB or TiB with K, M, G or T (as
-/// `perf record --max-size` takes it).
-fn parse_size(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    let (digits, shift) = match t.char_indices().last() {
-        Some((at, c)) if c.is_ascii_alphabetic() => {
-            let shift = match c.to_ascii_uppercase() {
-                'B' => 0,
-                'K' => 10,
-                'M' => 20,
-                'G' => 30,
-                'T' => 40,
-                _ => return Err(format!("{t:?}: the suffix is one of B, K, M, G or T")),
-            };
-            (&t[..at], shift)
-        }
-        _ => (t, 0),
-    };
-    digits
-        .parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(1 << shift))
-        .ok_or_else(|| format!("{t:?} is not a size such as 4096, 512M or 2G"))
-}
 
 /// The fd trace as JSON lines, counted first: more than `--max-output` is refused, and more
 /// than [`OUTPUT_PER_INPUT`] times the recording said before it is written.
@@ -213,21 +188,4 @@ pub(crate) fn run(args: &ExportArgs) -> Result<()> {
     output.write(&data)?;
     eprintln!("fdprof: wrote {output}");
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sizes_take_perfs_suffixes() {
-        assert_eq!(parse_size("4096"), Ok(4096));
-        assert_eq!(parse_size("512M"), Ok(512 << 20));
-        assert_eq!(parse_size("2g"), Ok(2 << 30));
-        assert_eq!(parse_size("1T"), Ok(1 << 40));
-        assert_eq!(parse_size("7B"), Ok(7));
-        for bad in ["", "M", "1.5G", "-1", "2X", "99999999999T"] {
-            assert!(parse_size(bad).is_err(), "{bad}");
-        }
-    }
 }

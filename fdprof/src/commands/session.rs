@@ -81,6 +81,8 @@ pub(crate) struct Request<'a> {
     pub streams: Streams,
     /// Keep raw addresses in what is assembled (`--raw-addrs`).
     pub raw_addrs: bool,
+    /// Where stripped binaries' names are looked for (`--debug-dir`, `--debuginfod`, …).
+    pub debug: fdprof_profiler::symbolize::DebugOptions,
     /// A live view (`top`), which symbolizes each interval while its processes live; else a
     /// recording, which reads every process's maps to symbolize them at its end.
     pub live: bool,
@@ -134,6 +136,7 @@ pub(crate) fn start(
         eprintln!("fdprof: in a container: add {}", gap.line());
     }
     checks()?;
+    let debug = request.debug.sources()?;
     let mut resolved = target::resolve(&request.spec)?;
     let (program, command) = match &request.spec {
         TargetSpec::Command(command) => (Some(Program::resolve(command)?), command.clone()),
@@ -149,7 +152,7 @@ pub(crate) fn start(
         resolved.launched(l.pid);
     }
     let target = target_of(&resolved, command);
-    let stage = stage_request(&request, &resolved, target.clone(), kernel_syms);
+    let stage = stage_request(&request, &resolved, target.clone(), kernel_syms, debug);
     let (live, started, cpu_start) = match Live::start(&kernel, stage) {
         Ok(started) => started,
         Err(e) => {
@@ -175,6 +178,7 @@ fn stage_request(
     resolved: &Resolved,
     target: Target,
     kernel_syms: KernelSymbols,
+    debug: fdprof_profiler::symbolize::DebugSources,
 ) -> live::Request {
     let kind = resolved.kind;
     let maps = match (kind, resolved.pid) {
@@ -200,7 +204,7 @@ fn stage_request(
             trace: request.trace,
             children: resolved.children,
         },
-        symbols: SymbolsFrom::Kernel(kernel_syms),
+        symbols: SymbolsFrom::Kernel(kernel_syms, debug),
         maps,
         pids: resolved.pids.clone(),
         cgroups: (!resolved.cgroups.is_empty()).then(|| CgroupSet::new(resolved.cgroups.clone())),

@@ -20,6 +20,7 @@ const MAY_USE: &[(&str, &[&str])] = &[
     ("error", &[]),
     // A bound in an error is written as the figures write a duration.
     ("duration", &["render"]),
+    ("size", &[]),
     ("output", &["procfs", "error"]),
     ("procfs", &[]),
     ("privileges", &["procfs", "error", "escape"]),

@@ -10,8 +10,8 @@ use anyhow::Result;
 use fdprof_common::session::{EndReason, TargetKind};
 use fdprof_recording::{Recording, counters::Counters, series::Series};
 
-use super::args::ProbeArgs;
 use super::args::TargetArgs;
+use super::args::{DebugArgs, ProbeArgs};
 use super::session::{self, Live, Next, Request, Session, Streams};
 mod trace;
 use fdprof_profiler::collect::{TargetSpec, counters::ThreadCounters, stats::own_cpu_ns};
@@ -38,6 +38,14 @@ pub(crate) struct RecordArgs {
     pub interval: Option<Duration>,
     #[command(flatten)]
     pub probe: ProbeArgs,
+    #[command(flatten)]
+    pub debug: DebugArgs,
+    /// At the end, wait up to this long (1 ms to 10 min) for debug files debuginfod is still
+    /// sending; frames of the files that are not in by then are written unnamed, with their
+    /// build id and file offset
+    #[arg(long, value_name = "DURATION", default_value = "10s",
+          value_parser = fdprof_profiler::duration::parse_names_wait)]
+    pub debuginfod_wait: Duration,
     /// Do not count the target's threads' task-clock, context switches, migrations, page faults
     /// (and cycles, instructions, cache misses where there is a PMU)
     #[arg(long)]
@@ -142,6 +150,7 @@ fn request(args: &RecordArgs) -> Request<'static> {
         call_graph: args.probe.call_graph.walk(),
         trace: args.trace,
         streams: Streams::Inherit,
+        debug: args.debug.options(args.debuginfod_wait),
         raw_addrs: args.raw_addrs,
         live: false,
         // Without --interval, the run is one interval, ended by the stop.
@@ -225,6 +234,10 @@ fn whole(
     finished.assembler.facts.target.exit_status = session.target.exit_status;
     let cpu_ns = own_cpu_ns().saturating_sub(session.cpu_start);
     let mut recording = finished.whole(duration, end, cpu_ns, args.trace);
+    // Said once each, not per frame; the note in the recording has the counts.
+    for failure in finished.assembler.symbols.take_name_failures() {
+        eprintln!("fdprof: {}", fdprof_recording::escape::name(&failure));
+    }
     if session.target.kind == TargetKind::All && !args.no_counters {
         let note = "per-thread counters are not collected in system-wide mode (-a)";
         recording.notes.push(note.into());

@@ -17,8 +17,8 @@ use fdprof_common::{counters::drop, session::EndReason};
 
 mod playback;
 
-use super::args::ProbeArgs;
 use super::args::TargetArgs;
+use super::args::{DebugArgs, ProbeArgs};
 use super::command_output::CommandOutput;
 use super::session::{self, Live, Next, Request, Session, Streams};
 use fdprof_profiler::analysis::{self, Interval, ReportOptions};
@@ -47,6 +47,8 @@ pub(crate) struct TopArgs {
     pub interval: Duration,
     #[command(flatten)]
     pub probe: ProbeArgs,
+    #[command(flatten)]
+    pub debug: DebugArgs,
     /// Report each file_lock wait longer than this as an event (1 µs to 10 s)
     #[arg(long, value_parser = fdprof_profiler::duration::parse_slow)]
     pub slow: Option<Duration>,
@@ -252,6 +254,8 @@ fn request(args: &TopArgs) -> Request<'static> {
             false => Streams::Inherit,
         },
         raw_addrs: false,
+        // A live view never waits: a file's frames are named once it arrives.
+        debug: args.debug.options(Duration::ZERO),
         live: true,
         interval: Some(args.interval),
         count: args.count,
