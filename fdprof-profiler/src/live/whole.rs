@@ -24,9 +24,12 @@ impl Finished {
         let notes = self.notes(traced);
         let assembler = &mut self.assembler;
         assembler.facts.notes.extend(notes);
+        let came = assembler.symbols.user.names_came();
         let mut recording = assembler.whole(&self.total, duration, end, cpu_ns);
-        // Debug files still being fetched: wait for them (within the bound), and name again.
-        if assembler.symbols.user.wait_for_names() {
+        // Debug files that came while naming, or are still being fetched (waited for within
+        // the bound): the stacks are named again.
+        let waited = assembler.symbols.user.wait_for_names();
+        if waited || assembler.symbols.user.names_came() != came {
             recording = assembler.whole(&self.total, duration, end, cpu_ns);
         }
         recording.notes.extend(assembler.symbols.user.names_note());

@@ -97,6 +97,9 @@ pub(crate) enum How {
     Own(NameSource),
     /// By address, from a debug file.
     Debug { debug: DebugFile, path: PathBuf },
+    /// Its own dynamic symbols until a debuginfod server is asked: when its frames are first
+    /// symbolized (a file no stack runs through is never fetched).
+    Unasked,
     /// Its own dynamic symbols while a debuginfod server is asked (since `generation`).
     Waiting { generation: u64 },
 }
@@ -134,16 +137,7 @@ impl Names {
                 });
             match (found, &sources.debuginfod, &build_id) {
                 (Some(debug), _, _) => debug_how(debug),
-                (None, Some(d), Some(id)) => match d.lookup(id.bytes()) {
-                    Lookup::Ready(file) => debug_how(DebugFile {
-                        file,
-                        source: NameSource::Debuginfod,
-                    }),
-                    Lookup::Pending => How::Waiting {
-                        generation: d.generation(),
-                    },
-                    Lookup::Failed => How::Own(NameSource::Dynsym),
-                },
+                (None, Some(_), Some(_)) => How::Unasked,
                 _ => How::Own(NameSource::Dynsym),
             }
         };
@@ -154,16 +148,22 @@ impl Names {
         })
     }
 
-    /// A file waiting on debuginfod asks again once a fetch has finished since it last asked.
-    pub(crate) fn poll(&mut self, sources: &DebugSources) {
-        let (How::Waiting { generation }, Some(d), Some(id)) =
-            (&self.how, &sources.debuginfod, &self.build_id)
-        else {
-            return;
+    /// Asks debuginfod for a file not asked for yet, and again for one waiting once a fetch
+    /// has finished since it last asked; true when its debug file came (its frames name
+    /// differently from now on).
+    pub(crate) fn poll(&mut self, sources: &DebugSources) -> bool {
+        let (Some(d), Some(id)) = (&sources.debuginfod, &self.build_id) else {
+            return false;
         };
+        // Read before asking: a fetch that ends meanwhile moves it past what is kept.
         let now = d.generation();
-        if now == *generation {
-            return;
+        let ask = match self.how {
+            How::Unasked => true,
+            How::Waiting { generation } => generation != now,
+            _ => false,
+        };
+        if !ask {
+            return false;
         }
         self.how = match d.lookup(id.bytes()) {
             Lookup::Ready(file) => debug_how(DebugFile {
@@ -173,6 +173,7 @@ impl Names {
             Lookup::Pending => How::Waiting { generation: now },
             Lookup::Failed => How::Own(NameSource::Dynsym),
         };
+        matches!(self.how, How::Debug { .. })
     }
 
     /// The address a file offset loads to.
@@ -185,7 +186,7 @@ impl Names {
         match &self.how {
             How::Own(source) => *source,
             How::Debug { debug, .. } => debug.source,
-            How::Waiting { .. } => NameSource::Dynsym,
+            How::Unasked | How::Waiting { .. } => NameSource::Dynsym,
         }
     }
 }

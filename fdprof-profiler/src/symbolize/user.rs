@@ -108,6 +108,9 @@ pub struct UserSymbolizer {
     names: Vec<String>,
     name_index: HashMap<String, u32>,
     sources: DebugSources,
+    /// Debug files that came from debuginfod so far: stacks symbolized before one came name
+    /// differently after.
+    names_came: u64,
 }
 
 impl Default for UserSymbolizer {
@@ -147,6 +150,7 @@ impl UserSymbolizer {
             names: Vec::new(),
             name_index: HashMap::new(),
             sources,
+            names_came: 0,
         }
     }
 
@@ -292,8 +296,10 @@ impl UserSymbolizer {
         frames: &mut [Frame],
     ) {
         let mapped = &mut self.files[file];
-        if let Some(names) = mapped.names.as_mut() {
-            names.poll(&self.sources);
+        if let Some(names) = mapped.names.as_mut()
+            && names.poll(&self.sources)
+        {
+            self.names_came += 1;
         }
         let (path, input, from_debug) = match mapped.names.as_ref() {
             Some(
@@ -374,8 +380,14 @@ impl UserSymbolizer {
         self.sources = sources;
     }
 
+    /// How many debug files came from debuginfod so far.
+    pub(crate) fn names_came(&self) -> u64 {
+        self.names_came
+    }
+
     /// Waits, up to the sources' bound, for the debuginfod fetches of files still waiting;
-    /// true when any fetch ended meanwhile (the stacks are worth symbolizing again).
+    /// true when there were any (the stacks are worth symbolizing again: fetches may have
+    /// ended before the wait, too).
     pub(crate) fn wait_for_names(&mut self) -> bool {
         let Some(d) = self.sources.debuginfod.clone() else {
             return false;
@@ -383,9 +395,8 @@ impl UserSymbolizer {
         if self.sources.wait.is_zero() || self.name_sources().1 == 0 {
             return false;
         }
-        let before = d.generation();
         d.wait_idle(Instant::now() + self.sources.wait);
-        d.generation() != before
+        true
     }
 
     /// Index of the file behind `m`, opening it the first time it is seen. A file seen before

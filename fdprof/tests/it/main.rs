@@ -22,6 +22,7 @@ mod daemon;
 mod daemon_access;
 mod daemon_bounds;
 mod dashboards;
+mod debuginfo;
 mod deploy;
 mod diagnosis;
 mod doctor;
