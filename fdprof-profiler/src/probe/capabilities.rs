@@ -130,6 +130,34 @@ pub struct Capabilities {
     /// would write).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pod_spec: Option<PodSpec>,
+    /// Where stripped binaries' names are looked for, as the flags or the environment say
+    /// (set by the caller, who has them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name_sources: Option<NameSources>,
+}
+
+/// Where stripped binaries' names are looked for, beyond each binary's own folder, its
+/// `.debug/`, the `/usr/lib/debug` of its root and its MiniDebugInfo (always looked in).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct NameSources {
+    /// Build-id trees and debug-link folders: each `--debug-dir`, then the host's
+    /// `/usr/lib/debug`; with whether each is a directory.
+    pub debug_dirs: Vec<DebugDir>,
+    /// debuginfod servers, in order (`--debuginfod`, else `DEBUGINFOD_URLS`); none: nothing
+    /// is fetched.
+    pub debuginfod_urls: Vec<String>,
+    /// Why the URLs given cannot be used.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub debuginfod_error: Option<String>,
+    /// Where fetched debug files are kept, and the bound on their bytes.
+    pub debuginfod_cache: String,
+    pub debuginfod_cache_bytes: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DebugDir {
+    pub path: String,
+    pub exists: bool,
 }
 
 /// How `record` can name the locks waited for, beyond the target's `file_lock` (by address)
@@ -331,6 +359,7 @@ impl Capabilities {
             offsets,
             notes,
             pod_spec: None,
+            name_sources: None,
         })
     }
 

@@ -81,6 +81,7 @@ pub fn text(caps: &Capabilities) -> String {
         }
     );
     user_stacks_line(&mut out, caps);
+    name_sources_line(&mut out, caps);
     let _ = writeln!(out, "\nstruct offsets (bytes, from BTF):");
     match &caps.offsets {
         Some(offsets) => {
@@ -148,6 +149,38 @@ fn function_lines(out: &mut String, caps: &Capabilities) {
             );
         }
     }
+}
+
+/// Where stripped binaries' names are looked for.
+fn name_sources_line(out: &mut String, caps: &Capabilities) {
+    let Some(n) = &caps.name_sources else {
+        return;
+    };
+    let dirs: Vec<String> = n
+        .debug_dirs
+        .iter()
+        .map(|d| match d.exists {
+            true => d.path.clone(),
+            false => format!("{} (missing)", d.path),
+        })
+        .collect();
+    let debuginfod = match (&n.debuginfod_error, n.debuginfod_urls.as_slice()) {
+        (Some(e), _) => format!("unusable: {e}"),
+        (None, []) => "none (--debuginfod or DEBUGINFOD_URLS; sudo drops the environment)".into(),
+        (None, urls) => format!(
+            "{}, kept in {} (at most {} MiB)",
+            urls.join(" "),
+            n.debuginfod_cache,
+            n.debuginfod_cache_bytes >> 20
+        ),
+    };
+    let _ = writeln!(
+        out,
+        "\nnames of stripped binaries: from debug files by build id (.build-id/ab/cdef….debug) \
+         and by .gnu_debuglink (CRC checked) beside the binary, in its .debug/ and under its \
+         root's /usr/lib/debug, then under {}; from MiniDebugInfo; from debuginfod: {debuginfod}",
+        dirs.join(", ")
+    );
 }
 
 /// How user stacks are walked here.

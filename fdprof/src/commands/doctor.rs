@@ -4,6 +4,10 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 
+use super::args::DebugArgs;
+use fdprof_profiler::probe::capabilities::{DebugDir, NameSources};
+use fdprof_profiler::symbolize::debuginfod::Config;
+
 use fdprof_profiler::privileges;
 use fdprof_profiler::probe::{btf, capabilities::Capabilities, pod_spec::PodSpec};
 
@@ -15,6 +19,8 @@ pub(crate) struct DoctorArgs {
     /// Read the kernel's BTF from this file instead of the running kernel's
     #[arg(long, value_name = "FILE", default_value = btf::SYS_FS)]
     pub btf: PathBuf,
+    #[command(flatten)]
+    pub debug: DebugArgs,
 }
 
 pub(crate) fn run(args: &DoctorArgs) -> Result<()> {
@@ -23,6 +29,7 @@ pub(crate) fn run(args: &DoctorArgs) -> Result<()> {
     // In a container, what its pod spec lacks (the token gap: where the daemon saves one).
     let pod = PodSpec::detect(caps.needs(Some(fdprof_daemon::access::TOKEN_DIR)));
     caps.pod_spec = pod.in_container.then_some(pod);
+    caps.name_sources = Some(name_sources(&args.debug));
     if args.json {
         println!("{}", serde_json::to_string_pretty(&caps)?);
     } else {
@@ -32,4 +39,26 @@ pub(crate) fn run(args: &DoctorArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Where the flags (or the environment) say stripped binaries' names are looked for; nothing
+/// is made or fetched here.
+fn name_sources(args: &DebugArgs) -> NameSources {
+    let dir = |path: &std::path::Path| DebugDir {
+        path: path.display().to_string(),
+        exists: path.is_dir(),
+    };
+    let mut debug_dirs: Vec<DebugDir> = args.debug_dir.iter().map(|d| dir(d)).collect();
+    debug_dirs.push(dir(std::path::Path::new("/usr/lib/debug")));
+    let urls = Config::from_flag_or_env(args.debuginfod.as_deref(), None, None);
+    NameSources {
+        debug_dirs,
+        debuginfod_urls: match &urls {
+            Ok(Some(config)) => config.urls.iter().map(|u| u.to_string()).collect(),
+            _ => Vec::new(),
+        },
+        debuginfod_error: urls.err().map(|e| format!("{e:#}")),
+        debuginfod_cache: args.debuginfod_cache.display().to_string(),
+        debuginfod_cache_bytes: args.debuginfod_cache_size,
+    }
 }

@@ -280,3 +280,48 @@ fn a_silent_debuginfod_delays_a_recording_by_the_wait_at_most_and_the_daemon_not
     drop(silent);
     assert_no_programs_left();
 }
+
+/// A bad source is one clear line before anything is attached or made: a missing
+/// `--debug-dir`, a URL fdprof cannot fetch from, a cache path that is not a directory of
+/// its own (nothing is written through it), a cache of no size.
+#[test]
+fn bad_debug_sources_are_one_line_errors() {
+    require_root();
+    let planted = tmp("planted-cache");
+    let _ = std::fs::remove_file(&planted);
+    std::os::unix::fs::symlink("/etc", &planted).unwrap();
+    let cases: [&[&str]; 4] = [
+        &["--debug-dir", "/nonexistent/debug"],
+        &["--debuginfod", "ftp://127.0.0.1/"],
+        &[
+            "--debuginfod",
+            "http://127.0.0.1:9",
+            "--debuginfod-cache",
+            planted.to_str().unwrap(),
+        ],
+        &[
+            "--debuginfod",
+            "http://127.0.0.1:9",
+            "--debuginfod-cache-size",
+            "0",
+        ],
+    ];
+    for args in cases {
+        let out = run(fdprof()
+            .args(["record", "-o"])
+            .arg(tmp("never.data"))
+            .args(args)
+            .args(["--", "true"]));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} taken");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
+        assert!(!tmp("never.data").exists(), "{args:?} wrote a recording");
+    }
+    assert!(
+        std::fs::symlink_metadata(&planted)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert_no_programs_left();
+}
