@@ -171,6 +171,17 @@ pub struct LockNaming {
     pub static_symbols: bool,
 }
 
+impl LockNaming {
+    fn new(lock: Option<&LockOffsets>, static_symbols: bool) -> Self {
+        Self {
+            by_kind: lock.is_some_and(|l| {
+                l.mm_struct_mmap_lock != u32::MAX && l.sighand_struct_siglock != u32::MAX
+            }),
+            static_symbols,
+        }
+    }
+}
+
 /// How user stacks are walked here: a copy of the stack's top with its registers, unwound in
 /// user space from the mapped files' call-frame information.
 #[derive(Debug, Clone, Serialize)]
@@ -349,12 +360,7 @@ impl Capabilities {
             task_btf,
             mode,
             chosen,
-            lock_names: LockNaming {
-                by_kind: lock.is_some_and(|l| {
-                    l.mm_struct_mmap_lock != u32::MAX && l.sighand_struct_siglock != u32::MAX
-                }),
-                static_symbols: kallsyms.image_data.is_some(),
-            },
+            lock_names: LockNaming::new(lock, kallsyms.image_data.is_some()),
             user_stacks,
             offsets,
             notes,
