@@ -80,7 +80,12 @@ pub(super) async fn run(
         let give_up = reading
             .as_ref()
             .map_or_else(Instant::now, |r| r.began + RELOAD_TIMEOUT);
+        // A window of full tracing ends on time, not at the interval's end.
+        let window_due = collector.watcher.window_due();
         tokio::select! {
+            _ = time::sleep_until(window_due.map_or_else(Instant::now, Instant::from_std)), if window_due.is_some() => {
+                block_in_place(|| collector.watcher.end_window_if_due(std::time::Instant::now()));
+            }
             _ = every.tick() => collector.interval(&mut every),
             batch = collector.watcher.next() => collector.watcher.started(batch),
             _ = signals.hup.recv() => hup(reload.as_ref(), &mut reading),

@@ -3,8 +3,9 @@
 //! it lasts, and the budget that bounds them all: at most `--trace-max` of full tracing in any
 //! hour, so that the fd syscall programs' cost is bounded however often something asks.
 //!
-//! A window ends at the first interval's end past its time, so that the windows an interval
-//! holds are known when it is read; that overrun counts against the budget too.
+//! A window ends at its own end or the budget's edge, whichever is first, even mid-interval:
+//! the main loop sleeps until [`Windows::due`] (an interval of an hour must not stretch a
+//! window to an hour). An interval may so hold several windows, each stated.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -118,6 +119,12 @@ impl Windows {
         self.open.is_some()
     }
 
+    /// When the open window is due to end (never past the budget's edge: [`Windows::ask`]
+    /// gives no more than is left).
+    pub(crate) fn due(&self) -> Option<Instant> {
+        self.open.map(|w| w.until)
+    }
+
     /// Full tracing in the hour before `now` (the open window's part included).
     fn spent(&self, now: Instant) -> Duration {
         let hour_ago = now.checked_sub(HOUR);
@@ -178,30 +185,48 @@ impl Windows {
         to: Instant,
         unix_ms: impl Fn(Instant) -> u64,
     ) -> FullTracing {
-        let Some((since, until)) = self.span_in(from, to) else {
-            return FullTracing::default();
-        };
-        let window = TracedWindow {
-            from_unix_ms: unix_ms(since),
-            to_unix_ms: unix_ms(until),
-        };
+        let spans = self.spans_in(from, to);
         FullTracing {
-            traced_ns: (until - since).as_nanos() as u64,
-            windows: vec![window],
+            traced_ns: spans
+                .iter()
+                .map(|(since, until)| (*until - *since).as_nanos() as u64)
+                .sum(),
+            windows: spans
+                .into_iter()
+                .map(|(since, until)| TracedWindow {
+                    from_unix_ms: unix_ms(since),
+                    to_unix_ms: unix_ms(until),
+                })
+                .collect(),
         }
     }
 
-    /// The part of `[from, to)` that was traced in full: the open window's, or that of the
-    /// window closed last (a window closes only as an interval ends, so an interval holds at
-    /// most one).
+    /// The parts of `[from, to)` traced in full, oldest first: those of the windows closed in
+    /// it, then the open one's up to `to`.
+    fn spans_in(&self, from: Instant, to: Instant) -> Vec<(Instant, Instant)> {
+        let closed = self
+            .past
+            .iter()
+            .rev()
+            .take_while(|w| w.until > from)
+            .map(|w| (w.since, w.until));
+        let open = self.open.map(|w| (w.since, to));
+        let mut spans: Vec<(Instant, Instant)> = closed
+            .chain(open)
+            .map(|(since, until)| (since.max(from), until.min(to)))
+            .filter(|(since, until)| until > since)
+            .collect();
+        spans.sort();
+        spans
+    }
+
+    #[cfg(test)]
+    /// The one part of `[from, to)` traced in full, where there is exactly one.
     fn span_in(&self, from: Instant, to: Instant) -> Option<(Instant, Instant)> {
-        let (since, until) = match (&self.open, self.past.back()) {
-            (Some(w), _) => (w.since, to),
-            (None, Some(w)) => (w.since, w.until.min(to)),
-            (None, None) => return None,
-        };
-        let since = since.max(from);
-        (until > since).then_some((since, until))
+        match self.spans_in(from, to).as_slice() {
+            [one] => Some(*one),
+            _ => None,
+        }
     }
 }
 
@@ -268,5 +293,34 @@ mod tests {
         assert_eq!(w.ask(t0 + 3610 * S, 30 * S), Ok(10 * S));
         w.close(t0 + 3620 * S);
         assert_eq!(w.ask(t0 + 3700 * S, 30 * S), Ok(30 * S));
+    }
+
+    /// A window ends at its own time, mid-interval: an interval of an hour holds every window
+    /// that opened and closed in it, each for its own time, and never more than the budget.
+    #[test]
+    fn windows_end_on_time_and_an_interval_holds_each_of_them() {
+        let t0 = Instant::now();
+        let mut w = Windows::new(5 * S);
+        assert_eq!(w.ask(t0, 30 * S), Ok(5 * S), "the budget's edge");
+        assert_eq!(w.due(), Some(t0 + 5 * S));
+        assert!(w.close_if_due(t0 + 5 * S));
+        assert_eq!(w.due(), None);
+        let mut w = Windows::new(60 * S);
+        w.ask(t0 + S, 2 * S).unwrap();
+        assert!(w.close_if_due(t0 + 3 * S));
+        w.ask(t0 + 10 * S, 2 * S).unwrap();
+        assert!(w.close_if_due(t0 + 12 * S));
+        w.ask(t0 + 20 * S, 30 * S).unwrap();
+        assert!(!w.close_if_due(t0 + 49 * S));
+        assert!(w.close_if_due(t0 + 50 * S));
+        let traced = w.traced_in(t0, t0 + 3600 * S, |_| 0);
+        assert_eq!(traced.windows.len(), 3);
+        assert_eq!(traced.traced_ns, (2 + 2 + 30) * 1_000_000_000);
+        let early = w.traced_in(t0 + 2 * S, t0 + 11 * S, |_| 0);
+        assert_eq!(
+            early.traced_ns,
+            2 * 1_000_000_000,
+            "only the parts in the span"
+        );
     }
 }

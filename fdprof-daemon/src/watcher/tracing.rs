@@ -90,9 +90,13 @@ impl Watcher {
         }
     }
 
-    /// Ends the window of full tracing once its time has passed by `now` (at an interval's
-    /// end, so that an interval holds at most one window).
-    pub(super) fn end_window_if_due(&mut self, now: Instant) {
+    /// When the open window of full tracing is due to end: the main loop ends it then.
+    pub(crate) fn window_due(&self) -> Option<Instant> {
+        self.windows.due()
+    }
+
+    /// Ends the window of full tracing once its time has passed by `now`.
+    pub(crate) fn end_window_if_due(&mut self, now: Instant) {
         if self.windows.close_if_due(now) {
             log::info("full tracing ends: its window has passed");
             self.switch_full_tracing(false);

@@ -183,8 +183,14 @@ fn a_requested_window_counts_exactly_and_the_hours_budget_bounds_the_next() {
 
     daemon.wait_line("INFO", "full tracing ends");
     assert_eq!(fd_syscall_links(), Vec::<String>::new(), "after the window");
-    // The window is stated: its time, in the report and as a counter.
-    let r = report(&daemon);
+    // The window is stated: its time, in the report and as a counter, once the interval it
+    // ended in has ended too (it ends on time, mid-interval).
+    let r = poll(TIMEOUT, || {
+        let r = report(&daemon);
+        let traced = r["full_tracing"]["traced_ns"].as_u64().unwrap_or(0);
+        (traced >= 19_990_000_000).then_some(r).ok_or(traced)
+    })
+    .unwrap_or_else(|t| panic!("{t} ns traced"));
     let traced = r["full_tracing"]["traced_ns"].as_u64().unwrap();
     assert!(
         (20_000_000_000..21_000_000_000).contains(&traced),
@@ -211,6 +217,48 @@ fn a_requested_window_counts_exactly_and_the_hours_budget_bounds_the_next() {
     assert!(body.contains("--trace-max"), "{body}");
     let seconds = daemon.metric("fdprof_full_tracing_seconds_total").unwrap();
     assert!((29.5..31.0).contains(&seconds), "{seconds}");
+    assert!(daemon.stop().success(), "{}", daemon.log());
+    assert_no_programs_left();
+}
+
+/// A window ends at the budget's edge, mid-interval: with `--trace-max 2s` and intervals of
+/// 20 s, a 30 s window asked for traces 2 s (not to the interval's end), its links go then,
+/// and the counter says 2 s.
+#[test]
+fn a_window_ends_at_the_budgets_edge_mid_interval() {
+    require_root();
+    let _guard = kernel_lock();
+    let mut daemon = Daemon::start(&[
+        "--comm",
+        "fdpd-edge",
+        "--trace-on",
+        "off",
+        "--trace-max",
+        "2s",
+        "--interval",
+        "20s",
+    ]);
+    daemon.wait_line("INFO", "probes attach in");
+    let asked = std::time::Instant::now();
+    let (code, _, body) = daemon.post("/api/v1/trace?seconds=30", false);
+    assert_eq!(code, 200, "{body}");
+    let granted = json(&body)["seconds"].as_f64().unwrap();
+    assert!((1.9..=2.0).contains(&granted), "{body}");
+    windows_ended(&daemon, 1);
+    let ended = asked.elapsed();
+    assert_eq!(fd_syscall_links(), Vec::<String>::new(), "after the window");
+    eprintln!("a window asked for 30 s under --trace-max 2s ended after {ended:?}");
+    assert!(ended < std::time::Duration::from_secs(10), "{ended:?}");
+    // Stated once the interval that held it ends.
+    let seconds = poll(TIMEOUT, || {
+        let s = daemon
+            .metric("fdprof_full_tracing_seconds_total")
+            .unwrap_or(0.0);
+        (s > 0.0).then_some(s).ok_or(s)
+    })
+    .unwrap_or_else(|s| panic!("no traced time after {TIMEOUT:?}: {s}"));
+    eprintln!("fdprof_full_tracing_seconds_total {seconds}");
+    assert!((1.9..2.05).contains(&seconds), "{seconds}");
     assert!(daemon.stop().success(), "{}", daemon.log());
     assert_no_programs_left();
 }
