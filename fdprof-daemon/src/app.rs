@@ -40,6 +40,18 @@ pub(super) fn bad(message: impl Into<String>) -> (StatusCode, String) {
     (StatusCode::BAD_REQUEST, message.into() + "\n")
 }
 
+/// An offending value as a 400 quotes it: escaped and cut to [`QUOTED`] characters, so a
+/// 10 KB parameter makes no 10 KB answer (nor log line).
+pub(super) fn quoted(value: &str) -> String {
+    match value.char_indices().nth(QUOTED) {
+        Some((at, _)) => format!("{:?}… ({} bytes)", &value[..at], value.len()),
+        None => format!("{value:?}"),
+    }
+}
+
+/// Characters of an offending value a 400 quotes.
+pub(super) const QUOTED: usize = 64;
+
 /// 404 for a target name the daemon has no figures of, naming those it has (escaped).
 pub(super) fn unknown_target(h: &Histories, name: &str) -> (StatusCode, String) {
     let names: Vec<String> = h
@@ -55,4 +67,21 @@ pub(super) fn unknown_target(h: &Histories, name: &str) -> (StatusCode, String) 
             names.join(", ")
         ),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_400_quotes_the_start_of_a_long_value_escaped() {
+        assert_eq!(quoted("2.5"), "\"2.5\"");
+        assert_eq!(quoted("\x1b[2J"), "\"\\u{1b}[2J\"");
+        let long = quoted(&"é".repeat(10_000));
+        assert!(
+            long.starts_with(&format!("\"{}\"…", "é".repeat(QUOTED))),
+            "{long}"
+        );
+        assert!(long.ends_with("(20000 bytes)"), "{long}");
+    }
 }

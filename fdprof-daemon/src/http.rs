@@ -29,7 +29,7 @@ use fdprof_profiler::model::process;
 use fdprof_profiler::render::{self, metrics};
 
 use super::access;
-use super::app::{App, Reply, bad, blocking, unknown_target};
+use super::app::{App, Reply, bad, blocking, quoted, unknown_target};
 use super::long_lived::Slot;
 use super::state::{State, Streamed};
 use super::{log, page, profiles, span, trace_request};
@@ -205,7 +205,7 @@ async fn report(Shared(app): Shared<Arc<App>>, Query(window): Query<Window>) -> 
                 .parse()
                 .ok()
                 .filter(|n| (1..=TOP_MAX).contains(n))
-                .ok_or_else(|| bad(format!("top is 1 to {TOP_MAX}, not {top:?}")))?;
+                .ok_or_else(|| bad(format!("top is 1 to {TOP_MAX}, not {}", quoted(top))))?;
         }
         let rec = window.recording(&app.state)?;
         let report = analysis::report(&rec, &opts);
@@ -271,12 +271,22 @@ fn flamegraph_svg(app: &App, window: &Window) -> Reply {
         None | Some("all") => OpFilter::All,
         Some("alloc") => OpFilter::Alloc,
         Some("close") => OpFilter::Close,
-        Some(other) => return Err(bad(format!("op is alloc, close or all, not {other:?}"))),
+        Some(other) => {
+            return Err(bad(format!(
+                "op is alloc, close or all, not {}",
+                quoted(other)
+            )));
+        }
     };
     let lock = match window.lock.as_deref() {
         None | Some("file_lock") => LockFilter::FileLock,
         Some("all") => LockFilter::All,
-        Some(other) => return Err(bad(format!("lock is file_lock or all, not {other:?}"))),
+        Some(other) => {
+            return Err(bad(format!(
+                "lock is file_lock or all, not {}",
+                quoted(other)
+            )));
+        }
     };
     let opts = FlamegraphOptions {
         op,
@@ -315,7 +325,7 @@ fn folded(
                 "no on-CPU samples in this window (the daemon samples with --cpu)\n".to_string(),
             )
         }),
-        Some(other) => Err(bad(format!("cpu is 1 or 0, not {other:?}"))),
+        Some(other) => Err(bad(format!("cpu is 1 or 0, not {}", quoted(other)))),
     }
 }
 

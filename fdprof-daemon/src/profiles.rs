@@ -20,7 +20,7 @@ use axum::{
 use fdprof_recording::Recording;
 use serde::Deserialize;
 
-use super::app::{App, Reply, bad, blocking, unknown_target};
+use super::app::{App, Reply, bad, blocking, quoted, unknown_target};
 use super::history::Span;
 use super::span;
 use fdprof_profiler::analysis::{self, LockFilter, OpFilter, ProfileKind, ProfileOptions};
@@ -63,7 +63,12 @@ pub(super) async fn mutex(Shared(app): Shared<Arc<App>>, Query(q): Query<Profile
     let lock = match q.lock.as_deref() {
         None | Some("all") => LockFilter::All,
         Some("file_lock") => LockFilter::FileLock,
-        Some(other) => return Err(bad(format!("lock is file_lock or all, not {other:?}"))),
+        Some(other) => {
+            return Err(bad(format!(
+                "lock is file_lock or all, not {}",
+                quoted(other)
+            )));
+        }
     };
     let opts = ProfileOptions {
         kind: ProfileKind::Contention,
@@ -93,7 +98,7 @@ async fn answer(app: Arc<App>, q: ProfileQuery, opts: ProfileOptions, name: &'st
             s.parse::<u64>()
                 .ok()
                 .filter(|n| (1..=MAX_SECONDS).contains(n))
-                .ok_or_else(|| bad(format!("seconds is 1 to {MAX_SECONDS}, not {s:?}")))?,
+                .ok_or_else(|| bad(format!("seconds is 1 to {MAX_SECONDS}, not {}", quoted(s))))?,
         ),
     };
     let container = q

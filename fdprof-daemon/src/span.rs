@@ -4,7 +4,7 @@
 
 use axum::http::StatusCode;
 
-use super::app::bad;
+use super::app::{bad, quoted};
 use super::history::{Span, SpanError};
 use fdprof_profiler::render::human::utc;
 
@@ -16,8 +16,12 @@ pub(super) fn parse(
     kept_seconds: u64,
 ) -> Result<Span, (StatusCode, String)> {
     let ms = |name: &str, v: &str| {
-        v.parse::<u64>()
-            .map_err(|_| bad(format!("{name} is a Unix time in milliseconds, not {v:?}")))
+        v.parse::<u64>().map_err(|_| {
+            bad(format!(
+                "{name} is a Unix time in milliseconds, not {}",
+                quoted(v)
+            ))
+        })
     };
     match (seconds, from, to) {
         (Some(_), Some(_), _) | (Some(_), _, Some(_)) => {
@@ -28,7 +32,12 @@ pub(super) fn parse(
             .ok()
             .filter(|&n| n > 0)
             .map(|seconds| Span::Last { seconds })
-            .ok_or_else(|| bad(format!("seconds must be a whole number > 0, not {s:?}"))),
+            .ok_or_else(|| {
+                bad(format!(
+                    "seconds must be a whole number > 0, not {}",
+                    quoted(s)
+                ))
+            }),
         (None, Some(from), Some(to)) => {
             let (from_ms, to_ms) = (ms("from", from)?, ms("to", to)?);
             if from_ms >= to_ms {

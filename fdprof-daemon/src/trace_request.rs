@@ -15,7 +15,7 @@ use tokio::sync::oneshot;
 
 use fdprof_profiler::live::unix_ms;
 
-use super::app::{App, Reply, bad};
+use super::app::{App, Reply, bad, quoted};
 use super::windows::{Ask, Traced};
 
 /// The longest window one request may ask for: an hour, the budget's own span.
@@ -34,8 +34,8 @@ pub(super) async fn trace(Shared(app): Shared<Arc<App>>, Query(asked): Query<Ask
         .filter(|s| (1..=SECONDS_MAX).contains(s))
         .ok_or_else(|| {
             bad(format!(
-                "seconds must be a whole number from 1 to {SECONDS_MAX}, not {:?}",
-                fdprof_recording::escape::name(text)
+                "seconds must be a whole number from 1 to {SECONDS_MAX}, not {}",
+                quoted(text)
             ))
         })?;
     let (answer, answered) = oneshot::channel();

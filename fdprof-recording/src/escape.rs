@@ -41,6 +41,16 @@ pub fn text(s: &str) -> Cow<'_, str> {
     escaped(s, |c| c == '\n')
 }
 
+/// A value whose readers must tell every name apart (a Prometheus label): its backslashes
+/// doubled before its control characters are escaped, so a name holding the four characters
+/// `\x1b` never reads as one holding an ESC. Line feeds are left to the format's own escape.
+pub fn unambiguous(s: &str) -> Cow<'_, str> {
+    if !s.contains('\\') {
+        return text(s);
+    }
+    Cow::Owned(text(&s.replace('\\', "\\\\")).into_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -53,5 +63,14 @@ mod tests {
         assert!(matches!(name("alloc_fd"), Cow::Borrowed("alloc_fd")));
         assert_eq!(name("µs ≥ 1"), "µs ≥ 1");
         assert_eq!(text("line\x1b[2J\nnext\n"), "line\\x1b[2J\nnext\n");
+    }
+
+    #[test]
+    fn an_escape_typed_in_a_name_is_not_an_escape() {
+        let (real, typed) = ("a\x1bb", "a\\x1bb");
+        assert_eq!(unambiguous(real), "a\\x1bb");
+        assert_eq!(unambiguous(typed), "a\\\\x1bb");
+        assert_ne!(unambiguous(real), unambiguous(typed));
+        assert!(matches!(unambiguous("nginx"), Cow::Borrowed("nginx")));
     }
 }

@@ -259,18 +259,22 @@ fn names_of(
 fn kind(targets: &Targets) -> TargetKind {
     match targets {
         Targets::All => TargetKind::All,
+        Targets::Cgroups(_) => TargetKind::Cgroup,
         _ => TargetKind::Name,
     }
 }
 
-/// The target of a name's figures.
+/// The target of a name's figures (a cgroup target's name is its path).
 fn target(kind: TargetKind, name: &str) -> Target {
     Target {
         kind,
         pid: None,
         pids: Vec::new(),
         children: false,
-        cgroups: Vec::new(),
+        cgroups: match kind {
+            TargetKind::Cgroup => vec![name.to_string()],
+            _ => Vec::new(),
+        },
         tid: None,
         command: Vec::new(),
         comm: Some(name.to_string()),
@@ -316,6 +320,20 @@ fn blank(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A cgroup target is named as a cgroup, not as processes of that name.
+    #[test]
+    fn a_cgroup_target_is_described_as_its_cgroup() {
+        let path = "/sys/fs/cgroup/unified/fdprof-test";
+        let cgroups = Targets::Cgroups(Vec::new());
+        let described = target(kind(&cgroups), path).describe();
+        assert_eq!(described, format!("the processes of cgroup {path}"));
+        let comms = Targets::Comms(vec!["nginx".into()]);
+        assert_eq!(
+            target(kind(&comms), "nginx").describe(),
+            "processes named nginx"
+        );
+    }
     use fdprof_recording::recording::ProcessRecord;
 
     /// `rec` with processes `pids`, each named `comm`.

@@ -141,12 +141,13 @@ impl<S: AsRef<str>, const N: usize> Labels for [(&'static str, S); N] {
 
 /// A label value with its control characters (ESC, CR, DEL, …) written as `\x1b`: the
 /// encoder escapes only `\`, `"` and a line feed, and a raw ESC would reach the terminal of
-/// whoever curls `/metrics`. A line feed is left to the encoder's own `\n`.
+/// whoever curls `/metrics`. A line feed is left to the encoder's own `\n`. Backslashes are
+/// doubled first, so a comm with a typed `\x1b` and one with an ESC stay two series.
 struct Escaped<S>(S);
 
 impl<S: AsRef<str>> EncodeLabelValue for Escaped<S> {
     fn encode(&self, encoder: &mut LabelValueEncoder) -> fmt::Result {
-        fmt::Write::write_str(encoder, &crate::escape::text(self.0.as_ref()))
+        fmt::Write::write_str(encoder, &crate::escape::unambiguous(self.0.as_ref()))
     }
 }
 

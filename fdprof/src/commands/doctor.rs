@@ -30,6 +30,16 @@ pub(crate) fn run(args: &DoctorArgs) -> Result<()> {
     let pod = PodSpec::detect(caps.needs(Some(fdprof_daemon::access::TOKEN_DIR)));
     caps.pod_spec = pod.in_container.then_some(pod);
     caps.name_sources = Some(name_sources(&args.debug));
+    // What record, top and the daemon need beyond what doctor does (CAP_SYSLOG where kallsyms
+    // shows addresses only to it) is said here, and fails the check, not first by them.
+    let mut needed = privileges::LOAD_BPF.to_vec();
+    if privileges::kallsyms_needs_syslog() {
+        needed.push(privileges::Capability::Syslog);
+    }
+    let record = privileges::require("fdprof record", &needed)
+        .err()
+        .map(|e| format!("{e:#}"));
+    caps.notes.extend(record.clone());
     if args.json {
         println!("{}", serde_json::to_string_pretty(&caps)?);
     } else {
@@ -38,7 +48,10 @@ pub(crate) fn run(args: &DoctorArgs) -> Result<()> {
             fdprof_recording::escape::text(&fdprof_profiler::render::doctor::text(&caps))
         );
     }
-    Ok(())
+    match record {
+        Some(why) => Err(anyhow::anyhow!(why)),
+        None => Ok(()),
+    }
 }
 
 /// Where the flags (or the environment) say stripped binaries' names are looked for; nothing

@@ -316,8 +316,8 @@ fn with_bpf_capabilities_but_not_root_doctor_claims_what_record_uses() {
             "--reuid=65534",
             "--regid=65534",
             "--clear-groups",
-            "--inh-caps=+bpf,+perfmon",
-            "--ambient-caps=+bpf,+perfmon",
+            "--inh-caps=+bpf,+perfmon,+syslog",
+            "--ambient-caps=+bpf,+perfmon,+syslog",
         ])
         .arg(env!("CARGO_BIN_EXE_fdprof"))
         .args(["doctor", "--json"]));
@@ -335,6 +335,46 @@ fn with_bpf_capabilities_but_not_root_doctor_claims_what_record_uses() {
     }
     let notes = capable["notes"].to_string();
     assert!(!notes.contains("tracefs is not mounted"), "{notes}");
+    assert_no_programs_left();
+}
+
+/// With CAP_BPF and CAP_PERFMON only, on a host whose kallsyms shows addresses only to
+/// CAP_SYSLOG (kptr_restrict 1, or 0 with perf_event_paranoid above 1), doctor names the
+/// missing CAP_SYSLOG that record would demand and fails; its findings are still printed.
+#[test]
+fn doctor_names_the_cap_syslog_record_would_demand() {
+    require_root();
+    let _guard = kernel_lock();
+    let setting = |name: &str| -> i64 {
+        std::fs::read_to_string(format!("/proc/sys/kernel/{name}"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let needs_syslog = match setting("kptr_restrict") {
+        0 => setting("perf_event_paranoid") > 1,
+        1 => true,
+        _ => false,
+    };
+    let out = run(Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=+bpf,+perfmon",
+            "--ambient-caps=+bpf,+perfmon",
+        ])
+        .arg(env!("CARGO_BIN_EXE_fdprof"))
+        .args(["doctor", "--json"]));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let doctor: Value = serde_json::from_slice(&out.stdout).expect("doctor --json prints JSON");
+    let notes = doctor["notes"].to_string();
+    assert_eq!(out.status.success(), !needs_syslog, "{stderr}");
+    assert_eq!(notes.contains("CAP_SYSLOG"), needs_syslog, "{notes}");
+    if needs_syslog {
+        assert!(stderr.contains("missing: CAP_SYSLOG"), "{stderr}");
+    }
     assert_no_programs_left();
 }
 

@@ -141,17 +141,21 @@ fn a_requested_window_counts_exactly_and_the_hours_budget_bounds_the_next() {
     // Only with the token, only by POST, only for 1 to 3600 s.
     assert_eq!(daemon.post("/api/v1/trace?seconds=20", true).0, 401);
     assert_eq!(daemon.get("/api/v1/trace?seconds=20").0, 405);
+    let long = format!("?seconds={}", "9".repeat(10_000));
     for bad in [
         "",
         "?seconds=0",
         "?seconds=3601",
         "?seconds=2.5",
         "?seconds=%1b",
+        &long,
     ] {
         let (code, _, body) = daemon.post(&format!("/api/v1/trace{bad}"), false);
         assert_eq!(code, 400, "{bad}: {body}");
         assert_eq!(body.lines().count(), 1, "{body}");
         assert!(!body.contains('\x1b'), "{body:?}");
+        // The offending value is quoted in part: a 10 KB one makes no 10 KB answer.
+        assert!(body.len() < 200, "{} bytes: {body}", body.len());
     }
     assert_eq!(fd_syscall_links(), Vec::<String>::new(), "at rest");
 
