@@ -86,8 +86,12 @@ async fn logged(
     response
 }
 
-async fn healthz() -> &'static str {
-    "ok\n"
+/// `ok`, or 503 with one line when the collector has stopped ending intervals.
+async fn healthz(Shared(app): Shared<Arc<App>>) -> Reply {
+    match app.state.health.check(std::time::Instant::now()) {
+        Ok(()) => Ok((StatusCode::OK, "ok\n".to_string()).into_response()),
+        Err(why) => Err((StatusCode::SERVICE_UNAVAILABLE, why + "\n")),
+    }
 }
 
 /// OpenMetrics when the scraper accepts it (Prometheus asks for it first), else the text

@@ -19,6 +19,7 @@ mod capture_dir;
 pub mod config;
 mod files;
 mod followed;
+mod health;
 mod heap;
 pub(crate) mod history;
 pub(crate) mod http;

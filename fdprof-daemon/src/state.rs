@@ -45,6 +45,8 @@ pub(crate) struct State {
     /// The processes of the last interval: their rows stay in the running totals one interval
     /// more, so that a scrape every interval sees an exited process's last counts.
     last_pids: Mutex<HashSet<u32>>,
+    /// When the last interval ended, for `/healthz`.
+    pub(crate) health: super::health::Health,
 }
 
 /// One SSE event's JSON.
@@ -92,6 +94,7 @@ impl State {
             stream: broadcast::channel(STREAM_BUFFER).0,
             captures: Mutex::default(),
             last_pids: Mutex::default(),
+            health: super::health::Health::new(interval),
         })
     }
 
@@ -173,6 +176,7 @@ impl State {
             interval,
             following,
         } = status;
+        self.health.ended(interval);
         // Made only for a reader, and outside the lock: a scrape never waits for it.
         let json = (self.stream.receiver_count() > 0).then(|| {
             let mut shown = daemon.clone();
