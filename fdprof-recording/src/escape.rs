@@ -41,14 +41,17 @@ pub fn text(s: &str) -> Cow<'_, str> {
     escaped(s, |c| c == '\n')
 }
 
-/// A value whose readers must tell every name apart (a Prometheus label): its backslashes
-/// doubled before its control characters are escaped, so a name holding the four characters
-/// `\x1b` never reads as one holding an ESC. Line feeds are left to the format's own escape.
+/// A value whose readers must tell every name apart (a Prometheus label): a backslash that
+/// starts what reads as one of [`name`]'s escapes (`\x`, `\u{`) is doubled before the control
+/// characters are escaped, so a name holding the four characters `\x1b` never reads as one
+/// holding an ESC, while every other name (backslashes included) reads back as it is. Line
+/// feeds are left to the format's own escape.
 pub fn unambiguous(s: &str) -> Cow<'_, str> {
-    if !s.contains('\\') {
+    if !(s.contains("\\x") || s.contains("\\u{")) {
         return text(s);
     }
-    Cow::Owned(text(&s.replace('\\', "\\\\")).into_owned())
+    let doubled = s.replace("\\x", "\\\\x").replace("\\u{", "\\\\u{");
+    Cow::Owned(text(&doubled).into_owned())
 }
 
 #[cfg(test)]
@@ -72,5 +75,12 @@ mod tests {
         assert_eq!(unambiguous(typed), "a\\\\x1bb");
         assert_ne!(unambiguous(real), unambiguous(typed));
         assert!(matches!(unambiguous("nginx"), Cow::Borrowed("nginx")));
+        assert_eq!(
+            unambiguous("ev\"il\\ comm"),
+            "ev\"il\\ comm",
+            "read back as it is"
+        );
+        assert_eq!(unambiguous("\\u{202e}"), "\\\\u{202e}");
+        assert_eq!(unambiguous("\u{202e}"), "\\u{202e}");
     }
 }

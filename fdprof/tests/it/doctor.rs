@@ -339,8 +339,9 @@ fn with_bpf_capabilities_but_not_root_doctor_claims_what_record_uses() {
 }
 
 /// With CAP_BPF and CAP_PERFMON only, on a host whose kallsyms shows addresses only to
-/// CAP_SYSLOG (kptr_restrict 1, or 0 with perf_event_paranoid above 1), doctor names the
-/// missing CAP_SYSLOG that record would demand and fails; its findings are still printed.
+/// CAP_SYSLOG (kptr_restrict 1, or 0 with perf_event_paranoid above 1), doctor runs (it needs
+/// no more) and names the missing CAP_SYSLOG that record would demand, in its findings and on
+/// its standard error.
 #[test]
 fn doctor_names_the_cap_syslog_record_would_demand() {
     require_root();
@@ -370,7 +371,7 @@ fn doctor_names_the_cap_syslog_record_would_demand() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     let doctor: Value = serde_json::from_slice(&out.stdout).expect("doctor --json prints JSON");
     let notes = doctor["notes"].to_string();
-    assert_eq!(out.status.success(), !needs_syslog, "{stderr}");
+    assert!(out.status.success(), "{stderr}");
     assert_eq!(notes.contains("CAP_SYSLOG"), needs_syslog, "{notes}");
     if needs_syslog {
         assert!(stderr.contains("missing: CAP_SYSLOG"), "{stderr}");
