@@ -129,6 +129,7 @@ fn user_frames(pid: u32, ips: Option<&Vec<u64>>, sym: &mut Symbolizers) -> Vec<r
 /// As the figures show a frame: the name escaped, `[unknown]` when there is none.
 fn figure_frame(f: &recording::Frame) -> Frame {
     let name = f.function.trim();
+    let (build_id, file_offset) = f.unnamed_object();
     Frame {
         function: if name.is_empty() {
             "[unknown]".into()
@@ -137,8 +138,8 @@ fn figure_frame(f: &recording::Frame) -> Frame {
         },
         offset: Some(f.offset),
         module: f.module.clone(),
-        build_id: f.unnamed_object().0,
-        file_offset: f.unnamed_object().1,
+        build_id,
+        file_offset,
     }
 }
 

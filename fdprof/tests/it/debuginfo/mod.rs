@@ -39,6 +39,16 @@ fn record(bin: &Path, out: &Path, args: &[&str]) -> (Value, String, Duration) {
     (read_json(out), stderr, took)
 }
 
+/// Asserts that at least [`NAMED`] of `rec`'s `file_lock` waits name the whole chain, saying
+/// how many did (`how`: where the names came from); returns the names note.
+fn assert_named(rec: &Value, how: &str) -> String {
+    let (named, n) = named_share(rec);
+    let note = names_note(rec);
+    eprintln!("{how}: {named:.3} of {n} file_lock waits name the chain; {note}");
+    assert!(named >= NAMED, "{named:.3} named");
+    note
+}
+
 /// The recording's note on where names came from.
 fn names_note(rec: &Value) -> String {
     rec["notes"]
@@ -111,14 +121,8 @@ fn a_debug_link_names_a_stripped_binary_when_its_crc_matches() {
 
     std::fs::rename(&kept, &linked).unwrap();
     let (rec, _, _) = record(&bin.stripped, &tmp("link.data"), &[]);
-    let (named, n) = named_share(&rec);
-    eprintln!("debug link: {named:.3} of {n} file_lock waits name the chain");
-    assert!(named >= NAMED, "{named:.3} named");
-    assert!(
-        names_note(&rec).contains("by debug link"),
-        "{}",
-        names_note(&rec)
-    );
+    let note = assert_named(&rec, "debug link");
+    assert!(note.contains("by debug link"), "{note}");
     assert_no_programs_left();
 }
 
@@ -139,19 +143,15 @@ fn a_build_id_tree_and_minidebuginfo_name_a_stripped_binary() {
         &tmp("bid.data"),
         &["--debug-dir", store.to_str().unwrap()],
     );
-    let (named, n) = named_share(&rec);
-    eprintln!("build-id tree: {named:.3} of {n} file_lock waits name the chain");
-    assert!(named >= NAMED, "{named:.3} named");
-    assert!(names_note(&rec).contains("by build-id directory"));
+    let note = assert_named(&rec, "build-id tree");
+    assert!(note.contains("by build-id directory"), "{note}");
 
     let mini = split(&tmp("mini"), "chain-mini", false);
     add_minidebuginfo(&mini);
     std::fs::remove_file(&mini.debug).unwrap();
     let (rec, _, _) = record(&mini.stripped, &tmp("mini.data"), &[]);
-    let (named, n) = named_share(&rec);
-    eprintln!("MiniDebugInfo: {named:.3} of {n} file_lock waits name the chain");
-    assert!(named >= NAMED, "{named:.3} named");
-    assert!(names_note(&rec).contains("by MiniDebugInfo"));
+    let note = assert_named(&rec, "MiniDebugInfo");
+    assert!(note.contains("by MiniDebugInfo"), "{note}");
     assert_no_programs_left();
 }
 
@@ -172,10 +172,7 @@ fn debuginfod_names_a_stripped_binary_and_its_cache_does_once_it_is_gone() {
     let args = [&["--debuginfod", url.as_str()][..], &cache_arg].concat();
     let out = tmp("fetched.data");
     let (rec, _, _) = record(&bin.stripped, &out, &args);
-    let (named, n) = named_share(&rec);
-    let note = names_note(&rec);
-    eprintln!("debuginfod: {named:.3} of {n} file_lock waits name the chain; {note}");
-    assert!(named >= NAMED, "{named:.3} named");
+    let note = assert_named(&rec, "debuginfod");
     assert!(
         note.contains("1 by debuginfod") && note.contains("1 fetched"),
         "{note}"
@@ -200,10 +197,7 @@ fn debuginfod_names_a_stripped_binary_and_its_cache_does_once_it_is_gone() {
 
     drop(server);
     let (rec, _, _) = record(&bin.stripped, &tmp("cached.data"), &args);
-    let (named, n) = named_share(&rec);
-    let note = names_note(&rec);
-    eprintln!("debuginfod's cache: {named:.3} of {n} file_lock waits name the chain; {note}");
-    assert!(named >= NAMED, "{named:.3} named");
+    let note = assert_named(&rec, "debuginfod's cache");
     assert!(
         note.contains("0 fetched") && note.contains("1 by debuginfod"),
         "{note}"
