@@ -36,7 +36,9 @@ const OPEN_PATHS: [&str; 1] = ["/healthz"];
 pub(crate) struct Token(String);
 
 impl Token {
-    /// Reads `--token-file`: a regular file owned by root that only root can read.
+    /// Reads `--token-file`: a regular file owned by root or by the daemon's uid, that only its
+    /// owner writes and that only its owner, or the daemon's group, can read
+    /// ([`files::permitted`]).
     pub(crate) fn read(path: &Path) -> Result<Token, String> {
         let text = files::read_text(path, Access::OwnerOnly, TOKEN_MAX as u64)?;
         let token = text.trim();
@@ -66,8 +68,8 @@ impl Token {
         Ok(Token(bytes.iter().map(|b| format!("{b:02x}")).collect()))
     }
 
-    /// Writes it to a file of its own, mode 0600, in a directory only root can change: `dir`
-    /// (created 0700 when missing), named by the address served ([`file_name`]), so that
+    /// Writes it to a file of its own, mode 0600, in a directory only its owner (root or the
+    /// daemon's uid) can change: `dir` (created 0700 when missing), named by the address served ([`file_name`]), so that
     /// daemons on one port at two addresses each keep their own. Returns the file's path.
     pub(crate) fn save(&self, dir: &Path, listen: SocketAddr) -> Result<PathBuf, String> {
         use std::os::unix::fs::{DirBuilderExt, MetadataExt};
@@ -77,9 +79,12 @@ impl Token {
             Err(e) => return Err(format!("cannot create {}: {e}", dir.display())),
         }
         let meta = std::fs::symlink_metadata(dir).map_err(|e| e.to_string())?;
-        if !meta.is_dir() || meta.uid() != 0 || meta.mode() & 0o022 != 0 {
+        // SAFETY: geteuid cannot fail.
+        let euid = unsafe { libc::geteuid() };
+        if !meta.is_dir() || (meta.uid() != 0 && meta.uid() != euid) || meta.mode() & 0o022 != 0 {
             return Err(format!(
-                "{} is not a directory owned by root that only root can write",
+                "{} is not a directory owned by root or the daemon's uid {euid} that only its \
+                 owner can write",
                 dir.display()
             ));
         }

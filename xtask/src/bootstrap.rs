@@ -76,6 +76,12 @@ const TEST_PACKAGES: &[&str] = &[
     "redis-tools",
     "haproxy",
     "debuginfod",
+    // The seccomp allow-list's trace (`cargo xtask seccomp`) and its test.
+    "strace",
+    // The static shell the pod test execs in the DaemonSet's pod (tests/it/pod_user.rs).
+    "busybox-static",
+    // setcap: the image's file capabilities (`cargo xtask image`).
+    "libcap2-bin",
 ];
 /// Commands the tests run and the package that brings each where it is missing: npm installs
 /// the `speedscope` package for its schema (a host's Node.js may bring npm from elsewhere).

@@ -1,9 +1,13 @@
 //! `cargo xtask image`: fdprof as an OCI image, built offline with Debian's podman: `FROM
 //! scratch`, the static fdprof binary (the one the qemu guests run) and the empty directories a
 //! read-only root needs to be mounted over, nothing else. Entrypoint `fdprof`, `daemon -a` by
-//! default; labelled and annotated with the version and source revision. Tagged
-//! `localhost/fdprof:VERSION` in root's podman storage and saved as an OCI archive under
-//! `target/image/` for pushing to a registry of one's own (docs/deploy.md).
+//! default, run as the user [`UID`]:[`UID`] (no name: the image has no /etc/passwd); the
+//! binary carries the capabilities it needs as file capabilities ([`FILE_CAPS`], the
+//! `security.capability` xattr), which podman's COPY keeps and `podman save` writes into the
+//! layer (a PAX `SCHILY.xattr` record): both are checked after the build. Labelled and
+//! annotated with the version and source revision. Tagged `localhost/fdprof:VERSION` in root's
+//! podman storage and saved as an OCI archive under `target/image/` for pushing to a registry
+//! of one's own (docs/deploy.md).
 
 use std::fs;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
@@ -15,6 +19,17 @@ use anyhow::{Context, Result, bail};
 use crate::workspace::root;
 
 pub(crate) const PODMAN: &str = "/usr/bin/podman";
+/// The image's user and group (the DaemonSet's runAsUser, runAsGroup and fsGroup).
+pub(crate) const UID: u32 = 65532;
+/// The file capabilities of /usr/bin/fdprof, as `setcap` takes them: what `daemon -a` needs as
+/// a user other than root (docs/deploy.md says why each). `=p`: permitted at exec, as far as the
+/// container's bounding set (the pod's `capabilities.add`) allows, and made effective by fdprof
+/// itself at start; with the effective bit the kernel would refuse the exec outright wherever
+/// the pod adds one of them not, instead of fdprof naming what is missing.
+pub(crate) const FILE_CAPS: &str =
+    "cap_dac_read_search,cap_sys_ptrace,cap_sys_resource,cap_syslog,cap_perfmon,cap_bpf=p";
+const SETCAP: &str = "/usr/sbin/setcap";
+const GETCAP: &str = "/usr/sbin/getcap";
 
 /// What `build` made.
 pub(crate) struct Image {
@@ -96,8 +111,14 @@ fn context(bin: &Path, dir: &Path) -> Result<()> {
     };
     // Mount points: a read-only root gets /proc, /sys and /dev from the runtime, and writable
     // /run/fdprof (the generated token) and /tmp only where the pod mounts them.
+    // Parents first, each with its own mode (a recursive create gives them the leaf's): the
+    // image's user must be able to reach /run/fdprof and /tmp through them.
     for (path, mode) in [
+        ("usr", 0o755),
         ("usr/bin", 0o755),
+        ("run", 0o755),
+        ("var", 0o755),
+        ("var/lib", 0o755),
         ("proc", 0o555),
         ("sys", 0o555),
         ("dev", 0o755),
@@ -110,20 +131,24 @@ fn context(bin: &Path, dir: &Path) -> Result<()> {
     let dest = rootfs.join("usr/bin/fdprof");
     fs::copy(bin, &dest).with_context(|| format!("copying {}", bin.display()))?;
     fs::set_permissions(&dest, fs::Permissions::from_mode(0o755))?;
+    step("setcap", Command::new(SETCAP).arg(FILE_CAPS).arg(&dest))?;
     fs::write(
         dir.join("Containerfile"),
-        "FROM scratch\n\
-         COPY rootfs/ /\n\
-         ENTRYPOINT [\"/usr/bin/fdprof\"]\n\
-         CMD [\"daemon\", \"--all\"]\n",
+        format!(
+            "FROM scratch\n\
+             COPY rootfs/ /\n\
+             USER {UID}:{UID}\n\
+             ENTRYPOINT [\"/usr/bin/fdprof\"]\n\
+             CMD [\"daemon\", \"--all\"]\n"
+        ),
     )?;
     Ok(())
 }
 
 /// Builds the image from the static binary, tags it and saves it as an OCI archive.
 pub(crate) fn build() -> Result<Image> {
-    if !Path::new(PODMAN).is_file() {
-        crate::bootstrap::apt_get(&["install", "-y", "podman", "runc"])?;
+    if !Path::new(PODMAN).is_file() || !Path::new(SETCAP).is_file() {
+        crate::bootstrap::apt_get(&["install", "-y", "podman", "runc", "libcap2-bin"])?;
     }
     let bin = crate::static_fdprof::build_static()?;
     let (version, _) = version_of(&bin)?;
@@ -162,11 +187,87 @@ pub(crate) fn build() -> Result<Image> {
             .arg(&archive)
             .arg(&name),
     )?;
-    Ok(Image {
+    let image = Image {
         name,
         version,
         archive,
-    })
+    };
+    caps_kept(&image)?;
+    Ok(image)
+}
+
+/// The capabilities `getcap` reads on `file`, as it prints them (`cap_…=p`).
+fn caps_of(file: &Path) -> Result<String> {
+    let out = Command::new(GETCAP)
+        .arg(file)
+        .output()
+        .with_context(|| format!("cannot run {GETCAP}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    Ok(text
+        .trim()
+        .rsplit_once(' ')
+        .map(|(_, caps)| caps.to_string())
+        .unwrap_or_default())
+}
+
+/// Checks that /usr/bin/fdprof carries its file capabilities in the stored image (mounted) and
+/// in the saved archive (its layer unpacked with GNU tar's `--xattrs`), as set on the context.
+fn caps_kept(image: &Image) -> Result<()> {
+    let want = caps_of(&image_dir().join("context/rootfs/usr/bin/fdprof"))?;
+    if want.is_empty() {
+        bail!("setcap left no capabilities on the build context's fdprof");
+    }
+    let out = Command::new(PODMAN)
+        .args(["image", "mount", &image.name])
+        .output()?;
+    let mounted = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    let stored = caps_of(&mounted.join("usr/bin/fdprof"));
+    let _ = Command::new(PODMAN)
+        .args(["image", "unmount", &image.name])
+        .output();
+    let stored = stored?;
+    let unpacked = image_dir().join("unpacked");
+    let _ = fs::remove_dir_all(&unpacked);
+    fs::create_dir_all(&unpacked)?;
+    step(
+        "unpack the OCI archive",
+        Command::new("tar")
+            .arg("-xf")
+            .arg(&image.archive)
+            .arg("-C")
+            .arg(&unpacked),
+    )?;
+    let index: serde_json::Value = serde_json::from_slice(&fs::read(unpacked.join("index.json"))?)?;
+    let blob = |digest: &serde_json::Value| {
+        let digest = digest.as_str().unwrap_or_default();
+        unpacked
+            .join("blobs/sha256")
+            .join(digest.trim_start_matches("sha256:"))
+    };
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&fs::read(blob(&index["manifests"][0]["digest"]))?)?;
+    let layer = blob(&manifest["layers"][0]["digest"]);
+    let root = unpacked.join("layer");
+    fs::create_dir_all(&root)?;
+    step(
+        "unpack its layer with xattrs",
+        Command::new("tar")
+            .args(["--xattrs", "--xattrs-include=security.capability", "-xf"])
+            .arg(&layer)
+            .arg("-C")
+            .arg(&root)
+            .arg("usr/bin/fdprof"),
+    )?;
+    let archived = caps_of(&root.join("usr/bin/fdprof"))?;
+    let _ = fs::remove_dir_all(&unpacked);
+    if stored != want || archived != want {
+        bail!(
+            "/usr/bin/fdprof's file capabilities: {want:?} set, {stored:?} in the stored image, \
+             {archived:?} in the OCI archive"
+        );
+    }
+    eprintln!("==> /usr/bin/fdprof's file capabilities, stored and archived: {want}");
+    Ok(())
 }
 
 fn step(what: &str, cmd: &mut Command) -> Result<()> {

@@ -1,5 +1,5 @@
 //! Developer tasks: `cargo xtask bootstrap | ebpf | build | demo | test | bench | vm-test |
-//! install | uninstall | deb | image`.
+//! install | uninstall | deb | image | seccomp`.
 #![warn(unreachable_pub)]
 
 mod bench;
@@ -10,6 +10,7 @@ mod house_rules;
 mod image;
 mod package;
 mod run;
+mod seccomp;
 mod static_fdprof;
 mod vm_test;
 mod workspace;
@@ -88,6 +89,10 @@ enum Task {
     /// Build the container image (OCI, FROM scratch, the static fdprof; entrypoint fdprof,
     /// `daemon --all` by default) with podman, offline, and run it once (`--version`)
     Image,
+    /// Trace the static fdprof under strace through a broad scenario (doctor, workload, record,
+    /// report, top, the daemon at every endpoint and signal) and write the seccomp allow-list
+    /// deploy/kubernetes/seccomp/fdprof.json (needs root)
+    Seccomp,
     /// Build the Debian package: target/deb/fdprof_VERSION_ARCH.deb
     Deb,
 }
@@ -110,6 +115,7 @@ fn main() {
             package::prefix_arg(prefix).and_then(|p| package::uninstall(&p))
         }
         Task::Image => image::run(),
+        Task::Seccomp => seccomp::run(),
         Task::Deb => bootstrap::install(Needs::Deb).and_then(|()| package::deb().map(drop)),
         Task::VmTest {
             kernel,

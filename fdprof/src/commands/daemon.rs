@@ -57,9 +57,10 @@ pub(crate) struct DaemonArgs {
     /// Allow --listen on an address other hosts can reach (the endpoints stay read-only)
     #[arg(long)]
     pub allow_remote: bool,
-    /// The token requests must carry: a file owned by root that only root can read (e.g.
-    /// `openssl rand -hex 32`); without it, one is made at each start into
-    /// /run/fdprof/daemon-ADDRESS-PORT.token
+    /// The token requests must carry (e.g. `openssl rand -hex 32`): a file owned by root or by
+    /// the daemon's uid, writable by its owner alone, readable by no one else but the daemon's
+    /// group (0600, 0400, or 0440 of the daemon's group); without it, one is made at each start
+    /// into /run/fdprof/daemon-ADDRESS-PORT.token
     #[arg(long, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
     /// Also answer requests whose Host header names this (a DNS name the daemon is reached by);
@@ -69,7 +70,7 @@ pub(crate) struct DaemonArgs {
     /// Serve HTTPS with this PEM certificate chain (with --tls-key)
     #[arg(long, value_name = "FILE", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
-    /// The PEM private key of --tls-cert: a file owned by root that only root can read
+    /// The PEM private key of --tls-cert: owned and readable as the --token-file is
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
     /// HTTP connections open at once (1 to 4096); at the bound an idle one is closed for a new

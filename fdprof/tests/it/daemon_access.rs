@@ -152,7 +152,7 @@ fn token_files_others_could_read_are_refused_in_one_line() {
     std::os::unix::fs::chown(&foreign, Some(65534), Some(65534)).unwrap();
     let missing = tmp("missing.token");
     for (file, why) in [
-        (&readable, "readable or writable by group or others"),
+        (&readable, "readable by others (mode 0644): chmod 640 it"),
         (&short, "fewer than 32"),
         (&foreign, "owned by uid 65534, not root"),
         (&missing, "No such file"),

@@ -16,7 +16,12 @@ const VERSIONS: [&str; 3] = ["1.30.0", "1.33.0", "1.37.0"];
 const KUBERNETES_VALIDATE: &str = "kubernetes-validate==1.37.0";
 
 /// The core manifests: Kubernetes' own kinds.
-const CORE: [&str; 3] = ["namespace.yaml", "daemonset.yaml", "service.yaml"];
+const CORE: [&str; 4] = [
+    "namespace.yaml",
+    "priorityclass.yaml",
+    "daemonset.yaml",
+    "service.yaml",
+];
 
 fn manifests() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/kubernetes")
@@ -105,6 +110,12 @@ fn the_daemonset_runs_fdprof_with_the_named_capabilities_only() {
     let ds = yaml(&manifests().join("daemonset.yaml"));
     let pod = &ds["spec"]["template"]["spec"];
     assert_eq!(pod["hostPID"], true);
+    // Its priority class is the one shipped, below the system classes.
+    let class = yaml(&manifests().join("priorityclass.yaml"));
+    assert_eq!(pod["priorityClassName"], class["metadata"]["name"]);
+    let value = class["value"].as_u64().unwrap();
+    assert!(value > 0 && value < 2_000_000_000, "{value}");
+    assert_eq!(class["globalDefault"], false);
     assert_eq!(pod["automountServiceAccountToken"], false);
     let c = &pod["containers"][0];
     assert_eq!(
@@ -114,13 +125,29 @@ fn the_daemonset_runs_fdprof_with_the_named_capabilities_only() {
     let sc = &c["securityContext"];
     assert_eq!(sc["privileged"], false);
     assert_eq!(sc["readOnlyRootFilesystem"], true);
+    // Not root: a fixed uid and gid (the image's USER), and the Secret's group. Privilege
+    // escalation allowed: no_new_privs would void the image's file capabilities.
+    assert_eq!(sc["runAsNonRoot"], true);
+    assert_eq!(
+        (&sc["runAsUser"], &sc["runAsGroup"]),
+        (&65532.into(), &65532.into())
+    );
+    assert_eq!(pod["securityContext"]["fsGroup"], 65532);
+    assert_eq!(sc["allowPrivilegeEscalation"], true);
     assert_eq!(sc["capabilities"]["drop"], serde_json::json!(["ALL"]));
     assert_eq!(
         sc["capabilities"]["add"],
-        serde_json::json!(["BPF", "PERFMON", "SYS_RESOURCE", "SYSLOG", "SYS_PTRACE"])
+        serde_json::json!([
+            "BPF",
+            "PERFMON",
+            "SYS_RESOURCE",
+            "SYSLOG",
+            "SYS_PTRACE",
+            "DAC_READ_SEARCH"
+        ])
     );
-    // The seccomp profile named is the one kept here: JSON the runtime reads, which refuses
-    // what fdprof never does and allows bpf(2) and perf_event_open(2).
+    // The seccomp profile named is the one kept here: JSON the runtime reads, an allow-list
+    // that holds bpf(2) and perf_event_open(2) and none of the calls refused by decision.
     assert_eq!(sc["seccompProfile"]["type"], "Localhost");
     let profile: Value = serde_json::from_slice(
         &std::fs::read(
@@ -131,27 +158,65 @@ fn the_daemonset_runs_fdprof_with_the_named_capabilities_only() {
         .unwrap(),
     )
     .unwrap();
-    let denied: Vec<&str> = profile["syscalls"]
+    let allowed: Vec<&str> = profile["syscalls"]
         .as_array()
         .unwrap()
         .iter()
-        .filter(|r| r["action"] != "SCMP_ACT_ALLOW")
+        .filter(|r| r["action"] == "SCMP_ACT_ALLOW")
         .flat_map(|r| r["names"].as_array().unwrap())
         .map(|n| n.as_str().unwrap())
         .collect();
-    assert_eq!(profile["defaultAction"], "SCMP_ACT_ALLOW");
-    for needed in ["bpf", "perf_event_open", "openat", "mmap", "getrandom"] {
-        assert!(!denied.contains(&needed), "{needed} denied");
+    assert_eq!(profile["defaultAction"], "SCMP_ACT_ERRNO");
+    assert_eq!(profile["defaultErrnoRet"], 1);
+    for needed in [
+        "bpf",
+        "perf_event_open",
+        "openat",
+        "mmap",
+        "getrandom",
+        "clone",
+    ] {
+        assert!(allowed.contains(&needed), "{needed} not allowed");
     }
-    for refused in ["init_module", "kexec_load", "setns", "ptrace"] {
-        assert!(denied.contains(&refused), "{refused} allowed");
+    for refused in [
+        "init_module",
+        "kexec_load",
+        "setns",
+        "unshare",
+        "ptrace",
+        "process_vm_writev",
+        "mount",
+        "keyctl",
+        "io_uring_setup",
+        "open_by_handle_at",
+    ] {
+        assert!(!allowed.contains(&refused), "{refused} allowed");
     }
+    // clone without namespace flags only; clone3 (flags out of the filter's sight): ENOSYS.
+    let rule = |name: &str| {
+        profile["syscalls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["names"].as_array().unwrap().iter().any(|n| n == name))
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(rule("clone")["args"][0]["op"], "SCMP_CMP_MASKED_EQ");
+    assert_eq!(rule("clone")["args"][0]["value"], 0x7E02_0000u64);
+    assert_eq!(rule("clone3")["errnoRet"], 38);
     assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/healthz");
-    // The token: the Secret, mounted 0400 (fdprof refuses one others may read), at the path
-    // the daemon is given.
+    // The token: the Secret, mounted 0440 with the fsGroup (fdprof refuses one others may
+    // read), at the path the daemon is given.
     let volumes = pod["volumes"].as_array().unwrap();
     let token = volumes.iter().find(|v| v["name"] == "token").unwrap();
-    assert_eq!(token["secret"]["defaultMode"], 0o400);
+    assert_eq!(token["secret"]["defaultMode"], 0o440);
+    // tracefs, not debugfs.
+    assert!(
+        volumes
+            .iter()
+            .all(|v| v["hostPath"]["path"] != "/sys/kernel/debug")
+    );
     let mount = c["volumeMounts"]
         .as_array()
         .unwrap()

@@ -1,8 +1,11 @@
 //! The DaemonSet's pod (deploy/kubernetes/daemonset.yaml), run by podman as a kubelet would run
 //! it: the image `cargo xtask image` built (loaded from its OCI archive), the pod template's
-//! hostPID, capabilities (every other dropped), seccomp profile, read-only root, host paths and
-//! the token Secret (a 0400 file behind kubelet's symlinks), translated into `podman run`
-//! flags. Beside it a redis-server container (from a root file system directory: no image
+//! hostPID, user, group and fsGroup (not root), capabilities (every other dropped), seccomp
+//! profile (an allow-list), privilege escalation allowed (no no_new_privs: the image's fdprof
+//! holds file capabilities), read-only root, host paths, emptyDirs (0777 directories of the
+//! node, as kubelet makes them)
+//! and the token Secret (a 0440 file of root and the fsGroup behind kubelet's symlinks),
+//! translated into `podman run` flags. Beside it a redis-server container (from a root file system directory: no image
 //! pulled) under `redis-benchmark -k 0` from the host: the daemon in the pod counts the
 //! container's accepted sockets exactly as redis' own `total_connections_received`, labels its
 //! series with the container's id, counts a host process's sockets exactly, and names the
@@ -13,6 +16,7 @@
 //! 0.0.0.0:9464; `--tier full` (exact fd syscall counts need full tracing) and `--cpu` (on-CPU
 //! samples give redis' user stacks) are added to its arguments.
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -33,13 +37,14 @@ fn repo() -> PathBuf {
 }
 
 /// The DaemonSet's pod template, as JSON.
-fn pod_template() -> Value {
+pub(crate) fn pod_template() -> Value {
     yaml(&repo().join("deploy/kubernetes/daemonset.yaml"))["spec"]["template"]["spec"].clone()
 }
 
-/// A Secret volume as kubelet mounts it: the key's file (mode `mode`) in a timestamped
-/// directory, `..data` a symlink to that directory, and the key a symlink through `..data`.
-fn secret_volume(dir: &Path, key: &str, value: &str, mode: u32) -> PathBuf {
+/// A Secret volume as kubelet mounts it: the key's file (root's, of the group `gid`, mode `mode`)
+/// in a timestamped directory, `..data` a symlink to that directory, and the key a symlink
+/// through `..data`.
+fn secret_volume(dir: &Path, key: &str, value: &str, mode: u32, gid: u32) -> PathBuf {
     use std::os::unix::fs::{PermissionsExt, symlink};
     let volume = dir.join("secret");
     let stamped = volume.join("..2026_12_06_00_00_00.000000001");
@@ -47,14 +52,25 @@ fn secret_volume(dir: &Path, key: &str, value: &str, mode: u32) -> PathBuf {
     let file = stamped.join(key);
     std::fs::write(&file, value).unwrap();
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
+    std::os::unix::fs::chown(&file, Some(0), Some(gid)).unwrap();
     symlink(stamped.file_name().unwrap(), volume.join("..data")).unwrap();
     symlink(Path::new("..data").join(key), volume.join(key)).unwrap();
     volume
 }
 
+/// The token Secret of the `template`'s pod as kubelet would mount it, in `dir`: mode
+/// defaultMode, group fsGroup (root without one).
+pub(crate) fn token_volume(template: &Value, dir: &Path, token: &str) -> PathBuf {
+    let volumes = template["volumes"].as_array().unwrap();
+    let secret = volumes.iter().find(|v| v["secret"].is_object()).unwrap();
+    let mode = secret["secret"]["defaultMode"].as_u64().unwrap() as u32;
+    let gid = template["securityContext"]["fsGroup"].as_u64().unwrap_or(0) as u32;
+    secret_volume(dir, "token", &format!("{token}\n"), mode, gid)
+}
+
 /// The template's container as `podman run` flags (after `run -d --name`) and its image, its
 /// Secret volume at `secret`.
-fn podman_flags(pod: &Value, secret: &Path) -> Vec<String> {
+pub(crate) fn podman_flags(pod: &Value, secret: &Path) -> Vec<String> {
     let c = &pod["containers"][0];
     let sc = &c["securityContext"];
     let mut args: Vec<String> = vec!["--network".into(), "host".into()];
@@ -70,8 +86,15 @@ fn podman_flags(pod: &Value, secret: &Path) -> Vec<String> {
         // As kubelet has it: no tmpfs on /run and /tmp but the pod's own volumes.
         args.extend(["--read-only".into(), "--read-only-tmpfs=false".into()]);
     }
+    // false would be no_new_privs, under which the kernel ignores file capabilities.
     if sc["allowPrivilegeEscalation"] == false {
         args.extend(["--security-opt".into(), "no-new-privileges".into()]);
+    }
+    if sc["runAsNonRoot"] == true {
+        assert_ne!(sc["runAsUser"], 0, "runAsNonRoot with runAsUser 0");
+    }
+    if let Some(group) = pod["securityContext"]["fsGroup"].as_u64() {
+        args.push(format!("--group-add={group}"));
     }
     match sc["seccompProfile"]["type"].as_str() {
         Some("Localhost") => {
@@ -102,9 +125,13 @@ fn podman_flags(pod: &Value, secret: &Path) -> Vec<String> {
         } else if v["secret"].is_object() {
             args.push(format!("--volume={}:{at}{ro}", secret.display()));
         } else if v["emptyDir"].is_object() {
-            let size = v["emptyDir"]["sizeLimit"].as_str().unwrap_or("64Mi");
-            let bytes = size.trim_end_matches("Mi").parse::<u64>().unwrap() << 20;
-            args.push(format!("--tmpfs={at}:rw,size={bytes},mode=0700"));
+            // As kubelet makes one: a directory of the node, mode 0777, bind-mounted (runc
+            // would give a tmpfs the mode of the image's directory beneath it).
+            let name = m["name"].as_str().unwrap();
+            let host = secret.parent().unwrap().join(format!("empty-dir-{name}"));
+            std::fs::create_dir_all(&host).unwrap();
+            std::fs::set_permissions(&host, std::fs::Permissions::from_mode(0o777)).unwrap();
+            args.push(format!("--volume={}:{at}", host.display()));
         } else {
             panic!("volume {v}: translate it");
         }
@@ -115,7 +142,7 @@ fn podman_flags(pod: &Value, secret: &Path) -> Vec<String> {
 
 /// The template's container as `podman run` arguments (after `run -d --name`), its Secret
 /// volume at `secret`, listening on `listen`.
-fn podman_args(pod: &Value, secret: &Path, listen: &str) -> Vec<String> {
+pub(crate) fn podman_args(pod: &Value, secret: &Path, listen: &str) -> Vec<String> {
     let mut args = podman_flags(pod, secret);
     let given: Vec<&str> = pod["containers"][0]["args"]
         .as_array()
@@ -203,7 +230,7 @@ fn the_daemonsets_pod_counts_a_redis_containers_connections_and_a_host_process_e
             "{}",
             String::from_utf8_lossy(&loaded.stderr)
         );
-        let secret = secret_volume(dir, "token", &format!("{token}\n"), 0o400);
+        let secret = token_volume(&template, dir, &token);
         podman_args(&template, &secret, &addr.to_string())
     });
     let logs = poll(TIMEOUT, || {
@@ -215,6 +242,7 @@ fn the_daemonsets_pod_counts_a_redis_containers_connections_and_a_host_process_e
     if let Err(logs) = logs {
         panic!("the pod's daemon never attached:\n{logs}");
     }
+    crate::common::credentials::runs_as_the_templates_user_with_file_capabilities(&template, &pod);
     let auth = format!("Authorization: Bearer {token}");
     // 200 and the body (JSON where it is), else what came back (no interval ended yet: 503).
     let get = |path: &str| -> Result<Value, Value> {
@@ -454,7 +482,7 @@ fn memory_within_the_limit(template: &Value, pod: &Detached) {
 }
 
 /// The image's archive, which `cargo xtask image` builds (`cargo xtask test` does first).
-fn image_archive() -> PathBuf {
+pub(crate) fn image_archive() -> PathBuf {
     let version = env!("CARGO_PKG_VERSION");
     let archive = repo().join(format!("target/image/fdprof-{version}.oci.tar"));
     assert!(
@@ -472,7 +500,7 @@ fn run_in_pod(template: &Value, args: &[&str]) -> (i64, String) {
     let pod = Detached::run("fdprof-doctor", |dir| {
         let loaded = run(podman(dir).args(["load", "-i"]).arg(&archive));
         assert!(loaded.status.success());
-        let secret = secret_volume(dir, "token", &format!("{token}\n"), 0o400);
+        let secret = token_volume(template, dir, &token);
         let mut flags = podman_flags(template, &secret);
         flags.extend(args.iter().map(|a| a.to_string()));
         flags

@@ -353,6 +353,7 @@ pub fn raw_totals(raw: &str) -> Vec<u64> {
 }
 
 pub mod cdp;
+pub mod credentials;
 pub mod daemon;
 pub mod podman;
 pub mod prometheus;
