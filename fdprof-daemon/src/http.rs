@@ -236,7 +236,7 @@ async fn timeline(Shared(app): Shared<Arc<App>>, Query(q): Query<TimelineQuery>)
             None => &h.daemon,
             Some(name) => h.names.get(name).ok_or_else(|| unknown_target(&h, name))?,
         };
-        let timeline = analysis::timeline(q.target.as_deref(), history.intervals());
+        let timeline = analysis::timeline(q.target.as_deref(), history.points());
         let json = serde_json::to_string(&timeline)
             .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")))?;
         Ok(([(header::CONTENT_TYPE, "application/json")], json + "\n").into_response())

@@ -24,6 +24,7 @@ use super::app::{App, Reply, bad, blocking, quoted, unknown_target};
 use super::history::Span;
 use super::span;
 use fdprof_profiler::analysis::{self, LockFilter, OpFilter, ProfileKind, ProfileOptions};
+use fdprof_profiler::model::merge::{self, STACK_BOUND_PROBE, STACK_BOUND_REASON};
 use fdprof_profiler::model::process;
 use fdprof_profiler::render;
 
@@ -110,6 +111,20 @@ async fn answer(app: Arc<App>, q: ProfileQuery, opts: ProfileOptions, name: &'st
     if seconds.is_some() && (q.from.is_some() || q.to.is_some()) {
         return Err(bad("give seconds, or from and to, not both"));
     }
+    // What cannot be answered is said before any wait or work.
+    {
+        let h = app.state.read();
+        if let Some(t) = q.target.as_deref()
+            && !h.names.contains_key(t)
+        {
+            return Err(unknown_target(&h, t));
+        }
+        // A daemon that samples has a profile from its first interval on, samples or not.
+        let sampled = h.daemon.kept_seconds() == 0 || h.daemon.total.cpu.is_some();
+        if opts.kind == ProfileKind::Cpu && !sampled {
+            return Err(no_samples());
+        }
+    }
     if let Some(n) = seconds {
         let _slot = app.long_lived.take()?;
         tokio::time::sleep(Duration::from_secs(n)).await;
@@ -138,12 +153,7 @@ fn profile(
         .iter()
         .map(|(name, rec)| (Some(name.as_str()), rec))
         .collect();
-    let profile = analysis::targets_profile(&facts, &parts, opts).map_err(|_| {
-        (
-            StatusCode::NOT_FOUND,
-            "no on-CPU samples in this window (the daemon samples with --cpu)\n".to_string(),
-        )
-    })?;
+    let profile = analysis::targets_profile(&facts, &parts, opts).map_err(|_| no_samples())?;
     Ok((
         [
             (header::CONTENT_TYPE, "application/octet-stream".to_string()),
@@ -155,6 +165,13 @@ fn profile(
         render::pprof(&profile),
     )
         .into_response())
+}
+
+fn no_samples() -> (StatusCode, String) {
+    (
+        StatusCode::NOT_FOUND,
+        "no on-CPU samples in this window (the daemon samples with --cpu)\n".to_string(),
+    )
 }
 
 /// A window of the daemon's figures: the daemon's own (its facts), and each target's.
@@ -171,6 +188,12 @@ fn windows(
     seconds: Option<u64>,
 ) -> Result<Windows, (StatusCode, String)> {
     let h = app.state.read();
+    let target = q.target.as_deref();
+    if let Some(t) = target
+        && !h.names.contains_key(t)
+    {
+        return Err(unknown_target(&h, t));
+    }
     let span = match seconds {
         Some(seconds) => Span::Last { seconds },
         None => span::parse(
@@ -180,21 +203,28 @@ fn windows(
             h.daemon.kept_seconds(),
         )?,
     };
-    let facts = h.daemon.span(span).map_err(|e| span::refused(span, e))?;
-    let target = q.target.as_deref();
+    // The daemon's facts without its rows (each name's window has its own), and the waits
+    // whose stacks the names' windows folded away, which the profile is made of.
+    let mut facts = h
+        .daemon
+        .span_facts(span)
+        .map_err(|e| span::refused(span, e))?;
     let mut targets = Vec::new();
     for (name, history) in &h.names {
         if target.is_some_and(|t| t != name) {
             continue;
         }
-        if let Ok(rec) = history.span(span) {
+        if let Ok((rec, folded)) = history.span_folding(span) {
+            if folded > 0 {
+                merge::add_drop(
+                    &mut facts.drops,
+                    STACK_BOUND_PROBE,
+                    STACK_BOUND_REASON,
+                    folded,
+                );
+            }
             targets.push((name.clone(), rec));
         }
-    }
-    if let Some(t) = target
-        && !h.names.contains_key(t)
-    {
-        return Err(unknown_target(&h, t));
     }
     Ok(Windows { facts, targets })
 }

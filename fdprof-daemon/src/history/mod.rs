@@ -9,17 +9,23 @@
 //! processes ([`process::bound`]: the rest folded into one row). So the daemon's memory and a
 //! request's time grow with the processes alive, not with every process it ever saw.
 //!
-//! The kept intervals hold their stacks once: the same stacks recur interval after interval,
-//! and their frames are most of an interval's size (about 100 kB a name under opensock when
-//! each interval held its own copy).
+//! The kept intervals hold their stacks once ([`stacks`]) and their rows packed ([`kept`]):
+//! 300 intervals of churn held 50 MB a name as plain rows. A window adds them up with each
+//! stack a stand-in, and puts back only the stacks its bounds keep.
+
+mod kept;
+mod stacks;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
-use fdprof_recording::{Recording, recording::Frame};
+use fdprof_figures::TimelinePoint;
+use fdprof_recording::Recording;
 
 use fdprof_profiler::model::{merge, process, window};
 
 use super::config::bounds;
+use kept::Kept;
+use stacks::Stacks;
 
 /// Process rows a kept interval, and a window of them, holds at most: the first half by
 /// `file_lock` wait, the rest by fd syscalls; the others are folded into one row
@@ -32,64 +38,6 @@ pub(crate) struct Interval {
     /// Start, since the daemon started.
     pub start_ns: u64,
     pub rec: Recording,
-}
-
-/// A kept interval: its recording with the sites' stacks taken out, and their ids in
-/// [`Stacks`], site by site (kernel, user).
-#[derive(Debug, Clone)]
-struct Kept {
-    start_ns: u64,
-    rec: Recording,
-    stacks: Vec<(u32, u32)>,
-}
-
-/// Each distinct stack once, with how many kept sites name it.
-#[derive(Debug, Clone, Default)]
-struct Stacks {
-    ids: HashMap<Vec<Frame>, u32>,
-    /// By id: the frames and their count of users; `None` once free.
-    table: Vec<Option<(Vec<Frame>, usize)>>,
-    free: Vec<u32>,
-}
-
-impl Stacks {
-    fn intern(&mut self, frames: Vec<Frame>) -> u32 {
-        if let Some(&id) = self.ids.get(&frames) {
-            if let Some((_, users)) = &mut self.table[id as usize] {
-                *users += 1;
-            }
-            return id;
-        }
-        let id = match self.free.pop() {
-            Some(id) => id,
-            None => {
-                self.table.push(None);
-                (self.table.len() - 1) as u32
-            }
-        };
-        self.ids.insert(frames.clone(), id);
-        self.table[id as usize] = Some((frames, 1));
-        id
-    }
-
-    fn release(&mut self, id: u32) {
-        let slot = &mut self.table[id as usize];
-        if let Some((frames, users)) = slot {
-            *users -= 1;
-            if *users == 0 {
-                self.ids.remove(frames);
-                *slot = None;
-                self.free.push(id);
-            }
-        }
-    }
-
-    fn frames(&self, id: u32) -> Vec<Frame> {
-        self.table[id as usize]
-            .as_ref()
-            .map(|(frames, _)| frames.clone())
-            .unwrap_or_default()
-    }
 }
 
 /// Which kept intervals a request reads.
@@ -190,86 +138,105 @@ impl History {
             .own_cost
             .stats_window_ns
             .min(self.total.duration_ns);
-        let stacks = rec
-            .contention
-            .iter_mut()
-            .map(|site| {
-                (
-                    self.stacks.intern(std::mem::take(&mut site.kernel_stack)),
-                    self.stacks.intern(std::mem::take(&mut site.user_stack)),
-                )
-            })
-            .collect();
-        self.recent.push_back(Kept {
-            start_ns,
-            rec,
-            stacks,
-        });
+        self.recent
+            .push_back(Kept::new(start_ns, rec, &mut self.stacks));
         while self.recent.len() > bounds::INTERVALS {
             if let Some(old) = self.recent.pop_front() {
-                for (kernel, user) in old.stacks {
-                    self.stacks.release(kernel);
-                    self.stacks.release(user);
-                }
+                old.release(&mut self.stacks);
             }
         }
     }
 
     /// A kept interval's recording, its stacks put back.
     fn whole(&self, kept: &Kept) -> Recording {
-        let mut rec = kept.rec.clone();
-        for (site, &(kernel, user)) in rec.contention.iter_mut().zip(&kept.stacks) {
-            site.kernel_stack = self.stacks.frames(kernel);
-            site.user_stack = self.stacks.frames(user);
-        }
+        let mut rec = kept.with_stand_ins(&self.stacks);
+        self.stacks.put_back_all(&mut rec);
         rec
     }
 
-    /// The kept intervals `span` covers, added up: their recording, starting with the first of
-    /// them; or why there is none.
-    pub(crate) fn span(&self, span: Span) -> Result<Recording, SpanError> {
+    /// The kept intervals `span` covers, oldest first; or why there is none.
+    fn chosen(&self, span: Span) -> Result<Vec<&Kept>, SpanError> {
         let last = self.recent.back().ok_or(SpanError::NoneYet)?;
         let chosen: Vec<&Kept> = match span {
             Span::Last { seconds } => {
-                let end = last.start_ns + last.rec.duration_ns;
-                let since = end.saturating_sub(seconds.saturating_mul(1_000_000_000));
+                let since = last
+                    .end_ns()
+                    .saturating_sub(seconds.saturating_mul(1_000_000_000));
                 self.recent
                     .iter()
-                    .skip_while(|kept| kept.start_ns + kept.rec.duration_ns <= since)
+                    .skip_while(|kept| kept.end_ns() <= since)
                     .collect()
             }
             Span::Range { from_ms, to_ms } => self
                 .recent
                 .iter()
                 .filter(|kept| {
-                    let (start, end) = unix_ms(&kept.rec);
+                    let (start, end) = unix_ms(&kept.facts);
                     start < to_ms && end > from_ms
                 })
                 .collect(),
         };
-        let Some(mut rec) = window::total(chosen.into_iter().map(|kept| self.whole(kept))) else {
-            let first = self.recent.front().map_or((0, 0), |k| unix_ms(&k.rec));
+        if chosen.is_empty() {
+            let first = self.recent.front().map_or((0, 0), |k| unix_ms(&k.facts));
             return Err(SpanError::Outside {
                 kept_from_ms: first.0,
-                kept_to_ms: unix_ms(&last.rec).1,
+                kept_to_ms: unix_ms(&last.facts).1,
             });
+        }
+        Ok(chosen)
+    }
+
+    /// The kept intervals `span` covers, added up: their recording, starting with the first of
+    /// them; or why there is none.
+    pub(crate) fn span(&self, span: Span) -> Result<Recording, SpanError> {
+        self.span_folding(span).map(|(rec, _)| rec)
+    }
+
+    /// [`History::span`], and the waits whose stacks the window's own bound folded away (in
+    /// its drops with those its intervals' bounds folded).
+    pub(crate) fn span_folding(&self, span: Span) -> Result<(Recording, u64), SpanError> {
+        let chosen = self.chosen(span)?;
+        // Added up and bounded with stand-ins, so that only the stacks kept are put back.
+        let stand_ins = chosen.into_iter().map(|k| k.with_stand_ins(&self.stacks));
+        let Some(mut rec) = window::total(stand_ins) else {
+            return Err(SpanError::NoneYet);
         };
         process::bound(&mut rec, PROCESS_ROWS);
+        let before = merge::stack_bound_waits(&rec);
         merge::bound_sites(&mut rec, bounds::SITES);
-        rec.target = last.rec.target.clone();
+        let folded = merge::stack_bound_waits(&rec) - before;
+        self.stacks.put_back_all(&mut rec);
+        self.name_as_now(&mut rec);
+        Ok((rec, folded))
+    }
+
+    /// The facts of the kept intervals `span` covers, added up without their rows (sites,
+    /// samples, processes): what a profile made of each name's window states beside them.
+    pub(crate) fn span_facts(&self, span: Span) -> Result<Recording, SpanError> {
+        let chosen = self.chosen(span)?;
+        let mut rec =
+            window::total(chosen.into_iter().map(|k| k.facts.clone())).ok_or(SpanError::NoneYet)?;
+        self.name_as_now(&mut rec);
         Ok(rec)
     }
 
-    /// Each kept interval, oldest first, without its stacks: the timeline's points.
-    pub(crate) fn intervals(&self) -> impl Iterator<Item = &Recording> {
-        self.recent.iter().map(|kept| &kept.rec)
+    /// A window is named as the name's last interval is: its targets come and go.
+    fn name_as_now(&self, rec: &mut Recording) {
+        if let Some(last) = self.recent.back() {
+            rec.target = last.facts.target.clone();
+        }
+    }
+
+    /// Each kept interval's point of the timeline, oldest first.
+    pub(crate) fn points(&self) -> impl Iterator<Item = TimelinePoint> + '_ {
+        self.recent.iter().map(|kept| kept.point.clone())
     }
 
     /// The kept intervals that overlap `[from_ns, until_ns)`, whole, oldest first: a capture's.
     pub(crate) fn between(&self, from_ns: u64, until_ns: u64) -> Vec<window::Timed> {
         self.recent
             .iter()
-            .filter(|k| k.start_ns + k.rec.duration_ns > from_ns && k.start_ns < until_ns)
+            .filter(|k| k.end_ns() > from_ns && k.start_ns < until_ns)
             .map(|k| window::Timed {
                 start_ns: k.start_ns,
                 rec: self.whole(k),
@@ -279,7 +246,7 @@ impl History {
 
     /// The seconds of figures [`History::window`] can give at most.
     pub(crate) fn kept_seconds(&self) -> u64 {
-        let ns: u64 = self.recent.iter().map(|kept| kept.rec.duration_ns).sum();
+        let ns: u64 = self.recent.iter().map(|kept| kept.facts.duration_ns).sum();
         ns.div_ceil(1_000_000_000)
     }
 }
@@ -287,7 +254,7 @@ impl History {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fdprof_recording::recording::ContentionSite;
+    use fdprof_recording::recording::{ContentionSite, Frame};
 
     fn frame(f: &str) -> Frame {
         Frame {
@@ -347,7 +314,7 @@ mod tests {
         };
         assert_eq!(h.span(range(t0 - 5_000, t0)).unwrap_err(), outside);
         assert_eq!(h.span(range(t0 + 3_000, t0 + 4_000)).unwrap_err(), outside);
-        assert_eq!(h.intervals().count(), 3);
+        assert_eq!(h.points().count(), 3);
     }
 
     #[test]
@@ -422,7 +389,59 @@ mod tests {
         assert!(
             h.recent
                 .iter()
-                .all(|k| k.rec.processes.len() <= PROCESS_ROWS)
+                .all(|k| k.with_stand_ins(&h.stacks).processes.len() <= PROCESS_ROWS)
         );
+    }
+
+    #[test]
+    fn a_window_of_packed_intervals_is_the_window_of_the_intervals_themselves() {
+        use fdprof_recording::recording::{CpuEvent, CpuProfile, CpuSite};
+        let mut h = History::new(fdprof_recording::testdata::recording());
+        let mut plain = Vec::new();
+        for i in 0..4u64 {
+            let mut iv = of_processes(i, (100 + i as u32 * 50)..(200 + i as u32 * 50));
+            iv.rec.contention = interval(i, &[("a", 10 + i), ("b", 7), ("c", i)])
+                .rec
+                .contention;
+            for (n, site) in iv.rec.contention.iter_mut().enumerate() {
+                site.pid = Some(100 + i as u32 * 50 + n as u32);
+            }
+            iv.rec.cpu = Some(CpuProfile {
+                event: CpuEvent::CpuClock,
+                frequency_hz: 99,
+                samples: vec![CpuSite {
+                    kernel_stack: vec![frame("irq")],
+                    user_stack: vec![frame(if i % 2 == 0 { "even" } else { "odd" })],
+                    count: i + 1,
+                }],
+            });
+            // As it is kept: its sites and processes bounded.
+            let mut kept = iv.rec.clone();
+            merge::bound_sites(&mut kept, bounds::SITES);
+            process::bound(&mut kept, PROCESS_ROWS);
+            plain.push(kept);
+            h.push(iv, &HashSet::new());
+        }
+        let mut want = window::total(plain).unwrap();
+        process::bound(&mut want, PROCESS_ROWS);
+        merge::bound_sites(&mut want, bounds::SITES);
+        let got = h.span(Span::Last { seconds: u64::MAX }).unwrap();
+        let json = |r: &Recording| {
+            let mut j = serde_json::to_value(r).unwrap();
+            j.as_object_mut().unwrap().remove("target");
+            j
+        };
+        let (got_j, want_j) = (json(&got), json(&want));
+        for (k, v) in want_j.as_object().unwrap() {
+            assert_eq!(&got_j[k], v, "{k}");
+        }
+        assert_eq!(got_j, want_j);
+        assert_eq!(got.processes.len(), PROCESS_ROWS);
+        assert_eq!(
+            got.cpu.as_ref().unwrap().samples[0].user_stack,
+            vec![frame("odd")]
+        );
+        let points: Vec<u64> = h.points().map(|p| p.file_lock_waits).collect();
+        assert_eq!(points.len(), 4);
     }
 }

@@ -59,7 +59,7 @@ pub(crate) use series::rates as series_rates;
 pub use series::{playback, playback_total, series_len};
 pub(crate) use stacks::top_stacks;
 pub(crate) use syscalls::{latency_level, syscalls, syscalls_by_calls};
-pub use timeline::timeline;
+pub use timeline::{timeline, timeline_point};
 
 use fdprof_recording::Recording;
 

@@ -6,19 +6,16 @@ use fdprof_recording::Recording;
 
 use super::{live::per_second, sum};
 
-/// The timeline of `intervals` (oldest first), of `target` or every target.
-pub fn timeline<'a>(
-    target: Option<&str>,
-    intervals: impl Iterator<Item = &'a Recording>,
-) -> Timeline {
+/// The timeline of the intervals' points (oldest first), of `target` or every target.
+pub fn timeline(target: Option<&str>, points: impl Iterator<Item = TimelinePoint>) -> Timeline {
     Timeline {
         target: target.map(String::from),
-        points: intervals.map(point).collect(),
+        points: points.collect(),
     }
 }
 
-/// One interval's point.
-fn point(rec: &Recording) -> TimelinePoint {
+/// One interval's point: made as the interval is kept, so a timeline costs nothing more.
+pub fn timeline_point(rec: &Recording) -> TimelinePoint {
     let file_lock = || {
         rec.contention
             .iter()
@@ -55,7 +52,7 @@ mod tests {
         let mut rec = crate::testdata::recording();
         rec.duration_ns = 2_000_000_000;
         rec.started_unix_ms = 1_764_000_000_000;
-        let t = timeline(Some("web"), std::iter::once(&rec));
+        let t = timeline(Some("web"), std::iter::once(timeline_point(&rec)));
         let p = &t.points[0];
         assert_eq!(t.target.as_deref(), Some("web"));
         assert_eq!(p.start_unix_ms, 1_764_000_000_000);
@@ -72,7 +69,7 @@ mod tests {
         assert_eq!(p.fd_syscalls_per_s, Some(calls as f64 / 2.0));
         // At rest, never traced: no rate.
         rec.full_tracing = Some(Default::default());
-        let p = timeline(None, std::iter::once(&rec)).points.remove(0);
+        let p = timeline_point(&rec);
         assert_eq!((p.traced_in_full_ns, p.fd_syscalls_per_s), (0, None));
     }
 }

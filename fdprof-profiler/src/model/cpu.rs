@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use fdprof_recording::recording::{CpuProfile, CpuSite, Frame};
 
 use super::build::Symbolizers;
+use super::rows::{Rows, sorted_samples};
 use crate::collect::Snapshot;
 
 /// The profile of `snap`'s samples; `None` when the run did not sample.
@@ -84,36 +85,13 @@ pub(crate) fn bound(profile: &mut Option<CpuProfile>, max: usize) -> usize {
     folded.len()
 }
 
-type FrameKey<'a> = (&'a str, u64, Option<&'a str>);
-
-fn key(stack: &[Frame]) -> Vec<FrameKey<'_>> {
-    stack
-        .iter()
-        .map(|f| (f.function.as_str(), f.offset, f.module.as_deref()))
-        .collect()
-}
-
 /// Merges `other` into `into` by frames, most samples first.
 fn add_sites(into: &mut Vec<CpuSite>, other: &[CpuSite]) {
-    let mut merged: Vec<CpuSite> = Vec::with_capacity(into.len() + other.len());
-    {
-        let mut index: HashMap<(Vec<FrameKey<'_>>, Vec<FrameKey<'_>>), usize> = HashMap::new();
-        for site in into.iter().chain(other) {
-            let k = (key(&site.kernel_stack), key(&site.user_stack));
-            match index.get(&k) {
-                Some(&i) => {
-                    let m: &mut CpuSite = &mut merged[i];
-                    m.count = m.count.saturating_add(site.count);
-                }
-                None => {
-                    index.insert(k, merged.len());
-                    merged.push(site.clone());
-                }
-            }
-        }
+    let mut rows = Rows::new(std::mem::take(into));
+    for site in other {
+        rows.add(site);
     }
-    merged.sort_by_key(|s| Reverse(s.count));
-    *into = merged;
+    *into = sorted_samples(rows);
 }
 
 #[cfg(test)]

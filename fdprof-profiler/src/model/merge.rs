@@ -7,19 +7,20 @@
 //! compile here until its merge is decided.
 
 use std::cmp::Reverse;
-use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 
 use fdprof_common::syscalls::FD_SYSCALLS;
 use fdprof_recording::bounded;
+
+use super::rows::{Row, Rows, frames_hash, same_frames, sorted_sites};
 use fdprof_recording::recording::{
-    ContentionSite, DropCount, FoldedProcesses, Frame, FunctionStats, OwnCost, ProcessRecord,
-    ProgramCost, Recording, ScanStats, StackWalks, StealTime, SyscallStats, TableStats,
+    ContentionSite, DropCount, FoldedProcesses, FunctionStats, OwnCost, ProcessRecord, ProgramCost,
+    Recording, ScanStats, StackWalks, StealTime, SyscallStats, TableStats,
 };
 
 /// The drop counter [`bound_sites`] adds to: waits whose stacks were folded away.
-pub(crate) const STACK_BOUND_PROBE: &str = "daemon";
-pub(crate) const STACK_BOUND_REASON: &str = "stack_bound";
+pub const STACK_BOUND_PROBE: &str = "daemon";
+pub const STACK_BOUND_REASON: &str = "stack_bound";
 
 /// Adds `other`'s measurements to `into`: counts, sums and histograms add, maxima take the
 /// larger, `table.max_fds_first` the smaller non-zero; sites, syscalls, functions, drops and
@@ -32,6 +33,15 @@ pub(crate) const STACK_BOUND_REASON: &str = "stack_bound";
 /// `own_cost.stats_window_ns` adds, which is right in time; across
 /// processes (whose windows overlap) the caller sets it, as it sets `duration_ns`.
 pub fn add(into: &mut Recording, other: &Recording) {
+    add_but_rows(into, other);
+    add_sites(&mut into.contention, other.contention.iter());
+    super::cpu::add(&mut into.cpu, other.cpu.as_ref());
+    add_processes(&mut into.processes, &other.processes);
+}
+
+/// [`add`] but for the rows that a [`super::sum::Sum`] keeps indexed: sites, on-CPU samples and
+/// process rows.
+pub(crate) fn add_but_rows(into: &mut Recording, other: &Recording) {
     let Recording {
         format: _,
         version: _,
@@ -46,7 +56,7 @@ pub fn add(into: &mut Recording, other: &Recording) {
         modes,
         raw_addrs,
         syscall_latency,
-        contention,
+        contention: _,
         stack_walks,
         functions,
         syscalls,
@@ -56,10 +66,10 @@ pub fn add(into: &mut Recording, other: &Recording) {
         own_cost,
         notes,
         series: _,
-        cpu,
+        cpu: _,
         trace: _,
         counters,
-        processes,
+        processes: _,
         processes_folded,
         steal: _,
         full_tracing: _,
@@ -82,7 +92,6 @@ pub fn add(into: &mut Recording, other: &Recording) {
         modes.clone_from(&other.modes);
     }
     *raw_addrs |= other.raw_addrs;
-    add_sites(contention, other.contention.iter());
     add_stack_walks(stack_walks, &other.stack_walks);
     add_functions(functions, &other.functions);
     add_syscalls(syscalls, &other.syscalls);
@@ -98,37 +107,28 @@ pub fn add(into: &mut Recording, other: &Recording) {
         (None, Some(o)) => *counters = Some(o.clone()),
         (_, None) => {}
     }
-    super::cpu::add(cpu, other.cpu.as_ref());
-    add_processes(processes, &other.processes);
     if let Some(o) = &other.processes_folded {
         add_folded(processes_folded.get_or_insert_with(Default::default), o);
     }
 }
 
-/// Adds process rows by pid (indexed: a window adds up hundreds of intervals of many
-/// processes each).
+/// Adds process rows by pid.
 pub(crate) fn add_processes(processes: &mut Vec<ProcessRecord>, other: &[ProcessRecord]) {
-    let mut index: HashMap<u32, usize> = processes
-        .iter()
-        .enumerate()
-        .map(|(i, p)| (p.pid, i))
-        .collect();
+    let mut rows = Rows::new(std::mem::take(processes));
     for p in other {
-        match index.get(&p.pid).map(|&i| &mut processes[i]) {
-            Some(q) => {
-                keep_unless_empty(&mut q.comm, &p.comm);
-                if q.identity.is_empty() {
-                    q.identity = p.identity.clone();
-                }
-                add_syscalls(&mut q.syscalls, &p.syscalls);
-                add_process_figures(q, p);
-            }
-            None => {
-                index.insert(p.pid, processes.len());
-                processes.push(p.clone());
-            }
-        }
+        rows.add(p);
     }
+    *processes = rows.into_vec();
+}
+
+/// Adds a row of the same process.
+pub(crate) fn add_process(into: &mut ProcessRecord, p: &ProcessRecord) {
+    keep_unless_empty(&mut into.comm, &p.comm);
+    if into.identity.is_empty() {
+        into.identity = p.identity.clone();
+    }
+    add_syscalls(&mut into.syscalls, &p.syscalls);
+    add_process_figures(into, p);
 }
 
 /// Adds folded processes' figures: the rows folded, syscalls, scans, table sizes and waits.
@@ -209,67 +209,32 @@ pub fn bound_sites(r: &mut Recording, max: usize) -> u64 {
     sites
 }
 
+/// The waits whose stacks [`bound_sites`] folded away, as `rec`'s drops count them.
+pub fn stack_bound_waits(rec: &Recording) -> u64 {
+    rec.drops
+        .iter()
+        .filter(|d| d.probe == STACK_BOUND_PROBE && d.reason == STACK_BOUND_REASON)
+        .map(|d| d.count)
+        .sum()
+}
+
 fn keep_unless_empty(into: &mut String, other: &str) {
     if into.is_empty() {
         other.clone_into(into);
     }
 }
 
-/// Adds sites into `into` matched by (lock, operation, kernel frames, user frames), then orders
-/// them by total wait, as the model builds them.
+/// Adds sites into `into` matched by (lock, operation, process, kernel frames, user frames),
+/// then orders them by total wait, as the model builds them.
 fn add_sites<'a>(into: &mut Vec<ContentionSite>, other: impl Iterator<Item = &'a ContentionSite>) {
-    // Frames have no `Hash` and `into` changes while looked up: index by hash, compare on a hit.
-    let mut index: HashMap<u64, Vec<usize>> = HashMap::new();
-    for (i, s) in into.iter().enumerate() {
-        index.entry(site_hash(s)).or_default().push(i);
-    }
+    let mut rows = Rows::new(std::mem::take(into));
     for site in other {
-        let h = site_hash(site);
-        let same = index
-            .get(&h)
-            .and_then(|is| is.iter().copied().find(|&i| same_site(&into[i], site)));
-        match same {
-            Some(i) => add_site(&mut into[i], site),
-            None => {
-                index.entry(h).or_default().push(into.len());
-                into.push(site.clone());
-            }
-        }
+        rows.add(site);
     }
-    into.sort_by_key(|s| Reverse(s.total_wait_ns));
+    *into = sorted_sites(rows);
 }
 
-fn site_hash(s: &ContentionSite) -> u64 {
-    let mut h = DefaultHasher::new();
-    (s.lock, &s.lock_name, s.operation, s.pid).hash(&mut h);
-    for stack in [&s.kernel_stack, &s.user_stack] {
-        stack.len().hash(&mut h);
-        for f in stack {
-            (&f.function, f.offset, &f.module).hash(&mut h);
-        }
-    }
-    h.finish()
-}
-
-fn same_site(a: &ContentionSite, b: &ContentionSite) -> bool {
-    a.lock == b.lock
-        && a.pid == b.pid
-        && a.lock_name == b.lock_name
-        && a.operation == b.operation
-        && same_frames(&a.kernel_stack, &b.kernel_stack)
-        && same_frames(&a.user_stack, &b.user_stack)
-}
-
-/// The same code: function, offset and module. Raw addresses (`--raw-addrs`) differ between
-/// processes for the same code; the first site's are kept.
-fn same_frames(a: &[Frame], b: &[Frame]) -> bool {
-    a.len() == b.len()
-        && a.iter()
-            .zip(b)
-            .all(|(x, y)| x.function == y.function && x.offset == y.offset && x.module == y.module)
-}
-
-fn add_site(into: &mut ContentionSite, other: &ContentionSite) {
+pub(crate) fn add_site(into: &mut ContentionSite, other: &ContentionSite) {
     let ContentionSite {
         lock: _,
         lock_name: _,
@@ -286,6 +251,45 @@ fn add_site(into: &mut ContentionSite, other: &ContentionSite) {
     into.total_wait_ns = into.total_wait_ns.saturating_add(*total_wait_ns);
     into.max_wait_ns = into.max_wait_ns.max(*max_wait_ns);
     into.wait.merge(wait);
+}
+
+/// Sites match by lock, operation, process and frames.
+impl Row for ContentionSite {
+    fn key_hash(&self) -> u64 {
+        let mut h = DefaultHasher::new();
+        (self.lock, &self.lock_name, self.operation, self.pid).hash(&mut h);
+        frames_hash(&self.kernel_stack, &mut h);
+        frames_hash(&self.user_stack, &mut h);
+        h.finish()
+    }
+
+    fn same_key(&self, b: &Self) -> bool {
+        self.lock == b.lock
+            && self.pid == b.pid
+            && self.lock_name == b.lock_name
+            && self.operation == b.operation
+            && same_frames(&self.kernel_stack, &b.kernel_stack)
+            && same_frames(&self.user_stack, &b.user_stack)
+    }
+
+    fn add(&mut self, other: &Self) {
+        add_site(self, other);
+    }
+}
+
+/// Process rows match by pid.
+impl Row for ProcessRecord {
+    fn key_hash(&self) -> u64 {
+        u64::from(self.pid)
+    }
+
+    fn same_key(&self, b: &Self) -> bool {
+        self.pid == b.pid
+    }
+
+    fn add(&mut self, other: &Self) {
+        add_process(self, other);
+    }
 }
 
 fn add_stack_walks(into: &mut StackWalks, other: &StackWalks) {

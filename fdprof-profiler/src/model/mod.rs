@@ -12,6 +12,8 @@ pub mod merge;
 pub(crate) mod operation;
 pub(crate) mod own;
 pub mod process;
+pub(crate) mod rows;
 pub(crate) mod sample;
+pub mod sum;
 pub mod trace;
 pub mod window;

@@ -171,10 +171,11 @@ pub fn bound(rec: &mut Recording, max: usize) {
     let wait = |pid: u32| waits.get(&pid).copied().unwrap_or_default();
     let calls = |p: &ProcessRecord| -> u64 { p.syscalls.iter().map(|s| s.calls).sum() };
     let mut rows = std::mem::take(&mut rec.processes);
-    rows.sort_by_key(|p| (Reverse(wait(p.pid)[1]), p.pid));
+    // Keys made once a row: a window of churn sorts tens of thousands of them.
+    rows.sort_by_cached_key(|p| (Reverse(wait(p.pid)[1]), p.pid));
     let waited = rows.iter().filter(|p| wait(p.pid)[1] > 0).count();
     let mut rest = rows.split_off(waited.min(max / 2));
-    rest.sort_by_key(|p| (Reverse(calls(p)), Reverse(wait(p.pid)[3]), p.pid));
+    rest.sort_by_cached_key(|p| (Reverse(calls(p)), Reverse(wait(p.pid)[3]), p.pid));
     let folded_rows = rest.split_off(max - rows.len());
     rows.extend(rest);
     // Kept for minutes: not with the room of every row it had.

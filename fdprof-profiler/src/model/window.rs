@@ -9,6 +9,7 @@ use fdprof_recording::series::Series;
 
 use super::merge;
 use super::sample;
+use super::sum::Sum;
 
 /// One interval: its start on the view's clock (ns) and its figures.
 #[derive(Debug, Clone)]
@@ -21,15 +22,17 @@ pub struct Timed {
 /// duration summed, the last one's end reason. `None` when there is none.
 pub fn total(intervals: impl IntoIterator<Item = Recording>) -> Option<Recording> {
     let mut intervals = intervals.into_iter();
-    let mut rec = intervals.next()?;
+    let mut sum = Sum::new(intervals.next()?);
     for later in intervals {
-        merge::add(&mut rec, &later);
-        add_full_tracing_in_time(&mut rec, &later);
+        // The facts added in time read the sum's duration before this one's is added.
+        add_full_tracing_in_time(sum.recording_mut(), &later);
+        let rec = sum.recording_mut();
         rec.duration_ns += later.duration_ns;
         merge::add_steal_in_time(&mut rec.steal, later.steal.as_ref());
         rec.end_reason = later.end_reason;
+        sum.add_owned(later);
     }
-    Some(rec)
+    Some(sum.finish())
 }
 
 /// Adds the windows of full tracing of `later`, which follows `into` in time (`into`'s
