@@ -33,7 +33,10 @@ pub mod global {
     /// Time spent walking stacks, ns: left out of the waits, so left out of the probe time a
     /// wait can contain.
     pub const WALK_NS: u32 = 8;
-    pub const COUNT: u32 = 9;
+    /// Contention sites given a `SITE_WAITS` element: how fast the site map fills, which
+    /// user space sweeps ended processes' sites out of sooner by.
+    pub const SITES_GIVEN: u32 = 9;
+    pub const COUNT: u32 = 10;
 }
 
 /// Histograms: `HISTS[hist * HIST_SLOTS + slot]`; the first `N_SYSCALLS` are syscall latencies.

@@ -41,6 +41,8 @@ pub(crate) struct Status {
     pub interval: Duration,
     /// Which processes are still profiled: the running totals keep their rows.
     pub following: Following,
+    /// The programs linked at attach that no link runs any more, for `/healthz`.
+    pub unlinked: Vec<String>,
 }
 
 /// The processes profiled now.

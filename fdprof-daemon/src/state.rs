@@ -45,7 +45,7 @@ pub(crate) struct State {
     /// The processes of the last interval: their rows stay in the running totals one interval
     /// more, so that a scrape every interval sees an exited process's last counts.
     last_pids: Mutex<HashSet<u32>>,
-    /// When the last interval ended, for `/healthz`.
+    /// When the last interval ended, and the programs unlinked then, for `/healthz`.
     pub(crate) health: super::health::Health,
 }
 
@@ -175,8 +175,9 @@ impl State {
             full_tracing,
             interval,
             following,
+            unlinked,
         } = status;
-        self.health.ended(interval);
+        self.health.ended(interval, unlinked);
         // Made only for a reader, and outside the lock: a scrape never waits for it.
         let json = (self.stream.receiver_count() > 0).then(|| {
             let mut shown = daemon.clone();

@@ -118,6 +118,10 @@ impl Watcher {
                 Some(s) if s.settings.all => Following::Alive,
                 Some(_) => Following::Set(self.followed.pids()),
             },
+            unlinked: self
+                .stage
+                .as_ref()
+                .map_or_else(Vec::new, |s| s.stage.profiler().unlinked()),
         }
     }
 

@@ -1,13 +1,19 @@
 //! The per-process rows of processes that ended (`-a`, a target set). The programs queue each
-//! ended process's tgid in `EXITED`; a sweep a second takes the rows of those queued by the
-//! sweep before (their exit has long finished: nothing more is counted for them) out of the
-//! kernel maps, so that the maps hold the processes alive and those ended within a second, not
-//! every process ever seen. The rows taken out are added to every snapshot until released: a
-//! recording and a live view keep them to their end; the daemon releases them once an interval
-//! has read them. A full queue is a counted drop (`processes`/`exited_full`), after which the
-//! sweep finds the ended processes among the rows itself (a look at `/proc` per process).
+//! ended process's tgid in `EXITED` at `sched_process_exit`, before its exit is done (its
+//! memory, files and `exit_notify` come after, and take locks: contention sites of its own).
+//! A sweep a second pops the queue and takes the rows of those popped 100 ms before and reaped
+//! since (past `exit_notify`: only its last switch is left), or of any popped a second before,
+//! out of the kernel maps, so that the maps hold the processes alive and those ended within a
+//! second or two, not every process ever seen. While contention sites are given out fast (a
+//! sixteenth of the site map since the last sweep) the collector sweeps at each of its checks,
+//! ten a second, so that churn does not fill the site map. The rows taken out are added to
+//! every snapshot until released: a recording and a live view keep them to their end; the
+//! daemon releases them once an interval has read them. A full queue is a counted drop
+//! (`processes`/`exited_full`), after which the sweep finds the ended processes among the rows
+//! itself (a look at `/proc` per process).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use aya::{
@@ -15,14 +21,24 @@ use aya::{
     maps::{HashMap as BpfHashMap, MapError, PerCpuArray, PerCpuHashMap, PerCpuValues, Queue},
 };
 use fdprof_common::{
-    contention::{SiteKey, SiteWaits},
-    counters::drop,
+    contention::{SITES, SiteKey, SiteWaits},
+    counters::{drop, global},
     probes::map,
     process::{COMM_LEN, ProcessCounts, ProcessScan, ProcessSyscall, add_counts},
 };
 
 use super::processes::{Processes, comm_string};
 use super::snapshot::Contention;
+
+/// A process popped this long ago is taken out (a zombie not reaped yet, or its pid reused
+/// by a new process, whose rows then count on from naught).
+const DUE: Duration = Duration::from_secs(1);
+/// A reaped process popped this long ago is taken out: its exit has only its last switch
+/// left, microseconds.
+const REAPED_DUE: Duration = Duration::from_millis(100);
+/// A sweep is due a second after the last, or once this many sites were given out since it.
+const SWEEP: Duration = Duration::from_secs(1);
+const FILLING: u64 = SITES as u64 / 16;
 
 /// Rows taken out of the kernel maps.
 #[derive(Debug, Clone, Default)]
@@ -48,28 +64,50 @@ impl Retired {
     }
 }
 
-/// The sweep's state: what the queue gave last time, and the rows taken out so far.
+/// The sweep's state: the processes popped and not taken out yet, and the rows taken out so far.
 #[derive(Debug, Default)]
 pub(crate) struct Exited {
-    /// Popped at the last sweep: taken out at the next.
-    queued: BTreeSet<u32>,
+    /// tgid → when it was popped.
+    queued: BTreeMap<u32, Instant>,
     retired: Retired,
     /// `processes`/`exited_full` at the last sweep.
     overflows: u64,
+    /// When the last sweep was, and `global::SITES_GIVEN` then.
+    last: Option<(Instant, u64)>,
 }
 
 impl Exited {
-    /// Takes out the rows of the processes queued at the last sweep, and queues those that
-    /// ended since.
+    /// Sweeps when a second has passed since the last sweep, or sites are given out fast.
+    pub(crate) fn check(&mut self, ebpf: &mut Ebpf) -> Result<()> {
+        let due = match self.last {
+            Some((at, given)) => at.elapsed() >= SWEEP || sites_given(ebpf)? >= given + FILLING,
+            None => true,
+        };
+        match due {
+            true => self.sweep(ebpf),
+            false => Ok(()),
+        }
+    }
+
+    /// Queues the processes that ended since the last sweep, and takes out the rows of those
+    /// due.
     pub(crate) fn sweep(&mut self, ebpf: &mut Ebpf) -> Result<()> {
-        let due = std::mem::take(&mut self.queued);
-        self.queued = pop_all(ebpf)?;
+        let now = Instant::now();
+        self.last = Some((now, sites_given(ebpf)?));
+        let mut popped = pop_all(ebpf)?;
         let overflows = exited_full(ebpf)?;
         if overflows > self.overflows {
             self.overflows = overflows;
-            self.queued.extend(ended_among_rows(ebpf)?);
+            popped.extend(ended_among_rows(ebpf)?);
         }
+        // A pid queued again is a new process of that pid, whose exit may still be running:
+        // its time starts now.
+        for tgid in popped {
+            self.queued.insert(tgid, now);
+        }
+        let due = due(&self.queued, now, in_proc);
         if !due.is_empty() {
+            self.queued.retain(|tgid, _| !due.contains(tgid));
             let taken = take(ebpf, &due)?;
             self.retired.add(taken);
         }
@@ -88,6 +126,35 @@ impl Exited {
             .into_iter()
             .collect()
     }
+}
+
+/// The processes of `queued` (tgid → when popped) due at `now`: those `in_proc` no longer
+/// has popped [`REAPED_DUE`] before, any popped [`DUE`] before.
+fn due(
+    queued: &BTreeMap<u32, Instant>,
+    now: Instant,
+    in_proc: impl Fn(u32) -> bool,
+) -> BTreeSet<u32> {
+    queued
+        .iter()
+        .filter(|&(&tgid, &at)| {
+            let age = now.saturating_duration_since(at);
+            age >= DUE || (age >= REAPED_DUE && !in_proc(tgid))
+        })
+        .map(|(&tgid, _)| tgid)
+        .collect()
+}
+
+/// Whether `/proc` still has process `tgid`: not reaped yet (or its pid taken again).
+fn in_proc(tgid: u32) -> bool {
+    std::path::Path::new(&format!("/proc/{tgid}")).exists()
+}
+
+/// `global::SITES_GIVEN`, summed over CPUs.
+fn sites_given(ebpf: &Ebpf) -> Result<u64> {
+    let globals: PerCpuArray<_, u64> =
+        PerCpuArray::try_from(ebpf.map(map::GLOBALS).context("no map GLOBALS")?)?;
+    Ok(globals.get(&global::SITES_GIVEN, 0)?.iter().sum())
 }
 
 /// Every tgid in the queue now.
@@ -269,4 +336,22 @@ fn take_sites(ebpf: &mut Ebpf, tgids: &BTreeSet<u32>) -> Result<HashMap<SiteKey,
         let _ = owners.remove(i);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reaped_process_is_due_after_100_ms_any_other_after_a_second() {
+        let popped = Instant::now();
+        let queued = BTreeMap::from([(10, popped), (11, popped)]);
+        // 11 is still in /proc: a zombie, or its pid taken again.
+        let in_proc = |tgid| tgid == 11;
+        let at = |ms| popped + Duration::from_millis(ms);
+        assert!(due(&queued, at(50), in_proc).is_empty());
+        assert_eq!(due(&queued, at(100), in_proc), BTreeSet::from([10]));
+        assert_eq!(due(&queued, at(999), in_proc), BTreeSet::from([10]));
+        assert_eq!(due(&queued, at(1000), in_proc), BTreeSet::from([10, 11]));
+    }
 }

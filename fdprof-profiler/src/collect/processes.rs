@@ -1,7 +1,7 @@
 //! Per-process fd syscall counters of a system-wide recording (`-a`), read from
 //! `PROCESS_SYSCALLS` (summed over CPUs) with each process's name from `PROCESS_COMMS`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use anyhow::{Context, Result};
 use aya::{
@@ -60,7 +60,7 @@ impl Processes {
     }
 
     /// Leaves out the rows of `tgids` (deleted from the maps once read).
-    pub(crate) fn forget(&mut self, tgids: &[u32]) {
+    pub(crate) fn forget(&mut self, tgids: &HashSet<u32>) {
         self.syscalls.retain(|k, _| !tgids.contains(&k.tgid));
         self.scans.retain(|tgid, _| !tgids.contains(tgid));
         self.comms.retain(|tgid, _| !tgids.contains(tgid));

@@ -35,6 +35,7 @@ use super::{
 use crate::probe::tracefs;
 use crate::unwind::{Unwinding, is_copy};
 
+mod linked;
 mod load;
 
 /// What is profiled, as the programs' filter sees it.
@@ -129,6 +130,7 @@ pub struct Profiler {
     exited: Exited,
     cgroups: CgroupTargets,
     full: FullTracing,
+    linked: linked::Linked,
     /// The slow-path probe sees every spinlock's waits (`SLOW_SITES`): no lock tracepoints.
     slow_sites: bool,
     /// The user stacks' copies, unwound as they come.
@@ -187,6 +189,7 @@ impl Profiler {
             }
             _ => None,
         };
+        let linked = linked::Linked::at_attach(&ebpf, !matches!(full, FullTracing::Fixed));
         let unwinding = Unwinding::start(RingBuf::try_from(copies)?, slow_copies)
             .context("cannot start the unwinding thread")?;
         let mut profiler = Self {
@@ -204,6 +207,7 @@ impl Profiler {
             exited: Exited::default(),
             cgroups: CgroupTargets::default(),
             full,
+            linked,
             slow_sites,
             unwinding,
         };
@@ -336,13 +340,21 @@ impl Profiler {
         targets::forget(&mut self.ebpf, tgids)
     }
 
-    /// Takes the rows of processes that ended out of the kernel maps (those the programs
-    /// queued by the sweep before): every snapshot adds them until released.
+    /// Takes the rows of processes that ended out of the kernel maps (those due, see
+    /// [`Exited`]): every snapshot adds them until released.
     pub(crate) fn sweep(&mut self) -> Result<()> {
         if !self.per_process {
             return Ok(());
         }
         self.exited.sweep(&mut self.ebpf)
+    }
+
+    /// Sweeps if one is due: a second after the last, or sooner while sites fill.
+    pub(crate) fn check_exited(&mut self) -> Result<()> {
+        match self.per_process {
+            true => self.exited.check(&mut self.ebpf),
+            false => Ok(()),
+        }
     }
 
     /// Forgets the rows taken out of the maps so far (an interval has read them); their

@@ -1,7 +1,7 @@
 //! Reads the programs' maps into plain sums (per-CPU values added up): a snapshot of everything
 //! aggregated since attach, and the difference of two snapshots (an interval).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use std::os::fd::{AsFd, AsRawFd};
@@ -141,7 +141,9 @@ impl Snapshot {
     /// Leaves out the per-process rows and contention sites of `tgids` (deleted from the maps
     /// once read: see [`super::Profiler::forget`]).
     pub(crate) fn forget(&mut self, tgids: &[u32]) {
-        self.processes.forget(tgids);
+        // A set: thousands of processes may go at once under churn, among thousands of rows.
+        let tgids: HashSet<u32> = tgids.iter().copied().collect();
+        self.processes.forget(&tgids);
         self.contention
             .retain(|(key, _)| key.tgid == 0 || !tgids.contains(&key.tgid));
     }

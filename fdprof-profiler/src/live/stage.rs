@@ -99,14 +99,14 @@ pub struct Stage {
     stats_origin: std::time::Instant,
     /// Cgroups followed (`--cgroup`), read again every [`CGROUP_PASS`].
     cgroups: Option<(CgroupSet, Instant)>,
-    /// The next sweep of the rows of processes that ended.
+    /// The next look at whether a sweep of the rows of processes that ended is due.
     sweep: Pin<Box<Sleep>>,
     ended: bool,
 }
 
-/// How often the rows of processes that ended are taken out of the kernel maps: the maps hold
-/// the processes alive and those that ended within two sweeps.
-const SWEEP: Duration = Duration::from_secs(1);
+/// How often the collector looks whether the rows of processes that ended are due to be taken
+/// out of the kernel maps: a sweep a second, or at every look while contention sites fill.
+const SWEEP: Duration = Duration::from_millis(100);
 
 /// How often followed cgroups are read again: new descendants, and moves where the programs
 /// cannot see them.
@@ -245,7 +245,7 @@ impl Stage {
                 }
                 _ = &mut self.sweep => {
                     self.sweep.as_mut().reset(Instant::now() + SWEEP);
-                    self.profiler.sweep()?;
+                    self.profiler.check_exited()?;
                 }
                 _ = next_pass(&self.cgroups) => {
                     if let Some((set, at)) = self.cgroups.as_mut() {
