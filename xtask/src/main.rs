@@ -51,9 +51,11 @@ enum Task {
     /// takes), `remedies` (each remedy against its load, measured by fdprof), `page` (the
     /// daemon page's requests and the browser's CPU with 32 names and 300 intervals kept),
     /// `stacks` (whole user stacks' cost beside the frame-pointer walk, and the unwinder's
-    /// memory) or `vm-overhead` (cost of each probe mode inside the qemu guests)
+    /// memory), `soak` (the daemon under churn, windows and scrapes on a busy host: memory, CPU
+    /// and every endpoint's latency per hour) or `vm-overhead` (cost of each probe mode inside
+    /// the qemu guests)
     Bench {
-        #[arg(value_parser = ["workload", "overhead", "top", "daemon", "churn", "export", "remedies", "page", "stacks", "vm-overhead"])]
+        #[arg(value_parser = ["workload", "overhead", "top", "daemon", "churn", "export", "remedies", "page", "stacks", "soak", "vm-overhead"])]
         what: String,
         /// Passed to the benchmark (e.g. --rounds 7)
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]

@@ -67,9 +67,20 @@ fn go_tool_pprof_reads_the_lock_waits_as_a_mutex_profile() {
     let (code, index) = daemon.get("/debug/pprof/");
     assert_eq!(code, 200);
     assert!(index.contains("href=\"mutex\"") && index.contains("href=\"profile\""));
-    // Without --cpu there are no on-CPU samples: 404, saying so.
-    let (code, body) = daemon.get("/debug/pprof/profile");
+    // Without --cpu there are no on-CPU samples: 404, saying so. That, and a target the
+    // daemon has no figures of, are said before the wait a `seconds` asks for (an hour here).
+    let asked = Instant::now();
+    let (code, body) = daemon.get("/debug/pprof/profile?seconds=3600");
     assert_eq!((code, body.lines().count()), (404, 1), "{body}");
+    assert!(body.contains("--cpu"), "{body}");
+    let (code, body) = daemon.get("/debug/pprof/mutex?seconds=3600&target=no-such-name");
+    assert_eq!((code, body.lines().count()), (404, 1), "{body}");
+    assert!(body.contains("no target named"), "{body}");
+    assert!(
+        asked.elapsed() < Duration::from_secs(60),
+        "{:?}",
+        asked.elapsed()
+    );
     drop(daemon);
     assert_no_programs_left();
 }

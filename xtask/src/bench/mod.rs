@@ -11,6 +11,7 @@ mod lock_reference;
 mod overhead;
 mod page;
 mod remedies;
+mod soak;
 mod stacks;
 mod syscost;
 mod top;
@@ -35,6 +36,7 @@ pub(crate) fn run(what: &str, args: &[String]) -> Result<()> {
         "page" => page::run(args),
         "overhead" => overhead::run(args),
         "stacks" => stacks::run(args),
+        "soak" => soak::run(args),
         other => bail!("no benchmark {other:?}"),
     }
 }
@@ -55,6 +57,7 @@ mod tests {
             ("remedies", ["--secs", "0"]),
             ("overhead", ["--rounds", "x"]),
             ("stacks", ["--rounds", "x"]),
+            ("soak", ["--hours", "x"]),
         ] {
             let args = args.map(String::from);
             assert!(super::run(what, &args).is_err(), "{what} {args:?}");

@@ -68,6 +68,18 @@ impl Daemon {
         get(self.addr, &auth, path)
     }
 
+    /// `METHOD path` with the token: the answer's status code and body, whatever they are.
+    pub(crate) fn answer(&self, method: &str, path: &str) -> Result<(u16, String)> {
+        let auth = format!("Authorization: Bearer {}", self.token);
+        let (head, body) = exchange(self.addr, &auth, method, path)?;
+        let status = head
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .with_context(|| format!("{method} {path}: no status in {head:?}"))?;
+        Ok((status, body))
+    }
+
     /// The token its endpoints need.
     pub(crate) fn token(&self) -> &str {
         &self.token
@@ -122,18 +134,26 @@ fn write_token(file: &Path) -> Result<String> {
     Ok(token)
 }
 
-/// GET `path` with the `auth` header; the body of a 200 answer.
-fn get(addr: SocketAddr, auth: &str, path: &str) -> Result<String> {
+/// `METHOD path` with the `auth` header: the answer's head and body.
+fn exchange(addr: SocketAddr, auth: &str, method: &str, path: &str) -> Result<(String, String)> {
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
     stream.set_read_timeout(Some(Duration::from_secs(30)))?;
     write!(
         stream,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}\r\nConnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}\r\nContent-Length: 0\r\n\
+         Connection: close\r\n\r\n"
     )?;
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw)?;
     let text = String::from_utf8_lossy(&raw);
     let (head, body) = text.split_once("\r\n\r\n").context("no HTTP header")?;
+    Ok((head.to_string(), body.to_string()))
+}
+
+/// GET `path` with the `auth` header; the body of a 200 answer.
+fn get(addr: SocketAddr, auth: &str, path: &str) -> Result<String> {
+    let (head, body) = exchange(addr, auth, "GET", path)?;
+    let body = body.as_str();
     if !head.starts_with("HTTP/1.1 200") {
         bail!("GET {path}: {}", head.lines().next().unwrap_or_default());
     }
