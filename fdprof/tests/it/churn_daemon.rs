@@ -185,8 +185,9 @@ fn churn_under(args: &[&str], comm: &str, n: u64, target: &str) -> (Daemon, Repo
     let began = Instant::now();
     let expected = churn(comm, n);
     eprintln!("{n} processes in {:?}", began.elapsed());
-    // Two intervals: every exit read, and the one after it that lets them go.
-    daemon.stream(3);
+    // Every exit read (a sweep takes an ended process's rows out a second or two after its
+    // exit, the interval after reads them), and the two intervals after it that let them go.
+    daemon.stream(6);
     let longest = health.longest();
     assert!(
         longest < SECOND,
