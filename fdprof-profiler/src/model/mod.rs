@@ -14,6 +14,6 @@ pub(crate) mod own;
 pub mod process;
 pub(crate) mod rows;
 pub(crate) mod sample;
-pub mod sum;
+pub(crate) mod sum;
 pub mod trace;
 pub mod window;

@@ -30,7 +30,7 @@ pub fn total(intervals: impl IntoIterator<Item = Recording>) -> Option<Recording
         rec.duration_ns += later.duration_ns;
         merge::add_steal_in_time(&mut rec.steal, later.steal.as_ref());
         rec.end_reason = later.end_reason;
-        sum.add_owned(later);
+        sum.add(later);
     }
     Some(sum.finish())
 }
