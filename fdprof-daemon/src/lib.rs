@@ -89,6 +89,7 @@ pub fn run(
     reload: Option<Reload>,
 ) -> Result<()> {
     log::set_verbose(config.verbose);
+    heap::tune();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("fdprof-daemon")
