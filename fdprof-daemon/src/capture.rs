@@ -102,8 +102,7 @@ impl Recorder {
         for p in due {
             let intervals = state
                 .read()
-                .names
-                .get(&p.target)
+                .name(&p.target)
                 .map(|h| h.between(p.from_ns, p.until_ns))
                 .unwrap_or_default();
             let count = intervals.len();

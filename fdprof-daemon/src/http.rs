@@ -31,6 +31,7 @@ use fdprof_profiler::render::{self, metrics};
 use super::access;
 use super::app::{App, Reply, bad, blocking, quoted, unknown_target};
 use super::long_lived::Slot;
+use super::named::NameView;
 use super::state::{State, Streamed};
 use super::{log, page, profiles, span, trace_request};
 
@@ -179,8 +180,8 @@ impl Window {
             h.daemon.kept_seconds(),
         )?;
         let history = match &self.target {
-            None => &h.daemon,
-            Some(name) => h.names.get(name).ok_or_else(|| unknown_target(&h, name))?,
+            None => NameView::daemon(&h.daemon),
+            Some(name) => h.name(name).ok_or_else(|| unknown_target(&h, name))?,
         };
         let rec = history.span(span).map_err(|e| span::refused(span, e))?;
         let Some(arg) = &self.container else {
@@ -233,8 +234,8 @@ async fn timeline(Shared(app): Shared<Arc<App>>, Query(q): Query<TimelineQuery>)
     blocking(move || {
         let h = app.state.read();
         let history = match &q.target {
-            None => &h.daemon,
-            Some(name) => h.names.get(name).ok_or_else(|| unknown_target(&h, name))?,
+            None => NameView::daemon(&h.daemon),
+            Some(name) => h.name(name).ok_or_else(|| unknown_target(&h, name))?,
         };
         let timeline = analysis::timeline(q.target.as_deref(), history.points());
         let json = serde_json::to_string(&timeline)

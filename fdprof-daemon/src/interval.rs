@@ -22,6 +22,8 @@ pub(crate) struct IntervalFigures {
     pub full_tracing_ns: u64,
     /// The recording a name's history starts from, before its first interval ([`named`]).
     pub empty: Recording,
+    /// The name whose figures are the daemon's whole, if one is.
+    pub whole_name: Option<String>,
 }
 
 /// `empty` named after a target name.

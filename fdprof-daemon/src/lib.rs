@@ -28,6 +28,7 @@ pub mod log;
 mod long_lived;
 mod main_loop;
 mod metrics;
+mod named;
 mod page;
 mod profiles;
 pub mod server;

@@ -41,11 +41,7 @@ fn exposition(state: &State) -> Exposition {
     // Copied under the lock, analysed outside it: an interval is never held up by a scrape.
     let (names, daemon, attached, full_tracing, full_tracing_ns) = {
         let h = state.read();
-        let names: Vec<_> = h
-            .names
-            .iter()
-            .map(|(n, hist)| (n.clone(), hist.total.clone()))
-            .collect();
+        let names: Vec<_> = h.named().map(|(n, v)| (n.clone(), v.total())).collect();
         let tracing = (h.full_tracing, h.full_tracing_ns);
         (
             names,

@@ -210,7 +210,7 @@ fn windows(
         .span_facts(span)
         .map_err(|e| span::refused(span, e))?;
     let mut targets = Vec::new();
-    for (name, history) in &h.names {
+    for (name, history) in h.named() {
         if target.is_some_and(|t| t != name) {
             continue;
         }

@@ -16,6 +16,7 @@ use fdprof_profiler::model::{merge, process};
 
 use super::history::{History, Interval, PROCESS_ROWS};
 use super::interval::{Following, IntervalFigures, Status, named};
+use super::named::{self as name_of, NameView, Named};
 use super::watcher::{CAPTURE_FAILED, DAEMON_PROBE};
 
 /// Intervals the SSE stream buffers for a slow reader before it skips ahead.
@@ -23,7 +24,7 @@ const STREAM_BUFFER: usize = 16;
 
 pub(crate) struct Histories {
     /// By target name.
-    pub names: BTreeMap<String, History>,
+    pub names: BTreeMap<String, Named>,
     /// Every name together, plus what only the daemon has (its drops, its CPU).
     pub daemon: History,
     /// Processes attached now.
@@ -35,6 +36,50 @@ pub(crate) struct Histories {
     pub interval: Duration,
     /// Intervals added so far: what a cached view of the histories was made from.
     pub intervals: u64,
+}
+
+impl Histories {
+    /// A target name's figures.
+    pub(crate) fn name(&self, name: &str) -> Option<NameView<'_>> {
+        Some(self.names.get(name)?.view(&self.daemon))
+    }
+
+    /// Every target name's figures, by name.
+    pub(crate) fn named(&self) -> impl Iterator<Item = (&String, NameView<'_>)> {
+        self.names
+            .iter()
+            .map(|(n, named)| (n, named.view(&self.daemon)))
+    }
+
+    /// Adds a name's interval. The name whose figures are the daemon's whole (`whole`) reads
+    /// the daemon's history, unless it had its own; a name that did and no longer is starts
+    /// its own from a copy of the daemon's, read as its.
+    fn push_name(
+        &mut self,
+        name: String,
+        rec: Recording,
+        whole: bool,
+        empty: &Recording,
+        start_ns: u64,
+        gone: &HashSet<u32>,
+    ) {
+        let Histories { names, daemon, .. } = self;
+        let named = names.entry(name).or_insert_with_key(|name| match whole {
+            true => Named::Daemon(rec.target.clone()),
+            false => Named::Own(Box::new(History::new(named(empty, name)))),
+        });
+        match named {
+            Named::Daemon(target) if whole => *target = rec.target.clone(),
+            Named::Daemon(target) => {
+                let target = target.clone();
+                let mut own = daemon.clone();
+                own.read_as(|r| name_of::as_target(r, &target));
+                own.push(Interval { start_ns, rec }, gone);
+                *named = Named::Own(Box::new(own));
+            }
+            Named::Own(own) => own.push(Interval { start_ns, rec }, gone),
+        }
+    }
 }
 
 pub(crate) struct State {
@@ -169,6 +214,7 @@ impl State {
             events,
             full_tracing_ns,
             empty,
+            whole_name,
         } = figures;
         let Status {
             attached,
@@ -194,10 +240,8 @@ impl State {
         {
             let mut h = self.histories.write().unwrap_or_else(|e| e.into_inner());
             for (name, rec) in names {
-                h.names
-                    .entry(name.clone())
-                    .or_insert_with(|| History::new(named(&empty, &name)))
-                    .push(Interval { start_ns, rec }, &gone);
+                let whole = whole_name.as_ref() == Some(&name);
+                h.push_name(name, rec, whole, &empty, start_ns, &gone);
             }
             h.daemon.push(
                 Interval {
@@ -242,5 +286,102 @@ impl State {
         held.into_iter()
             .filter(|&pid| !following.contains(pid))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::Span;
+    use fdprof_recording::recording::DropCount;
+
+    /// An interval of `target` whose one site waits `wait` ns, with a drop of the daemon's own.
+    fn interval(index: u64, target: &str, wait: u64) -> Recording {
+        let mut rec = fdprof_recording::testdata::recording();
+        rec.contention.truncate(1);
+        rec.contention[0].count = 1;
+        rec.contention[0].total_wait_ns = wait;
+        rec.target.comm = Some(target.into());
+        rec.drops = vec![DropCount {
+            probe: DAEMON_PROBE.into(),
+            reason: CAPTURE_FAILED.into(),
+            count: 1,
+        }];
+        rec.duration_ns = 1_000_000_000;
+        rec.started_unix_ms = 1_700_000_000_000 + index * 1_000;
+        rec
+    }
+
+    fn wait(rec: &Recording) -> u64 {
+        rec.contention.iter().map(|s| s.total_wait_ns).sum()
+    }
+
+    #[test]
+    fn the_only_name_reads_the_daemons_history_and_keeps_it_when_another_comes() {
+        let mut base = fdprof_recording::testdata::recording();
+        base.contention.clear();
+        let mut h = Histories {
+            names: BTreeMap::new(),
+            daemon: History::new(base.clone()),
+            attached: 0,
+            full_tracing: false,
+            full_tracing_ns: 0,
+            interval: Duration::from_secs(1),
+            intervals: 0,
+        };
+        let gone = HashSet::new();
+        let all = Span::Last { seconds: 60 };
+        for i in 0..2 {
+            let rec = interval(i, "a", 10);
+            h.push_name(
+                "a".into(),
+                rec.clone(),
+                true,
+                &base,
+                i * 1_000_000_000,
+                &gone,
+            );
+            h.daemon.push(
+                Interval {
+                    start_ns: i * 1_000_000_000,
+                    rec,
+                },
+                &gone,
+            );
+        }
+        assert!(matches!(h.names["a"], Named::Daemon(_)), "not kept twice");
+        let a = h.name("a").unwrap().span(all).unwrap();
+        assert_eq!((wait(&a), a.target.comm.as_deref()), (20, Some("a")));
+        assert!(
+            a.drops.is_empty(),
+            "the daemon's own drops are not a name's"
+        );
+        assert!(h.daemon.total.drops.iter().any(|d| d.probe == DAEMON_PROBE));
+        // A second name: "a" now keeps its own, its past with it.
+        h.push_name(
+            "a".into(),
+            interval(2, "a", 5),
+            false,
+            &base,
+            2_000_000_000,
+            &gone,
+        );
+        h.push_name(
+            "b".into(),
+            interval(2, "b", 7),
+            false,
+            &base,
+            2_000_000_000,
+            &gone,
+        );
+        assert!(matches!(h.names["a"], Named::Own(_)));
+        let a = h.name("a").unwrap().span(all).unwrap();
+        assert_eq!(
+            (wait(&a), a.drops.len()),
+            (25, 1),
+            "its third interval's own drop"
+        );
+        assert_eq!(wait(&h.name("b").unwrap().total()), 7);
+        assert_eq!(wait(&h.name("a").unwrap().total()), 25);
     }
 }

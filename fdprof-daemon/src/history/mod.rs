@@ -188,6 +188,7 @@ impl History {
 
     /// The kept intervals `span` covers, added up: their recording, starting with the first of
     /// them; or why there is none.
+    #[cfg(test)]
     pub(crate) fn span(&self, span: Span) -> Result<Recording, SpanError> {
         self.span_folding(span).map(|(rec, _)| rec)
     }
@@ -218,6 +219,15 @@ impl History {
             window::total(chosen.into_iter().map(|k| k.facts.clone())).ok_or(SpanError::NoneYet)?;
         self.name_as_now(&mut rec);
         Ok(rec)
+    }
+
+    /// Applies `f` to the facts of the running total and of every kept interval: the
+    /// daemon's history made a name's.
+    pub(crate) fn read_as(&mut self, f: impl Fn(&mut Recording)) {
+        f(&mut self.total);
+        for kept in &mut self.recent {
+            f(&mut kept.facts);
+        }
     }
 
     /// A window is named as the name's last interval is: its targets come and go.

@@ -169,6 +169,7 @@ impl Watcher {
         daemon.steal = steal;
         daemon.full_tracing = full_tracing;
         let names = names_of(&daemon, &self.watch.targets, &self.followed);
+        let whole_name = whole_name(&self.watch.targets, &self.followed).map(str::to_string);
         self.followed.end_interval();
         for (reason, count) in std::mem::take(&mut self.followed.dropped) {
             daemon.drops.push(DropCount {
@@ -190,6 +191,7 @@ impl Watcher {
             events,
             full_tracing_ns,
             empty: self.empty_history(None),
+            whole_name,
         }
     }
 
@@ -231,17 +233,13 @@ fn names_of(
     followed: &Followed,
 ) -> BTreeMap<String, Recording> {
     let target_of = |name: &str| target(kind(targets), name);
-    let names = &followed.names;
-    if *targets == Targets::All || names.len() == 1 {
-        let name = match targets {
-            Targets::All => ALL,
-            _ => &names[0],
-        };
+    if let Some(name) = whole_name(targets, followed) {
         let mut rec = daemon.clone();
         rec.target = target_of(name);
         return [(name.to_string(), rec)].into();
     }
-    names
+    followed
+        .names
         .iter()
         .enumerate()
         .map(|(slot, name)| {
@@ -253,6 +251,15 @@ fn names_of(
             (name.clone(), rec)
         })
         .collect()
+}
+
+/// The name whose figures are the daemon's whole: `all`, or the only name.
+fn whole_name<'a>(targets: &Targets, followed: &'a Followed) -> Option<&'a str> {
+    match targets {
+        Targets::All => Some(ALL),
+        _ if followed.names.len() == 1 => Some(&followed.names[0]),
+        _ => None,
+    }
 }
 
 /// The kind of the daemon's targets.
