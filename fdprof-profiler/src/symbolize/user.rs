@@ -30,6 +30,9 @@ const VDSO: &str = "[vdso]";
 /// Mapped files kept open at most; past this, files are found again by path at resolve time.
 const MAX_HELD_FILES: usize = 256;
 
+/// How long files that no process maps are held before the symbolizer starts afresh.
+const KEEP_UNMAPPED: Duration = Duration::from_secs(30);
+
 /// A miss (address outside every known mapping) re-reads the maps of a live process at most this
 /// often, to catch libraries loaded since the last snapshot.
 const REFRESH_ON_MISS: Duration = Duration::from_secs(1);
@@ -96,6 +99,15 @@ struct OwnedSymbolizer(Symbolizer);
 // keeps no thread-local state. It stays `!Sync`.
 unsafe impl Send for OwnedSymbolizer {}
 
+fn new_symbolizer() -> OwnedSymbolizer {
+    let symbolizer = Symbolizer::builder()
+        .enable_code_info(false)
+        .enable_inlined_fns(false)
+        .enable_demangling(true)
+        .build();
+    OwnedSymbolizer(symbolizer)
+}
+
 /// Symbolizes user stacks through snapshots of `/proc/PID/maps`. `Send` (it can move into a
 /// task or thread) but not `Sync`.
 pub struct UserSymbolizer {
@@ -111,6 +123,8 @@ pub struct UserSymbolizer {
     /// Debug files that came from debuginfod so far: stacks symbolized before one came name
     /// differently after.
     names_came: u64,
+    /// Since when some file opened is mapped by no process kept.
+    unmapped_since: Option<Instant>,
 }
 
 impl Default for UserSymbolizer {
@@ -136,13 +150,8 @@ impl UserSymbolizer {
 
     /// A symbolizer that looks for stripped files' names in `sources` too.
     pub fn with_sources(sources: DebugSources) -> Self {
-        let symbolizer = Symbolizer::builder()
-            .enable_code_info(false)
-            .enable_inlined_fns(false)
-            .enable_demangling(true)
-            .build();
         Self {
-            symbolizer: OwnedSymbolizer(symbolizer),
+            symbolizer: new_symbolizer(),
             procs: HashMap::new(),
             files: Vec::new(),
             file_index: HashMap::new(),
@@ -151,17 +160,68 @@ impl UserSymbolizer {
             name_index: HashMap::new(),
             sources,
             names_came: 0,
+            unmapped_since: None,
         }
     }
 
     /// Forgets the processes `keep` says are gone; once the files opened for all of them pass
     /// `max_files`, starts afresh (a live process is read again when next seen), so a live view
-    /// that runs for hours while processes come and go keeps its memory bounded.
+    /// that runs for hours while processes come and go keeps its memory bounded. Files that no
+    /// process kept maps go once some have been held [`KEEP_UNMAPPED`]: a file's symbol tables
+    /// (megabytes for a large program) do not outlive its last process by much.
     pub(crate) fn trim(&mut self, keep: impl Fn(u32) -> bool, max_files: usize) {
         self.procs.retain(|pid, _| keep(*pid));
         if self.files.len() > max_files {
+            let names_came = self.names_came;
             *self = Self::with_sources(std::mem::take(&mut self.sources));
+            self.names_came = names_came;
+            return;
         }
+        let mut mapped = vec![false; self.files.len()];
+        for m in self.procs.values().flat_map(|p| &p.maps) {
+            mapped[m.file] = true;
+        }
+        if !mapped.contains(&false) {
+            self.unmapped_since = None;
+        } else if self
+            .unmapped_since
+            .get_or_insert_with(Instant::now)
+            .elapsed()
+            >= KEEP_UNMAPPED
+        {
+            self.forget_unmapped(&mapped);
+        }
+    }
+
+    /// Keeps only the files `mapped` says a process maps (and their names); blazesym's caches
+    /// start afresh, as they hold every file they read.
+    fn forget_unmapped(&mut self, mapped: &[bool]) {
+        let mut moved = vec![usize::MAX; mapped.len()];
+        for (i, file) in std::mem::take(&mut self.files).into_iter().enumerate() {
+            if mapped[i] {
+                moved[i] = self.files.len();
+                self.files.push(file);
+            }
+        }
+        self.file_index.retain(|_, i| {
+            *i = moved[*i];
+            *i != usize::MAX
+        });
+        self.held = self.files.iter().filter(|f| f._held.is_some()).count();
+        let mut names = HashMap::new();
+        for m in self.procs.values_mut().flat_map(|p| &mut p.maps) {
+            m.file = moved[m.file];
+            let next = names.len() as u32;
+            m.module = *names.entry(m.module).or_insert(next);
+        }
+        let old = std::mem::take(&mut self.names);
+        self.names = vec![String::new(); names.len()];
+        for (from, to) in names {
+            self.names[to as usize] = old[from as usize].clone();
+        }
+        self.name_index = (self.names.iter().cloned()).zip(0..).collect();
+        self.symbolizer = new_symbolizer();
+        self.unmapped_since = None;
     }
 
     /// Reads `/proc/PID/maps` and remembers its executable mappings, opening files not seen

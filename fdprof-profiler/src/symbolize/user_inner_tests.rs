@@ -165,6 +165,38 @@ fn trim_forgets_the_gone_and_bounds_the_files() {
     assert!(u.has_snapshot(me));
 }
 
+/// The files of a program whose processes are gone go (their names too) once held
+/// [`KEEP_UNMAPPED`], while a live process keeps its snapshot and its names.
+#[test]
+fn files_no_process_maps_go_after_a_while() {
+    let me = std::process::id();
+    let mut sleeper = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    let mut u = UserSymbolizer::new();
+    assert!(u.snapshot_maps(me) && u.snapshot_maps(sleeper.id()));
+    let files = u.files.len();
+    assert!(u.names.iter().any(|n| n == "sleep"));
+    sleeper.kill().unwrap();
+    sleeper.wait().unwrap();
+    let keep = |pid| pid == me;
+    u.trim(keep, usize::MAX);
+    assert_eq!(u.files.len(), files, "not before a while");
+    u.unmapped_since = Some(Instant::now() - KEEP_UNMAPPED);
+    u.trim(keep, usize::MAX);
+    assert!(u.files.len() < files && !u.names.iter().any(|n| n == "sleep"));
+    assert!(u.has_snapshot(me));
+    let addr = start_time_of_this_process as *const () as u64;
+    let frames = u.resolve(me, &[addr], false);
+    assert!(
+        frames[0].function.contains("start_time_of_this_process"),
+        "{frames:?}"
+    );
+    u.trim(keep, usize::MAX);
+    assert!(u.unmapped_since.is_none(), "every file held is mapped");
+}
+
 #[test]
 fn start_time_of_this_process() {
     let own = process_start_time(std::process::id()).unwrap();

@@ -36,7 +36,7 @@ pub(crate) struct Files {
 }
 
 /// How long a file no process maps is kept.
-const KEEP_UNMAPPED: Duration = Duration::from_secs(60);
+const KEEP_UNMAPPED: Duration = Duration::from_secs(30);
 /// Call-frame information of files no process maps kept at most; past it the least recently
 /// needed go first.
 const UNMAPPED_BYTES: u64 = 64 << 20;

@@ -79,12 +79,13 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         std::thread::spawn(move || churn_until(&churn, &churned, &stop))
     };
     let total = Duration::from_secs_f64(hours * 3600.0);
-    let period = total.min(Duration::from_secs(3600));
+    // Six rows at least, so that a short run shows whether memory still grows.
+    let period = (total / 6).min(Duration::from_secs(3600));
     let started = Instant::now();
     header();
     while started.elapsed() < total {
         let left = total - started.elapsed();
-        soak_period(&d, period.min(left), &churned)?;
+        soak_period(&d, period.min(left), &churned, started)?;
     }
     stop.store(true, Ordering::Relaxed);
     churner.join().expect("the churn thread")?;
@@ -130,7 +131,8 @@ fn churn_until(churn: &Path, churned: &AtomicU64, stop: &AtomicBool) -> Result<(
 }
 
 /// One period: windows asked for and scrapes timed; then its row.
-fn soak_period(d: &Daemon, length: Duration, churned: &AtomicU64) -> Result<()> {
+/// `run` is when the run started: each row says the hours since.
+fn soak_period(d: &Daemon, length: Duration, churned: &AtomicU64, run: Instant) -> Result<()> {
     let start = Instant::now();
     let cpu0 = cpu_secs(d.pid())?;
     let mut worst = [Worst::default(); ENDPOINTS.len()];
@@ -169,7 +171,7 @@ fn soak_period(d: &Daemon, length: Duration, churned: &AtomicU64) -> Result<()> 
         .collect();
     println!(
         "{:>6.2} {:>9} {:>7.1} {:>6.1}\n{:30}{}",
-        start.elapsed().as_secs_f64() / 3600.0,
+        run.elapsed().as_secs_f64() / 3600.0,
         churned.load(Ordering::Relaxed),
         rss_kb(d.pid())? as f64 / 1024.0,
         cpu,
