@@ -33,6 +33,9 @@ const MAX_HELD_FILES: usize = 256;
 /// How long files that no process maps are held before the symbolizer starts afresh.
 const KEEP_UNMAPPED: Duration = Duration::from_secs(30);
 
+/// Bytes of files that no process maps held at most past [`KEEP_UNMAPPED`].
+const UNMAPPED_BYTES: u64 = 16 << 20;
+
 /// A miss (address outside every known mapping) re-reads the maps of a live process at most this
 /// often, to catch libraries loaded since the last snapshot.
 const REFRESH_ON_MISS: Duration = Duration::from_secs(1);
@@ -123,8 +126,10 @@ pub struct UserSymbolizer {
     /// Debug files that came from debuginfod so far: stacks symbolized before one came name
     /// differently after.
     names_came: u64,
-    /// Since when some file opened is mapped by no process kept.
+    /// Since when [`UNMAPPED_BYTES`] (`unmapped_bytes`) of files opened are mapped by no
+    /// process kept.
     unmapped_since: Option<Instant>,
+    unmapped_bytes: u64,
 }
 
 impl Default for UserSymbolizer {
@@ -161,14 +166,15 @@ impl UserSymbolizer {
             sources,
             names_came: 0,
             unmapped_since: None,
+            unmapped_bytes: UNMAPPED_BYTES,
         }
     }
 
     /// Forgets the processes `keep` says are gone; once the files opened for all of them pass
     /// `max_files`, starts afresh (a live process is read again when next seen), so a live view
     /// that runs for hours while processes come and go keeps its memory bounded. Files that no
-    /// process kept maps go once some have been held [`KEEP_UNMAPPED`]: a file's symbol tables
-    /// (megabytes for a large program) do not outlive its last process by much.
+    /// process kept maps go once [`UNMAPPED_BYTES`] of them have been held [`KEEP_UNMAPPED`]:
+    /// a large program's symbol tables (megabytes) do not outlive its last process by much.
     pub(crate) fn trim(&mut self, keep: impl Fn(u32) -> bool, max_files: usize) {
         self.procs.retain(|pid, _| keep(*pid));
         if self.files.len() > max_files {
@@ -181,7 +187,14 @@ impl UserSymbolizer {
         for m in self.procs.values().flat_map(|p| &p.maps) {
             mapped[m.file] = true;
         }
-        if !mapped.contains(&false) {
+        // Starting blazesym afresh costs reading the live files' symbols again: worth it only
+        // for large files (their symbol tables go with their size).
+        let unmapped_bytes: u64 = (self.files.iter().zip(&mapped))
+            .filter(|(_, mapped)| !**mapped)
+            .filter_map(|(f, _)| f._held.as_ref()?.metadata().ok())
+            .map(|m| m.len())
+            .sum();
+        if unmapped_bytes < self.unmapped_bytes {
             self.unmapped_since = None;
         } else if self
             .unmapped_since

@@ -166,7 +166,8 @@ fn trim_forgets_the_gone_and_bounds_the_files() {
 }
 
 /// The files of a program whose processes are gone go (their names too) once held
-/// [`KEEP_UNMAPPED`], while a live process keeps its snapshot and its names.
+/// [`KEEP_UNMAPPED`] past their bound (here any size), while a live process keeps its snapshot
+/// and its names; under the bound, nothing goes.
 #[test]
 fn files_no_process_maps_go_after_a_while() {
     let me = std::process::id();
@@ -175,6 +176,7 @@ fn files_no_process_maps_go_after_a_while() {
         .spawn()
         .unwrap();
     let mut u = UserSymbolizer::new();
+    u.unmapped_bytes = 1;
     assert!(u.snapshot_maps(me) && u.snapshot_maps(sleeper.id()));
     let files = u.files.len();
     assert!(u.names.iter().any(|n| n == "sleep"));
@@ -195,6 +197,21 @@ fn files_no_process_maps_go_after_a_while() {
     );
     u.trim(keep, usize::MAX);
     assert!(u.unmapped_since.is_none(), "every file held is mapped");
+    let mut u = UserSymbolizer::new();
+    let mut sleeper = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    assert!(u.snapshot_maps(me) && u.snapshot_maps(sleeper.id()));
+    sleeper.kill().unwrap();
+    sleeper.wait().unwrap();
+    let files = u.files.len();
+    u.trim(keep, usize::MAX);
+    assert!(
+        u.unmapped_since.is_none(),
+        "a small file is not worth starting afresh"
+    );
+    assert_eq!(u.files.len(), files);
 }
 
 #[test]
