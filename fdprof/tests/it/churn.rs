@@ -386,9 +386,14 @@ fn thousands_of_sub_cgroups_are_followed_and_freed() {
 }
 
 /// Polls `/report.json` until `pid` has `k` sockets in `processes[]`; else the last count seen.
+/// Before the first interval has ended (a first pass over thousands of cgroups can take a few
+/// seconds) it answers 503, and is asked again.
 fn sockets_reach(daemon: &Daemon, pid: u32, k: u64) -> Result<(), Option<u64>> {
     poll(TIMEOUT, || {
         let (code, body) = daemon.get("/report.json");
+        if code == 503 && body.contains("no interval has ended yet") {
+            return Err(None);
+        }
         assert_eq!(code, 200, "{body}");
         let report: Value = serde_json::from_str(&body).unwrap();
         let sockets = sockets_by_pid(&report).get(&pid).copied();
