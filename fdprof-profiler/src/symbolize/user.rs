@@ -58,6 +58,8 @@ struct MappedFile {
     /// Its build id and where its names come from; `None` for pseudo mappings and files that
     /// are not ELF.
     names: Option<Names>,
+    /// The held file's size, read once: what its symbol tables go with.
+    size: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -101,6 +103,12 @@ struct OwnedSymbolizer(Symbolizer);
 // reachable only through this one owner and move between threads together with it; blazesym
 // keeps no thread-local state. It stays `!Sync`.
 unsafe impl Send for OwnedSymbolizer {}
+
+fn size_of_held(held: &Option<File>) -> u64 {
+    held.as_ref()
+        .and_then(|f| f.metadata().ok())
+        .map_or(0, |m| m.len())
+}
 
 fn new_symbolizer() -> OwnedSymbolizer {
     let symbolizer = Symbolizer::builder()
@@ -191,8 +199,7 @@ impl UserSymbolizer {
         // for large files (their symbol tables go with their size).
         let unmapped_bytes: u64 = (self.files.iter().zip(&mapped))
             .filter(|(_, mapped)| !**mapped)
-            .filter_map(|(f, _)| f._held.as_ref()?.metadata().ok())
-            .map(|m| m.len())
+            .map(|(f, _)| f.size)
             .sum();
         if unmapped_bytes < self.unmapped_bytes {
             self.unmapped_since = None;
@@ -492,6 +499,7 @@ impl UserSymbolizer {
                         None => Names::settle(path, pid, &m.path, &self.sources),
                     };
                     self.files[idx] = MappedFile {
+                        size: size_of_held(&held),
                         _held: held,
                         source,
                         names,
@@ -518,6 +526,7 @@ impl UserSymbolizer {
             _ => None,
         };
         self.files.push(MappedFile {
+            size: size_of_held(&held),
             _held: held,
             source,
             names,
