@@ -20,7 +20,7 @@ use fdprof_profiler::render::human;
 
 use super::capture_dir;
 use super::config::{Capture, Trigger};
-use super::interval::IntervalFigures;
+use super::interval::{IntervalFigures, Names};
 use super::log;
 use super::state::{State, Written};
 
@@ -54,9 +54,9 @@ impl Recorder {
         settings: &Capture,
         figures: &IntervalFigures,
     ) -> Vec<(String, Trigger)> {
-        let one = figures.names.len() == 1;
+        let one = matches!(figures.names, Names::Whole { .. });
         let mut begun = Vec::new();
-        for (name, rec) in &figures.names {
+        for (name, rec) in figures.each_name() {
             let fired = fired(settings, rec, figures, one);
             for trigger in fired {
                 let key = (name.clone(), trigger);

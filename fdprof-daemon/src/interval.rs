@@ -8,13 +8,14 @@ use std::time::Duration;
 use fdprof_figures::Event;
 use fdprof_profiler::collect::target;
 use fdprof_recording::Recording;
+use fdprof_recording::recording::Target;
 
 /// One interval's figures: each target name's, and the daemon's own (every name's processes).
 pub(crate) struct IntervalFigures {
     pub index: u64,
     /// Start, since the daemon started.
     pub start_ns: u64,
-    pub names: BTreeMap<String, Recording>,
+    pub names: Names,
     pub daemon: Recording,
     /// The interval's events, every process's, oldest first (time since the daemon started).
     pub events: Vec<Event>,
@@ -22,8 +23,27 @@ pub(crate) struct IntervalFigures {
     pub full_tracing_ns: u64,
     /// The recording a name's history starts from, before its first interval ([`named`]).
     pub empty: Recording,
-    /// The name whose figures are the daemon's whole, if one is.
-    pub whole_name: Option<String>,
+}
+
+/// Each target name's part of an interval.
+pub(crate) enum Names {
+    /// One name (`all`, or the only name): its figures are the daemon's whole, read under its
+    /// target rather than copied (megabytes an interval under churn).
+    Whole { name: String, target: Target },
+    /// Each name's processes' rows; every name seen so far has one, empty when none of its
+    /// processes ran.
+    Each(BTreeMap<String, Recording>),
+}
+
+impl IntervalFigures {
+    /// Each name with its figures: the whole name's are the daemon's, with the daemon's own
+    /// drops and CPU, which no trigger reads.
+    pub(crate) fn each_name(&self) -> Box<dyn Iterator<Item = (&String, &Recording)> + '_> {
+        match &self.names {
+            Names::Whole { name, .. } => Box::new(std::iter::once((name, &self.daemon))),
+            Names::Each(names) => Box::new(names.iter()),
+        }
+    }
 }
 
 /// `empty` named after a target name.

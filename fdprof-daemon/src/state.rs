@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 use std::time::Duration;
 
 use fdprof_recording::Recording;
+use fdprof_recording::recording::Target;
 use serde::Serialize;
 use tokio::sync::broadcast;
 
@@ -15,7 +16,7 @@ use fdprof_profiler::analysis::{self, ReportOptions};
 use fdprof_profiler::model::{merge, process};
 
 use super::history::{History, Interval, PROCESS_ROWS};
-use super::interval::{Following, IntervalFigures, Status, named};
+use super::interval::{Following, IntervalFigures, Names, Status, named};
 use super::named::{self as name_of, NameView, Named};
 use super::watcher::{CAPTURE_FAILED, DAEMON_PROBE};
 
@@ -51,33 +52,52 @@ impl Histories {
             .map(|(n, named)| (n, named.view(&self.daemon)))
     }
 
-    /// Adds a name's interval. The name whose figures are the daemon's whole (`whole`) reads
-    /// the daemon's history, unless it had its own; a name that did and no longer is starts
-    /// its own from a copy of the daemon's, read as its.
+    /// The name whose figures are the daemon's whole (`daemon`, pushed after it) reads the
+    /// daemon's history; one that had its own keeps adding to it.
+    fn push_whole(
+        &mut self,
+        name: String,
+        target: Target,
+        daemon: &Recording,
+        start_ns: u64,
+        gone: &HashSet<u32>,
+    ) {
+        let named = self
+            .names
+            .entry(name)
+            .or_insert_with(|| Named::Daemon(target.clone()));
+        match named {
+            Named::Daemon(read_as) => *read_as = target,
+            Named::Own(own) => {
+                let mut rec = daemon.clone();
+                name_of::as_target(&mut rec, &target);
+                own.push(Interval { start_ns, rec }, gone);
+            }
+        }
+    }
+
+    /// Adds a name's own interval. A name that read the daemon's history, and no longer is its
+    /// whole, starts its own from a copy of the daemon's, read as its.
     fn push_name(
         &mut self,
         name: String,
         rec: Recording,
-        whole: bool,
         empty: &Recording,
         start_ns: u64,
         gone: &HashSet<u32>,
     ) {
         let Histories { names, daemon, .. } = self;
-        let named = names.entry(name).or_insert_with_key(|name| match whole {
-            true => Named::Daemon(rec.target.clone()),
-            false => Named::Own(Box::new(History::new(named(empty, name)))),
-        });
-        match named {
-            Named::Daemon(target) if whole => *target = rec.target.clone(),
-            Named::Daemon(target) => {
-                let target = target.clone();
-                let mut own = daemon.clone();
-                own.read_as(|r| name_of::as_target(r, &target));
-                own.push(Interval { start_ns, rec }, gone);
-                *named = Named::Own(Box::new(own));
-            }
-            Named::Own(own) => own.push(Interval { start_ns, rec }, gone),
+        let named = names
+            .entry(name)
+            .or_insert_with_key(|name| Named::Own(Box::new(History::new(named(empty, name)))));
+        if let Named::Daemon(target) = named {
+            let target = target.clone();
+            let mut own = daemon.clone();
+            own.read_as(|r| name_of::as_target(r, &target));
+            *named = Named::Own(Box::new(own));
+        }
+        if let Named::Own(own) = named {
+            own.push(Interval { start_ns, rec }, gone);
         }
     }
 }
@@ -214,7 +234,6 @@ impl State {
             events,
             full_tracing_ns,
             empty,
-            whole_name,
         } = figures;
         let Status {
             attached,
@@ -239,9 +258,15 @@ impl State {
         let gone = self.gone(&daemon, &following);
         {
             let mut h = self.histories.write().unwrap_or_else(|e| e.into_inner());
-            for (name, rec) in names {
-                let whole = whole_name.as_ref() == Some(&name);
-                h.push_name(name, rec, whole, &empty, start_ns, &gone);
+            match names {
+                Names::Whole { name, target } => {
+                    h.push_whole(name, target, &daemon, start_ns, &gone)
+                }
+                Names::Each(names) => {
+                    for (name, rec) in names {
+                        h.push_name(name, rec, &empty, start_ns, &gone);
+                    }
+                }
             }
             h.daemon.push(
                 Interval {
@@ -333,11 +358,10 @@ mod tests {
         let all = Span::Last { seconds: 60 };
         for i in 0..2 {
             let rec = interval(i, "a", 10);
-            h.push_name(
+            h.push_whole(
                 "a".into(),
-                rec.clone(),
-                true,
-                &base,
+                rec.target.clone(),
+                &rec,
                 i * 1_000_000_000,
                 &gone,
             );
@@ -358,22 +382,8 @@ mod tests {
         );
         assert!(h.daemon.total.drops.iter().any(|d| d.probe == DAEMON_PROBE));
         // A second name: "a" now keeps its own, its past with it.
-        h.push_name(
-            "a".into(),
-            interval(2, "a", 5),
-            false,
-            &base,
-            2_000_000_000,
-            &gone,
-        );
-        h.push_name(
-            "b".into(),
-            interval(2, "b", 7),
-            false,
-            &base,
-            2_000_000_000,
-            &gone,
-        );
+        h.push_name("a".into(), interval(2, "a", 5), &base, 2_000_000_000, &gone);
+        h.push_name("b".into(), interval(2, "b", 7), &base, 2_000_000_000, &gone);
         assert!(matches!(h.names["a"], Named::Own(_)));
         let a = h.name("a").unwrap().span(all).unwrap();
         assert_eq!(

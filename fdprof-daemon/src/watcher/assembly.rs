@@ -25,7 +25,7 @@ use fdprof_recording::{
 use super::{ALL, DAEMON_PROBE, Watcher, count_events_dropped};
 use crate::config::{Targets, Watch};
 use crate::followed::Followed;
-use crate::interval::IntervalFigures;
+use crate::interval::{IntervalFigures, Names};
 use crate::log;
 
 /// What the figures are made of between intervals.
@@ -169,7 +169,6 @@ impl Watcher {
         daemon.steal = steal;
         daemon.full_tracing = full_tracing;
         let names = names_of(&daemon, &self.watch.targets, &self.followed);
-        let whole_name = whole_name(&self.watch.targets, &self.followed).map(str::to_string);
         self.followed.end_interval();
         for (reason, count) in std::mem::take(&mut self.followed.dropped) {
             daemon.drops.push(DropCount {
@@ -191,7 +190,6 @@ impl Watcher {
             events,
             full_tracing_ns,
             empty: self.empty_history(None),
-            whole_name,
         }
     }
 
@@ -227,18 +225,15 @@ impl Watcher {
 /// Each name's interval, `daemon` narrowed to its processes; every name seen so far has one,
 /// empty when none of its processes ran. With one name, it is `daemon` whole: the figures not
 /// kept per process (latencies, on-CPU samples) are its too.
-fn names_of(
-    daemon: &Recording,
-    targets: &Targets,
-    followed: &Followed,
-) -> BTreeMap<String, Recording> {
+fn names_of(daemon: &Recording, targets: &Targets, followed: &Followed) -> Names {
     let target_of = |name: &str| target(kind(targets), name);
     if let Some(name) = whole_name(targets, followed) {
-        let mut rec = daemon.clone();
-        rec.target = target_of(name);
-        return [(name.to_string(), rec)].into();
+        return Names::Whole {
+            name: name.to_string(),
+            target: target_of(name),
+        };
     }
-    followed
+    let each = followed
         .names
         .iter()
         .enumerate()
@@ -250,7 +245,8 @@ fn names_of(
             rec.target = target_of(name);
             (name.clone(), rec)
         })
-        .collect()
+        .collect();
+    Names::Each(each)
 }
 
 /// The name whose figures are the daemon's whole: `all`, or the only name.
@@ -367,7 +363,9 @@ mod tests {
         followed.slot_of("memcached").unwrap();
         let daemon = with_processes(&[(10, "nginx"), (11, "nginx"), (20, "redis")]);
         let comms = Targets::Comms(vec!["nginx".into(), "redis".into(), "memcached".into()]);
-        let names = names_of(&daemon, &comms, &followed);
+        let Names::Each(names) = names_of(&daemon, &comms, &followed) else {
+            panic!("three names, each its own");
+        };
         let pids =
             |name: &str| -> Vec<u32> { names[name].processes.iter().map(|p| p.pid).collect() };
         assert_eq!(pids("nginx"), [10, 11]);
@@ -379,13 +377,15 @@ mod tests {
     #[test]
     fn one_name_or_every_process_is_the_daemons_interval_whole() {
         let daemon = with_processes(&[(10, "nginx"), (30, "sh")]);
-        let all = names_of(&daemon, &Targets::All, &Followed::new(16));
-        assert_eq!(all.len(), 1);
-        assert_eq!(all[ALL].processes.len(), 2);
-        assert_eq!(all[ALL].target.comm.as_deref(), Some(ALL));
+        let whole = |names| match names {
+            Names::Whole { name, target } => (name, target.comm),
+            Names::Each(_) => panic!("not the daemon's whole"),
+        };
+        let all = whole(names_of(&daemon, &Targets::All, &Followed::new(16)));
+        assert_eq!(all, (ALL.to_string(), Some(ALL.to_string())));
         let mut followed = Followed::new(16);
         followed.slot_of("nginx").unwrap();
         let one = names_of(&daemon, &Targets::Comms(vec!["nginx".into()]), &followed);
-        assert_eq!(one["nginx"].processes.len(), 2);
+        assert_eq!(whole(one), ("nginx".into(), Some("nginx".into())));
     }
 }

@@ -84,7 +84,7 @@ impl Watcher {
             self.trace_window(Opener::Capture { target, trigger }, length);
         }
         if let TraceOn::Wait(on) = self.watch.tracing.on
-            && let Some(opener) = windows::wait_past(&figures.names, on)
+            && let Some(opener) = windows::wait_past(figures.each_name(), on)
         {
             self.trace_window(opener, None);
         }
