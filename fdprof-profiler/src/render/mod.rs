@@ -10,6 +10,7 @@ pub mod human;
 pub(crate) mod layout;
 pub mod live;
 pub mod metrics;
+pub(crate) mod otlp;
 pub(crate) mod pprof;
 pub mod replay;
 pub(crate) mod speedscope;
