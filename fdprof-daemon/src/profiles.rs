@@ -76,6 +76,7 @@ pub(super) async fn mutex(Shared(app): Shared<Arc<App>>, Query(q): Query<Profile
         op: OpFilter::All,
         lock,
         raw_addrs: false,
+        per_process: false,
     };
     answer(app, q, opts, "mutex").await
 }
@@ -86,6 +87,7 @@ pub(super) async fn cpu(Shared(app): Shared<Arc<App>>, Query(q): Query<ProfileQu
         op: OpFilter::All,
         lock: LockFilter::All,
         raw_addrs: false,
+        per_process: false,
     };
     answer(app, q, opts, "profile").await
 }

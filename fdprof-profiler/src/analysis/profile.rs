@@ -81,6 +81,9 @@ pub struct ProfileOptions {
     pub lock: LockFilter,
     /// Keep the frames' recorded addresses (present only in `--raw-addrs` recordings).
     pub raw_addrs: bool,
+    /// Contention only: label each wait with its process (pid and name), samples split by it
+    /// (OTLP's `process.*` attributes; pprof readers aggregate by target).
+    pub per_process: bool,
 }
 
 /// Where a frame runs.
@@ -127,6 +130,8 @@ pub struct WaitLabels {
     pub container: Option<String>,
     /// The Kubernetes pod of the waiting process, where known.
     pub pod_uid: Option<String>,
+    /// With [`ProfileOptions::per_process`]: the waiting process's pid and name.
+    pub process: Option<(u32, String)>,
 }
 
 /// Identical stacks with identical labels, merged.
@@ -185,6 +190,11 @@ pub fn targets_profile(
             for &(target, rec) in targets {
                 let identity: HashMap<u32, &fdprof_figures::Identity> =
                     rec.processes.iter().map(|p| (p.pid, &p.identity)).collect();
+                let comm: HashMap<u32, &str> = rec
+                    .processes
+                    .iter()
+                    .map(|p| (p.pid, p.comm.as_str()))
+                    .collect();
                 for site in &rec.contention {
                     let passes = opts.op.matches(site.operation) && opts.lock.matches(site.lock);
                     if !passes || (site.count == 0 && site.total_wait_ns == 0) {
@@ -201,6 +211,16 @@ pub fn targets_profile(
                         target: target.map(str::to_string),
                         container: container.map(|c| c.id.clone()),
                         pod_uid: id.and_then(|i| i.pod_uid.clone()),
+                        // A single process's recording names its process once, in its target.
+                        process: site
+                            .pid
+                            .or(rec.target.pid)
+                            .filter(|_| opts.per_process)
+                            .map(|pid| {
+                                let name = comm.get(&pid).copied();
+                                let name = name.or(rec.target.comm.as_deref());
+                                (pid, name.unwrap_or_default().to_string())
+                            }),
                     };
                     let frames = builder.stack(&site.kernel_stack, &site.user_stack, true);
                     builder.add(frames, Some(labels), [site.count, site.total_wait_ns]);
@@ -362,6 +382,7 @@ mod tests {
             op: OpFilter::All,
             lock,
             raw_addrs: false,
+            per_process: false,
         }
     }
 
@@ -415,6 +436,7 @@ mod tests {
         assert!(without.frames.iter().all(|f| f.address.is_none()));
         let with = ProfileOptions {
             raw_addrs: true,
+            per_process: false,
             ..contention(LockFilter::All)
         };
         let with = profile(&rec, &with).unwrap();

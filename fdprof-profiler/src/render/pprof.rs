@@ -373,6 +373,7 @@ mod tests {
             op: OpFilter::All,
             lock: LockFilter::All,
             raw_addrs: false,
+            per_process: false,
         }
     }
 

@@ -165,6 +165,7 @@ mod tests {
             op: OpFilter::All,
             lock: LockFilter::All,
             raw_addrs: false,
+            per_process: false,
         };
         let profile = analysis::profile(&rec, &opts).unwrap();
         let doc: serde_json::Value = serde_json::from_slice(&speedscope(&profile)).unwrap();

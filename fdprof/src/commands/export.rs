@@ -170,6 +170,7 @@ pub(crate) fn run(args: &ExportArgs) -> Result<()> {
                 op: args.op.into(),
                 lock: args.lock.into(),
                 raw_addrs: args.raw_addrs,
+                per_process: false,
             };
             let profile = match analysis::profile(&rec, &opts) {
                 Ok(p) => p,

@@ -74,17 +74,22 @@ impl Dictionary {
 
     /// A string attribute `key` = `value`.
     fn attribute(&mut self, key: &str, value: &str) -> i32 {
+        self.attribute_of(key, Value::String(value.to_string()))
+    }
+
+    fn attribute_of(&mut self, key: &str, value: Value) -> i32 {
         let key = self.string(key);
-        if let Some(&i) = self.attributes.get(&(key, value.to_string())) {
+        let seen = (key, format!("{value:?}"));
+        if let Some(&i) = self.attributes.get(&seen) {
             return i;
         }
         let i = self.d.attribute_table.len() as i32;
         self.d.attribute_table.push(KeyValueAndUnit {
             key_strindex: key,
-            value: Some(string_value(value)),
+            value: Some(AnyValue { value: Some(value) }),
             unit_strindex: 0,
         });
-        self.attributes.insert((key, value.to_string()), i);
+        self.attributes.insert(seen, i);
         i
     }
 
@@ -210,6 +215,10 @@ pub(crate) fn request(profile: &Profile, sender: &Sender) -> ExportProfilesServi
                         attributes.push(d.attribute(key, v));
                     }
                 }
+                if let Some((pid, comm)) = &l.process {
+                    attributes.push(d.attribute_of("process.pid", Value::Int(i64::from(*pid))));
+                    attributes.push(d.attribute("process.executable.name", comm));
+                }
             }
             (stack, attributes)
         })
@@ -286,6 +295,7 @@ mod tests {
             op: OpFilter::All,
             lock: LockFilter::All,
             raw_addrs: false,
+            per_process: false,
         }
     }
 
@@ -324,5 +334,35 @@ mod tests {
             .collect();
         assert_eq!(attributes[0].0, "fdprof.operation");
         assert!(attributes[0].1.contains("alloc"));
+    }
+
+    /// Per process, each wait names its process, and the totals stay the recording's.
+    #[test]
+    fn per_process_waits_name_their_process() {
+        let rec = testdata::recording();
+        let opts = ProfileOptions {
+            per_process: true,
+            ..opts(ProfileKind::Contention)
+        };
+        let profile = analysis::profile(&rec, &opts).unwrap();
+        let req = request(&profile, &Sender::default());
+        let d = req.dictionary.as_ref().unwrap();
+        let profiles = &req.resource_profiles[0].scope_profiles[0].profiles;
+        let delay: i64 = profiles[1].samples.iter().map(|x| x.values[0]).sum();
+        assert_eq!(delay, 11_000_000);
+        let pid = d.string_table.iter().position(|k| k == "process.pid");
+        let pids: Vec<&AnyValue> = profiles[1]
+            .samples
+            .iter()
+            .flat_map(|x| &x.attribute_indices)
+            .map(|&i| &d.attribute_table[i as usize])
+            .filter(|a| Some(a.key_strindex as usize) == pid)
+            .filter_map(|a| a.value.as_ref())
+            .collect();
+        assert!(!pids.is_empty(), "{profiles:?}");
+        assert!(
+            pids.iter()
+                .all(|v| matches!(v.value, Some(Value::Int(p)) if p > 0))
+        );
     }
 }
