@@ -10,7 +10,7 @@ pub mod human;
 pub(crate) mod layout;
 pub mod live;
 pub mod metrics;
-pub(crate) mod otlp;
+pub mod otlp;
 pub(crate) mod pprof;
 pub mod replay;
 pub(crate) mod speedscope;
@@ -19,6 +19,7 @@ pub mod trace;
 
 pub use flamegraph::svg;
 pub use folded::folded;
+pub use otlp::otlp;
 pub use pprof::pprof;
 pub use speedscope::speedscope;
 pub use text::cpu_text;

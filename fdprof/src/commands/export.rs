@@ -108,6 +108,9 @@ fn describe_output(size: u64, rows: usize, input: u64) -> String {
 pub(crate) enum Format {
     /// gzipped perftools.profiles.Profile protobuf (go tool pprof, Pyroscope, Parca)
     Pprof,
+    /// One OTLP ExportProfilesServiceRequest, protobuf (OpenTelemetry's profiles signal), each
+    /// wait with its process
+    Otlp,
     /// speedscope's JSON file format
     Speedscope,
     /// Folded stacks, as `flamegraph --folded` writes them
@@ -121,6 +124,7 @@ impl Format {
     fn default_output(self) -> &'static str {
         match self {
             Format::Pprof => "fdprof.pb.gz",
+            Format::Otlp => "fdprof.otlp.pb",
             Format::Speedscope => "fdprof.speedscope.json",
             Format::Folded => "fdprof.folded",
             Format::TraceJsonl => "fdprof.trace.jsonl",
@@ -164,13 +168,13 @@ pub(crate) fn run(args: &ExportArgs) -> Result<()> {
             };
             render::folded(&graph).into_bytes()
         }
-        Format::Pprof | Format::Speedscope => {
+        Format::Pprof | Format::Otlp | Format::Speedscope => {
             let opts = ProfileOptions {
                 kind,
                 op: args.op.into(),
                 lock: args.lock.into(),
                 raw_addrs: args.raw_addrs,
-                per_process: false,
+                per_process: args.format == Format::Otlp,
             };
             let profile = match analysis::profile(&rec, &opts) {
                 Ok(p) => p,
@@ -179,10 +183,10 @@ pub(crate) fn run(args: &ExportArgs) -> Result<()> {
                     fdprof_recording::escape::name(&args.input.display().to_string())
                 ),
             };
-            if args.format == Format::Pprof {
-                render::pprof(&profile)
-            } else {
-                render::speedscope(&profile)
+            match args.format {
+                Format::Pprof => render::pprof(&profile),
+                Format::Otlp => render::otlp(&profile, &render::otlp::Sender::this_host()),
+                _ => render::speedscope(&profile),
             }
         }
     };

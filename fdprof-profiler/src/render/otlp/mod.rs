@@ -34,6 +34,21 @@ pub struct Sender {
     pub host_id: Option<String>,
 }
 
+impl Sender {
+    /// This host: its name (`/proc/sys/kernel/hostname`) and machine id (`/etc/machine-id`).
+    pub fn this_host() -> Self {
+        let read = |path: &str| {
+            let text = std::fs::read_to_string(path).ok()?;
+            let text = text.trim();
+            (!text.is_empty() && text.len() <= 255).then(|| text.to_string())
+        };
+        Self {
+            host_name: read("/proc/sys/kernel/hostname").unwrap_or_default(),
+            host_id: read("/etc/machine-id"),
+        }
+    }
+}
+
 /// The dictionary as it is built: each table with its index.
 struct Dictionary {
     d: ProfilesDictionary,
