@@ -409,3 +409,27 @@ fn bad_input_is_one_clear_line() {
     assert!(err.contains("symbolic link"), "{err}");
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
 }
+
+/// `export --format otlp` is one request the official Python package reads: its waits and
+/// wait time are the report's exactly, all of them the workload's own process (its pid, as the
+/// recording's target names it), the resource this host, every dictionary table with its zero
+/// entry first.
+#[test]
+fn otlp_export_is_read_by_opentelemetry_proto_with_the_reports_totals() {
+    let rec = two_threads();
+    let out = tmp("opensock-t2.otlp.pb");
+    export(rec, &["--format", "otlp"], &out);
+    let got = crate::common::otlp::decode(&[&out]);
+    let report = run(fdprof().args(["report", "--json"]).arg(rec));
+    let report: Value = serde_json::from_slice(&report.stdout).unwrap();
+    let contention = &report["contention"];
+    assert_eq!(got["totals"]["contentions/count"], contention["count"]);
+    assert_eq!(got["totals"]["delay/nanoseconds"], contention["total_wait_ns"]);
+    let pid = report["target"]["pid"].as_u64().expect("a recording of one command");
+    let by_pid = got["by_pid"].as_object().unwrap();
+    assert_eq!(by_pid.keys().collect::<Vec<_>>(), [&pid.to_string()], "{got}");
+    assert_eq!(got["names"][pid.to_string()], "fdprof");
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    assert_eq!(got["resource"]["host.name"], host.trim());
+    assert_eq!(got["zero_first"], true);
+}

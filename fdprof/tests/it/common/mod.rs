@@ -355,6 +355,7 @@ pub fn raw_totals(raw: &str) -> Vec<u64> {
 pub mod cdp;
 pub mod credentials;
 pub mod daemon;
+pub mod otlp;
 pub mod podman;
 pub mod prometheus;
 pub mod remedy;
