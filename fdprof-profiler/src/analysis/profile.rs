@@ -219,6 +219,11 @@ pub fn targets_profile(
                             .map(|pid| {
                                 let name = comm.get(&pid).copied();
                                 let name = name.or(rec.target.comm.as_deref());
+                                // A command's: its program's file name.
+                                let name = name.or_else(|| {
+                                    let program = rec.target.command.first()?;
+                                    program.rsplit('/').next()
+                                });
                                 (pid, name.unwrap_or_default().to_string())
                             }),
                     };

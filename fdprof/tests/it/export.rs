@@ -424,10 +424,19 @@ fn otlp_export_is_read_by_opentelemetry_proto_with_the_reports_totals() {
     let report: Value = serde_json::from_slice(&report.stdout).unwrap();
     let contention = &report["contention"];
     assert_eq!(got["totals"]["contentions/count"], contention["count"]);
-    assert_eq!(got["totals"]["delay/nanoseconds"], contention["total_wait_ns"]);
-    let pid = report["target"]["pid"].as_u64().expect("a recording of one command");
+    assert_eq!(
+        got["totals"]["delay/nanoseconds"],
+        contention["total_wait_ns"]
+    );
+    let pid = report["target"]["pid"]
+        .as_u64()
+        .expect("a recording of one command");
     let by_pid = got["by_pid"].as_object().unwrap();
-    assert_eq!(by_pid.keys().collect::<Vec<_>>(), [&pid.to_string()], "{got}");
+    assert_eq!(
+        by_pid.keys().collect::<Vec<_>>(),
+        [&pid.to_string()],
+        "{got}"
+    );
     assert_eq!(got["names"][pid.to_string()], "fdprof");
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
     assert_eq!(got["resource"]["host.name"], host.trim());

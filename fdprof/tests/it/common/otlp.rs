@@ -21,7 +21,10 @@ pub fn python() -> PathBuf {
             .arg(&venv)
             .status()
             .unwrap_or_else(|e| panic!("cannot run python3 ({e}): cargo xtask bootstrap"));
-        assert!(made.success(), "python3 -m venv failed: install python3-venv");
+        assert!(
+            made.success(),
+            "python3 -m venv failed: install python3-venv"
+        );
         let installed = Command::new(venv.join("bin/pip"))
             .args(["install", "--disable-pip-version-check"])
             .args(PACKAGES)
