@@ -29,6 +29,7 @@ mod long_lived;
 mod main_loop;
 mod metrics;
 mod named;
+pub mod otlp;
 mod page;
 mod profiles;
 pub mod server;
@@ -129,6 +130,7 @@ async fn serve(
         tls.is_some(),
     );
     let https = tls.is_some();
+    let pusher = config.otlp.clone().map(otlp::Pusher::start);
     // Few: each is answered at once by the main loop.
     let (asks, asked) = tokio::sync::mpsc::channel(4);
     let (stop, server) = start_http(
@@ -138,13 +140,14 @@ async fn serve(
         config.http.max_connections,
         &state,
         asks,
+        pusher.as_ref().map(otlp::Pusher::figures),
     );
     log::info(&format!(
         "fdprof daemon {} listening on {}://{listen}",
         env!("CARGO_PKG_VERSION"),
         if https { "https" } else { "http" },
     ));
-    main_loop::run(watcher, state, signals, asked, reload).await;
+    main_loop::run(watcher, state, signals, asked, reload, pusher).await;
     stop.send_replace(true);
     server.await.context("the HTTP server failed")?;
     if let Some(path) = token_saved {
@@ -187,11 +190,12 @@ fn start_http(
     max_connections: usize,
     state: &Arc<State>,
     asks: tokio::sync::mpsc::Sender<windows::Ask>,
+    push: Option<otlp::PushFigures>,
 ) -> (watch::Sender<bool>, JoinHandle<()>) {
     let counters = Arc::new(server::Counters::default());
     let app = Arc::new(app::App {
         state: state.clone(),
-        registry: metrics::registry(state.clone(), counters.clone()),
+        registry: metrics::registry(state.clone(), counters.clone(), push),
         long_lived: long_lived::LongLived::new(max_connections, counters.clone()),
         asks,
     });

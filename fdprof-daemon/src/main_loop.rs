@@ -17,6 +17,7 @@ use super::capture::Recorder;
 use super::config::{Reload, Watch};
 use super::heap;
 use super::log;
+use super::otlp::Pusher;
 use super::state::State;
 use super::watcher::Watcher;
 use super::windows::{Ask, Opener};
@@ -51,6 +52,8 @@ struct Collector {
     watcher: Watcher,
     state: Arc<State>,
     recorder: Recorder,
+    /// `--otlp-endpoint`: each interval's profiles are queued to be pushed.
+    pusher: Option<Pusher>,
 }
 
 /// A SIGHUP's read of the config, while it runs.
@@ -67,11 +70,13 @@ pub(super) async fn run(
     mut signals: Signals,
     mut asks: mpsc::Receiver<Ask>,
     reload: Option<Reload>,
+    pusher: Option<Pusher>,
 ) {
     let mut collector = Collector {
         watcher,
         state,
         recorder: Recorder::default(),
+        pusher,
     };
     block_in_place(|| collector.watcher.discover());
     let mut every = Clock::new(collector.watcher.watch().interval);
@@ -161,6 +166,9 @@ impl Collector {
             None => Vec::new(),
         };
         block_in_place(|| self.watcher.trace_if_asked(&figures, captures));
+        if let Some(pusher) = &self.pusher {
+            block_in_place(|| pusher.interval(&figures));
+        }
         // The state keeps it, with the collector as those windows left it.
         self.state.push(figures, self.watcher.status());
         // Then the captures due are written, and the processes started since are found.
@@ -204,5 +212,8 @@ impl Collector {
         block_in_place(|| self.watcher.shutdown());
         let interval = self.watcher.watch().interval;
         self.recorder.finish(&self.state, interval).await;
+        if let Some(pusher) = self.pusher {
+            pusher.finish().await;
+        }
     }
 }

@@ -8,11 +8,16 @@ use prometheus_client::registry::Registry;
 use fdprof_profiler::analysis::{self, ReportOptions};
 use fdprof_profiler::render::metrics::{Exposition, MetricsCollector};
 
+use super::otlp::PushFigures;
 use super::server::Counters;
 use super::state::State;
 
 /// The registry `/metrics` encodes, read from `state` and `counters` at each scrape.
-pub(super) fn registry(state: Arc<State>, counters: Arc<Counters>) -> Registry {
+pub(super) fn registry(
+    state: Arc<State>,
+    counters: Arc<Counters>,
+    push: Option<PushFigures>,
+) -> Registry {
     // The totals change once an interval: scrapes in between (several Prometheus servers,
     // a person with curl) reuse the figures.
     let cache: Mutex<Option<(u64, Exposition)>> = Default::default();
@@ -31,6 +36,7 @@ pub(super) fn registry(state: Arc<State>, counters: Arc<Counters>) -> Registry {
         // written: read at each scrape.
         figures.http = counters.figures();
         figures.captures = state.capture_counts();
+        figures.otlp = push.as_ref().map(PushFigures::read);
         figures
     })
     .into_registry()
@@ -63,5 +69,6 @@ fn exposition(state: &State) -> Exposition {
         full_tracing_ns,
         http: Default::default(),
         captures: Vec::new(),
+        otlp: None,
     }
 }

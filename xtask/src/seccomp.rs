@@ -3,7 +3,8 @@
 //! `strace -f --summary-only` through a broad scenario (doctor, workloads, `record -a --cpu`,
 //! `record --trace` of a command, report, flamegraph, export, `top --batch`, and a daemon under
 //! `--config` with the on-CPU samples and full tracing, every endpoint asked with the token, a
-//! window of full tracing by POST and by SIGUSR1, a reload at SIGHUP and a stop at SIGTERM);
+//! window of full tracing by POST and by SIGUSR1, a reload at SIGHUP, an OTLP push to a receiver
+//! that never answers, and a stop at SIGTERM);
 //! the names it saw, the ones the container runtime makes between loading the filter and
 //! exec'ing fdprof ([`RUNTIME`]), and those of Debian's dynamic loader (the tests' build of
 //! fdprof is dynamic: [`LOADER`]) are allowed; anything else fails with EPERM. `clone` is allowed
@@ -329,6 +330,10 @@ fn daemon(bin: &Path, dir: &Path) -> Result<()> {
     )?;
     fs::set_permissions(&config, fs::Permissions::from_mode(0o644))?;
     let listen = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+    // An OTLP receiver that takes connections and never answers: the push connects, sends,
+    // times out and retries.
+    let receiver = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let otlp = format!("http://{}", receiver.local_addr()?);
     let (config_s, token_s, listen_s) = (
         config.display().to_string(),
         token_file.display().to_string(),
@@ -347,6 +352,10 @@ fn daemon(bin: &Path, dir: &Path) -> Result<()> {
             &listen_s,
             "--token-file",
             &token_s,
+            "--otlp-endpoint",
+            &otlp,
+            "--otlp-timeout",
+            "1s",
             "-v",
         ],
     )?;

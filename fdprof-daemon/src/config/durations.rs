@@ -25,6 +25,17 @@ pub(super) const TRACE_ON: Range = Range {
     max: Duration::from_secs(1),
 };
 
+/// `daemon --otlp-timeout`: one request to the receiver, from a millisecond to 10 minutes.
+pub(super) const OTLP_TIMEOUT: Range = Range {
+    min: Duration::from_millis(1),
+    max: Duration::from_secs(600),
+};
+
+/// The parser for `daemon --otlp-timeout`.
+pub fn parse_otlp_timeout(text: &str) -> Result<Duration, String> {
+    parse_in(text, OTLP_TIMEOUT)
+}
+
 /// The parser for `daemon --trace-max`.
 pub fn parse_trace_max(text: &str) -> Result<Duration, String> {
     parse_in(text, TRACE_MAX)

@@ -243,6 +243,8 @@ pub struct Config {
     /// Processes attached at once, at most [`bounds::PROCESSES`].
     pub max_processes: usize,
     pub http: Http,
+    /// `--otlp-endpoint` and the rest: where each interval's profiles are pushed, if anywhere.
+    pub otlp: Option<crate::otlp::Push>,
 }
 
 /// Who may reach the endpoints, and how many at once. Fixed for the daemon's life.

@@ -53,6 +53,24 @@ pub struct Exposition {
     pub http: HttpFigures,
     /// Captures written (`--capture-on`), by target and rule.
     pub captures: Vec<(String, &'static str, u64)>,
+    /// The push to an OTLP receiver, when there is one (`--otlp-endpoint`).
+    pub otlp: Option<OtlpFigures>,
+}
+
+/// What the daemon's OTLP push has done since it started.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OtlpFigures {
+    /// Requests the receiver took.
+    pub sent: u64,
+    pub sent_bytes: u64,
+    /// Attempts that failed (each retry counts).
+    pub failed: u64,
+    /// Requests never sent: past the queue's bound, refused for good, or left at shutdown.
+    pub dropped: u64,
+    /// Profiles the receiver took but rejected.
+    pub rejected_profiles: u64,
+    /// Requests waiting now.
+    pub queued: u64,
 }
 
 /// What the daemon's HTTP server counts of its connections.
@@ -406,6 +424,9 @@ fn daemon(e: &Exposition, out: &mut Families) -> fmt::Result {
         [(NO_LABELS, seconds(e.full_tracing_ns))],
     )?;
     http(e, out)?;
+    if let Some(o) = &e.otlp {
+        otlp(o, out)?;
+    }
     out.counters(
         "fdprof_captures",
         "Captures written by the flight recorder (--capture-on), by target and rule.",
@@ -446,6 +467,47 @@ fn http(e: &Exposition, out: &mut Families) -> fmt::Result {
         [([("reason", "long_lived")], e.http.refused_long_lived)],
     )?;
     Ok(())
+}
+
+/// The push to an OTLP receiver.
+fn otlp(o: &OtlpFigures, out: &mut Families) -> fmt::Result {
+    out.counters(
+        "fdprof_otlp_requests",
+        "OTLP requests the receiver took (one an interval per profile kind with samples).",
+        None,
+        [(NO_LABELS, o.sent)],
+    )?;
+    out.counters(
+        "fdprof_otlp_sent",
+        "Bytes of the OTLP requests the receiver took.",
+        Some(&Unit::Bytes),
+        [(NO_LABELS, o.sent_bytes)],
+    )?;
+    out.counters(
+        "fdprof_otlp_request_failures",
+        "OTLP attempts that failed: no connection, no answer in time, or not a success; each \
+         retry counts.",
+        None,
+        [(NO_LABELS, o.failed)],
+    )?;
+    out.counters(
+        "fdprof_otlp_requests_dropped",
+        "OTLP requests never sent: the oldest past --otlp-queue, one refused for good, or left \
+         at shutdown.",
+        None,
+        [(NO_LABELS, o.dropped)],
+    )?;
+    out.counters(
+        "fdprof_otlp_rejected_profiles",
+        "Profiles the OTLP receiver took but said it rejected (partial success).",
+        None,
+        [(NO_LABELS, o.rejected_profiles)],
+    )?;
+    out.gauges(
+        "fdprof_otlp_queued_requests",
+        "OTLP requests waiting to be sent.",
+        [(NO_LABELS, o.queued)],
+    )
 }
 
 mod containers;

@@ -8,10 +8,13 @@ use std::time::Duration;
 use anyhow::Result;
 
 use super::args::{DebugArgs, ProbeArgs};
-use fdprof_daemon::config::durations::{parse_capture, parse_trace_max, parse_trace_on};
+use fdprof_daemon::config::durations::{
+    parse_capture, parse_otlp_timeout, parse_trace_max, parse_trace_on,
+};
 use fdprof_daemon::config::{
     self as cfg, Capture, Config, Defaults, Reload, Tier, TraceOn, Tracing, Trigger, bounds,
 };
+use fdprof_daemon::otlp::settings as otlp;
 use fdprof_daemon::{log, server};
 use fdprof_profiler::duration::{parse_interval, parse_slow};
 use fdprof_profiler::error::{EXIT_USAGE, fatal};
@@ -167,6 +170,44 @@ pub(crate) struct DaemonArgs {
     /// Log every attach, detach and reload in detail
     #[arg(short, long)]
     pub verbose: bool,
+    #[command(flatten)]
+    pub otlp: OtlpArgs,
+}
+
+/// Pushing each interval's profiles to an OTLP receiver. Each option unset is read from its
+/// OpenTelemetry SDK variable, OTEL_EXPORTER_OTLP_PROFILES_* then OTEL_EXPORTER_OTLP_*
+/// (ENDPOINT, PROTOCOL, HEADERS, TIMEOUT in ms, CERTIFICATE, CLIENT_CERTIFICATE, CLIENT_KEY).
+#[derive(clap::Args, Debug)]
+#[command(next_help_heading = "OTLP push")]
+pub(crate) struct OtlpArgs {
+    /// Push each interval's profiles to this receiver: http://HOST:PORT or https://HOST:PORT
+    /// (an OTel Collector's otlp receiver, Pyroscope's OTLP ingest)
+    #[arg(long, value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
+    /// How: gRPC (port 4317 by convention) or protobuf over HTTP (4318) [default: grpc]
+    #[arg(long, value_enum, value_name = "PROTOCOL")]
+    pub otlp_protocol: Option<otlp::Protocol>,
+    /// A header each request carries (e.g. a tenant or an Authorization), repeatable
+    #[arg(long, value_name = "KEY=VALUE")]
+    pub otlp_header: Vec<String>,
+    /// How long a request may take, connect and answer included [default: 10s]
+    #[arg(long, value_name = "DURATION", value_parser = parse_otlp_timeout)]
+    pub otlp_timeout: Option<Duration>,
+    /// Requests kept while the receiver is away or refuses (each retried with backoff); past
+    /// it the oldest is dropped, counted in fdprof_otlp_requests_dropped_total
+    #[arg(long, value_name = "N", default_value_t = otlp::QUEUE,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100_000))]
+    pub otlp_queue: usize,
+    /// The CA certificates an https receiver's certificate is checked against [default: the
+    /// system's]
+    #[arg(long, value_name = "FILE")]
+    pub otlp_ca_file: Option<PathBuf>,
+    /// A client certificate to present to the receiver (with --otlp-client-key)
+    #[arg(long, value_name = "FILE")]
+    pub otlp_client_cert: Option<PathBuf>,
+    /// The client certificate's key: root's (or the daemon's user's) alone
+    #[arg(long, value_name = "FILE")]
+    pub otlp_client_key: Option<PathBuf>,
 }
 
 pub(crate) fn run(args: DaemonArgs) -> Result<()> {
@@ -217,6 +258,18 @@ pub(crate) fn run(args: DaemonArgs) -> Result<()> {
             None,
         ),
     };
+    let push = otlp::PushArgs {
+        endpoint: args.otlp.otlp_endpoint,
+        protocol: args.otlp.otlp_protocol,
+        headers: args.otlp.otlp_header,
+        timeout: args.otlp.otlp_timeout,
+        queue: Some(args.otlp.otlp_queue),
+        ca_file: args.otlp.otlp_ca_file,
+        client_cert: args.otlp.otlp_client_cert,
+        client_key: args.otlp.otlp_client_key,
+    };
+    let otlp =
+        otlp::resolve(&push, &|name| std::env::var(name).ok()).map_err(|e| fatal(EXIT_USAGE, e))?;
     may_load()?;
     log::set_verbose(args.verbose);
     let (kernel, kernel_syms) = fdprof_profiler::live::read_kernel()?;
@@ -231,6 +284,7 @@ pub(crate) fn run(args: DaemonArgs) -> Result<()> {
             tls: args.tls_cert.zip(args.tls_key),
             max_connections: args.max_connections,
         },
+        otlp,
     };
     fdprof_daemon::run(config, kernel, kernel_syms, reload)
 }

@@ -30,6 +30,7 @@ mod export;
 mod input;
 mod layers;
 mod locks;
+mod otlp_push;
 mod output;
 mod page;
 mod pod;

@@ -1,7 +1,8 @@
 //! The DaemonSet's seccomp profile (deploy/kubernetes/seccomp/fdprof.json) is an allow-list:
 //! every system call fdprof makes must be on it, or the call fails with EPERM in the pod. A
 //! representative run under `strace -f` (doctor, `record -a --cpu`, and a daemon under `-a
-//! --cpu --tier full` asked at its endpoints, given a window by SIGUSR1 and stopped by SIGTERM)
+//! --cpu --tier full` pushing to an OTLP receiver that never answers, asked at its endpoints,
+//! given a window by SIGUSR1 and stopped by SIGTERM)
 //! is compared with it; `cargo xtask seccomp` remakes the profile from a broader run.
 
 use std::collections::BTreeSet;
@@ -99,6 +100,10 @@ fn traced_daemon(dir: &Path) -> BTreeSet<String> {
     let addr = free_loopback_addr();
     let summary = dir.join("daemon.strace");
     let (listen, token_path) = (addr.to_string(), token_file.display().to_string());
+    // An OTLP receiver that takes connections and never answers: the push connects, sends and
+    // times out, as against a receiver that is down.
+    let receiver = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let otlp = format!("http://{}", receiver.local_addr().unwrap());
     let args = [
         "daemon",
         "-a",
@@ -113,6 +118,7 @@ fn traced_daemon(dir: &Path) -> BTreeSet<String> {
         &[
             &args[..],
             &["--listen", &listen, "--token-file", &token_path],
+            &["--otlp-endpoint", &otlp, "--otlp-timeout", "1s"],
         ]
         .concat(),
     );

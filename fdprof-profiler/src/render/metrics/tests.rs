@@ -140,6 +140,7 @@ fn exposition() -> Exposition {
             refused_long_lived: 3,
         },
         captures: vec![("opensock".into(), "shared-table", 2)],
+        otlp: None,
     }
 }
 

@@ -9,8 +9,6 @@
 //! build id as the semantic conventions' `process.executable.build_id.gnu` attribute (the
 //! message has no field for it). A wait's operation and lock, its target, container and pod are
 //! sample attributes.
-//!
-//! Work in progress (issue 57): per-process attributes and the export command come next.
 
 mod proto;
 
@@ -296,6 +294,15 @@ pub(crate) fn request(profile: &Profile, sender: &Sender) -> ExportProfilesServi
 /// The request as protobuf: what `fdprof export --format otlp` writes and the daemon sends.
 pub fn otlp(profile: &Profile, sender: &Sender) -> Vec<u8> {
     request(profile, sender).encode_to_vec()
+}
+
+/// A receiver's `ExportProfilesServiceResponse`: the profiles it rejected and its message
+/// (none and empty when it took them all).
+pub fn partial_success(answer: &[u8]) -> Result<(u64, String), prost::DecodeError> {
+    let partial = proto::ExportProfilesServiceResponse::decode(answer)?.partial_success;
+    Ok(partial.map_or((0, String::new()), |p| {
+        (p.rejected_profiles.max(0) as u64, p.error_message)
+    }))
 }
 
 #[cfg(test)]
