@@ -7,7 +7,7 @@
 //! that never answers, and a stop at SIGTERM);
 //! the names it saw, the ones the container runtime makes between loading the filter and
 //! exec'ing fdprof ([`RUNTIME`]), and those of Debian's dynamic loader (the tests' build of
-//! fdprof is dynamic: [`LOADER`]) are allowed; anything else fails with EPERM. `clone` is allowed
+//! fdprof is dynamic: [`LOADER`]), and `restart_syscall` ([`KERNEL`]) are allowed; anything else fails with EPERM. `clone` is allowed
 //! only without namespace flags, and `clone3`, whose flags a filter cannot see, fails with
 //! ENOSYS, on which glibc falls back to `clone`. A call of [`NEVER`] in the trace stops the
 //! task: allowing it is a decision, not a measurement.
@@ -84,6 +84,10 @@ const RUNTIME: &[&str] = &[
 /// Debian's dynamic loader's calls that the static binary does not make (it reads the
 /// libraries' headers with `pread64`).
 const LOADER: &[&str] = &["access", "pread64"];
+
+/// What the kernel makes on fdprof's behalf: a sleep interrupted by a stop (SIGSTOP, a
+/// debugger) resumes through `restart_syscall`, which a trace sees only when one happened.
+const KERNEL: &[&str] = &["restart_syscall"];
 
 /// Calls that must stay refused: a trace that holds one stops `cargo xtask seccomp`.
 pub(crate) const NEVER: &[&str] = &[
@@ -182,7 +186,13 @@ pub(crate) fn run() -> Result<()> {
 /// The profile allowing `traced`, the runtime's and the loader's calls.
 pub(crate) fn profile(traced: &BTreeSet<String>) -> serde_json::Value {
     let mut allowed: BTreeSet<String> = traced.clone();
-    allowed.extend(RUNTIME.iter().chain(LOADER).map(|s| s.to_string()));
+    allowed.extend(
+        RUNTIME
+            .iter()
+            .chain(LOADER)
+            .chain(KERNEL)
+            .map(|s| s.to_string()),
+    );
     // arm64 has only the generic calls: the one each x86-64 call traced stands for there.
     let generic: Vec<&str> = allowed
         .iter()
@@ -486,8 +496,16 @@ fn http(addr: SocketAddr, method: &str, path: &str, token: &str) -> Result<()> {
         "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n\
          Content-Length: 0\r\nConnection: close\r\n\r\n"
     )?;
+    // At most 2 s of the answer: the stream sends an event each interval and never ends.
     let mut buf = Vec::new();
-    let _ = stream.read_to_end(&mut buf);
+    let until = Instant::now() + Duration::from_secs(2);
+    let mut chunk = [0u8; 16 * 1024];
+    while Instant::now() < until {
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
     let head = String::from_utf8_lossy(&buf[..buf.len().min(12)]).to_string();
     eprintln!("    {method} {path}: {head}");
     Ok(())

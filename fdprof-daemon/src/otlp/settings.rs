@@ -101,99 +101,132 @@ enum Given {
     Base,
 }
 
-/// The push the options and the environment (`env`) ask for, if any.
-pub fn resolve(
-    args: &PushArgs,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<Option<Push>, String> {
-    let var = |name: &str| -> Option<(String, String)> {
+/// The OTel SDKs' variables of one name: the profiles signal's first, then the general one.
+struct Vars<'a>(&'a dyn Fn(&str) -> Option<String>);
+
+impl Vars<'_> {
+    /// The variable set (not empty) and its value.
+    fn get(&self, name: &str) -> Option<(String, String)> {
         [
             format!("OTEL_EXPORTER_OTLP_PROFILES_{name}"),
             format!("OTEL_EXPORTER_OTLP_{name}"),
         ]
         .into_iter()
-        .find_map(|k| env(&k).filter(|v| !v.trim().is_empty()).map(|v| (k, v)))
-    };
+        .find_map(|k| {
+            (self.0)(&k)
+                .filter(|v| !v.trim().is_empty())
+                .map(|v| (k, v))
+        })
+    }
+
+    /// A file's option, else its variable.
+    fn file(&self, option: &Option<PathBuf>, name: &str) -> Option<PathBuf> {
+        option
+            .clone()
+            .or_else(|| self.get(name).map(|(_, v)| PathBuf::from(v)))
+    }
+}
+
+/// The push the options and the environment (`env`) ask for, if any.
+pub fn resolve(
+    args: &PushArgs,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<Push>, String> {
+    let vars = Vars(env);
     let (endpoint, given, what) = match &args.endpoint {
         Some(e) => (e.clone(), Given::Option, "--otlp-endpoint".to_string()),
-        None => match var("ENDPOINT") {
+        None => match vars.get("ENDPOINT") {
             Some((k, v)) if k.contains("PROFILES") => (v, Given::Signal, k),
             Some((k, v)) => (v, Given::Base, k),
             None => return Ok(None),
         },
     };
-    let protocol = match args.protocol {
-        Some(p) => p,
-        None => match var("PROTOCOL") {
-            None => Protocol::Grpc,
-            Some((_, v)) if v.trim() == "grpc" => Protocol::Grpc,
-            Some((_, v)) if v.trim() == "http/protobuf" => Protocol::HttpProtobuf,
-            Some((k, v)) if v.trim() == "http/json" => {
-                return Err(format!(
-                    "{k}: http/json is not supported: use grpc or http/protobuf"
-                ));
-            }
-            Some((k, _)) => return Err(format!("{k}: not a protocol: use grpc or http/protobuf")),
-        },
-    };
+    let protocol = protocol(args, &vars)?;
     let uri =
         request_uri(endpoint.trim(), given, protocol).map_err(|why| format!("{what}: {why}"))?;
     let headers = match args.headers.is_empty() {
         false => headers(args.headers.iter().map(String::as_str), false)
             .map_err(|why| format!("--otlp-header: {why}"))?,
-        true => match var("HEADERS") {
+        true => match vars.get("HEADERS") {
             Some((k, v)) => headers(v.split(','), true).map_err(|why| format!("{k}: {why}"))?,
             None => Vec::new(),
         },
     };
-    let timeout = match args.timeout {
-        Some(t) => t,
-        None => match var("TIMEOUT") {
-            Some((k, v)) => v
-                .trim()
-                .parse::<u64>()
-                .ok()
-                .filter(|&ms| ms > 0)
-                .map(Duration::from_millis)
-                .ok_or_else(|| format!("{k}: not a positive number of milliseconds"))?,
-            None => TIMEOUT,
-        },
-    };
-    if timeout.is_zero() {
-        return Err("--otlp-timeout: must be more than 0".into());
-    }
     let queue = args.queue.unwrap_or(QUEUE);
     if queue == 0 {
         return Err("--otlp-queue: must be at least 1".into());
     }
-    let file = |option: &Option<PathBuf>, name: &str| {
-        option
-            .clone()
-            .or_else(|| var(name).map(|(_, v)| PathBuf::from(v)))
-    };
-    let ca = file(&args.ca_file, "CERTIFICATE");
-    let client = match (file(&args.client_cert, "CLIENT_CERTIFICATE"), file(&args.client_key, "CLIENT_KEY")) {
-        (Some(c), Some(k)) => Some((c, k)),
-        (None, None) => None,
-        _ => return Err("a client certificate needs its key, and a key its certificate (--otlp-client-cert, --otlp-client-key)".into()),
-    };
-    let tls = match uri.scheme_str() {
-        Some("https") => Some(client_config(ca.as_deref(), client.as_ref(), protocol)?),
-        _ if ca.is_some() || client.is_some() => {
-            return Err(format!(
-                "{what}: certificates are given, so the endpoint must be https://"
-            ));
-        }
-        _ => None,
-    };
+    let tls = tls(args, &vars, &uri, protocol).map_err(|why| format!("{what}: {why}"))?;
     Ok(Some(Push {
         uri,
         protocol,
         headers,
-        timeout,
+        timeout: timeout(args, &vars)?,
         queue,
         tls,
     }))
+}
+
+fn protocol(args: &PushArgs, vars: &Vars) -> Result<Protocol, String> {
+    let Some(p) = args.protocol else {
+        return match vars.get("PROTOCOL") {
+            None => Ok(Protocol::Grpc),
+            Some((_, v)) if v.trim() == "grpc" => Ok(Protocol::Grpc),
+            Some((_, v)) if v.trim() == "http/protobuf" => Ok(Protocol::HttpProtobuf),
+            Some((k, v)) if v.trim() == "http/json" => Err(format!(
+                "{k}: http/json is not supported: use grpc or http/protobuf"
+            )),
+            Some((k, _)) => Err(format!("{k}: not a protocol: use grpc or http/protobuf")),
+        };
+    };
+    Ok(p)
+}
+
+fn timeout(args: &PushArgs, vars: &Vars) -> Result<Duration, String> {
+    let timeout = match (args.timeout, vars.get("TIMEOUT")) {
+        (Some(t), _) => t,
+        (None, Some((k, v))) => v
+            .trim()
+            .parse::<u64>()
+            .ok()
+            .filter(|&ms| ms > 0)
+            .map(Duration::from_millis)
+            .ok_or_else(|| format!("{k}: not a positive number of milliseconds"))?,
+        (None, None) => TIMEOUT,
+    };
+    match timeout.is_zero() {
+        true => Err("--otlp-timeout: must be more than 0".into()),
+        false => Ok(timeout),
+    }
+}
+
+/// TLS for an https endpoint; certificates given for an http one are refused.
+fn tls(
+    args: &PushArgs,
+    vars: &Vars,
+    uri: &Uri,
+    protocol: Protocol,
+) -> Result<Option<Arc<rustls::ClientConfig>>, String> {
+    let ca = vars.file(&args.ca_file, "CERTIFICATE");
+    let cert = vars.file(&args.client_cert, "CLIENT_CERTIFICATE");
+    let client = match (cert, vars.file(&args.client_key, "CLIENT_KEY")) {
+        (Some(c), Some(k)) => Some((c, k)),
+        (None, None) => None,
+        _ => {
+            return Err(
+                "a client certificate needs its key, and a key its certificate \
+                        (--otlp-client-cert, --otlp-client-key)"
+                    .into(),
+            );
+        }
+    };
+    match uri.scheme_str() {
+        Some("https") => client_config(ca.as_deref(), client.as_ref(), protocol).map(Some),
+        _ if ca.is_some() || client.is_some() => {
+            Err("certificates are given, so the endpoint must be https://".into())
+        }
+        _ => Ok(None),
+    }
 }
 
 /// The URI a request goes to.

@@ -52,7 +52,7 @@ pub(crate) use own_cost::own_cost;
 pub use processes::processes;
 pub use profile::{
     NoProfile, Profile, ProfileFrame, ProfileKind, ProfileOptions, Space, ValueType, ValueUnit,
-    profile, targets_profile,
+    WaitLabels, profile, targets_profile,
 };
 pub(crate) use scan::{scan, table};
 pub(crate) use series::rates as series_rates;

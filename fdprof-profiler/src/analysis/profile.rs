@@ -188,48 +188,7 @@ pub fn targets_profile(
     let (value_types, period_type, period) = match opts.kind {
         ProfileKind::Contention => {
             for &(target, rec) in targets {
-                let identity: HashMap<u32, &fdprof_figures::Identity> =
-                    rec.processes.iter().map(|p| (p.pid, &p.identity)).collect();
-                let comm: HashMap<u32, &str> = rec
-                    .processes
-                    .iter()
-                    .map(|p| (p.pid, p.comm.as_str()))
-                    .collect();
-                for site in &rec.contention {
-                    let passes = opts.op.matches(site.operation) && opts.lock.matches(site.lock);
-                    if !passes || (site.count == 0 && site.total_wait_ns == 0) {
-                        continue;
-                    }
-                    let id = site.pid.and_then(|pid| identity.get(&pid));
-                    let container = id.and_then(|i| i.container.as_ref());
-                    if let Some(c) = container {
-                        containers.insert(format!("{} {}", c.runtime.as_str(), c.short_id()));
-                    }
-                    let labels = WaitLabels {
-                        operation: site.operation.name(),
-                        lock: site.figure_lock().name,
-                        target: target.map(str::to_string),
-                        container: container.map(|c| c.id.clone()),
-                        pod_uid: id.and_then(|i| i.pod_uid.clone()),
-                        // A single process's recording names its process once, in its target.
-                        process: site
-                            .pid
-                            .or(rec.target.pid)
-                            .filter(|_| opts.per_process)
-                            .map(|pid| {
-                                let name = comm.get(&pid).copied();
-                                let name = name.or(rec.target.comm.as_deref());
-                                // A command's: its program's file name.
-                                let name = name.or_else(|| {
-                                    let program = rec.target.command.first()?;
-                                    program.rsplit('/').next()
-                                });
-                                (pid, name.unwrap_or_default().to_string())
-                            }),
-                    };
-                    let frames = builder.stack(&site.kernel_stack, &site.user_stack, true);
-                    builder.add(frames, Some(labels), [site.count, site.total_wait_ns]);
-                }
+                add_waits(&mut builder, &mut containers, target, rec, opts);
             }
             (
                 vec![ValueType::Contentions, ValueType::Delay],
@@ -276,6 +235,67 @@ pub fn targets_profile(
         samples: builder.samples,
         totals,
     })
+}
+
+/// `rec`'s waits that pass `opts`, each labelled with `target` and where it ran; the containers
+/// they ran in go into `containers`.
+fn add_waits(
+    builder: &mut Builder,
+    containers: &mut std::collections::BTreeSet<String>,
+    target: Option<&str>,
+    rec: &Recording,
+    opts: &ProfileOptions,
+) {
+    let identity: HashMap<u32, &fdprof_figures::Identity> =
+        rec.processes.iter().map(|p| (p.pid, &p.identity)).collect();
+    let comms: HashMap<u32, &str> = match opts.per_process {
+        true => rec
+            .processes
+            .iter()
+            .map(|p| (p.pid, p.comm.as_str()))
+            .collect(),
+        false => HashMap::new(),
+    };
+    for site in &rec.contention {
+        let passes = opts.op.matches(site.operation) && opts.lock.matches(site.lock);
+        if !passes || (site.count == 0 && site.total_wait_ns == 0) {
+            continue;
+        }
+        let id = site.pid.and_then(|pid| identity.get(&pid));
+        let container = id.and_then(|i| i.container.as_ref());
+        if let Some(c) = container {
+            containers.insert(format!("{} {}", c.runtime.as_str(), c.short_id()));
+        }
+        let labels = WaitLabels {
+            operation: site.operation.name(),
+            lock: site.figure_lock().name,
+            target: target.map(str::to_string),
+            container: container.map(|c| c.id.clone()),
+            pod_uid: id.and_then(|i| i.pod_uid.clone()),
+            process: opts
+                .per_process
+                .then(|| wait_process(site.pid, rec, &comms))
+                .flatten(),
+        };
+        let frames = builder.stack(&site.kernel_stack, &site.user_stack, true);
+        builder.add(frames, Some(labels), [site.count, site.total_wait_ns]);
+    }
+}
+
+/// The process a wait of `rec` ran in: its site's, or a single process's recording's (its
+/// target), named by its comm or, for a command, its program's file name.
+fn wait_process(
+    site_pid: Option<u32>,
+    rec: &Recording,
+    comms: &HashMap<u32, &str>,
+) -> Option<(u32, String)> {
+    let pid = site_pid.or(rec.target.pid)?;
+    let name = comms
+        .get(&pid)
+        .copied()
+        .or(rec.target.comm.as_deref())
+        .or_else(|| rec.target.command.first()?.rsplit('/').next());
+    Some((pid, name.unwrap_or_default().to_string()))
 }
 
 /// Interns frames and merges samples.

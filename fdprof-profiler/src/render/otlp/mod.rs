@@ -16,7 +16,7 @@ use std::collections::HashMap;
 
 use prost::Message;
 
-use crate::analysis::{Profile, ProfileFrame, Space};
+use crate::analysis::{Profile, ProfileFrame, Space, WaitLabels};
 use proto::{
     AnyValue, ExportProfilesServiceRequest, Function, InstrumentationScope, KeyValue,
     KeyValueAndUnit, Line, Link, Location, Mapping, ProfilesDictionary, Resource, ResourceProfiles,
@@ -117,6 +117,30 @@ impl Dictionary {
         self.stacks.insert(locations, i);
         i
     }
+
+    /// A wait's attributes: its operation and lock, and its target, container, pod and
+    /// process where known.
+    fn wait_attributes(&mut self, l: &WaitLabels) -> Vec<i32> {
+        let mut attributes = vec![
+            self.attribute("fdprof.operation", l.operation),
+            self.attribute("fdprof.lock", &l.lock),
+        ];
+        let known = [
+            ("fdprof.target", &l.target),
+            ("container.id", &l.container),
+            ("k8s.pod.uid", &l.pod_uid),
+        ];
+        for (key, value) in known {
+            if let Some(v) = value {
+                attributes.push(self.attribute(key, v));
+            }
+        }
+        if let Some((pid, comm)) = &l.process {
+            attributes.push(self.attribute_of("process.pid", Value::Int(i64::from(*pid))));
+            attributes.push(self.attribute("process.executable.name", comm));
+        }
+        attributes
+    }
 }
 
 fn string_value(s: &str) -> AnyValue {
@@ -214,25 +238,10 @@ pub(crate) fn request(profile: &Profile, sender: &Sender) -> ExportProfilesServi
         .iter()
         .map(|s| {
             let stack = d.stack(s.frames.iter().map(|&f| f as i32 + 1).collect());
-            let mut attributes = Vec::new();
-            if let Some(l) = &s.labels {
-                attributes.push(d.attribute("fdprof.operation", l.operation));
-                attributes.push(d.attribute("fdprof.lock", &l.lock));
-                let known = [
-                    ("fdprof.target", &l.target),
-                    ("container.id", &l.container),
-                    ("k8s.pod.uid", &l.pod_uid),
-                ];
-                for (key, value) in known {
-                    if let Some(v) = value {
-                        attributes.push(d.attribute(key, v));
-                    }
-                }
-                if let Some((pid, comm)) = &l.process {
-                    attributes.push(d.attribute_of("process.pid", Value::Int(i64::from(*pid))));
-                    attributes.push(d.attribute("process.executable.name", comm));
-                }
-            }
+            let attributes = s
+                .labels
+                .as_ref()
+                .map_or_else(Vec::new, |l| d.wait_attributes(l));
             (stack, attributes)
         })
         .collect();
