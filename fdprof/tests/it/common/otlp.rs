@@ -10,8 +10,13 @@ use serde_json::Value;
 /// The packages, pinned: the profiles signal is still `v1development`.
 const PACKAGES: [&str; 2] = ["opentelemetry-proto==1.45.2", "grpcio==1.85.4"];
 
-/// The virtualenv's python.
+/// The virtualenv's python, made once (the tests that ask at the same time wait for it).
 pub fn python() -> PathBuf {
+    static PYTHON: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    PYTHON.get_or_init(make_venv).clone()
+}
+
+fn make_venv() -> PathBuf {
     let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("otlp-venv");
     let bin = venv.join("bin/python");
     let ready = venv.join(".installed");
