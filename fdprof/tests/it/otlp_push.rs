@@ -135,6 +135,15 @@ fn every_wait_reaches(receiver: &Receiver, daemon: &Daemon, comm: &str, pid: u32
             })
     })
     .unwrap_or_else(|last| panic!("{last}\n{}", daemon.log()));
+    eprintln!(
+        "{comm}: the receiver took {} requests, {} waits, {} ns (the report's); {} failed attempts",
+        receiver.requests().len(),
+        got["totals"]["contentions/count"],
+        got["totals"]["delay/nanoseconds"],
+        daemon
+            .metric("fdprof_otlp_request_failures_total")
+            .unwrap_or(0.0)
+    );
     let pids: Vec<&String> = got["by_pid"].as_object().unwrap().keys().collect();
     assert_eq!(pids, [&pid.to_string()], "{got}");
     assert_eq!(got["names"][pid.to_string()], comm);
