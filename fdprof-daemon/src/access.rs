@@ -19,6 +19,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::files::{self, Access};
+use super::server::Peer;
 
 /// The shortest token accepted from a file (bytes): 128 bits as hex.
 const TOKEN_MIN: usize = 32;
@@ -30,6 +31,10 @@ pub const TOKEN_DIR: &str = "/run/fdprof";
 
 /// The endpoint anyone may ask: it says only that the daemon runs.
 const OPEN_PATHS: [&str; 1] = ["/healthz"];
+/// Password checks at once: more are answered 429 at once.
+const PASSWORD_CHECKS: usize = 2;
+/// The longest Basic credentials read (bcrypt reads 72 bytes of a password).
+const BASIC_MAX: usize = 1024;
 
 /// The daemon's credential.
 #[derive(Clone)]
@@ -113,6 +118,10 @@ impl Token {
 /// What the access check knows: the token, and the host names a request may name.
 pub(crate) struct Policy {
     token: Token,
+    /// `--web-config-file`: its users, and whether its client certificates are credentials.
+    web: Option<Arc<crate::web_config::Live>>,
+    /// Password checks running at once, at most [`PASSWORD_CHECKS`]: each costs tens of ms of CPU.
+    checks: tokio::sync::Semaphore,
     hosts: BTreeSet<String>,
     /// The cookie's name: one per port, as browsers share cookies between a host's ports.
     cookie: String,
@@ -121,7 +130,13 @@ pub(crate) struct Policy {
 
 impl Policy {
     /// `listen` is the address bound (its real port); `extra` the `--allow-host` names.
-    pub(crate) fn new(token: Token, listen: SocketAddr, extra: &[String], tls: bool) -> Policy {
+    pub(crate) fn new(
+        token: Token,
+        listen: SocketAddr,
+        extra: &[String],
+        tls: bool,
+        web: Option<Arc<crate::web_config::Live>>,
+    ) -> Policy {
         let mut hosts: BTreeSet<String> = ["localhost", "127.0.0.1", "[::1]"]
             .into_iter()
             .map(String::from)
@@ -134,6 +149,8 @@ impl Policy {
         hosts.extend(extra.iter().map(|h| h.to_ascii_lowercase()));
         Policy {
             token,
+            web,
+            checks: tokio::sync::Semaphore::new(PASSWORD_CHECKS),
             hosts,
             cookie: format!("fdprof_token_{}", listen.port()),
             secure: tls,
@@ -220,6 +237,14 @@ impl Policy {
         shown.replace(self.token.0.as_str(), "…")
     }
 
+    /// The web config's headers for every answer.
+    pub(crate) fn web_headers(&self) -> Vec<(header::HeaderName, HeaderValue)> {
+        self.web
+            .as_ref()
+            .map(|w| w.current().headers.clone())
+            .unwrap_or_default()
+    }
+
     fn set_cookie(&self) -> Option<HeaderValue> {
         let secure = if self.secure { "; Secure" } else { "" };
         HeaderValue::from_str(&format!(
@@ -246,24 +271,84 @@ pub(crate) async fn check(
     if OPEN_PATHS.contains(&request.uri().path()) {
         return next.run(request).await;
     }
+    let web = policy.web.as_ref().map(|w| w.current());
+    // A client certificate the handshake verified, where the web config verifies them.
+    let peer = request
+        .extensions()
+        .get::<Peer>()
+        .copied()
+        .unwrap_or_default();
+    if peer.verified_certificate && web.as_ref().is_some_and(|w| w.verifies_clients()) {
+        return next.run(request).await;
+    }
+    if let Some(web) = web.filter(|w| w.users.is_set())
+        && let Some((user, password)) = basic(request.headers())
+    {
+        let Ok(_permit) = policy.checks.try_acquire() else {
+            return (
+                StatusCode::TOO_MANY_REQUESTS,
+                "too many password checks at once: try again\n",
+            )
+                .into_response();
+        };
+        let passed = tokio::task::spawn_blocking(move || web.users.check(&user, &password))
+            .await
+            .unwrap_or(false);
+        return match passed {
+            true => next.run(request).await,
+            false => unauthorized(&policy),
+        };
+    }
     let (authorized, from_query) = match policy.credential(&request) {
         Some((given, from_query)) => (policy.token.matches(&given), from_query),
         None => (false, false),
     };
     if !authorized {
-        return (
-            StatusCode::UNAUTHORIZED,
-            [(header::WWW_AUTHENTICATE, "Bearer")],
-            "a token is needed: Authorization: Bearer TOKEN, or ?token=TOKEN (fdprof daemon logs \
-             where its token is)\n",
-        )
-            .into_response();
+        return unauthorized(&policy);
     }
     let mut response = next.run(request).await;
     if from_query && let Some(cookie) = policy.set_cookie() {
         response.headers_mut().insert(header::SET_COOKIE, cookie);
     }
     response
+}
+
+/// 401, naming the credentials the daemon takes.
+fn unauthorized(policy: &Policy) -> Response {
+    let users = policy
+        .web
+        .as_ref()
+        .is_some_and(|w| w.current().users.is_set());
+    let challenge = match users {
+        true => "Bearer, Basic realm=\"fdprof\"",
+        false => "Bearer",
+    };
+    (
+        StatusCode::UNAUTHORIZED,
+        [(header::WWW_AUTHENTICATE, challenge)],
+        "a token is needed: Authorization: Bearer TOKEN, or ?token=TOKEN (fdprof daemon logs \
+         where its token is); or a user of the web config's basic_auth_users, or a client \
+         certificate it verifies\n",
+    )
+        .into_response()
+}
+
+/// `Authorization: Basic` credentials, user and password, when well formed and not too long.
+fn basic(headers: &HeaderMap) -> Option<(String, String)> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, encoded) = value.split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("basic") || encoded.len() > BASIC_MAX {
+        return None;
+    }
+    use base64::Engine;
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(encoded.trim())
+        .ok()?;
+    let (user, password) = String::from_utf8(decoded)
+        .ok()?
+        .split_once(':')
+        .map(|(u, p)| (u.to_string(), p.to_string()))?;
+    Some((user, password))
 }
 
 /// Whether a query parameter's name is `token` once percent-decoded, in any case.
@@ -372,6 +457,7 @@ mod tests {
             listen.parse().unwrap(),
             &["metrics.example".to_string()],
             false,
+            None,
         )
     }
 

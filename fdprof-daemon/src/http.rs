@@ -63,6 +63,13 @@ pub(crate) fn router(app: Arc<App>, policy: Arc<access::Policy>) -> Router {
         .layer(axum::middleware::from_fn_with_state(policy, logged))
 }
 
+/// `--health-listen`: `/healthz` alone, for probes that send no credential and no certificate.
+pub(crate) fn health_router(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .with_state(app)
+}
+
 /// `-v`: one line per request, with its status and time (the token hidden: see
 /// [`access::Policy::shown`]).
 async fn logged(
@@ -79,6 +86,10 @@ async fn logged(
         header::REFERRER_POLICY,
         HeaderValue::from_static("no-referrer"),
     );
+    // The web config's `http_server_config.headers`, on every answer.
+    for (name, value) in policy.web_headers() {
+        response.headers_mut().insert(name, value);
+    }
     log::debug(&format!(
         "{method} {uri} {} in {:?}",
         response.status().as_u16(),

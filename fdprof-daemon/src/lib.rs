@@ -38,6 +38,7 @@ pub(crate) mod state;
 pub(crate) mod tls;
 mod trace_request;
 pub(crate) mod watcher;
+pub mod web_config;
 mod windows;
 
 use std::net::SocketAddr;
@@ -48,7 +49,6 @@ use anyhow::{Context, Result};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tokio_rustls::TlsAcceptor;
 
 use fdprof_profiler::collect::Kernel;
 use fdprof_profiler::error::{EXIT_USAGE, fatal};
@@ -123,19 +123,42 @@ async fn serve(
     );
     let state = State::new(watcher.empty_history(None), config.watch.interval);
     state.set_capture_dir(config.watch.capture.as_ref().map(|c| c.dir.clone()));
+    let web = match &tls {
+        Some(server::Tls::Live(live)) => Some(live.clone()),
+        _ => None,
+    };
+    let https = match &tls {
+        Some(server::Tls::Fixed(_)) => true,
+        Some(server::Tls::Live(live)) => live.current().tls.is_some(),
+        None => false,
+    };
     let policy = access::Policy::new(
         token.clone(),
         listen,
         &config.http.allow_hosts,
-        tls.is_some(),
+        https,
+        web.clone(),
     );
-    let https = tls.is_some();
+    let watching = web.map(web_config::Live::watch);
+    let health = match config.http.health_listen {
+        Some(addr) => Some(TcpListener::bind(addr).await.map_err(|e| {
+            fatal(
+                EXIT_USAGE,
+                format!("cannot listen on {addr} (--health-listen): {e}"),
+            )
+        })?),
+        None => None,
+    };
     let pusher = config.otlp.clone().map(otlp::Pusher::start);
     // Few: each is answered at once by the main loop.
     let (asks, asked) = tokio::sync::mpsc::channel(4);
-    let (stop, server) = start_http(
-        listener,
+    let sockets = Sockets {
+        main: listener,
+        health,
         tls,
+    };
+    let (stop, server) = start_http(
+        sockets,
         policy,
         config.http.max_connections,
         &state,
@@ -150,6 +173,9 @@ async fn serve(
     main_loop::run(watcher, state, signals, asked, reload, pusher).await;
     stop.send_replace(true);
     server.await.context("the HTTP server failed")?;
+    if let Some(watching) = watching {
+        watching.abort();
+    }
     if let Some(path) = token_saved {
         token.remove_saved(&path);
     }
@@ -157,13 +183,18 @@ async fn serve(
     Ok(())
 }
 
-/// The listening socket, and the TLS acceptor with `--tls-cert`; the address bound (its port
+/// The listening socket, and its TLS (`--tls-cert`'s, or the web config's); the address bound (its port
 /// is the kernel's pick under `--listen HOST:0`).
-async fn listen(config: &Config) -> Result<(TcpListener, Option<TlsAcceptor>, SocketAddr)> {
+async fn listen(config: &Config) -> Result<(TcpListener, Option<server::Tls>, SocketAddr)> {
     server::reserve_descriptors(config.http.max_connections).map_err(|e| fatal(EXIT_USAGE, e))?;
-    let tls = match &config.http.tls {
-        None => None,
-        Some((cert, key)) => Some(tls::acceptor(cert, key).map_err(|e| fatal(EXIT_USAGE, e))?),
+    let tls = match (&config.http.tls, &config.http.web_config) {
+        (Some((cert, key)), _) => Some(server::Tls::Fixed(
+            tls::acceptor(cert, key).map_err(|e| fatal(EXIT_USAGE, e))?,
+        )),
+        (None, Some(path)) => Some(server::Tls::Live(
+            web_config::Live::open(path.clone()).map_err(|e| fatal(EXIT_USAGE, e))?,
+        )),
+        (None, None) => None,
     };
     let listener = TcpListener::bind(config.listen).await.map_err(|e| {
         fatal(
@@ -181,11 +212,24 @@ async fn listen(config: &Config) -> Result<(TcpListener, Option<TlsAcceptor>, So
     Ok((listener, tls, listen))
 }
 
-/// Starts serving the endpoints on `listener`; `true` sent on the channel returned stops the
+/// What the daemon serves on: its port and TLS, and `--health-listen`'s port.
+struct Sockets {
+    main: TcpListener,
+    health: Option<TcpListener>,
+    tls: Option<server::Tls>,
+}
+
+/// Connections the health port serves at once (probes ask one at a time).
+const HEALTH_CONNECTIONS: usize = 8;
+
+/// Starts serving the endpoints on `listener` (and `/healthz` alone on `health`); `true` sent on the channel returned stops the
 /// server, whose task ends once the answers being sent are done.
 fn start_http(
-    listener: TcpListener,
-    tls: Option<TlsAcceptor>,
+    Sockets {
+        main: listener,
+        health,
+        tls,
+    }: Sockets,
     policy: access::Policy,
     max_connections: usize,
     state: &Arc<State>,
@@ -200,6 +244,17 @@ fn start_http(
         asks,
     });
     let (stop, stopped) = watch::channel(false);
+    // `--health-listen`: `/healthz` alone, plain HTTP, a few connections of its own.
+    let health = health.map(|listener| {
+        let server = server::Server {
+            listener,
+            router: http::health_router(app.clone()),
+            tls: None,
+            max: HEALTH_CONNECTIONS,
+            counters: Arc::new(server::Counters::default()),
+        };
+        tokio::spawn(server.run(stopped.clone()))
+    });
     let server = server::Server {
         listener,
         router: http::router(app, Arc::new(policy)),
@@ -207,7 +262,14 @@ fn start_http(
         max: max_connections,
         counters,
     };
-    (stop, tokio::spawn(server.run(stopped)))
+    let main = tokio::spawn(server.run(stopped));
+    let both = tokio::spawn(async move {
+        let _ = main.await;
+        if let Some(health) = health {
+            let _ = health.await;
+        }
+    });
+    (stop, both)
 }
 
 /// The daemon's token: `--token-file`'s, else a new one saved where root alone can read it

@@ -196,10 +196,35 @@ impl Slots {
     }
 }
 
+/// Where a connection's TLS comes from: `--tls-cert`'s, fixed for the daemon's life, or the
+/// web config's as it stands when the connection comes.
+#[derive(Clone)]
+pub(crate) enum Tls {
+    Fixed(TlsAcceptor),
+    Live(Arc<crate::web_config::Live>),
+}
+
+impl Tls {
+    fn acceptor(&self) -> Option<TlsAcceptor> {
+        match self {
+            Tls::Fixed(acceptor) => Some(acceptor.clone()),
+            Tls::Live(live) => live.current().tls.clone(),
+        }
+    }
+}
+
+/// What the connection's handshake proved of its client, in each request's extensions.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Peer {
+    /// A client certificate was given and verified against the web config's
+    /// `client_ca_file` (and its `client_allowed_sans`): the handshake refuses any other.
+    pub verified_certificate: bool,
+}
+
 pub(crate) struct Server {
     pub listener: TcpListener,
     pub router: Router,
-    pub tls: Option<TlsAcceptor>,
+    pub tls: Option<Tls>,
     pub max: usize,
     pub counters: Arc<Counters>,
 }
@@ -243,11 +268,21 @@ impl Server {
             );
             let max = self.max;
             tasks.spawn(async move {
-                let why = match tls {
-                    None => serve(stream, router, &slot, stop).await,
+                let why = match tls.as_ref().and_then(Tls::acceptor) {
+                    None => serve(stream, router, &slot, stop, Peer::default()).await,
                     Some(acceptor) => {
                         match tokio::time::timeout(HEADER_TIMEOUT, acceptor.accept(stream)).await {
-                            Ok(Ok(tls)) => serve(tls, router, &slot, stop).await,
+                            Ok(Ok(tls)) => {
+                                // A verifier that accepts a certificate only once verified.
+                                let peer = Peer {
+                                    verified_certificate: tls
+                                        .get_ref()
+                                        .1
+                                        .peer_certificates()
+                                        .is_some_and(|c| !c.is_empty()),
+                                };
+                                serve(tls, router, &slot, stop, peer).await
+                            }
                             Ok(Err(e)) => {
                                 log::debug(&format!("TLS handshake with {peer}: {e}"));
                                 None
@@ -305,15 +340,17 @@ async fn serve<S>(
     router: Router,
     slot: &Arc<Slot>,
     mut stop: watch::Receiver<bool>,
+    peer: Peer,
 ) -> Option<Refusal>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let service = {
         let slot = slot.clone();
-        hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+        hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
             let busy = Busy::new(&slot);
             let router = router.clone();
+            request.extensions_mut().insert(peer);
             async move {
                 let response = router
                     .oneshot(request.map(Body::new))

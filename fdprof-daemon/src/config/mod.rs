@@ -256,6 +256,11 @@ pub struct Http {
     pub allow_hosts: Vec<String>,
     /// `--tls-cert` and `--tls-key`.
     pub tls: Option<(PathBuf, PathBuf)>,
+    /// `--web-config-file`: the exporter-toolkit's web configuration (TLS, client
+    /// certificates, basic auth, headers), read again when it changes.
+    pub web_config: Option<PathBuf>,
+    /// `--health-listen`: `/healthz` alone on a port of its own, plain HTTP.
+    pub health_listen: Option<SocketAddr>,
     /// `--max-connections`.
     pub max_connections: usize,
 }

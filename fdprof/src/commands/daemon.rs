@@ -76,6 +76,17 @@ pub(crate) struct DaemonArgs {
     /// The PEM private key of --tls-cert: owned and readable as the --token-file is
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
+    /// Prometheus exporter-toolkit's web configuration (YAML): tls_server_config (client
+    /// certificates verified against client_ca_file, client_allowed_sans, min_version,
+    /// cipher_suites), basic_auth_users (bcrypt) and http_server_config.headers. Read again
+    /// whenever it or a file it names changes; a bad new one keeps the old. A verified client
+    /// certificate, or a basic_auth user, is a credential as the token is
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["tls_cert", "tls_key"])]
+    pub web_config_file: Option<PathBuf>,
+    /// Serve /healthz alone, over plain HTTP and with no credential, on this address too (for
+    /// probes that present no client certificate)
+    #[arg(long, value_name = "ADDRESS")]
+    pub health_listen: Option<SocketAddr>,
     /// HTTP connections open at once (1 to 4096); at the bound an idle one is closed for a new
     /// one, or the new one refused
     #[arg(long, default_value_t = server::MAX_CONNECTIONS,
@@ -282,6 +293,8 @@ pub(crate) fn run(args: DaemonArgs) -> Result<()> {
             token_file: args.token_file,
             allow_hosts: args.allow_host,
             tls: args.tls_cert.zip(args.tls_key),
+            web_config: args.web_config_file,
+            health_listen: args.health_listen,
             max_connections: args.max_connections,
         },
         otlp,

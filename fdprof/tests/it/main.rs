@@ -54,4 +54,5 @@ mod top_screen;
 mod trace;
 mod trace_fuzz;
 mod unwind;
+mod web_config;
 mod workload;

@@ -45,7 +45,24 @@ impl Prometheus {
         Self::launch(free_loopback_addr(), scrape, Some(rules))
     }
 
+    /// Starts Prometheus with one scrape job of its own (YAML, indented as an item of
+    /// `scrape_configs`), every second.
+    pub fn start_with_job(job: &str) -> Prometheus {
+        let text = format!(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n{job}"
+        );
+        Self::launch_with(free_loopback_addr(), text)
+    }
+
     fn launch(listen: SocketAddr, scrape: &[SocketAddr], rules: Option<&Path>) -> Prometheus {
+        let mut text = scrape_config(scrape);
+        if let Some(rules) = rules {
+            text.push_str(&format!("rule_files: [\"{}\"]\n", rules.display()));
+        }
+        Self::launch_with(listen, text)
+    }
+
+    fn launch_with(listen: SocketAddr, text: String) -> Prometheus {
         assert!(
             Path::new(PROMETHEUS).exists(),
             "{PROMETHEUS} is missing: run `cargo xtask bootstrap`"
@@ -53,10 +70,6 @@ impl Prometheus {
         let dir = super::tmp(&format!("prometheus-{}", listen.port()));
         std::fs::create_dir_all(&dir).unwrap();
         let config = dir.join("prometheus.yml");
-        let mut text = scrape_config(scrape);
-        if let Some(rules) = rules {
-            text.push_str(&format!("rule_files: [\"{}\"]\n", rules.display()));
-        }
         std::fs::write(&config, text).unwrap();
         let log = std::fs::File::create(dir.join("prometheus.log")).unwrap();
         let child = Command::new(PROMETHEUS)
