@@ -289,14 +289,9 @@ fn prometheus_scrapes_with_its_client_certificate_and_a_rotated_one_is_served_wi
     let up = prometheus.wait_for("up{job=\"fdprof\"}", TIMEOUT, |r| sample_values(r) == [1.0]);
     assert_eq!(sample_values(&up), [1.0], "{}", prometheus.log());
     // A new server certificate, written over the old one's files.
-    let rotated = issue(
-        &pki.ca,
-        &pki.dir.join("next"),
-        "rotated",
-        "IP:127.0.0.1",
-        "serverAuth",
-    );
-    std::fs::create_dir_all(pki.dir.join("next")).ok();
+    let next = pki.dir.join("next");
+    std::fs::create_dir_all(&next).unwrap();
+    let rotated = issue(&pki.ca, &next, "rotated", "IP:127.0.0.1", "serverAuth");
     std::fs::copy(&rotated.key, &pki.server.key).unwrap();
     std::fs::copy(&rotated.cert, &pki.server.cert).unwrap();
     let served = poll(TIMEOUT, || {
