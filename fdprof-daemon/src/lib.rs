@@ -107,7 +107,7 @@ async fn serve(
     kernel_syms: KernelSymbols,
     reload: Option<Reload>,
 ) -> Result<()> {
-    let (listener, tls, listen) = listen(&config).await?;
+    let (sockets, listen) = listen(&config).await?;
     let (token, token_saved) = access_token(&config.http, listen)?;
     log::info(&format!("watching {}", config.watch.describe()));
     let signals = main_loop::Signals::new()?;
@@ -123,15 +123,7 @@ async fn serve(
     );
     let state = State::new(watcher.empty_history(None), config.watch.interval);
     state.set_capture_dir(config.watch.capture.as_ref().map(|c| c.dir.clone()));
-    let web = match &tls {
-        Some(server::Tls::Live(live)) => Some(live.clone()),
-        _ => None,
-    };
-    let https = match &tls {
-        Some(server::Tls::Fixed(_)) => true,
-        Some(server::Tls::Live(live)) => live.current().tls.is_some(),
-        None => false,
-    };
+    let (web, https) = (sockets.web(), sockets.https());
     let policy = access::Policy::new(
         token.clone(),
         listen,
@@ -140,23 +132,9 @@ async fn serve(
         web.clone(),
     );
     let watching = web.map(web_config::Live::watch);
-    let health = match config.http.health_listen {
-        Some(addr) => Some(TcpListener::bind(addr).await.map_err(|e| {
-            fatal(
-                EXIT_USAGE,
-                format!("cannot listen on {addr} (--health-listen): {e}"),
-            )
-        })?),
-        None => None,
-    };
     let pusher = config.otlp.clone().map(otlp::Pusher::start);
     // Few: each is answered at once by the main loop.
     let (asks, asked) = tokio::sync::mpsc::channel(4);
-    let sockets = Sockets {
-        main: listener,
-        health,
-        tls,
-    };
     let (stop, server) = start_http(
         sockets,
         policy,
@@ -183,9 +161,9 @@ async fn serve(
     Ok(())
 }
 
-/// The listening socket, and its TLS (`--tls-cert`'s, or the web config's); the address bound (its port
-/// is the kernel's pick under `--listen HOST:0`).
-async fn listen(config: &Config) -> Result<(TcpListener, Option<server::Tls>, SocketAddr)> {
+/// The listening sockets and TLS (`--tls-cert`'s, or the web config's); the address bound (its
+/// port is the kernel's pick under `--listen HOST:0`).
+async fn listen(config: &Config) -> Result<(Sockets, SocketAddr)> {
     server::reserve_descriptors(config.http.max_connections).map_err(|e| fatal(EXIT_USAGE, e))?;
     let tls = match (&config.http.tls, &config.http.web_config) {
         (Some((cert, key)), _) => Some(server::Tls::Fixed(
@@ -209,7 +187,21 @@ async fn listen(config: &Config) -> Result<(TcpListener, Option<server::Tls>, So
             "serving on {listen}, reachable from other hosts (--allow-remote)",
         ));
     }
-    Ok((listener, tls, listen))
+    let health = match config.http.health_listen {
+        Some(addr) => Some(TcpListener::bind(addr).await.map_err(|e| {
+            fatal(
+                EXIT_USAGE,
+                format!("cannot listen on {addr} (--health-listen): {e}"),
+            )
+        })?),
+        None => None,
+    };
+    let sockets = Sockets {
+        main: listener,
+        health,
+        tls,
+    };
+    Ok((sockets, listen))
 }
 
 /// What the daemon serves on: its port and TLS, and `--health-listen`'s port.
@@ -217,6 +209,25 @@ struct Sockets {
     main: TcpListener,
     health: Option<TcpListener>,
     tls: Option<server::Tls>,
+}
+
+impl Sockets {
+    /// The web config served, if it is one.
+    fn web(&self) -> Option<Arc<web_config::Live>> {
+        match &self.tls {
+            Some(server::Tls::Live(live)) => Some(live.clone()),
+            _ => None,
+        }
+    }
+
+    /// Whether it serves HTTPS (a web config without `tls_server_config` does not).
+    fn https(&self) -> bool {
+        match &self.tls {
+            Some(server::Tls::Fixed(_)) => true,
+            Some(server::Tls::Live(live)) => live.current().tls.is_some(),
+            None => false,
+        }
+    }
 }
 
 /// Connections the health port serves at once (probes ask one at a time).
