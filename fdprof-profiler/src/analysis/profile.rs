@@ -290,10 +290,13 @@ fn wait_process(
     comms: &HashMap<u32, &str>,
 ) -> Option<(u32, String)> {
     let pid = site_pid.or(rec.target.pid)?;
+    // An empty comm is one not read (the process had gone): no name, not an empty one.
+    let known = |name: &&str| !name.is_empty();
     let name = comms
         .get(&pid)
         .copied()
-        .or(rec.target.comm.as_deref())
+        .filter(known)
+        .or(rec.target.comm.as_deref().filter(known))
         .or_else(|| rec.target.command.first()?.rsplit('/').next());
     Some((pid, name.unwrap_or_default().to_string()))
 }

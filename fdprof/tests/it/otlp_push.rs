@@ -25,9 +25,9 @@ struct Receiver {
 }
 
 impl Receiver {
-    /// A receiver for `protocol` (`grpc` or `http`) that refuses every request for its first
-    /// `refuse_for` seconds.
-    fn start(protocol: &str, refuse_for: u32) -> Receiver {
+    /// A receiver for `protocol` (`grpc` or `http`) that refuses every request as `refusing`
+    /// says: `--refuse-for SECONDS` (its first seconds) or `--refuse-first N` (its first N).
+    fn start(protocol: &str, refusing: &[&str]) -> Receiver {
         let dir = tmp(&format!("otlp-receiver-{protocol}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
@@ -36,12 +36,8 @@ impl Receiver {
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/otlp/receiver.py");
         let child = Command::new(crate::common::otlp::python())
             .arg(script)
-            .args([
-                "--protocol",
-                protocol,
-                "--refuse-for",
-                &refuse_for.to_string(),
-            ])
+            .args(["--protocol", protocol])
+            .args(refusing)
             .arg("--dir")
             .arg(&dir)
             .arg("--port-file")
@@ -163,7 +159,7 @@ fn every_wait_reaches(receiver: &Receiver, daemon: &Daemon, comm: &str, pid: u32
 fn a_grpc_receiver_that_refuses_its_first_12_s_gets_every_wait_of_the_report() {
     require_root();
     let _guard = kernel_lock();
-    let receiver = Receiver::start("grpc", 12);
+    let receiver = Receiver::start("grpc", &["--refuse-for", "12"]);
     let started = Instant::now();
     let comm = "fdpd-otlp-grpc";
     let daemon = Daemon::start(&[
@@ -197,7 +193,7 @@ fn a_grpc_receiver_that_refuses_its_first_12_s_gets_every_wait_of_the_report() {
 fn http_protobuf_from_the_sdks_variables_waits_as_the_receiver_asks() {
     require_root();
     let _guard = kernel_lock();
-    let receiver = Receiver::start("http", 3);
+    let receiver = Receiver::start("http", &["--refuse-first", "2"]);
     let comm = "fdpd-otlp-http";
     let addr = free_loopback_addr();
     let token = crate::common::daemon::token_file().to_str().unwrap();

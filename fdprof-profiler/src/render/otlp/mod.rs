@@ -137,7 +137,10 @@ impl Dictionary {
         }
         if let Some((pid, comm)) = &l.process {
             attributes.push(self.attribute_of("process.pid", Value::Int(i64::from(*pid))));
-            attributes.push(self.attribute("process.executable.name", comm));
+            // A process whose name was not read has none.
+            if !comm.is_empty() {
+                attributes.push(self.attribute("process.executable.name", comm));
+            }
         }
         attributes
     }

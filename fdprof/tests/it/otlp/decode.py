@@ -47,7 +47,9 @@ def main(paths):
                         if pid is not None:
                             per = by_pid.setdefault(str(pid), {})
                             per[kind] = per.get(kind, 0) + v
-                            names[str(pid)] = attrs.get("process.executable.name")
+                            name = attrs.get("process.executable.name")
+                            if name:
+                                names[str(pid)] = name
     print(json.dumps({"totals": totals, "by_pid": by_pid, "names": names,
                       "resource": resource, "zero_first": zero_first}))
 

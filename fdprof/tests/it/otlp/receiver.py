@@ -3,10 +3,12 @@ ProfilesService of opentelemetry-proto, or a plain HTTP server for http/protobuf
 it takes is decoded with opentelemetry-proto (a request that does not decode is answered as an
 error) and saved as DIR/NNNNNN.pb, for decode.py.
 
-For its first --refuse-for seconds it refuses every request: gRPC UNAVAILABLE, or HTTP 503 with
-Retry-After: 1. It counts what it refused in DIR/refused.
+For its first --refuse-for seconds, and its first --refuse-first requests, it refuses every
+request: gRPC UNAVAILABLE, or HTTP 503 with Retry-After: 1. It counts what it refused in
+DIR/refused.
 
 Usage: receiver.py --protocol grpc|http --dir DIR --port-file FILE [--refuse-for SECONDS]
+       [--refuse-first N]
 It binds 127.0.0.1 on a port of the kernel's choosing and writes it to FILE.
 """
 
@@ -25,16 +27,17 @@ from opentelemetry.proto.collector.profiles.v1development import (
 
 
 class Store:
-    def __init__(self, directory, refuse_for):
+    def __init__(self, directory, refuse_for, refuse_first):
         self.dir = directory
         self.until = time.monotonic() + refuse_for
+        self.refuse_first = refuse_first
         self.lock = threading.Lock()
         self.taken = 0
         self.refused = 0
 
     def refusing(self):
         with self.lock:
-            if time.monotonic() < self.until:
+            if time.monotonic() < self.until or self.refused < self.refuse_first:
                 self.refused += 1
                 with open(os.path.join(self.dir, "refused"), "w") as f:
                     f.write(str(self.refused))
@@ -104,8 +107,9 @@ def main():
     ap.add_argument("--dir", required=True)
     ap.add_argument("--port-file", required=True)
     ap.add_argument("--refuse-for", type=float, default=0)
+    ap.add_argument("--refuse-first", type=int, default=0)
     args = ap.parse_args()
-    store = Store(args.dir, args.refuse_for)
+    store = Store(args.dir, args.refuse_for, args.refuse_first)
     if args.protocol == "grpc":
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
         pb_grpc.add_ProfilesServiceServicer_to_server(Service(store), server)
