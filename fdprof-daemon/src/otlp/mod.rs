@@ -11,7 +11,7 @@ pub mod settings;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fdprof_profiler::analysis::{self, LockFilter, OpFilter, ProfileKind, ProfileOptions};
+use fdprof_profiler::analysis::{self, ProfileKind, ProfileOptions};
 use fdprof_profiler::render::metrics::OtlpFigures;
 use fdprof_profiler::render::otlp::{self, Sender};
 use fdprof_recording::Recording;
@@ -67,11 +67,8 @@ impl Pusher {
         let facts = &figures.daemon;
         for kind in [ProfileKind::Contention, ProfileKind::Cpu] {
             let opts = ProfileOptions {
-                kind,
-                op: OpFilter::All,
-                lock: LockFilter::All,
-                raw_addrs: false,
                 per_process: true,
+                ..ProfileOptions::all(kind)
             };
             let Ok(profile) = analysis::targets_profile(facts, &names, &opts) else {
                 continue;

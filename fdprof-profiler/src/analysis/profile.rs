@@ -86,6 +86,19 @@ pub struct ProfileOptions {
     pub per_process: bool,
 }
 
+impl ProfileOptions {
+    /// Every operation's and lock's samples of `kind`, frames named, one label set per site.
+    pub fn all(kind: ProfileKind) -> Self {
+        Self {
+            kind,
+            op: OpFilter::All,
+            lock: LockFilter::All,
+            raw_addrs: false,
+            per_process: false,
+        }
+    }
+}
+
 /// Where a frame runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Space {

@@ -364,17 +364,11 @@ pub fn pprof(profile: &Profile) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::{self, LockFilter, OpFilter, ProfileKind, ProfileOptions};
+    use crate::analysis::{self, ProfileKind, ProfileOptions};
     use crate::testdata;
 
     fn opts(kind: ProfileKind) -> ProfileOptions {
-        ProfileOptions {
-            kind,
-            op: OpFilter::All,
-            lock: LockFilter::All,
-            raw_addrs: false,
-            per_process: false,
-        }
+        ProfileOptions::all(kind)
     }
 
     fn decoded(bytes: &[u8]) -> PprofProfile {

@@ -320,17 +320,11 @@ pub fn partial_success(answer: &[u8]) -> Result<(u64, String), prost::DecodeErro
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::{self, LockFilter, OpFilter, ProfileKind, ProfileOptions};
+    use crate::analysis::{self, ProfileKind, ProfileOptions};
     use crate::testdata;
 
     fn opts(kind: ProfileKind) -> ProfileOptions {
-        ProfileOptions {
-            kind,
-            op: OpFilter::All,
-            lock: LockFilter::All,
-            raw_addrs: false,
-            per_process: false,
-        }
+        ProfileOptions::all(kind)
     }
 
     /// A lock profile reads back as written: two profiles (count, delay) over one dictionary
